@@ -1,0 +1,88 @@
+//! The crate's error type.
+
+/// Errors of `dlq-core` and of the stores built on it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A stored value is not one of the known names.
+    #[error("invalid {what} `{value}`: expected one of {}", expected.join(", "))]
+    Parse {
+        /// What was being parsed.
+        what: &'static str,
+        /// The value found.
+        value: String,
+        /// The valid values.
+        expected: &'static [&'static str],
+    },
+    /// Two handlers are registered for one event type.
+    #[error(
+        "event type `{event_type}` is registered twice: by `{first}` at {first_site} and by `{second}` at {second_site}"
+    )]
+    DuplicateEventType {
+        /// The event type.
+        event_type: String,
+        /// The first handler's path.
+        first: String,
+        /// Where it is declared.
+        first_site: String,
+        /// The second handler's path.
+        second: String,
+        /// Where it is declared.
+        second_site: String,
+    },
+    /// No handler is registered for an event type.
+    #[error("no handler is registered for event type `{event_type}`; registered: [{}]", registered.join(", "))]
+    UnknownEventType {
+        /// The event type asked for.
+        event_type: String,
+        /// The registered event types, sorted.
+        registered: Vec<String>,
+    },
+    /// No store is installed for the live path.
+    #[error(
+        "no dead-letter store is installed: call `dlq_core::install_store` at start-up or wrap the call in `dlq_core::with_store`"
+    )]
+    NoStore,
+    /// A store was already installed.
+    #[error("a dead-letter store is already installed")]
+    StoreAlreadyInstalled,
+    /// The store failed (connection, query, timeout).
+    #[error("dead-letter store failed: {0}")]
+    Store(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The store did not answer in time.
+    #[error("dead-letter store did not answer within {0:?}")]
+    Timeout(std::time::Duration),
+    /// The row does not exist.
+    #[error("dead letter {0} not found")]
+    NotFound(i64),
+    /// The operation does not apply to the row in its current state.
+    #[error("dead letter {id} is {status}: {action} needs {needs}")]
+    InvalidState {
+        /// The row.
+        id: i64,
+        /// Its status.
+        status: crate::Status,
+        /// The action tried.
+        action: &'static str,
+        /// The status the action needs.
+        needs: &'static str,
+    },
+    /// The store refuses new rows (`max_entries` with the `reject` policy).
+    #[error("dead-letter store is full ({entries} of {max} entries)")]
+    Full {
+        /// Rows stored.
+        entries: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// An event could not be serialized for parking.
+    #[error("event could not be serialized: {0}")]
+    Serialize(#[source] serde_json::Error),
+}
+
+impl Error {
+    /// Wraps any store error.
+    pub fn store(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Store(Box::new(err))
+    }
+}

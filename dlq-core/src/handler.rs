@@ -1,0 +1,214 @@
+//! What a handler receives besides its event, and what it reports back to a retrier.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::classify::{ErrorClass, FailureInfo};
+use crate::record::{DlqId, Payload};
+use crate::store::BoxFuture;
+
+/// Typed values handed to handlers through [`State<T>`] arguments: one value per type.
+///
+/// ```
+/// use dlq_core::Context;
+///
+/// #[derive(Clone)]
+/// struct Ledger { url: String }
+///
+/// let ctx = Context::new().with(Ledger { url: "http://ledger".into() });
+/// assert_eq!(ctx.get::<Ledger>().unwrap().url, "http://ledger");
+/// assert!(ctx.get::<u32>().is_none());
+/// ```
+#[derive(Clone, Default)]
+pub struct Context {
+    values: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+}
+
+impl Context {
+    /// An empty context.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The context with `value` added (replacing any value of the same type).
+    #[must_use]
+    pub fn with<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.insert(value);
+        self
+    }
+
+    /// Adds `value`, replacing any value of the same type.
+    pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) {
+        self.values.insert(TypeId::of::<T>(), Arc::new(value));
+    }
+
+    /// The value of type `T`, if one was added.
+    pub fn get<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.values.get(&TypeId::of::<T>()).and_then(|v| v.downcast_ref())
+    }
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context").field("values", &self.values.len()).finish()
+    }
+}
+
+/// A handler argument filled from the [`Context`] given to the retrier or dispatcher.
+///
+/// When a handler is called directly, the caller passes `State(value)` itself.
+///
+/// ```
+/// use dlq_core::{dead_letter, State};
+///
+/// #[derive(Clone)]
+/// struct Ledger;
+///
+/// #[dead_letter(event_type = "doc-state")]
+/// async fn handle(amount: u64, State(_ledger): State<Ledger>) -> Result<(), std::io::Error> {
+///     Ok(())
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct State<T>(pub T);
+
+/// Metadata of the attempt a handler is running: which row, how many retries so far, when
+/// the event first failed. On the live path (first call) `id` is `None` and `retry_count` 0.
+///
+/// ```
+/// let first = dlq_core::Attempt::first();
+/// assert_eq!(first.retry_count, 0);
+/// assert!(first.id.is_none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Attempt {
+    /// The dead-letter row being retried.
+    pub id: Option<DlqId>,
+    /// Failed retries before this one.
+    pub retry_count: u32,
+    /// When the event first failed.
+    pub first_failed_at: Option<DateTime<Utc>>,
+}
+
+impl Attempt {
+    /// The metadata of a first, live attempt.
+    pub const fn first() -> Self {
+        Self { id: None, retry_count: 0, first_failed_at: None }
+    }
+}
+
+/// One run of a registered handler by a retrier or [`Dispatcher`](crate::Dispatcher).
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    /// The event, as stored.
+    pub payload: Payload,
+    /// The values for `State<T>` arguments.
+    pub context: Arc<Context>,
+    /// Which attempt this is.
+    pub attempt: Attempt,
+}
+
+/// Handler arguments after the event: [`State<T>`] and [`Attempt`].
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a `#[dead_letter]` handler argument",
+    label = "unsupported handler argument",
+    note = "after the event, a handler takes only `dlq_core::State<T>` (from the retrier's context) and `dlq_core::Attempt`"
+)]
+pub trait FromInvocation: Sized {
+    /// Extracts the argument, or says why it cannot.
+    fn from_invocation(invocation: &Invocation) -> Result<Self, FailureInfo>;
+}
+
+impl<T: Clone + Send + Sync + 'static> FromInvocation for State<T> {
+    fn from_invocation(invocation: &Invocation) -> Result<Self, FailureInfo> {
+        invocation.context.get::<T>().cloned().map(State).ok_or_else(|| {
+            let name = std::any::type_name::<T>();
+            FailureInfo::new(
+                ErrorClass::TRANSIENT,
+                "missing_state",
+                format!("no `{name}` in the retrier's context: add it with `Context::with`"),
+                Vec::new(),
+                None,
+            )
+        })
+    }
+}
+
+impl FromInvocation for Attempt {
+    fn from_invocation(invocation: &Invocation) -> Result<Self, FailureInfo> {
+        Ok(invocation.attempt)
+    }
+}
+
+/// What one run of a registered handler came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HandlerOutcome {
+    /// The handler returned `Ok`.
+    Succeeded,
+    /// The handler returned `Err` (or panicked, or timed out).
+    Failed(FailureInfo),
+    /// The payload did not deserialize into the handler's event type.
+    Undecodable(FailureInfo),
+}
+
+/// The type-erased entry point of a registered handler.
+pub type DispatchFn = fn(Invocation) -> BoxFuture<'static, HandlerOutcome>;
+
+/// A handler's registration: made by `#[dead_letter]`, collected by `inventory`.
+///
+/// ```
+/// let reg = dlq_core::registry().unwrap().get("doc-registration").unwrap();
+/// assert_eq!(reg.policy.max_retries, 3);
+/// # #[dlq_core::dead_letter(event_type = "doc-registration", max_retries = 3)]
+/// # async fn handle(n: u32) -> Result<(), std::io::Error> { Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Registration {
+    /// The event type it handles.
+    pub event_type: &'static str,
+    /// `module::path::fn_name`.
+    pub handler: &'static str,
+    /// The source file.
+    pub file: &'static str,
+    /// The source line.
+    pub line: u32,
+    /// The retry policy of its attribute.
+    pub policy: crate::RetryPolicy,
+    /// Runs the handler on a stored payload.
+    pub dispatch: DispatchFn,
+}
+
+impl Registration {
+    /// `file:line` of the handler.
+    pub fn site(&self) -> String {
+        format!("{}:{}", self.file, self.line)
+    }
+}
+
+inventory::collect!(Registration);
+
+/// Implemented by the type that `#[dead_letter]` generates beside each handler, under the
+/// handler's own name, so `handlers![handle_payment]` compiles only for annotated handlers.
+///
+/// ```
+/// use dlq_core::Handler;
+///
+/// #[dlq_core::dead_letter(event_type = "doc-handler")]
+/// async fn handle_refund(amount: u64) -> Result<(), std::io::Error> { Ok(()) }
+///
+/// assert_eq!(<handle_refund as Handler>::EVENT_TYPE, "doc-handler");
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `#[dead_letter]` handler",
+    note = "annotate the function with `#[dead_letter(event_type = \"...\")]`"
+)]
+pub trait Handler {
+    /// The event type the handler is registered for.
+    const EVENT_TYPE: &'static str;
+    /// The handler's registration.
+    fn registration() -> &'static Registration;
+}

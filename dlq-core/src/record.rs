@@ -1,0 +1,622 @@
+//! The dead-letter record, its states and the values the store exchanges.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::classify::{ErrorClass, FailureInfo};
+
+/// The id of a dead-letter row (`dlq_events.id`).
+pub type DlqId = i64;
+
+macro_rules! string_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        pub enum $name { $($(#[$vm])* #[serde(rename = $text)] $variant),* }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),*];
+
+            /// The text stored in the database.
+            pub const fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $text),* }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = crate::Error;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($text => Ok(Self::$variant),)*
+                    other => Err(crate::Error::Parse {
+                        what: stringify!($name),
+                        value: other.to_owned(),
+                        expected: &[$($text),*],
+                    }),
+                }
+            }
+        }
+    };
+}
+
+string_enum! {
+    /// Where a dead letter is in its life.
+    ///
+    /// `PENDING → PROCESSING → SUCCEEDED | PENDING (retry_count+1) | FAILED_PERMANENTLY`;
+    /// operators move `FAILED_PERMANENTLY → PENDING` (redrive) and anything to `DISCARDED`.
+    ///
+    /// ```
+    /// use dlq_core::Status;
+    /// assert_eq!("FAILED_PERMANENTLY".parse::<Status>().unwrap(), Status::FailedPermanently);
+    /// assert_eq!(Status::Pending.to_string(), "PENDING");
+    /// ```
+    Status {
+        /// Waiting for its `retry_after`, then claimable by a retrier.
+        Pending = "PENDING",
+        /// Claimed by a retrier whose lease runs until `lease_until`.
+        Processing = "PROCESSING",
+        /// A retry succeeded.
+        Succeeded = "SUCCEEDED",
+        /// Dead: waits for an operator to repair and redrive or discard it.
+        FailedPermanently = "FAILED_PERMANENTLY",
+        /// Given up on by an operator.
+        Discarded = "DISCARDED",
+    }
+}
+
+string_enum! {
+    /// Why a dead letter is `FAILED_PERMANENTLY`.
+    ///
+    /// ```
+    /// assert_eq!(dlq_core::DeadReason::RetriesExhausted.as_str(), "retries_exhausted");
+    /// ```
+    DeadReason {
+        /// The handler's error was classified permanent.
+        Permanent = "permanent",
+        /// `max_retries` retries failed.
+        RetriesExhausted = "retries_exhausted",
+        /// The event kept failing for longer than the policy's `max_age`.
+        MaxAge = "max_age",
+        /// The payload did not deserialize into the handler's event type.
+        Undecodable = "undecodable",
+        /// No handler is registered for the event type.
+        NoHandler = "no_handler",
+    }
+}
+
+/// The largest payload stored whole, in bytes; larger ones are stored truncated.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+
+/// The stored event: JSON when it is valid JSON that PostgreSQL's JSONB accepts, raw bytes
+/// otherwise (not JSON, JSON containing `\u0000`, nesting beyond serde's limit, truncated).
+///
+/// ```
+/// use dlq_core::Payload;
+///
+/// assert!(matches!(Payload::from_bytes(br#"{"amount":10}"#, 1024), Payload::Json(_)));
+/// assert!(matches!(Payload::from_bytes(b"\xff not json", 1024), Payload::Raw { .. }));
+/// assert!(matches!(Payload::from_bytes(br#"{"a":"\u0000"}"#, 1024), Payload::Raw { .. }));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub enum Payload {
+    /// A JSON document, stored in the `payload` JSONB column.
+    Json(serde_json::Value),
+    /// Bytes stored in the `payload_raw` bytea column.
+    Raw {
+        /// The bytes kept (all of them, unless `truncated` says otherwise).
+        bytes: Vec<u8>,
+        /// Set when the original was over the size limit.
+        truncated: Option<Truncation>,
+    },
+}
+
+/// What is kept of a payload that was cut to the size limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncation {
+    /// The original length in bytes.
+    pub original_len: u64,
+    /// The SHA-256 of the original, lowercase hex.
+    pub original_sha256: String,
+}
+
+impl Payload {
+    /// Classifies raw input bytes: valid JSON that JSONB accepts becomes [`Payload::Json`];
+    /// anything else, or anything over `max_bytes`, is kept as [`Payload::Raw`].
+    pub fn from_bytes(bytes: &[u8], max_bytes: usize) -> Self {
+        if bytes.len() > max_bytes {
+            return Self::truncated(bytes, max_bytes);
+        }
+        match serde_json::from_slice::<serde_json::Value>(bytes) {
+            Ok(value) if jsonb_safe(&value) => Self::Json(value),
+            _ => Self::Raw { bytes: bytes.to_vec(), truncated: None },
+        }
+    }
+
+    /// Serializes a typed event; falls back to raw bytes where JSONB would reject it.
+    pub fn from_event<T: Serialize + ?Sized>(event: &T, max_bytes: usize) -> Result<Self, serde_json::Error> {
+        let value = serde_json::to_value(event)?;
+        if jsonb_safe(&value) {
+            let len = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(0);
+            if len <= max_bytes {
+                return Ok(Self::Json(value));
+            }
+        }
+        Ok(Self::from_bytes(&serde_json::to_vec(&value)?, max_bytes))
+    }
+
+    fn truncated(bytes: &[u8], max_bytes: usize) -> Self {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(bytes);
+        Self::Raw {
+            bytes: bytes[..max_bytes].to_vec(),
+            truncated: Some(Truncation {
+                original_len: bytes.len() as u64,
+                original_sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
+            }),
+        }
+    }
+
+    /// The payload as bytes to deserialize from: the JSON text or the raw bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        match self {
+            Self::Json(v) => serde_json::to_vec(v).unwrap_or_default(),
+            Self::Raw { bytes, .. } => bytes.clone(),
+        }
+    }
+
+    /// Whether the stored payload is not the whole original.
+    pub const fn is_truncated(&self) -> bool {
+        matches!(self, Self::Raw { truncated: Some(_), .. })
+    }
+}
+
+/// Whether PostgreSQL's JSONB accepts this value: it rejects `\u0000` in any string or key.
+pub fn jsonb_safe(value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => !s.contains('\0'),
+        Value::Array(items) => items.iter().all(jsonb_safe),
+        Value::Object(map) => map.iter().all(|(k, v)| !k.contains('\0') && jsonb_safe(v)),
+        _ => true,
+    }
+}
+
+/// Where an event came from: topic/partition/offset, headers, trace context.
+///
+/// ```
+/// let src = dlq_core::SourceMeta::kafka("payments", 3, 1_204_331);
+/// assert_eq!(src.partition, Some(3));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceMeta {
+    /// Topic, subject, queue or table.
+    pub topic: Option<String>,
+    /// Partition number.
+    pub partition: Option<i32>,
+    /// Offset or sequence number.
+    pub offset: Option<i64>,
+    /// Message headers.
+    pub headers: BTreeMap<String, String>,
+    /// W3C `traceparent` or similar.
+    pub trace_context: Option<String>,
+}
+
+impl SourceMeta {
+    /// Metadata for a Kafka record.
+    pub fn kafka(topic: &str, partition: i32, offset: i64) -> Self {
+        Self { topic: Some(topic.to_owned()), partition: Some(partition), offset: Some(offset), ..Self::default() }
+    }
+
+    /// A dedupe key `topic/partition/offset`, when all three are known.
+    ///
+    /// ```
+    /// let src = dlq_core::SourceMeta::kafka("payments", 3, 42);
+    /// assert_eq!(src.dedupe_key().as_deref(), Some("payments/3/42"));
+    /// ```
+    pub fn dedupe_key(&self) -> Option<String> {
+        Some(format!("{}/{}/{}", self.topic.as_ref()?, self.partition?, self.offset?))
+    }
+}
+
+/// A failed event about to be parked.
+///
+/// ```
+/// use dlq_core::{ErrorClass, FailureInfo, NewDeadLetter, Payload, RetryPolicy};
+///
+/// let failure = FailureInfo::new(ErrorClass::TRANSIENT, "io", "ledger down".into(), vec![], None);
+/// let letter = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({"amount": 5})), failure)
+///     .with_dedupe_key("payments/0/17");
+/// assert_eq!(letter.status(), dlq_core::Status::Pending);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct NewDeadLetter {
+    /// The registered event type.
+    pub event_type: String,
+    /// The handler's path, `module::fn`.
+    pub handler: String,
+    /// The event.
+    pub payload: Payload,
+    /// What went wrong.
+    pub failure: FailureInfo,
+    /// Set when the event is dead on arrival (permanent, undecodable, no retries allowed).
+    pub dead_reason: Option<DeadReason>,
+    /// How long from now until the first retry.
+    pub retry_delay: Duration,
+    /// The policy's retry limit, stored with the row.
+    pub max_retries: u32,
+    /// Makes a second park of the same event return the first row's id.
+    pub dedupe_key: Option<String>,
+    /// Where the event came from.
+    pub source: SourceMeta,
+}
+
+impl NewDeadLetter {
+    /// A pending letter due at once, for an unnamed handler, with the default retry limit.
+    pub fn new(event_type: &str, payload: Payload, failure: FailureInfo) -> Self {
+        Self {
+            event_type: event_type.to_owned(),
+            handler: String::new(),
+            payload,
+            failure,
+            dead_reason: None,
+            retry_delay: Duration::ZERO,
+            max_retries: crate::RetryPolicy::DEFAULT.max_retries,
+            dedupe_key: None,
+            source: SourceMeta::default(),
+        }
+    }
+
+    /// Sets the dedupe key.
+    #[must_use]
+    pub fn with_dedupe_key(mut self, key: impl Into<String>) -> Self {
+        self.dedupe_key = Some(key.into());
+        self
+    }
+
+    /// Sets the source metadata (and the dedupe key from it, when none is set).
+    #[must_use]
+    pub fn with_source(mut self, source: SourceMeta) -> Self {
+        if self.dedupe_key.is_none() {
+            self.dedupe_key = source.dedupe_key();
+        }
+        self.source = source;
+        self
+    }
+
+    /// Sets the handler path.
+    #[must_use]
+    pub fn with_handler(mut self, handler: impl Into<String>) -> Self {
+        self.handler = handler.into();
+        self
+    }
+
+    /// Parks the letter dead with `reason`.
+    #[must_use]
+    pub const fn dead(mut self, reason: DeadReason) -> Self {
+        self.dead_reason = Some(reason);
+        self
+    }
+
+    /// Sets the delay until the first retry and the retry limit.
+    #[must_use]
+    pub const fn retry(mut self, delay: Duration, max_retries: u32) -> Self {
+        self.retry_delay = delay;
+        self.max_retries = max_retries;
+        self
+    }
+
+    /// The status the row is created in.
+    pub const fn status(&self) -> Status {
+        if self.dead_reason.is_some() { Status::FailedPermanently } else { Status::Pending }
+    }
+}
+
+/// The result of parking one letter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parked {
+    /// The row's id.
+    pub id: DlqId,
+    /// `true` when a row with the same dedupe key already existed and its id was returned.
+    pub deduplicated: bool,
+}
+
+/// A stored dead letter, as the admin reads and the retrier see it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct DeadLetter {
+    /// The row's id.
+    pub id: DlqId,
+    /// The registered event type.
+    pub event_type: String,
+    /// The handler's path.
+    pub handler: String,
+    /// The event (possibly repaired by an operator).
+    pub payload: Payload,
+    /// The lifecycle state.
+    pub status: Status,
+    /// The latest failure.
+    pub failure: FailureInfo,
+    /// Failed retries so far.
+    pub retry_count: u32,
+    /// The retry limit.
+    pub max_retries: u32,
+    /// When it becomes due.
+    pub retry_after: DateTime<Utc>,
+    /// Why it is dead, when it is.
+    pub dead_reason: Option<DeadReason>,
+    /// The retrier holding it, while `PROCESSING`.
+    pub lease_owner: Option<String>,
+    /// Until when that retrier holds it.
+    pub lease_until: Option<DateTime<Utc>>,
+    /// The dedupe key.
+    pub dedupe_key: Option<String>,
+    /// Where it came from.
+    pub source: SourceMeta,
+    /// How many times an operator redrove it.
+    pub redrive_count: u32,
+    /// When it was parked.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+    /// When it first failed.
+    pub first_failed_at: DateTime<Utc>,
+    /// When a retrier last ran it.
+    pub last_attempt_at: Option<DateTime<Utc>>,
+}
+
+/// The proof that a retrier holds a row: every outcome write must present the token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lease {
+    /// The row.
+    pub id: DlqId,
+    /// The claim's fencing token.
+    pub token: Uuid,
+}
+
+/// What a claim asks for.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    /// Only these event types.
+    pub event_types: Vec<String>,
+    /// At most this many rows.
+    pub limit: usize,
+    /// How long the lease lasts.
+    pub lease: Duration,
+    /// Who claims (host:pid:name), recorded as `lease_owner`.
+    pub owner: String,
+}
+
+/// A row claimed for a retry.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// The row as it was claimed (status `PROCESSING`).
+    pub letter: DeadLetter,
+    /// The lease to present with the outcome.
+    pub lease: Lease,
+}
+
+/// The outcome of a retry, written fenced by the lease token.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Settlement {
+    /// The handler succeeded: `SUCCEEDED`.
+    Succeeded {
+        /// The claim.
+        lease: Lease,
+    },
+    /// The handler failed transiently: back to `PENDING`, `retry_count + 1`, due after `delay`.
+    Retry {
+        /// The claim.
+        lease: Lease,
+        /// The wait, measured from the store's clock.
+        delay: Duration,
+        /// What went wrong.
+        failure: FailureInfo,
+    },
+    /// Give up: `FAILED_PERMANENTLY` with `reason`.
+    Dead {
+        /// The claim.
+        lease: Lease,
+        /// Why.
+        reason: DeadReason,
+        /// What went wrong.
+        failure: FailureInfo,
+        /// Whether this attempt counts as a retry (`retry_count + 1`).
+        counts: bool,
+    },
+    /// Not run (shutdown): back to `PENDING`, due at once, attempt not counted.
+    Release {
+        /// The claim.
+        lease: Lease,
+    },
+}
+
+impl Settlement {
+    /// The lease this outcome is fenced by.
+    pub const fn lease(&self) -> Lease {
+        match self {
+            Self::Succeeded { lease } | Self::Release { lease } => *lease,
+            Self::Retry { lease, .. } | Self::Dead { lease, .. } => *lease,
+        }
+    }
+
+    /// The failure this outcome records, if any.
+    pub const fn failure(&self) -> Option<&FailureInfo> {
+        match self {
+            Self::Retry { failure, .. } | Self::Dead { failure, .. } => Some(failure),
+            _ => None,
+        }
+    }
+
+    /// The outcome's name in the attempt history.
+    pub const fn outcome_name(&self) -> &'static str {
+        match self {
+            Self::Succeeded { .. } => "succeeded",
+            Self::Retry { .. } => "retry",
+            Self::Dead { .. } => "dead",
+            Self::Release { .. } => "released",
+        }
+    }
+}
+
+/// What a batch of settlements did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SettleReport {
+    /// Rows written.
+    pub applied: u64,
+    /// Rows whose lease was no longer held by the token presented: nothing written.
+    pub fenced: Vec<DlqId>,
+}
+
+/// One attempt in a row's history (`dlq_attempts`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRecord {
+    /// The row.
+    pub dlq_id: DlqId,
+    /// 0 for the original failure, then 1, 2, … for retries.
+    pub attempt: u32,
+    /// `failed`, `succeeded`, `retry`, `dead`.
+    pub outcome: String,
+    /// The class of the failure, if it failed.
+    pub error_class: Option<String>,
+    /// The message, if it failed.
+    pub error_reason: Option<String>,
+    /// Who ran it.
+    pub owner: Option<String>,
+    /// When.
+    pub at: DateTime<Utc>,
+}
+
+/// One operator action in the audit log (`dlq_audit`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEntry {
+    /// The row.
+    pub dlq_id: DlqId,
+    /// `redrive`, `patch`, `discard`.
+    pub action: String,
+    /// Who did it.
+    pub actor: String,
+    /// What changed, as JSON (`{"status": ["FAILED_PERMANENTLY", "PENDING"]}`, a payload diff).
+    pub diff: serde_json::Value,
+    /// When.
+    pub at: DateTime<Utc>,
+}
+
+/// Which rows an admin read or action applies to. Empty fields match everything.
+///
+/// ```
+/// use dlq_core::{ListFilter, Status};
+/// let f = ListFilter::default().status(Status::FailedPermanently).event_type("payment");
+/// assert_eq!(f.limit, 100);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListFilter {
+    /// Only this status.
+    pub status: Option<Status>,
+    /// Only this event type.
+    pub event_type: Option<String>,
+    /// Only this fingerprint.
+    pub fingerprint: Option<String>,
+    /// Only these ids.
+    pub ids: Vec<DlqId>,
+    /// At most this many rows (newest first).
+    pub limit: usize,
+}
+
+impl Default for ListFilter {
+    fn default() -> Self {
+        Self { status: None, event_type: None, fingerprint: None, ids: Vec::new(), limit: 100 }
+    }
+}
+
+impl ListFilter {
+    /// Only rows with `status`.
+    #[must_use]
+    pub fn status(mut self, status: Status) -> Self {
+        self.status = Some(status);
+        self
+    }
+    /// Only rows of `event_type`.
+    #[must_use]
+    pub fn event_type(mut self, event_type: &str) -> Self {
+        self.event_type = Some(event_type.to_owned());
+        self
+    }
+    /// Only rows with `fingerprint`.
+    #[must_use]
+    pub fn fingerprint(mut self, fingerprint: &str) -> Self {
+        self.fingerprint = Some(fingerprint.to_owned());
+        self
+    }
+    /// Only these ids.
+    #[must_use]
+    pub fn ids(mut self, ids: impl IntoIterator<Item = DlqId>) -> Self {
+        self.ids = ids.into_iter().collect();
+        self
+    }
+    /// At most `limit` rows.
+    #[must_use]
+    pub const fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Whether `letter` passes the filter (the limit aside).
+    pub fn matches(&self, letter: &DeadLetter) -> bool {
+        self.status.is_none_or(|s| s == letter.status)
+            && self.event_type.as_ref().is_none_or(|t| *t == letter.event_type)
+            && self.fingerprint.as_ref().is_none_or(|f| *f == letter.failure.fingerprint)
+            && (self.ids.is_empty() || self.ids.contains(&letter.id))
+    }
+}
+
+/// A count of rows by event type and status, for `dlq stats`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatsRow {
+    /// The event type.
+    pub event_type: String,
+    /// The status.
+    pub status: Status,
+    /// How many rows.
+    pub count: u64,
+}
+
+/// A group of alike failures, for `dlq groups`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureGroup {
+    /// The shared fingerprint.
+    pub fingerprint: String,
+    /// The event type.
+    pub event_type: String,
+    /// The error kind.
+    pub kind: String,
+    /// One message of the group.
+    pub sample_reason: String,
+    /// How many rows.
+    pub count: u64,
+}
+
+impl ErrorClass {
+    /// Parses a stored class name; a stored transient class has no hint.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "transient" => Some(Self::TRANSIENT),
+            "permanent" => Some(Self::Permanent),
+            "fatal" => Some(Self::Fatal),
+            _ => None,
+        }
+    }
+}

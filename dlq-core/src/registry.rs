@@ -1,0 +1,137 @@
+//! The map from event type to handler, checked once at start-up.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use crate::Error;
+use crate::handler::Registration;
+
+/// The handlers a process knows, by event type.
+///
+/// Built from every `#[dead_letter]` handler linked into the binary by [`registry()`], or from
+/// an explicit list with [`handlers!`](crate::handlers). Both fail on a duplicate event type,
+/// naming both handlers and their source lines.
+///
+/// `inventory`'s caveats apply to [`registry()`]: only handlers in code that is linked into the
+/// binary register (a handler in a crate nothing else references may be dropped by the linker),
+/// and registrations come in no particular order (the registry sorts them).
+///
+/// ```
+/// #[dlq_core::dead_letter(event_type = "doc-registry")]
+/// async fn on_signup(user: String) -> Result<(), std::io::Error> { Ok(()) }
+///
+/// let registry = dlq_core::registry().expect("no duplicate event types");
+/// assert!(registry.event_types().any(|t| t == "doc-registry"));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    by_type: BTreeMap<&'static str, &'static Registration>,
+}
+
+impl Registry {
+    /// Builds a registry from registrations; a duplicate event type is an error.
+    pub fn from_registrations(registrations: impl IntoIterator<Item = &'static Registration>) -> Result<Self, Error> {
+        let mut by_type: BTreeMap<&'static str, &'static Registration> = BTreeMap::new();
+        for reg in registrations {
+            if let Some(first) = by_type.get(reg.event_type) {
+                // Report in a stable order whatever order inventory yields.
+                let (a, b) =
+                    if (first.file, first.line) <= (reg.file, reg.line) { (*first, reg) } else { (reg, *first) };
+                return Err(Error::DuplicateEventType {
+                    event_type: reg.event_type.to_owned(),
+                    first: a.handler.to_owned(),
+                    first_site: a.site(),
+                    second: b.handler.to_owned(),
+                    second_site: b.site(),
+                });
+            }
+            by_type.insert(reg.event_type, reg);
+        }
+        Ok(Self { by_type })
+    }
+
+    /// The handler for `event_type`, or an error listing the registered types, sorted.
+    pub fn get(&self, event_type: &str) -> Result<&'static Registration, Error> {
+        self.by_type.get(event_type).copied().ok_or_else(|| Error::UnknownEventType {
+            event_type: event_type.to_owned(),
+            registered: self.event_types().map(str::to_owned).collect(),
+        })
+    }
+
+    /// The registered event types, sorted.
+    pub fn event_types(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.by_type.keys().copied()
+    }
+
+    /// The registrations, sorted by event type.
+    pub fn iter(&self) -> impl Iterator<Item = &'static Registration> + '_ {
+        self.by_type.values().copied()
+    }
+
+    /// How many handlers are registered.
+    pub fn len(&self) -> usize {
+        self.by_type.len()
+    }
+
+    /// Whether no handler is registered.
+    pub fn is_empty(&self) -> bool {
+        self.by_type.is_empty()
+    }
+}
+
+/// The registry of every `#[dead_letter]` handler in the binary, checked once.
+///
+/// The first call collects and checks the registrations; later calls return the same result.
+/// Call it at start-up so that a duplicate event type stops the process before any event is
+/// handled.
+///
+/// # Errors
+/// [`Error::DuplicateEventType`] naming both handlers and their `file:line`.
+pub fn registry() -> Result<&'static Registry, Error> {
+    static REGISTRY: OnceLock<Result<Registry, Error>> = OnceLock::new();
+    let checked = REGISTRY.get_or_init(|| Registry::from_registrations(inventory::iter::<Registration>()));
+    match checked {
+        Ok(registry) => Ok(registry),
+        Err(Error::DuplicateEventType { event_type, first, first_site, second, second_site }) => {
+            Err(Error::DuplicateEventType {
+                event_type: event_type.clone(),
+                first: first.clone(),
+                first_site: first_site.clone(),
+                second: second.clone(),
+                second_site: second_site.clone(),
+            })
+        }
+        Err(other) => Err(Error::Parse { what: "registry", value: other.to_string(), expected: &[] }),
+    }
+}
+
+/// A [`Registry`] of exactly the named handlers, checked by the compiler: each name must be a
+/// function annotated with `#[dead_letter]`.
+///
+/// Pin the handlers an application expects in a test, or give a retrier an explicit list.
+///
+/// ```
+/// use dlq_core::{dead_letter, handlers};
+///
+/// #[dead_letter(event_type = "doc-pay")]
+/// async fn handle_payment(amount: u64) -> Result<(), std::io::Error> { Ok(()) }
+/// #[dead_letter(event_type = "doc-refund")]
+/// async fn handle_refund(amount: u64) -> Result<(), std::io::Error> { Ok(()) }
+///
+/// let set = handlers![handle_payment, handle_refund].unwrap();
+/// assert_eq!(set.event_types().collect::<Vec<_>>(), ["doc-pay", "doc-refund"]);
+/// ```
+///
+/// A plain function is rejected:
+/// ```compile_fail
+/// async fn not_annotated(amount: u64) -> Result<(), std::io::Error> { Ok(()) }
+/// let set = dlq_core::handlers![not_annotated];
+/// ```
+#[macro_export]
+macro_rules! handlers {
+    ($($handler:path),* $(,)?) => {
+        $crate::Registry::from_registrations([
+            $(<$handler as $crate::Handler>::registration()),*
+        ])
+    };
+}

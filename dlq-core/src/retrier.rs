@@ -1,0 +1,522 @@
+//! The retrier engine: claims due dead letters, runs their handlers, writes the outcomes.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use futures_util::stream::{self, StreamExt};
+use tokio::sync::Notify;
+
+use crate::Error;
+use crate::classify::{ErrorClass, FailureInfo};
+use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration};
+use crate::memory::now;
+use crate::record::{ClaimRequest, Claimed, DeadLetter, DeadReason, Settlement};
+use crate::registry::Registry;
+use crate::store::DeadLetterStore;
+
+/// When the retrier looks for due rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    /// Drain due rows continuously; when none are due, wait for a wake-up from the store
+    /// (a park, a redrive) or `poll_interval`, whichever comes first.
+    Continuous {
+        /// The longest wait between two looks.
+        poll_interval: Duration,
+    },
+    /// Every `every`, claim one batch of at most `batch_size` rows and run it (the classic
+    /// "every 6 hours, 50 events" scheduler).
+    FixedRate {
+        /// The period.
+        every: Duration,
+    },
+}
+
+/// How a [`Retrier`] runs.
+///
+/// ```
+/// use dlq_core::{RetrierConfig, Schedule};
+/// use std::time::Duration;
+///
+/// // The scheduler of the reference design: every 6 h, 50 events, 240 retries.
+/// let config = RetrierConfig {
+///     batch_size: 50,
+///     max_retries: Some(240),
+///     schedule: Schedule::FixedRate { every: Duration::from_secs(6 * 3600) },
+///     ..RetrierConfig::default()
+/// };
+/// assert_eq!(config.lease, Duration::from_secs(300));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RetrierConfig {
+    /// Rows claimed at once.
+    pub batch_size: usize,
+    /// Handlers run at once within a batch.
+    pub concurrency: usize,
+    /// Claim loops run at once, so that claiming and writing outcomes overlap with handlers.
+    pub workers: usize,
+    /// How long a claim holds a row; a row whose lease expires is claimed again by others.
+    /// Keep it well above the longest handler run (and its `timeout`).
+    pub lease: Duration,
+    /// When to look for work.
+    pub schedule: Schedule,
+    /// Overrides the retry limit stored with each row.
+    pub max_retries: Option<u32>,
+    /// After a shutdown signal, how long in-flight handlers may run before their rows are
+    /// released for others.
+    pub shutdown_grace: Duration,
+    /// Recorded as `lease_owner`: `host:pid` by default.
+    pub owner: String,
+}
+
+impl Default for RetrierConfig {
+    fn default() -> Self {
+        Self {
+            batch_size: 50,
+            concurrency: 16,
+            workers: 1,
+            lease: Duration::from_secs(300),
+            schedule: Schedule::Continuous { poll_interval: Duration::from_secs(5) },
+            max_retries: None,
+            shutdown_grace: Duration::from_secs(30),
+            owner: default_owner(),
+        }
+    }
+}
+
+fn default_owner() -> String {
+    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".into());
+    format!("{host}:{}", std::process::id())
+}
+
+/// A cancellation signal for [`Retrier::run`]: clone it, hand one clone to the retrier and
+/// call [`trigger`](Shutdown::trigger) on another.
+///
+/// ```
+/// let shutdown = dlq_core::Shutdown::new();
+/// let handle = shutdown.clone();
+/// handle.trigger();
+/// assert!(shutdown.is_triggered());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Shutdown {
+    inner: Arc<(AtomicBool, Notify)>,
+}
+
+impl Shutdown {
+    /// A signal not yet triggered.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks every holder to stop.
+    pub fn trigger(&self) {
+        self.inner.0.store(true, Ordering::SeqCst);
+        self.inner.1.notify_waiters();
+    }
+
+    /// Whether [`trigger`](Shutdown::trigger) was called.
+    pub fn is_triggered(&self) -> bool {
+        self.inner.0.load(Ordering::SeqCst)
+    }
+
+    /// Completes once triggered.
+    pub async fn wait(&self) {
+        loop {
+            let notified = self.inner.1.notified();
+            if self.is_triggered() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Counters of what a retrier did, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RetrierStats {
+    /// Rows claimed.
+    pub claimed: u64,
+    /// Retries that succeeded.
+    pub succeeded: u64,
+    /// Retries that failed and were rescheduled.
+    pub retried: u64,
+    /// Rows parked dead.
+    pub dead: u64,
+    /// Rows released unrun at shutdown.
+    pub released: u64,
+    /// Outcomes not written because the lease had expired and another retrier held the row.
+    pub fenced: u64,
+    /// Handler panics (recorded as transient failures).
+    pub panics: u64,
+    /// Handler timeouts (recorded as transient failures).
+    pub timeouts: u64,
+    /// Store calls that failed (the retrier keeps going).
+    pub store_errors: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    claimed: AtomicU64,
+    succeeded: AtomicU64,
+    retried: AtomicU64,
+    dead: AtomicU64,
+    released: AtomicU64,
+    fenced: AtomicU64,
+    panics: AtomicU64,
+    timeouts: AtomicU64,
+    store_errors: AtomicU64,
+}
+
+impl Counters {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> RetrierStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        RetrierStats {
+            claimed: get(&self.claimed),
+            succeeded: get(&self.succeeded),
+            retried: get(&self.retried),
+            dead: get(&self.dead),
+            released: get(&self.released),
+            fenced: get(&self.fenced),
+            panics: get(&self.panics),
+            timeouts: get(&self.timeouts),
+            store_errors: get(&self.store_errors),
+        }
+    }
+}
+
+/// The retrier engine, generic over the store: claims due rows for the registered event
+/// types in batches, runs their handlers with a concurrency limit, and writes each outcome
+/// fenced by the claim's token.
+///
+/// - success: `SUCCEEDED`;
+/// - transient failure: back to `PENDING` after the policy's backoff (or the error's hint),
+///   until `max_retries` (`retries_exhausted`) or `max_age` (`max_age`) say dead;
+/// - permanent failure: `FAILED_PERMANENTLY` (`permanent`);
+/// - a stored payload that no longer deserializes: `FAILED_PERMANENTLY` (`undecodable`),
+///   payload untouched;
+/// - a panic or a per-attempt timeout: a transient failure; the retrier goes on;
+/// - a fatal error: recorded as a transient failure and logged at `error`, since the
+///   retrier has no upstream to stop.
+///
+/// ```
+/// use dlq_core::{dead_letter, with_store, MemoryStore, Retrier, Shutdown, Status};
+/// use std::sync::Arc;
+///
+/// #[dead_letter(event_type = "doc-retrier", backoff = "none")]
+/// async fn flaky(n: u32) -> Result<(), std::io::Error> {
+///     static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+///     if CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+///         return Err(std::io::Error::other("downstream 503"));
+///     }
+///     Ok(())
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let store = Arc::new(MemoryStore::new());
+/// let id = with_store(store.clone(), flaky(1)).await.unwrap_err().dlq_id().unwrap();
+///
+/// let retrier = Retrier::new(store.clone())?;
+/// retrier.run_once().await?;
+/// assert_eq!(store.get_now(id).unwrap().status, Status::Succeeded);
+/// # Ok::<(), dlq_core::Error>(())
+/// # }).unwrap();
+/// ```
+pub struct Retrier<S: ?Sized> {
+    store: Arc<S>,
+    registry: Registry,
+    context: Arc<Context>,
+    config: RetrierConfig,
+    shutdown: Shutdown,
+    counters: Arc<Counters>,
+}
+
+impl<S: ?Sized> Clone for Retrier<S> {
+    fn clone(&self) -> Self {
+        Self {
+            store: Arc::clone(&self.store),
+            registry: self.registry.clone(),
+            context: Arc::clone(&self.context),
+            config: self.config.clone(),
+            shutdown: self.shutdown.clone(),
+            counters: Arc::clone(&self.counters),
+        }
+    }
+}
+
+impl<S: ?Sized> std::fmt::Debug for Retrier<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Retrier")
+            .field("registry", &self.registry)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: DeadLetterStore + ?Sized> Retrier<S> {
+    /// A retrier over every registered handler, with the default configuration.
+    ///
+    /// # Errors
+    /// A duplicate event type in the registry.
+    pub fn new(store: Arc<S>) -> Result<Self, Error> {
+        Ok(Self::with_registry(store, crate::registry()?.clone()))
+    }
+
+    /// A retrier over the handlers of `registry` only (see [`handlers!`](crate::handlers)).
+    pub fn with_registry(store: Arc<S>, registry: Registry) -> Self {
+        Self {
+            store,
+            registry,
+            context: Arc::new(Context::new()),
+            config: RetrierConfig::default(),
+            shutdown: Shutdown::new(),
+            counters: Arc::default(),
+        }
+    }
+
+    /// Sets the configuration.
+    #[must_use]
+    pub fn config(mut self, config: RetrierConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Sets the values for `State<T>` handler arguments.
+    #[must_use]
+    pub fn context(mut self, context: Context) -> Self {
+        self.context = Arc::new(context);
+        self
+    }
+
+    /// Sets the shutdown signal.
+    #[must_use]
+    pub fn shutdown(mut self, shutdown: Shutdown) -> Self {
+        self.shutdown = shutdown;
+        self
+    }
+
+    /// What the retrier did so far.
+    pub fn stats(&self) -> RetrierStats {
+        self.counters.snapshot()
+    }
+
+    /// The store it runs on.
+    pub fn store(&self) -> &Arc<S> {
+        &self.store
+    }
+
+    /// Runs until the shutdown signal, then finishes or releases in-flight rows within the
+    /// grace period. Store errors are logged, counted and retried after the poll interval;
+    /// they never stop the retrier.
+    pub async fn run(&self) -> RetrierStats {
+        let workers = self.config.workers.max(1);
+        let loops = (0..workers).map(|_| self.worker());
+        futures_util::future::join_all(loops).await;
+        self.stats()
+    }
+
+    async fn worker(&self) {
+        match self.config.schedule {
+            Schedule::Continuous { poll_interval } => {
+                while !self.shutdown.is_triggered() {
+                    let full = match self.run_once().await {
+                        Ok(n) => n >= self.config.batch_size,
+                        Err(_) => false,
+                    };
+                    if !full {
+                        tokio::select! {
+                            () = self.store.wait_for_work(poll_interval) => {}
+                            () = self.shutdown.wait() => {}
+                        }
+                    }
+                }
+            }
+            Schedule::FixedRate { every } => {
+                let mut ticks = tokio::time::interval(every);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = ticks.tick() => {}
+                        () = self.shutdown.wait() => return,
+                    }
+                    let _ = self.run_once().await;
+                }
+            }
+        }
+    }
+
+    /// Claims one batch, runs it and writes the outcomes. Returns how many rows it claimed.
+    ///
+    /// # Errors
+    /// The store's error from the claim or the outcome write (rows whose outcome could not be
+    /// written keep their lease and are claimed again when it expires).
+    pub async fn run_once(&self) -> Result<usize, Error> {
+        if self.shutdown.is_triggered() || self.registry.is_empty() {
+            return Ok(0);
+        }
+        let request = ClaimRequest {
+            event_types: self.registry.event_types().map(str::to_owned).collect(),
+            limit: self.config.batch_size.max(1),
+            lease: self.config.lease,
+            owner: self.config.owner.clone(),
+        };
+        let claimed = self.store.claim(request).await.inspect_err(|e| self.store_error(e))?;
+        let n = claimed.len();
+        if n == 0 {
+            return Ok(0);
+        }
+        Counters::add(&self.counters.claimed, n as u64);
+        let outcomes = self.run_batch(claimed).await;
+        for outcome in &outcomes {
+            let counter = match outcome {
+                Settlement::Succeeded { .. } => &self.counters.succeeded,
+                Settlement::Retry { .. } => &self.counters.retried,
+                Settlement::Dead { .. } => &self.counters.dead,
+                Settlement::Release { .. } => &self.counters.released,
+            };
+            Counters::add(counter, 1);
+        }
+        let report = self.store.settle(outcomes).await.inspect_err(|e| self.store_error(e))?;
+        if !report.fenced.is_empty() {
+            tracing::warn!(ids = ?report.fenced, "outcomes not written: lease expired and the rows were claimed again");
+            Counters::add(&self.counters.fenced, report.fenced.len() as u64);
+        }
+        Ok(n)
+    }
+
+    fn store_error(&self, error: &Error) {
+        Counters::add(&self.counters.store_errors, 1);
+        tracing::warn!(%error, "dead-letter store call failed; retrying later");
+    }
+
+    /// Runs every claimed row; on shutdown, waits out the grace period and releases the rest.
+    async fn run_batch(&self, claimed: Vec<Claimed>) -> Vec<Settlement> {
+        let leases: Vec<_> = claimed.iter().map(|c| c.lease).collect();
+        let mut outcomes: Vec<Option<Settlement>> = vec![None; claimed.len()];
+        let runs = stream::iter(claimed.into_iter().enumerate())
+            .map(|(i, c)| self.run_one(c).map(move |s| (i, s)))
+            .buffer_unordered(self.config.concurrency.max(1));
+        let mut runs = std::pin::pin!(runs);
+        let grace = async {
+            self.shutdown.wait().await;
+            tokio::time::sleep(self.config.shutdown_grace).await;
+        };
+        let mut grace = std::pin::pin!(grace);
+        loop {
+            tokio::select! {
+                next = runs.next() => match next {
+                    Some((i, settlement)) => outcomes[i] = Some(settlement),
+                    None => break,
+                },
+                () = &mut grace => break,
+            }
+        }
+        outcomes.into_iter().zip(leases).map(|(o, lease)| o.unwrap_or(Settlement::Release { lease })).collect()
+    }
+
+    async fn run_one(&self, claimed: Claimed) -> Settlement {
+        let Claimed { letter, lease } = claimed;
+        let Ok(reg) = self.registry.get(&letter.event_type) else {
+            return Settlement::Release { lease };
+        };
+        let invocation = Invocation {
+            payload: letter.payload.clone(),
+            context: Arc::clone(&self.context),
+            attempt: Attempt {
+                id: Some(letter.id),
+                retry_count: letter.retry_count,
+                first_failed_at: Some(letter.first_failed_at),
+            },
+        };
+        let outcome = self.invoke(reg, invocation).await;
+        let span_id = letter.id;
+        let settlement = decide(&letter, reg, self.config.max_retries, outcome, lease);
+        tracing::debug!(id = span_id, outcome = settlement.outcome_name(), "retry finished");
+        settlement
+    }
+
+    async fn invoke(&self, reg: &Registration, invocation: Invocation) -> HandlerOutcome {
+        let run = AssertUnwindSafe((reg.dispatch)(invocation)).catch_unwind();
+        let result = match reg.policy.timeout {
+            Some(limit) => match tokio::time::timeout(limit, run).await {
+                Ok(result) => result,
+                Err(_) => {
+                    Counters::add(&self.counters.timeouts, 1);
+                    let reason = format!("attempt timed out after {limit:?}");
+                    return HandlerOutcome::Failed(FailureInfo::new(
+                        ErrorClass::TRANSIENT,
+                        "timeout",
+                        reason,
+                        Vec::new(),
+                        None,
+                    ));
+                }
+            },
+            None => run.await,
+        };
+        result.unwrap_or_else(|panic| {
+            Counters::add(&self.counters.panics, 1);
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".to_owned());
+            HandlerOutcome::Failed(FailureInfo::new(
+                ErrorClass::TRANSIENT,
+                "panic",
+                format!("handler panicked: {message}"),
+                Vec::new(),
+                None,
+            ))
+        })
+    }
+}
+
+/// The outcome to write for one run of a claimed row.
+fn decide(
+    letter: &DeadLetter,
+    reg: &Registration,
+    max_retries_override: Option<u32>,
+    outcome: HandlerOutcome,
+    lease: crate::Lease,
+) -> Settlement {
+    let failure = match outcome {
+        HandlerOutcome::Succeeded => return Settlement::Succeeded { lease },
+        HandlerOutcome::Undecodable(failure) => {
+            return Settlement::Dead { lease, reason: DeadReason::Undecodable, failure, counts: true };
+        }
+        HandlerOutcome::Failed(failure) => failure,
+    };
+    let retry_after = match failure.class {
+        ErrorClass::Permanent => {
+            return Settlement::Dead { lease, reason: DeadReason::Permanent, failure, counts: true };
+        }
+        ErrorClass::Fatal => {
+            tracing::error!(id = letter.id, reason = %failure.reason, "fatal error in a retried handler; recorded as transient");
+            None
+        }
+        ErrorClass::Transient { retry_after } => retry_after,
+    };
+    let retries = letter.retry_count + 1;
+    let max_retries = max_retries_override.unwrap_or(letter.max_retries);
+    if retries >= max_retries {
+        return Settlement::Dead { lease, reason: DeadReason::RetriesExhausted, failure, counts: true };
+    }
+    let delay = retry_after.unwrap_or_else(|| reg.policy.backoff.next_delay(retries + 1));
+    if let Some(max_age) = reg.policy.max_age {
+        let horizon = letter.first_failed_at + chrono::Duration::from_std(max_age).unwrap_or(chrono::TimeDelta::MAX);
+        let next = now() + chrono::Duration::from_std(delay).unwrap_or(chrono::TimeDelta::MAX);
+        if next > horizon {
+            return Settlement::Dead { lease, reason: DeadReason::MaxAge, failure, counts: true };
+        }
+    }
+    Settlement::Retry { lease, delay, failure }
+}

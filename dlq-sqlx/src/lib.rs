@@ -1,0 +1,1 @@
+//! PostgreSQL and SQLite stores for `dlq` (being written).

@@ -1,0 +1,1 @@
+//! End-to-end and UI tests of `dlq`; see `tests/`.
