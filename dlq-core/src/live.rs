@@ -324,3 +324,206 @@ impl Dispatcher {
         Ok(Dispatched::Parked { id: parked.id, failure, dead_reason })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{ClaimRequest, Claimed, ListFilter, Parked, SettleReport, Settlement};
+    use crate::store::{BoxFuture, StoreResult};
+    use crate::{Backoff, MemoryStore, RetryPolicy, Status};
+    use std::time::Duration;
+
+    /// A store whose every call fails, as when the database is down.
+    struct DownStore;
+
+    fn down<T: Send + 'static>() -> BoxFuture<'static, StoreResult<T>> {
+        Box::pin(async { Err(Error::store(std::io::Error::other("connection refused"))) })
+    }
+
+    impl DeadLetterStore for DownStore {
+        fn park(&self, _: NewDeadLetter) -> BoxFuture<'_, StoreResult<Parked>> {
+            down()
+        }
+        fn park_many(&self, _: Vec<NewDeadLetter>) -> BoxFuture<'_, StoreResult<Vec<Parked>>> {
+            down()
+        }
+        fn claim(&self, _: ClaimRequest) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
+            down()
+        }
+        fn settle(&self, _: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>> {
+            down()
+        }
+        fn get(&self, _: DlqId) -> BoxFuture<'_, StoreResult<Option<crate::DeadLetter>>> {
+            down()
+        }
+        fn list(&self, _: ListFilter) -> BoxFuture<'_, StoreResult<Vec<crate::DeadLetter>>> {
+            down()
+        }
+        fn stats(&self) -> BoxFuture<'_, StoreResult<Vec<crate::StatsRow>>> {
+            down()
+        }
+        fn groups(&self, _: ListFilter) -> BoxFuture<'_, StoreResult<Vec<crate::FailureGroup>>> {
+            down()
+        }
+        fn attempts(&self, _: DlqId) -> BoxFuture<'_, StoreResult<Vec<crate::AttemptRecord>>> {
+            down()
+        }
+        fn audit(&self, _: DlqId) -> BoxFuture<'_, StoreResult<Vec<crate::AuditEntry>>> {
+            down()
+        }
+        fn redrive(&self, _: ListFilter, _: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>> {
+            down()
+        }
+        fn discard(&self, _: ListFilter, _: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>> {
+            down()
+        }
+        fn patch_payload(&self, _: DlqId, _: Payload, _: &str) -> BoxFuture<'_, StoreResult<()>> {
+            down()
+        }
+        fn purge(&self, _: Duration) -> BoxFuture<'_, StoreResult<u64>> {
+            down()
+        }
+    }
+
+    fn echo(inv: Invocation) -> BoxFuture<'static, HandlerOutcome> {
+        Box::pin(async move {
+            match crate::__private::decode::<String>(&inv.payload) {
+                Err(outcome) => outcome,
+                Ok(s) if s == "ok" => HandlerOutcome::Succeeded,
+                Ok(s) if s == "fatal" => HandlerOutcome::Failed(failure(ErrorClass::Fatal)),
+                Ok(_) => HandlerOutcome::Failed(failure(ErrorClass::TRANSIENT)),
+            }
+        })
+    }
+
+    static ECHO: Registration = Registration {
+        event_type: "echo",
+        handler: "tests::echo",
+        file: file!(),
+        line: line!(),
+        policy: RetryPolicy::new(5, Backoff::fixed(Duration::from_secs(30))),
+        dispatch: echo,
+    };
+
+    static NO_RETRIES: Registration =
+        Registration { event_type: "once", policy: RetryPolicy::new(0, Backoff::NONE), ..ECHO };
+
+    fn failure(class: ErrorClass) -> FailureInfo {
+        FailureInfo::new(class, "Test", "it failed".into(), vec![], None)
+    }
+
+    fn payload() -> Result<Payload, Error> {
+        Ok(Payload::Json(serde_json::json!("x")))
+    }
+
+    #[tokio::test]
+    async fn transient_failure_is_parked_pending_with_backoff() {
+        let store = Arc::new(MemoryStore::new());
+        let err = with_store(store.clone(), park_failure(&ECHO, payload(), failure(ErrorClass::TRANSIENT), "e")).await;
+        let id = err.dlq_id().expect("parked");
+        let row = store.get_now(id).unwrap();
+        assert_eq!((row.status, row.max_retries, row.handler.as_str()), (Status::Pending, 5, "tests::echo"));
+        assert_eq!(row.retry_after - row.created_at, chrono::Duration::seconds(30));
+    }
+
+    #[tokio::test]
+    async fn permanent_failure_is_parked_dead() {
+        let store = Arc::new(MemoryStore::new());
+        let err = with_store(store.clone(), park_failure(&ECHO, payload(), failure(ErrorClass::Permanent), "e")).await;
+        let row = store.get_now(err.dlq_id().unwrap()).unwrap();
+        assert_eq!((row.status, row.dead_reason), (Status::FailedPermanently, Some(DeadReason::Permanent)));
+    }
+
+    #[tokio::test]
+    async fn zero_retries_parks_transient_failures_dead() {
+        let store = Arc::new(MemoryStore::new());
+        let err = with_store(store.clone(), park_failure(&NO_RETRIES, payload(), failure(ErrorClass::TRANSIENT), ())).await;
+        let row = store.get_now(err.dlq_id().unwrap()).unwrap();
+        assert_eq!(row.dead_reason, Some(DeadReason::RetriesExhausted));
+    }
+
+    #[tokio::test]
+    async fn fatal_is_not_parked() {
+        let store = Arc::new(MemoryStore::new());
+        let err = with_store(store.clone(), park_failure(&ECHO, payload(), failure(ErrorClass::Fatal), "e")).await;
+        assert!(matches!(err, HandlerError::Fatal { error: "e" }));
+        assert!(store.is_empty());
+    }
+
+    #[tokio::test]
+    async fn store_down_is_reported_not_swallowed() {
+        let err = with_store(Arc::new(DownStore), park_failure(&ECHO, payload(), failure(ErrorClass::TRANSIENT), "e")).await;
+        let HandlerError::ParkFailed { store_error, error } = err else { panic!("{err:?}") };
+        assert_eq!(error, "e");
+        assert!(store_error.to_string().contains("connection refused"), "{store_error}");
+    }
+
+    #[tokio::test]
+    async fn unserializable_event_is_reported_not_swallowed() {
+        let store = Arc::new(MemoryStore::new());
+        let bad = Err(Error::Serialize(serde_json::from_str::<u8>("x").unwrap_err()));
+        let err = with_store(store.clone(), park_failure(&ECHO, bad, failure(ErrorClass::TRANSIENT), "e")).await;
+        assert!(matches!(err, HandlerError::ParkFailed { store_error: Error::Serialize(_), .. }));
+        assert!(store.is_empty());
+    }
+
+    fn dispatcher(store: Arc<dyn DeadLetterStore>) -> Dispatcher {
+        Dispatcher::with_registry(store, Registry::from_registrations([&ECHO]).unwrap())
+    }
+
+    #[tokio::test]
+    async fn dispatch_success_touches_no_store() {
+        // DownStore fails every call, so success proves the store was never called.
+        assert_eq!(dispatcher(Arc::new(DownStore)).dispatch("echo", b"\"ok\"").await.unwrap(), Dispatched::Succeeded);
+    }
+
+    #[tokio::test]
+    async fn dispatch_parks_undecodable_bytes_raw() {
+        let store = Arc::new(MemoryStore::new());
+        let out = dispatcher(store.clone()).dispatch("echo", b"\xff\xfe not json").await.unwrap();
+        let Dispatched::Parked { id, dead_reason, .. } = out else { panic!("{out:?}") };
+        assert_eq!(dead_reason, Some(DeadReason::Undecodable));
+        let row = store.get_now(id).unwrap();
+        assert_eq!(row.payload, Payload::Raw { bytes: b"\xff\xfe not json".to_vec(), truncated: None });
+        assert_eq!(row.status, Status::FailedPermanently);
+    }
+
+    #[tokio::test]
+    async fn dispatch_parks_unknown_types_as_no_handler() {
+        let store = Arc::new(MemoryStore::new());
+        let out = dispatcher(store.clone()).dispatch("mystery", b"{}").await.unwrap();
+        assert!(matches!(out, Dispatched::Parked { dead_reason: Some(DeadReason::NoHandler), .. }));
+    }
+
+    #[tokio::test]
+    async fn dispatch_with_source_is_idempotent() {
+        let store = Arc::new(MemoryStore::new());
+        let d = dispatcher(store.clone());
+        let src = SourceMeta::kafka("payments", 0, 7);
+        let a = d.dispatch_from("echo", b"\"boom\"", src.clone()).await.unwrap();
+        let b = d.dispatch_from("echo", b"\"boom\"", src).await.unwrap();
+        let (Dispatched::Parked { id: a, .. }, Dispatched::Parked { id: b, .. }) = (a, b) else { panic!() };
+        assert_eq!(a, b);
+        assert_eq!(store.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn dispatch_store_down_is_an_error() {
+        let err = dispatcher(Arc::new(DownStore)).dispatch("echo", b"\"boom\"").await.unwrap_err();
+        assert!(matches!(err, Error::Store(_)));
+    }
+
+    #[tokio::test]
+    async fn dispatch_fatal_parks_nothing() {
+        let store = Arc::new(MemoryStore::new());
+        let out = dispatcher(store.clone()).dispatch("echo", b"\"fatal\"").await.unwrap();
+        assert!(matches!(out, Dispatched::Fatal(_)));
+        assert!(store.is_empty());
+    }
+
+    #[tokio::test]
+    async fn no_store_installed_is_reported() {
+        let err = park_failure(&ECHO, payload(), failure(ErrorClass::TRANSIENT), ()).await;
+        assert!(matches!(err, HandlerError::ParkFailed { store_error: Error::NoStore, .. }));
+    }
+}

@@ -378,6 +378,43 @@ pub struct DeadLetter {
     pub last_attempt_at: Option<DateTime<Utc>>,
 }
 
+impl DeadLetter {
+    /// A row as freshly parked at `at`: `PENDING`, due at `at`, no lease, no retries. Stores
+    /// outside this crate build the rows they read back with it, then set the public fields.
+    ///
+    /// ```
+    /// use dlq_core::{DeadLetter, ErrorClass, FailureInfo, Payload, Status};
+    ///
+    /// let failure = FailureInfo::new(ErrorClass::TRANSIENT, "io", "down".into(), vec![], None);
+    /// let mut row = DeadLetter::new(7, "payment", Payload::Json(serde_json::json!({})), failure, chrono::Utc::now());
+    /// row.status = Status::Succeeded;
+    /// assert_eq!(row.id, 7);
+    /// ```
+    pub fn new(id: DlqId, event_type: &str, payload: Payload, failure: FailureInfo, at: DateTime<Utc>) -> Self {
+        Self {
+            id,
+            event_type: event_type.to_owned(),
+            handler: String::new(),
+            payload,
+            status: Status::Pending,
+            failure,
+            retry_count: 0,
+            max_retries: 0,
+            retry_after: at,
+            dead_reason: None,
+            lease_owner: None,
+            lease_until: None,
+            dedupe_key: None,
+            source: SourceMeta::default(),
+            redrive_count: 0,
+            created_at: at,
+            updated_at: at,
+            first_failed_at: at,
+            last_attempt_at: None,
+        }
+    }
+}
+
 /// The proof that a retrier holds a row: every outcome write must present the token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Lease {

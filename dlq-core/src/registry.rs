@@ -135,3 +135,42 @@ macro_rules! handlers {
         ])
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BoxFuture, HandlerOutcome, Invocation, RetryPolicy};
+
+    fn noop(_: Invocation) -> BoxFuture<'static, HandlerOutcome> {
+        Box::pin(async { HandlerOutcome::Succeeded })
+    }
+
+    const fn reg(event_type: &'static str, handler: &'static str, line: u32) -> Registration {
+        Registration { event_type, handler, file: "src/handlers.rs", line, policy: RetryPolicy::DEFAULT, dispatch: noop }
+    }
+
+    static PAY_A: Registration = reg("payment", "app::a::handle_payment", 10);
+    static PAY_B: Registration = reg("payment", "app::b::handle_payment", 20);
+    static REFUND: Registration = reg("refund", "app::handle_refund", 30);
+
+    #[test]
+    fn duplicate_event_type_names_both_handlers_in_stable_order() {
+        for order in [[&PAY_B, &REFUND, &PAY_A], [&PAY_A, &REFUND, &PAY_B]] {
+            let err = Registry::from_registrations(order).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "event type `payment` is registered twice: by `app::a::handle_payment` at src/handlers.rs:10 \
+                 and by `app::b::handle_payment` at src/handlers.rs:20"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_type_lists_registered_ones_sorted() {
+        let registry = Registry::from_registrations([&REFUND, &PAY_A]).unwrap();
+        let err = registry.get("payout").unwrap_err();
+        assert_eq!(err.to_string(), "no handler is registered for event type `payout`; registered: [payment, refund]");
+        assert_eq!(registry.get("refund").unwrap().handler, "app::handle_refund");
+        assert_eq!(registry.len(), 2);
+    }
+}

@@ -520,3 +520,7 @@ fn decide(
     }
     Settlement::Retry { lease, delay, failure }
 }
+
+#[cfg(test)]
+#[path = "retrier_tests.rs"]
+mod tests;

@@ -1,0 +1,315 @@
+//! The retrier engine on `MemoryStore`, driven by tokio's paused clock.
+//!
+//! Handlers here are registered by hand (the attribute's own tests live in `tests/`); each
+//! reads its behaviour from the payload: `{"fail": n}` fails transiently while fewer than `n`
+//! retries have run, `{"permanent": true}` fails permanently, `{"panic": true}` panics,
+//! `{"sleep_ms": n}` sleeps first.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::*;
+use crate::{Backoff, DeadLetterStore, MemoryStore, NewDeadLetter, Payload, RetryPolicy, Status};
+
+static RUNS: AtomicU32 = AtomicU32::new(0);
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Script {
+    fail: u32,
+    permanent: bool,
+    panic: bool,
+    sleep_ms: u64,
+    hint_ms: Option<u64>,
+}
+
+fn scripted(inv: Invocation) -> crate::BoxFuture<'static, HandlerOutcome> {
+    Box::pin(async move {
+        let script: Script = match crate::__private::decode(&inv.payload) {
+            Ok(s) => s,
+            Err(outcome) => return outcome,
+        };
+        RUNS.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(script.sleep_ms)).await;
+        assert!(!script.panic, "scripted panic");
+        let class = if script.permanent {
+            ErrorClass::Permanent
+        } else if inv.attempt.retry_count < script.fail {
+            ErrorClass::Transient { retry_after: script.hint_ms.map(Duration::from_millis) }
+        } else {
+            return HandlerOutcome::Succeeded;
+        };
+        HandlerOutcome::Failed(FailureInfo::new(class, "Scripted", "scripted failure".into(), vec![], None))
+    })
+}
+
+const POLICY: RetryPolicy = RetryPolicy {
+    max_retries: 3,
+    backoff: Backoff::exponential(Duration::from_secs(10), Duration::from_secs(3600)),
+    max_age: None,
+    timeout: Some(Duration::from_secs(60)),
+};
+
+static SCRIPTED: Registration =
+    Registration { event_type: "scripted", handler: "tests::scripted", file: file!(), line: line!(), policy: POLICY, dispatch: scripted };
+
+static AGED: Registration = Registration {
+    event_type: "aged",
+    handler: "tests::aged",
+    file: file!(),
+    line: line!(),
+    policy: RetryPolicy { max_retries: 100, max_age: Some(Duration::from_secs(25)), ..POLICY },
+    dispatch: scripted,
+};
+
+fn retrier(store: &Arc<MemoryStore>) -> Retrier<MemoryStore> {
+    let registry = Registry::from_registrations([&SCRIPTED, &AGED]).unwrap();
+    Retrier::with_registry(Arc::clone(store), registry)
+}
+
+async fn park(store: &MemoryStore, event_type: &str, payload: serde_json::Value) -> crate::DlqId {
+    let failure = FailureInfo::new(ErrorClass::TRANSIENT, "Scripted", "first failure".into(), vec![], None);
+    let letter = NewDeadLetter::new(event_type, Payload::Json(payload), failure).retry(Duration::ZERO, 3);
+    store.park(letter).await.unwrap().id
+}
+
+fn status(store: &MemoryStore, id: crate::DlqId) -> (Status, u32, Option<DeadReason>) {
+    let l = store.get_now(id).unwrap();
+    (l.status, l.retry_count, l.dead_reason)
+}
+
+#[tokio::test(start_paused = true)]
+async fn success_marks_succeeded_and_records_the_attempt() {
+    let store = Arc::new(MemoryStore::new());
+    let id = park(&store, "scripted", json!({})).await;
+    assert_eq!(retrier(&store).run_once().await.unwrap(), 1);
+    assert_eq!(status(&store, id), (Status::Succeeded, 0, None));
+    let attempts = store.attempts(id).await.unwrap();
+    assert_eq!(attempts.iter().map(|a| a.outcome.as_str()).collect::<Vec<_>>(), ["failed", "succeeded"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn transient_failure_waits_out_the_exact_backoff() {
+    let store = Arc::new(MemoryStore::new());
+    let id = park(&store, "scripted", json!({"fail": 2})).await;
+    let r = retrier(&store);
+    r.run_once().await.unwrap();
+    assert_eq!(status(&store, id), (Status::Pending, 1, None));
+    let letter = store.get_now(id).unwrap();
+    // Retry 1 failed: retry 2 waits base * 2 = 20 s.
+    assert_eq!(letter.retry_after - letter.updated_at, chrono::Duration::seconds(20));
+    assert_eq!(r.run_once().await.unwrap(), 0, "not due yet");
+    tokio::time::advance(Duration::from_secs(19)).await;
+    assert_eq!(r.run_once().await.unwrap(), 0, "still not due");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    r.run_once().await.unwrap();
+    assert_eq!(status(&store, id), (Status::Pending, 2, None));
+    tokio::time::advance(Duration::from_secs(40)).await;
+    r.run_once().await.unwrap();
+    assert_eq!(status(&store, id), (Status::Succeeded, 2, None));
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_exhausted_parks_dead() {
+    let store = Arc::new(MemoryStore::new());
+    let id = park(&store, "scripted", json!({"fail": 99})).await;
+    let r = retrier(&store);
+    for _ in 0..3 {
+        r.run_once().await.unwrap();
+        tokio::time::advance(Duration::from_secs(3600)).await;
+    }
+    assert_eq!(status(&store, id), (Status::FailedPermanently, 3, Some(DeadReason::RetriesExhausted)));
+    assert_eq!(r.run_once().await.unwrap(), 0, "dead rows are never claimed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_retries_override_from_config() {
+    let store = Arc::new(MemoryStore::new());
+    let id = park(&store, "scripted", json!({"fail": 99})).await;
+    let r = retrier(&store).config(RetrierConfig { max_retries: Some(1), ..RetrierConfig::default() });
+    r.run_once().await.unwrap();
+    assert_eq!(status(&store, id), (Status::FailedPermanently, 1, Some(DeadReason::RetriesExhausted)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn permanent_failure_parks_dead_at_once() {
+    let store = Arc::new(MemoryStore::new());
+    let id = park(&store, "scripted", json!({"permanent": true})).await;
+    retrier(&store).run_once().await.unwrap();
+    assert_eq!(status(&store, id), (Status::FailedPermanently, 1, Some(DeadReason::Permanent)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn undecodable_payload_parks_dead_untouched() {
+    let store = Arc::new(MemoryStore::new());
+    let id = park(&store, "scripted", json!({"fail": "not a number"})).await;
+    retrier(&store).run_once().await.unwrap();
+    let letter = store.get_now(id).unwrap();
+    assert_eq!((letter.status, letter.dead_reason), (Status::FailedPermanently, Some(DeadReason::Undecodable)));
+    assert_eq!(letter.payload, Payload::Json(json!({"fail": "not a number"})));
+}
+
+#[tokio::test(start_paused = true)]
+async fn panic_is_a_transient_failure_and_the_retrier_goes_on() {
+    let store = Arc::new(MemoryStore::new());
+    let bad = park(&store, "scripted", json!({"panic": true})).await;
+    let good = park(&store, "scripted", json!({})).await;
+    let r = retrier(&store);
+    assert_eq!(r.run_once().await.unwrap(), 2);
+    assert_eq!(status(&store, bad), (Status::Pending, 1, None));
+    assert_eq!(store.get_now(bad).unwrap().failure.kind, "panic");
+    assert!(store.get_now(bad).unwrap().failure.reason.contains("scripted panic"));
+    assert_eq!(status(&store, good), (Status::Succeeded, 0, None));
+    assert_eq!(r.stats().panics, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeout_is_a_transient_failure() {
+    let store = Arc::new(MemoryStore::new());
+    let id = park(&store, "scripted", json!({"sleep_ms": 61_000})).await;
+    let r = retrier(&store);
+    r.run_once().await.unwrap();
+    assert_eq!(status(&store, id), (Status::Pending, 1, None));
+    assert_eq!(store.get_now(id).unwrap().failure.kind, "timeout");
+    assert_eq!(r.stats().timeouts, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_hint_beats_the_backoff() {
+    let store = Arc::new(MemoryStore::new());
+    let id = park(&store, "scripted", json!({"fail": 1, "hint_ms": 1500})).await;
+    retrier(&store).run_once().await.unwrap();
+    let letter = store.get_now(id).unwrap();
+    assert_eq!(letter.retry_after - letter.updated_at, chrono::Duration::milliseconds(1500));
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_age_parks_dead_when_the_next_retry_is_past_the_horizon() {
+    let store = Arc::new(MemoryStore::new());
+    let id = park(&store, "aged", json!({"fail": 99})).await;
+    let r = retrier(&store);
+    r.run_once().await.unwrap(); // next in 20 s: inside the 25 s horizon
+    assert_eq!(status(&store, id), (Status::Pending, 1, None));
+    tokio::time::advance(Duration::from_secs(20)).await;
+    r.run_once().await.unwrap(); // next in 40 s: past it
+    assert_eq!(status(&store, id), (Status::FailedPermanently, 2, Some(DeadReason::MaxAge)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn unknown_event_types_stay_pending() {
+    let store = Arc::new(MemoryStore::new());
+    let orphan = park(&store, "nobody-handles-this", json!({})).await;
+    assert_eq!(retrier(&store).run_once().await.unwrap(), 0);
+    assert_eq!(status(&store, orphan), (Status::Pending, 0, None));
+}
+
+#[tokio::test(start_paused = true)]
+async fn expired_lease_is_fenced_and_reclaimed() {
+    let store = Arc::new(MemoryStore::new());
+    let id = park(&store, "scripted", json!({"sleep_ms": 20_000})).await;
+    let slow = retrier(&store).config(RetrierConfig { lease: Duration::from_secs(5), ..RetrierConfig::default() });
+    let fast = retrier(&store);
+    let slow_run = tokio::spawn({
+        let slow = slow.clone();
+        async move { slow.run_once().await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await; // the slow retrier claims first
+    tokio::time::advance(Duration::from_secs(6)).await;
+    // The lease expired while the handler ran: another retrier takes the row.
+    let fast_run = tokio::spawn({
+        let fast = fast.clone();
+        async move { fast.run_once().await }
+    });
+    assert_eq!(slow_run.await.unwrap().unwrap(), 1);
+    assert_eq!(slow.stats().fenced, 1, "the late outcome was not written");
+    assert_eq!(status(&store, id).0, Status::Processing);
+    assert_eq!(fast_run.await.unwrap().unwrap(), 1);
+    assert_eq!(status(&store, id), (Status::Succeeded, 0, None));
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_releases_rows_still_running_after_the_grace_period() {
+    let store = Arc::new(MemoryStore::new());
+    let quick = park(&store, "scripted", json!({"sleep_ms": 1_000})).await;
+    let slow = park(&store, "scripted", json!({"sleep_ms": 50_000})).await;
+    let shutdown = Shutdown::new();
+    let config = RetrierConfig { shutdown_grace: Duration::from_secs(10), ..RetrierConfig::default() };
+    let r = retrier(&store).config(config).shutdown(shutdown.clone());
+    let run = tokio::spawn({
+        let r = r.clone();
+        async move { r.run().await }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    shutdown.trigger();
+    let stats = run.await.unwrap();
+    assert_eq!(status(&store, quick), (Status::Succeeded, 0, None));
+    assert_eq!(status(&store, slow), (Status::Pending, 0, None), "released, attempt not counted");
+    assert_eq!((stats.succeeded, stats.released), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn continuous_run_drains_new_work_and_stops_on_shutdown() {
+    let store = Arc::new(MemoryStore::new());
+    let shutdown = Shutdown::new();
+    let r = retrier(&store).shutdown(shutdown.clone()).config(RetrierConfig {
+        batch_size: 7,
+        schedule: Schedule::Continuous { poll_interval: Duration::from_secs(3600) },
+        ..RetrierConfig::default()
+    });
+    let run = tokio::spawn({
+        let r = r.clone();
+        async move { r.run().await }
+    });
+    let mut ids = Vec::new();
+    for _ in 0..30 {
+        ids.push(park(&store, "scripted", json!({})).await);
+    }
+    // Woken by the parks, not by the hour-long poll.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    shutdown.trigger();
+    let stats = run.await.unwrap();
+    assert_eq!(stats.succeeded, 30);
+    assert!(ids.iter().all(|id| status(&store, *id).0 == Status::Succeeded));
+}
+
+#[tokio::test(start_paused = true)]
+async fn fixed_rate_takes_one_batch_per_tick() {
+    let store = Arc::new(MemoryStore::new());
+    for _ in 0..120 {
+        park(&store, "scripted", json!({})).await;
+    }
+    let shutdown = Shutdown::new();
+    let r = retrier(&store).shutdown(shutdown.clone()).config(RetrierConfig {
+        batch_size: 50,
+        schedule: Schedule::FixedRate { every: Duration::from_secs(6 * 3600) },
+        ..RetrierConfig::default()
+    });
+    let run = tokio::spawn({
+        let r = r.clone();
+        async move { r.run().await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(r.stats().succeeded, 50, "first tick at once");
+    tokio::time::sleep(Duration::from_secs(6 * 3600)).await;
+    assert_eq!(r.stats().succeeded, 100);
+    tokio::time::sleep(Duration::from_secs(6 * 3600)).await;
+    assert_eq!(r.stats().succeeded, 120);
+    shutdown.trigger();
+    run.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrency_limit_bounds_handlers_in_flight() {
+    let store = Arc::new(MemoryStore::new());
+    for _ in 0..8 {
+        park(&store, "scripted", json!({"sleep_ms": 1_000})).await;
+    }
+    let r = retrier(&store).config(RetrierConfig { concurrency: 2, ..RetrierConfig::default() });
+    let started = tokio::time::Instant::now();
+    r.run_once().await.unwrap();
+    // 8 one-second handlers, two at a time.
+    assert_eq!(started.elapsed(), Duration::from_secs(4));
+}
