@@ -3,11 +3,19 @@
 //! Generated code reaches every runtime item through `::dlq_core::__private`, so a user
 //! who shadows `Result`, `Option`, `Box`, `Ok` or `Err` still compiles.
 
-#![allow(missing_docs, unreachable_pub, reason = "hidden module for generated code")]
+#![allow(
+    missing_docs,
+    unreachable_pub,
+    clippy::new_without_default,
+    clippy::result_large_err,
+    reason = "hidden module for generated code; outcomes are returned as they are, once per run"
+)]
 
 use std::error::Error as StdError;
 use std::fmt;
+use std::marker::PhantomData;
 
+pub use ::core::time::Duration;
 pub use ::inventory;
 pub use ::std::boxed::Box;
 pub use ::std::option::Option;
@@ -60,15 +68,20 @@ impl<T, E> HandlerResult for Result<T, E> {
 pub type OkOf<R> = <R as HandlerResult>::Ok;
 pub type ErrOf<R> = <R as HandlerResult>::Err;
 
-// ---- classification by autoref specialization -------------------------------------------
+// ---- autoref specialization --------------------------------------------------------------
 //
-// `(&&&&Classifier(&err)).__dlq_failure()` picks the first tier the error type satisfies:
-// 1. `Classify + Error`: its own class and kind, the whole `source()` chain;
-// 2. `Error`: the defaults of `classify_error`;
-// 3. `AsRef<dyn Error + Send + Sync>` (`anyhow::Error`, `Box<dyn Error + Send + Sync>`);
-// 4. `Classify + Debug` without `Error`: its class, the `Debug` text as the reason.
-// A type that is none of these fails on `Classify`'s `on_unimplemented` message.
+// Generated code calls a method on `&&..&Wrapper(&value)`; method resolution takes the impl
+// with the fewest dereferences whose bounds hold, so each tier below is tried in order. The
+// last tier of each family holds for every type, so that a type the handler cannot use fails
+// once, on the assertion of `#[dead_letter]` spanned on the user's type (`assert_event`,
+// `assert_argument`) or on the one bound of the last tier (`Classifiable`), and not again in
+// every place generated code uses it.
 
+/// `(&&&&Classifier(&err)).__dlq_failure()` picks the first tier the error type satisfies:
+/// 1. `Classify + Error`: its own class and kind, the whole `source()` chain;
+/// 2. `Error`: the defaults of `classify_error`;
+/// 3. `AsRef<dyn Error + Send + Sync>` (`anyhow::Error`, `Box<dyn Error + Send + Sync>`);
+/// 4. `Classify + Debug` without `Error`: its class, the `Debug` text as the reason.
 pub struct Classifier<'a, E>(pub &'a E);
 
 pub trait ViaClassify {
@@ -99,67 +112,144 @@ impl<E: AsRef<dyn StdError + Send + Sync + 'static>> ViaDynError for &Classifier
     }
 }
 
-pub trait ViaFallback<'a, E> {
-    fn __dlq_failure(&self) -> Fallback<'a, E>;
+/// The last tier: its bound is on the method, so a type that is none of the above fails here
+/// with one error naming the fixes.
+pub trait ViaFallback<E> {
+    fn __dlq_failure(&self) -> FailureInfo
+    where
+        E: Classifiable;
 }
-impl<'a, E> ViaFallback<'a, E> for Classifier<'a, E> {
-    fn __dlq_failure(&self) -> Fallback<'a, E> {
-        Fallback(self.0)
-    }
-}
-
-pub struct Fallback<'a, E>(&'a E);
-
-pub trait IntoFailure {
-    fn into_failure(self) -> FailureInfo;
-}
-impl IntoFailure for FailureInfo {
-    fn into_failure(self) -> FailureInfo {
-        self
-    }
-}
-impl<E: Classify + fmt::Debug> IntoFailure for Fallback<'_, E> {
-    fn into_failure(self) -> FailureInfo {
+impl<E> ViaFallback<E> for Classifier<'_, E> {
+    fn __dlq_failure(&self) -> FailureInfo
+    where
+        E: Classifiable,
+    {
         FailureInfo::new(self.0.classify(), self.0.kind(), format!("{:?}", self.0), Vec::new(), None)
     }
 }
 
-// ---- keeping the event for parking ---------------------------------------------------------
-//
-// `(&&Retainer(&event)).__dlq_retain()` clones a `Clone` event (cheap, and serialized only if
-// the handler fails) and serializes any other event up front.
+/// What the last classification tier needs.
+#[diagnostic::on_unimplemented(
+    message = "the error type `{Self}` of a `#[dead_letter]` handler cannot be classified",
+    label = "the handler's return type",
+    note = "implement `std::error::Error` (and derive `dlq_core::Classify` to choose its class), derive `Classify` and `Debug`, or return `Box<dyn Error + Send + Sync>`/`anyhow::Error`"
+)]
+pub trait Classifiable: Classify + fmt::Debug {}
+impl<E: Classify + fmt::Debug> Classifiable for E {}
 
+/// `(&&&Retainer(&event)).__dlq_retain()` keeps the event for parking: it clones a `Clone`
+/// event (cheap, and serialized only if the handler fails) and serializes any other event up
+/// front. A type that is not an event fails on `assert_event`.
 pub struct Retainer<'a, T>(pub &'a T);
 
+/// The retained event.
 pub enum Retained<T> {
-    Value(T),
+    Value(T, fn(&T) -> Result<Payload, Error>),
     Payload(Result<Payload, Error>),
 }
 
-impl<T: serde::Serialize> Retained<T> {
+impl<T> Retained<T> {
     pub fn into_payload(self) -> Result<Payload, Error> {
         match self {
-            Self::Value(v) => Payload::from_event(&v, DEFAULT_MAX_PAYLOAD_BYTES).map_err(Error::Serialize),
+            Self::Value(v, to_payload) => to_payload(&v),
             Self::Payload(p) => p,
         }
     }
 }
 
+fn to_payload<T: serde::Serialize>(event: &T) -> Result<Payload, Error> {
+    Payload::from_event(event, DEFAULT_MAX_PAYLOAD_BYTES).map_err(Error::Serialize)
+}
+
 pub trait ViaClone<T> {
     fn __dlq_retain(&self) -> Retained<T>;
 }
-impl<T: Clone> ViaClone<T> for &Retainer<'_, T> {
+impl<T: Clone + serde::Serialize> ViaClone<T> for &&Retainer<'_, T> {
     fn __dlq_retain(&self) -> Retained<T> {
-        Retained::Value(self.0.clone())
+        Retained::Value(self.0.clone(), to_payload::<T>)
     }
 }
 
 pub trait ViaSerialize<T> {
     fn __dlq_retain(&self) -> Retained<T>;
 }
-impl<T: serde::Serialize> ViaSerialize<T> for Retainer<'_, T> {
+impl<T: serde::Serialize> ViaSerialize<T> for &Retainer<'_, T> {
     fn __dlq_retain(&self) -> Retained<T> {
-        Retained::Payload(Payload::from_event(self.0, DEFAULT_MAX_PAYLOAD_BYTES).map_err(Error::Serialize))
+        Retained::Payload(to_payload(self.0))
+    }
+}
+
+pub trait ViaNotAnEvent<T> {
+    fn __dlq_retain(&self) -> Retained<T>;
+}
+impl<T> ViaNotAnEvent<T> for Retainer<'_, T> {
+    fn __dlq_retain(&self) -> Retained<T> {
+        let message = format!("`{}` is not serializable", std::any::type_name::<T>());
+        Retained::Payload(Err(Error::Serialize(serde::ser::Error::custom(message))))
+    }
+}
+
+/// `(&&Decoder::<T>::new()).__dlq_decode(&payload)` deserializes the event; a type that is not
+/// an event fails on `assert_event`.
+pub struct Decoder<T>(PhantomData<fn() -> T>);
+
+impl<T> Decoder<T> {
+    pub const fn new() -> Self {
+        Self(PhantomData)
+    }
+}
+
+pub trait ViaDeserialize<T> {
+    fn __dlq_decode(&self, payload: &Payload) -> Result<T, HandlerOutcome>;
+}
+impl<T: serde::de::DeserializeOwned> ViaDeserialize<T> for &Decoder<T> {
+    fn __dlq_decode(&self, payload: &Payload) -> Result<T, HandlerOutcome> {
+        decode(payload)
+    }
+}
+
+pub trait ViaNotDeserializable<T> {
+    fn __dlq_decode(&self, payload: &Payload) -> Result<T, HandlerOutcome>;
+}
+impl<T> ViaNotDeserializable<T> for Decoder<T> {
+    fn __dlq_decode(&self, _: &Payload) -> Result<T, HandlerOutcome> {
+        let reason = format!("`{}` is not deserializable", std::any::type_name::<T>());
+        Err(HandlerOutcome::Undecodable(FailureInfo::new(
+            ErrorClass::Permanent,
+            "undecodable",
+            reason,
+            Vec::new(),
+            None,
+        )))
+    }
+}
+
+/// `(&&Extractor::<T>::new()).__dlq_extract(&invocation)` fills an argument after the event; a
+/// type that cannot be one fails on `assert_argument`.
+pub struct Extractor<T>(PhantomData<fn() -> T>);
+
+impl<T> Extractor<T> {
+    pub const fn new() -> Self {
+        Self(PhantomData)
+    }
+}
+
+pub trait ViaFromInvocation<T> {
+    fn __dlq_extract(&self, invocation: &Invocation) -> Result<T, FailureInfo>;
+}
+impl<T: FromInvocation> ViaFromInvocation<T> for &Extractor<T> {
+    fn __dlq_extract(&self, invocation: &Invocation) -> Result<T, FailureInfo> {
+        T::from_invocation(invocation)
+    }
+}
+
+pub trait ViaUnsupported<T> {
+    fn __dlq_extract(&self, invocation: &Invocation) -> Result<T, FailureInfo>;
+}
+impl<T> ViaUnsupported<T> for Extractor<T> {
+    fn __dlq_extract(&self, _: &Invocation) -> Result<T, FailureInfo> {
+        let reason = format!("`{}` cannot be a handler argument", std::any::type_name::<T>());
+        Err(FailureInfo::new(ErrorClass::Permanent, "unsupported_argument", reason, Vec::new(), None))
     }
 }
 
@@ -193,6 +283,7 @@ pub fn decode<T: serde::de::DeserializeOwned>(payload: &Payload) -> Result<T, Ha
 }
 
 #[cfg(test)]
+#[allow(clippy::needless_borrow, reason = "autoref specialization is chosen by the number of references")]
 mod tests {
     use super::*;
 
@@ -212,14 +303,14 @@ mod tests {
     #[test]
     fn tiers_pick_the_most_specific_classification() {
         let io = std::io::Error::other("503");
-        let info = IntoFailure::into_failure((&&&&Classifier(&io)).__dlq_failure());
+        let info = (&&&&Classifier(&io)).__dlq_failure();
         assert_eq!(info.class, ErrorClass::TRANSIENT);
 
         let boxed: Box<dyn StdError + Send + Sync> = Box::new(crate::Permanent::new(std::io::Error::other("x")));
-        let info = IntoFailure::into_failure((&&&&Classifier(&boxed)).__dlq_failure());
+        let info = (&&&&Classifier(&boxed)).__dlq_failure();
         assert_eq!(info.class, ErrorClass::Permanent);
 
-        let info = IntoFailure::into_failure((&&&&Classifier(&Custom::Bad)).__dlq_failure());
+        let info = (&&&&Classifier(&Custom::Bad)).__dlq_failure();
         assert_eq!(
             (info.class, info.kind.as_str(), info.reason.as_str()),
             (ErrorClass::Permanent, "Custom::Bad", "Bad")
@@ -230,10 +321,13 @@ mod tests {
     fn retainer_clones_or_serializes() {
         #[derive(serde::Serialize)]
         struct NotClone(u8);
-        let r = (&&Retainer(&5u32)).__dlq_retain();
-        assert!(matches!(r, Retained::Value(5)));
-        let r = (&&Retainer(&NotClone(1))).__dlq_retain();
+        let r = (&&&Retainer(&5u32)).__dlq_retain();
+        assert!(matches!(r, Retained::Value(5, _)));
+        assert!(matches!(r.into_payload(), Ok(Payload::Json(_))));
+        let r = (&&&Retainer(&NotClone(1))).__dlq_retain();
         assert!(matches!(r, Retained::Payload(Ok(Payload::Json(_)))));
+        let r = (&&&Retainer(&std::time::Instant::now())).__dlq_retain();
+        assert!(matches!(r.into_payload(), Err(Error::Serialize(_))));
     }
 
     #[test]
@@ -241,5 +335,25 @@ mod tests {
         let p = Payload::Json(serde_json::json!("x"));
         assert!(matches!(decode::<u32>(&p), Err(HandlerOutcome::Undecodable(_))));
         assert_eq!(decode::<u32>(&Payload::Raw { bytes: b"7".to_vec(), truncated: None }).ok(), Some(7));
+        assert_eq!((&&Decoder::<u32>::new()).__dlq_decode(&p).ok(), None);
+        let p = Payload::Json(serde_json::json!(7));
+        assert_eq!((&&Decoder::<u32>::new()).__dlq_decode(&p).ok(), Some(7));
+        assert!(matches!(
+            (&&Decoder::<std::time::Instant>::new()).__dlq_decode(&p),
+            Err(HandlerOutcome::Undecodable(_))
+        ));
+    }
+
+    #[test]
+    fn extractor_falls_back_only_for_unsupported_types() {
+        let invocation = Invocation {
+            payload: Payload::Json(serde_json::json!(null)),
+            context: std::sync::Arc::new(crate::Context::new().with(7u8)),
+            attempt: crate::Attempt::first(),
+        };
+        let state = (&&Extractor::<crate::State<u8>>::new()).__dlq_extract(&invocation);
+        assert_eq!(state.ok(), Some(crate::State(7)));
+        let unsupported = (&&Extractor::<String>::new()).__dlq_extract(&invocation);
+        assert_eq!(unsupported.map_err(|f| f.kind), Err("unsupported_argument".to_owned()));
     }
 }

@@ -120,6 +120,7 @@ pub struct Invocation {
 )]
 pub trait FromInvocation: Sized {
     /// Extracts the argument, or says why it cannot.
+    #[allow(clippy::result_large_err, reason = "the error is the failure record itself, built once on a cold path")]
     fn from_invocation(invocation: &Invocation) -> Result<Self, FailureInfo>;
 }
 

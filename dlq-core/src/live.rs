@@ -437,7 +437,8 @@ mod tests {
     #[tokio::test]
     async fn zero_retries_parks_transient_failures_dead() {
         let store = Arc::new(MemoryStore::new());
-        let err = with_store(store.clone(), park_failure(&NO_RETRIES, payload(), failure(ErrorClass::TRANSIENT), ())).await;
+        let err =
+            with_store(store.clone(), park_failure(&NO_RETRIES, payload(), failure(ErrorClass::TRANSIENT), ())).await;
         let row = store.get_now(err.dlq_id().unwrap()).unwrap();
         assert_eq!(row.dead_reason, Some(DeadReason::RetriesExhausted));
     }
@@ -452,7 +453,8 @@ mod tests {
 
     #[tokio::test]
     async fn store_down_is_reported_not_swallowed() {
-        let err = with_store(Arc::new(DownStore), park_failure(&ECHO, payload(), failure(ErrorClass::TRANSIENT), "e")).await;
+        let err =
+            with_store(Arc::new(DownStore), park_failure(&ECHO, payload(), failure(ErrorClass::TRANSIENT), "e")).await;
         let HandlerError::ParkFailed { store_error, error } = err else { panic!("{err:?}") };
         assert_eq!(error, "e");
         assert!(store_error.to_string().contains("connection refused"), "{store_error}");

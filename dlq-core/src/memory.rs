@@ -168,7 +168,7 @@ impl Inner {
         let mut due: Vec<&Row> = self
             .rows
             .values()
-            .filter(|r| req.event_types.iter().any(|t| *t == r.letter.event_type))
+            .filter(|r| req.event_types.contains(&r.letter.event_type))
             .filter(|r| match r.letter.status {
                 Status::Pending => r.letter.retry_after <= at,
                 Status::Processing => r.letter.lease_until.is_some_and(|u| u <= at),
@@ -414,7 +414,10 @@ impl DeadLetterStore for MemoryStore {
     }
 
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
-        let cutoff = now() - chrono::Duration::from_std(older_than).unwrap_or(chrono::TimeDelta::MAX);
+        let cutoff = chrono::Duration::from_std(older_than)
+            .ok()
+            .and_then(|age| now().checked_sub_signed(age))
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
         let mut inner = self.lock();
         let before = inner.rows.len();
         inner.rows.retain(|_, r| {

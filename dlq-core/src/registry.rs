@@ -146,7 +146,14 @@ mod tests {
     }
 
     const fn reg(event_type: &'static str, handler: &'static str, line: u32) -> Registration {
-        Registration { event_type, handler, file: "src/handlers.rs", line, policy: RetryPolicy::DEFAULT, dispatch: noop }
+        Registration {
+            event_type,
+            handler,
+            file: "src/handlers.rs",
+            line,
+            policy: RetryPolicy::DEFAULT,
+            dispatch: noop,
+        }
     }
 
     static PAY_A: Registration = reg("payment", "app::a::handle_payment", 10);

@@ -50,7 +50,6 @@ pub enum Schedule {
 /// assert_eq!(config.lease, Duration::from_secs(300));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct RetrierConfig {
     /// Rows claimed at once.
     pub batch_size: usize,

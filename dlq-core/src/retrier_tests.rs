@@ -5,8 +5,8 @@
 //! retries have run, `{"permanent": true}` fails permanently, `{"panic": true}` panics,
 //! `{"sleep_ms": n}` sleeps first.
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
@@ -53,8 +53,14 @@ const POLICY: RetryPolicy = RetryPolicy {
     timeout: Some(Duration::from_secs(60)),
 };
 
-static SCRIPTED: Registration =
-    Registration { event_type: "scripted", handler: "tests::scripted", file: file!(), line: line!(), policy: POLICY, dispatch: scripted };
+static SCRIPTED: Registration = Registration {
+    event_type: "scripted",
+    handler: "tests::scripted",
+    file: file!(),
+    line: line!(),
+    policy: POLICY,
+    dispatch: scripted,
+};
 
 static AGED: Registration = Registration {
     event_type: "aged",

@@ -1,0 +1,483 @@
+//! Parsing the arguments of `#[dead_letter(...)]`.
+//!
+//! Parsing goes in two steps: [`RawArgs`] reads each `key = value` on its own (a bad literal,
+//! an unknown or duplicate key is recorded and parsing goes on with the next argument), then
+//! [`RawArgs::build`] applies the rules between keys. Every error lands on the offending token
+//! and all of them are reported together.
+
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::{ToTokens, quote};
+use syn::parse::{Parse, ParseStream};
+use syn::{Lit, LitStr, Path, Token};
+
+use crate::duration::{self, Millis};
+use crate::errors::Errors;
+
+/// The attribute's name, as every message names it.
+const ATTR: &str = "`#[dead_letter]`";
+
+/// The valid keys, in the order the docs give them.
+const KEYS: &str = "event_type, max_retries, backoff, base, max, jitter, max_age, timeout, crate";
+
+mod kw {
+    syn::custom_keyword!(event_type);
+    syn::custom_keyword!(max_retries);
+    syn::custom_keyword!(backoff);
+    syn::custom_keyword!(base);
+    syn::custom_keyword!(max);
+    syn::custom_keyword!(jitter);
+    syn::custom_keyword!(max_age);
+    syn::custom_keyword!(timeout);
+}
+
+/// The shape of a backoff schedule, as `backoff = "..."` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BackoffKind {
+    Exponential,
+    Fixed,
+    Linear,
+    None,
+}
+
+impl BackoffKind {
+    const CHOICES: &'static str = "\"exp\", \"fixed\", \"linear\" or \"none\"";
+
+    fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "exp" => Some(Self::Exponential),
+            "fixed" => Some(Self::Fixed),
+            "linear" => Some(Self::Linear),
+            "none" => Some(Self::None),
+            _ => None,
+        }
+    }
+}
+
+/// One argument as written: the key token (duplicate and cross-key errors point at it), the
+/// value's tokens (value errors point at them) and the value.
+pub(crate) struct Arg<K, T> {
+    key: K,
+    tokens: TokenStream,
+    pub(crate) value: T,
+}
+
+/// The arguments as written, each checked on its own.
+#[derive(Default)]
+pub(crate) struct RawArgs {
+    event_type: Option<Arg<kw::event_type, LitStr>>,
+    max_retries: Option<Arg<kw::max_retries, u32>>,
+    backoff: Option<Arg<kw::backoff, BackoffKind>>,
+    base: Option<Arg<kw::base, Millis>>,
+    max: Option<Arg<kw::max, Millis>>,
+    jitter: Option<Arg<kw::jitter, f64>>,
+    max_age: Option<Arg<kw::max_age, Millis>>,
+    timeout: Option<Arg<kw::timeout, Millis>>,
+    krate: Option<Arg<Token![crate], Path>>,
+    progress: Progress,
+}
+
+/// What parsing has met so far.
+#[derive(Default)]
+struct Progress {
+    /// The keys, valid values or not.
+    seen: Vec<&'static str>,
+    /// The errors; parsing goes on past them.
+    errors: Errors,
+}
+
+/// The checked arguments, ready to generate code from.
+pub(crate) struct Args {
+    pub(crate) event_type: LitStr,
+    pub(crate) max_retries: Option<u32>,
+    pub(crate) backoff: Option<BackoffKind>,
+    pub(crate) base: Option<Millis>,
+    pub(crate) max: Option<Millis>,
+    pub(crate) jitter: Option<f64>,
+    pub(crate) max_age: Option<Millis>,
+    pub(crate) timeout: Option<Millis>,
+    /// The path of `dlq_core`, `::dlq_core` unless `crate = "..."` says otherwise.
+    pub(crate) krate: TokenStream,
+}
+
+// The accepted grammar:
+//
+//   args  := (arg ("," arg)* ","?)?
+//   arg   := "event_type"  "=" STRING      non-empty, no surrounding whitespace
+//          | "max_retries" "=" INTEGER     0 ..= u32::MAX
+//          | "backoff"     "=" STRING      "exp" | "fixed" | "linear" | "none"
+//          | "base"        "=" DURATION
+//          | "max"         "=" DURATION
+//          | "jitter"      "=" FLOAT       0.0 ..= 1.0
+//          | "max_age"     "=" DURATION
+//          | "timeout"     "=" DURATION
+//          | "crate"       "=" STRING      a path, like "::dlq_core"
+//   DURATION := STRING of whole numbers with units ms, s, m, h, d: "250ms", "30s", "1h30m"
+impl Parse for RawArgs {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut args = Self::default();
+        let errors = &mut args.progress;
+        while !input.is_empty() {
+            let lookahead = input.lookahead1();
+            if lookahead.peek(kw::event_type) {
+                parse_arg(input, "event_type", &mut args.event_type, event_type, errors)?;
+            } else if lookahead.peek(kw::max_retries) {
+                parse_arg(input, "max_retries", &mut args.max_retries, max_retries, errors)?;
+            } else if lookahead.peek(kw::backoff) {
+                parse_arg(input, "backoff", &mut args.backoff, backoff, errors)?;
+            } else if lookahead.peek(kw::base) {
+                parse_arg(input, "base", &mut args.base, duration_value, errors)?;
+            } else if lookahead.peek(kw::max) {
+                parse_arg(input, "max", &mut args.max, duration_value, errors)?;
+            } else if lookahead.peek(kw::jitter) {
+                parse_arg(input, "jitter", &mut args.jitter, jitter, errors)?;
+            } else if lookahead.peek(kw::max_age) {
+                parse_arg(input, "max_age", &mut args.max_age, duration_value, errors)?;
+            } else if lookahead.peek(kw::timeout) {
+                parse_arg(input, "timeout", &mut args.timeout, duration_value, errors)?;
+            } else if lookahead.peek(Token![crate]) {
+                parse_arg(input, "crate", &mut args.krate, crate_path, errors)?;
+            } else {
+                let unknown = skip_arg(input);
+                errors.errors.push(unknown_key(&unknown));
+            }
+            if !input.is_empty() {
+                // `skip_arg` stops at a comma or at the end: this cannot fail.
+                input.parse::<Token![,]>()?;
+            }
+        }
+        Ok(args)
+    }
+}
+
+/// Parses one `key = value` into `slot`.
+///
+/// The one place keys are stored: a repeated key is reported on its second occurrence, a
+/// value that `convert` rejects on the value, and either way parsing goes on.
+fn parse_arg<K: Parse + ToTokens, T>(
+    input: ParseStream,
+    name: &'static str,
+    slot: &mut Option<Arg<K, T>>,
+    convert: fn(&str, &Lit) -> syn::Result<T>,
+    Progress { seen, errors }: &mut Progress,
+) -> syn::Result<()> {
+    let key = input.parse::<K>()?;
+    let duplicate = seen.contains(&name);
+    seen.push(name);
+    if duplicate {
+        let message = format!("{ATTR}: duplicate key `{name}`; give each key once");
+        errors.push(syn::Error::new_spanned(&key, message));
+    }
+    if input.parse::<Option<Token![=]>>().ok().flatten().is_none() {
+        let tokens = skip_arg(input);
+        let message = format!("{ATTR}: `{name}` needs a value, like `{name} = {}`", example(name));
+        errors.push(syn::Error::new_spanned(quote!(#key #tokens), message));
+        return Ok(());
+    }
+    let tokens = skip_arg(input);
+    // Errors about the value point at all of it: syn's span of `-1` covers only the `-`.
+    let value = match syn::parse2::<Lit>(tokens.clone()) {
+        Ok(lit) => convert(name, &lit).map_err(|err| syn::Error::new_spanned(&tokens, err)),
+        Err(_) => Err(expected_literal(name, &tokens)),
+    };
+    match value {
+        Ok(value) if !duplicate => *slot = Some(Arg { key, tokens, value }),
+        Ok(_) => {}
+        Err(err) => errors.push(err),
+    }
+    Ok(())
+}
+
+/// Consumes the tokens up to the next top-level comma, or to the end.
+fn skip_arg(input: ParseStream) -> TokenStream {
+    let mut tokens = TokenStream::new();
+    while !input.is_empty() && !input.peek(Token![,]) {
+        // A token tree always parses while the input is not empty.
+        if let Ok(tt) = input.parse::<TokenTree>() {
+            tokens.extend([tt]);
+        }
+    }
+    tokens
+}
+
+fn unknown_key(tokens: &TokenStream) -> syn::Error {
+    if let Some(TokenTree::Ident(ident)) = tokens.clone().into_iter().next() {
+        let message = format!("{ATTR}: unknown key `{ident}`; valid keys: {KEYS}");
+        syn::Error::new_spanned(ident, message)
+    } else {
+        let message = format!("{ATTR}: expected `key = value`; valid keys: {KEYS}");
+        syn::Error::new_spanned(tokens, message)
+    }
+}
+
+/// An example value for each key, for messages that suggest the fix.
+fn example(name: &str) -> &'static str {
+    match name {
+        "event_type" => "\"payment\"",
+        "max_retries" => "240",
+        "backoff" => "\"exp\"",
+        "base" => "\"1s\"",
+        "max" => "\"1h\"",
+        "jitter" => "0.15",
+        "max_age" => "\"7d\"",
+        "timeout" => "\"30s\"",
+        _ => "\"::dlq_core\"",
+    }
+}
+
+fn expected_literal(name: &str, tokens: &dyn ToTokens) -> syn::Error {
+    let what = match name {
+        "max_retries" => "an integer literal",
+        "jitter" => "a float literal",
+        _ => "a string literal",
+    };
+    let message = format!("{ATTR}: `{name}` takes {what}, like `{name} = {}`", example(name));
+    syn::Error::new_spanned(tokens, message)
+}
+
+fn string(name: &str, lit: &Lit) -> syn::Result<LitStr> {
+    match lit {
+        Lit::Str(s) if s.suffix().is_empty() => Ok(s.clone()),
+        _ => Err(expected_literal(name, lit)),
+    }
+}
+
+fn event_type(name: &str, lit: &Lit) -> syn::Result<LitStr> {
+    let lit = string(name, lit)?;
+    let value = lit.value();
+    if value.is_empty() {
+        let message =
+            format!("{ATTR}: `event_type` must not be empty; name the events, like `event_type = \"payment\"`");
+        return Err(syn::Error::new_spanned(&lit, message));
+    }
+    if value.trim() != value {
+        let message = format!("{ATTR}: `event_type` must not start or end with whitespace");
+        return Err(syn::Error::new_spanned(&lit, message));
+    }
+    Ok(lit)
+}
+
+fn max_retries(name: &str, lit: &Lit) -> syn::Result<u32> {
+    let Lit::Int(int) = lit else {
+        return Err(expected_literal(name, lit));
+    };
+    match int.suffix() {
+        "" | "u32" => {}
+        _ => {
+            let message = format!("{ATTR}: `max_retries` is a `u32`; remove the `{}` suffix", int.suffix());
+            return Err(syn::Error::new_spanned(int, message));
+        }
+    }
+    int.base10_parse::<u32>().map_err(|_| {
+        let message = format!("{ATTR}: `max_retries` must be a whole number from 0 to {}", u32::MAX);
+        syn::Error::new_spanned(int, message)
+    })
+}
+
+fn backoff(name: &str, lit: &Lit) -> syn::Result<BackoffKind> {
+    let lit = string(name, lit)?;
+    BackoffKind::from_name(&lit.value()).ok_or_else(|| {
+        let message = format!("{ATTR}: unknown backoff {:?}; valid backoffs: {}", lit.value(), BackoffKind::CHOICES);
+        syn::Error::new_spanned(&lit, message)
+    })
+}
+
+fn duration_value(name: &str, lit: &Lit) -> syn::Result<Millis> {
+    let lit = string(name, lit)?;
+    match duration::parse(&lit.value()) {
+        Ok(0) => {
+            let message = match name {
+                "base" => format!("{ATTR}: `base` must be longer than zero; for no wait use `backoff = \"none\"`"),
+                _ => format!("{ATTR}: `{name}` must be longer than zero"),
+            };
+            Err(syn::Error::new_spanned(&lit, message))
+        }
+        Ok(millis) => Ok(millis),
+        Err(why) => {
+            let message = format!(
+                "{ATTR}: invalid duration {:?} for `{name}`: {why}; write whole numbers with units ms, s, m, h or d, like \"250ms\", \"30s\", \"1h30m\"",
+                lit.value()
+            );
+            Err(syn::Error::new_spanned(&lit, message))
+        }
+    }
+}
+
+fn jitter(name: &str, lit: &Lit) -> syn::Result<f64> {
+    let value = match lit {
+        Lit::Float(float) if matches!(float.suffix(), "" | "f64") => float.base10_parse::<f64>()?,
+        _ => return Err(expected_literal(name, lit)),
+    };
+    if (0.0..=1.0).contains(&value) {
+        Ok(value)
+    } else {
+        let message = format!("{ATTR}: `jitter` must be from 0.0 to 1.0 (0.15 spreads delays by ±15 %)");
+        Err(syn::Error::new_spanned(lit, message))
+    }
+}
+
+fn crate_path(name: &str, lit: &Lit) -> syn::Result<Path> {
+    let lit = string(name, lit)?;
+    lit.parse::<Path>().map_err(|_| {
+        let message = format!("{ATTR}: `crate` must be a path, like `crate = \"::dlq_core\"`");
+        syn::Error::new_spanned(&lit, message)
+    })
+}
+
+impl RawArgs {
+    /// Applies the rules between keys and returns the checked arguments.
+    ///
+    /// # Errors
+    /// Every error found, in parsing and here, combined.
+    pub(crate) fn build(mut self) -> syn::Result<Args> {
+        self.check_backoff();
+        if let (Some(base), Some(max)) = (&self.base, &self.max) {
+            if max.value < base.value {
+                let message = format!(
+                    "{ATTR}: `max` ({}) is shorter than `base` ({}); the longest delay cannot be shorter than the first",
+                    duration::display(max.value),
+                    duration::display(base.value)
+                );
+                self.progress.errors.push(syn::Error::new_spanned(&max.tokens, message));
+            }
+        }
+        if self.event_type.is_none() && !self.progress.seen.contains(&"event_type") {
+            self.progress.errors.push(missing_event_type());
+        }
+        self.progress.errors.finish()?;
+        // Reported above: missing, or present with an invalid value.
+        let Some(event_type) = self.event_type else {
+            return Err(missing_event_type());
+        };
+        let krate = self.krate.map_or_else(|| quote!(::dlq_core), |k| k.value.into_token_stream());
+        Ok(Args {
+            event_type: event_type.value,
+            max_retries: self.max_retries.map(|a| a.value),
+            backoff: self.backoff.map(|a| a.value),
+            base: self.base.map(|a| a.value),
+            max: self.max.map(|a| a.value),
+            jitter: self.jitter.map(|a| a.value),
+            max_age: self.max_age.map(|a| a.value),
+            timeout: self.timeout.map(|a| a.value),
+            krate,
+        })
+    }
+
+    /// `base`, `max` and `jitter` must mean something for the chosen backoff.
+    fn check_backoff(&mut self) {
+        let Some(backoff) = &self.backoff else { return };
+        let unused = |key: &dyn ToTokens, name: &str, kind: &str, why: &str| {
+            let message = format!("{ATTR}: `{name}` has no effect with `backoff = \"{kind}\"`{why}; remove it");
+            syn::Error::new_spanned(key, message)
+        };
+        match backoff.value {
+            BackoffKind::None => {
+                let why = ", which retries at once";
+                if let Some(base) = &self.base {
+                    self.progress.errors.push(unused(&base.key, "base", "none", why));
+                }
+                if let Some(max) = &self.max {
+                    self.progress.errors.push(unused(&max.key, "max", "none", why));
+                }
+                if let Some(jitter) = &self.jitter {
+                    self.progress.errors.push(unused(&jitter.key, "jitter", "none", why));
+                }
+            }
+            BackoffKind::Fixed => {
+                if let Some(max) = &self.max {
+                    let why = ", which waits `base` every time";
+                    self.progress.errors.push(unused(&max.key, "max", "fixed", why));
+                }
+            }
+            BackoffKind::Exponential | BackoffKind::Linear => {}
+        }
+    }
+}
+
+fn missing_event_type() -> syn::Error {
+    let message = format!(
+        "{ATTR}: missing `event_type`; add `event_type = \"...\"`, the name this handler's events are stored and dispatched under"
+    );
+    syn::Error::new(Span::call_site(), message)
+}
+
+/// Parses the attribute's arguments.
+///
+/// # Errors
+/// Every error in them, combined.
+pub(crate) fn parse(args: TokenStream) -> syn::Result<Args> {
+    syn::parse2::<RawArgs>(args)?.build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_ok(tokens: TokenStream) -> Args {
+        match parse(tokens) {
+            Ok(args) => args,
+            Err(err) => panic!("{err}"),
+        }
+    }
+
+    fn messages(tokens: TokenStream) -> Vec<String> {
+        match parse(tokens) {
+            Ok(_) => Vec::new(),
+            Err(err) => err.into_iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn parses_every_key() {
+        let args = parse_ok(quote! {
+            event_type = "payment", max_retries = 240, backoff = "linear", base = "250ms",
+            max = "5m", jitter = 0.5, max_age = "7d", timeout = "30s", crate = "::dlq",
+        });
+        assert_eq!(args.event_type.value(), "payment");
+        assert_eq!(args.max_retries, Some(240));
+        assert_eq!(args.backoff, Some(BackoffKind::Linear));
+        assert_eq!((args.base, args.max), (Some(250), Some(300_000)));
+        assert_eq!(args.jitter, Some(0.5));
+        assert_eq!((args.max_age, args.timeout), (Some(7 * 86_400_000), Some(30_000)));
+        assert_eq!(args.krate.to_string(), ":: dlq");
+    }
+
+    #[test]
+    fn reports_all_errors_together() {
+        let got = messages(quote!(retries = 3, max_retries = -1, max_retries = 2, backoff = "expo"));
+        assert_eq!(got.len(), 5, "{got:#?}");
+        assert!(got[0].contains("unknown key `retries`; valid keys: event_type, max_retries"));
+        assert!(got[1].contains("from 0 to 4294967295"));
+        assert!(got[2].contains("duplicate key `max_retries`"));
+        assert!(got[3].contains("unknown backoff \"expo\"; valid backoffs: \"exp\", \"fixed\""));
+        assert!(got[4].contains("missing `event_type`"));
+    }
+
+    #[test]
+    fn cross_key_rules() {
+        let got = messages(quote!(event_type = "x", backoff = "none", base = "1s"));
+        assert_eq!(
+            got,
+            ["`#[dead_letter]`: `base` has no effect with `backoff = \"none\"`, which retries at once; remove it"]
+        );
+        let got = messages(quote!(event_type = "x", base = "1m", max = "1s"));
+        assert!(got[0].contains("`max` (1s) is shorter than `base` (1m)"), "{got:?}");
+        let got = messages(quote!(event_type = "x", backoff = "fixed", max = "1s"));
+        assert!(got[0].contains("`max` has no effect with `backoff = \"fixed\"`"), "{got:?}");
+    }
+
+    #[test]
+    fn rejects_bad_literals() {
+        assert!(messages(quote!(event_type = payment))[0].contains("`event_type` takes a string literal"));
+        assert!(messages(quote!(event_type = ""))[0].contains("must not be empty"));
+        assert!(messages(quote!(event_type = " x"))[0].contains("whitespace"));
+        assert!(messages(quote!(event_type = "x", max_retries = 5_000_000_000))[0].contains("from 0 to"));
+        assert!(messages(quote!(event_type = "x", max_retries = 3u8))[0].contains("remove the `u8` suffix"));
+        assert!(messages(quote!(event_type = "x", jitter = 1.5))[0].contains("from 0.0 to 1.0"));
+        assert!(messages(quote!(event_type = "x", jitter = 1))[0].contains("takes a float literal"));
+        assert!(messages(quote!(event_type = "x", timeout = "0s"))[0].contains("longer than zero"));
+        assert!(messages(quote!(event_type = "x", base = "5 minutes"))[0].contains("invalid duration"));
+        assert!(messages(quote!(event_type = "x", crate = "a b"))[0].contains("must be a path"));
+        assert!(messages(quote!(event_type))[0].contains("`event_type` needs a value"));
+        assert!(messages(quote!(event_type = "x", 42))[0].contains("expected `key = value`"));
+    }
+}

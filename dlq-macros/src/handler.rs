@@ -1,0 +1,184 @@
+//! Reading the annotated function: what `#[dead_letter]` accepts, with an error on the
+//! offending token for everything it does not.
+
+use proc_macro2::{Ident, TokenStream, TokenTree};
+use quote::ToTokens;
+use syn::{
+    Attribute, FnArg, GenericArgument, Item, ItemFn, Pat, PatIdent, PatType, PathArguments, ReturnType, Safety,
+    Signature, Type, TypePath,
+};
+
+use crate::errors::Errors;
+use crate::expand::arg_name;
+
+const ATTR: &str = "`#[dead_letter]`";
+
+/// An annotated function that can be a handler.
+pub(crate) struct Handler {
+    /// The function as written.
+    pub(crate) func: ItemFn,
+    /// The first argument: the event.
+    pub(crate) event: PatType,
+    /// The arguments after the event, filled from the invocation's context.
+    pub(crate) extras: Vec<PatType>,
+    /// The return type, which must be a `Result`.
+    pub(crate) output: Type,
+}
+
+impl Handler {
+    /// Reads the annotated item.
+    ///
+    /// # Errors
+    /// Every reason the item cannot be a handler, combined.
+    pub(crate) fn parse(item: &TokenStream) -> syn::Result<Self> {
+        let func = match syn::parse2::<Item>(item.clone()) {
+            Ok(Item::Fn(func)) => func,
+            Ok(other) => return Err(not_a_function(&other)),
+            Err(err) => return Err(err),
+        };
+        let mut errors = Errors::default();
+        check_signature(&func.sig, &mut errors);
+        let mut args = Vec::new();
+        for input in &func.sig.inputs {
+            match input {
+                FnArg::Receiver(receiver) => {
+                    let message = format!("{ATTR}: a handler cannot take `self`; make it a free function");
+                    errors.push(syn::Error::new_spanned(receiver, message));
+                }
+                FnArg::Typed(arg) if contains_impl(arg.ty.to_token_stream()) => {
+                    let message = format!("{ATTR}: `impl Trait` arguments are not supported; name the type");
+                    errors.push(syn::Error::new_spanned(&arg.ty, message));
+                }
+                FnArg::Typed(arg) => args.push(arg.clone()),
+            }
+        }
+        if func.sig.inputs.is_empty() {
+            let message = format!(
+                "{ATTR}: a handler takes its event as the first argument, like `async fn handle(event: Payment)`"
+            );
+            errors.push(syn::Error::new(func.sig.paren_token.span.join(), message));
+        }
+        let output = output(&func.sig, &mut errors);
+        errors.finish()?;
+        let mut args = args.into_iter();
+        match (args.next(), output) {
+            (Some(event), Some(output)) => Ok(Self { event, extras: args.collect(), output, func }),
+            _ => Err(syn::Error::new_spanned(&func.sig, format!("{ATTR}: unsupported signature"))),
+        }
+    }
+
+    /// The wrapper's names for the arguments: the user's name where the pattern is a plain
+    /// name (so that docs and IDEs show it), else `__dlq_arg0`, `__dlq_arg1`, ...
+    pub(crate) fn arg_names(&self) -> Vec<Ident> {
+        let args = std::iter::once(&self.event).chain(&self.extras);
+        args.enumerate()
+            .map(|(index, arg)| match &*arg.pat {
+                Pat::Ident(PatIdent { by_ref: None, subpat: None, ident, .. })
+                    if !ident.to_string().starts_with("__dlq") =>
+                {
+                    ident.clone()
+                }
+                _ => arg_name(index),
+            })
+            .collect()
+    }
+
+    /// `T` and `E` when the return type is written `Result<T, E>`, so that the wrapper's
+    /// signature reads `Result<T, HandlerError<E>>` in docs and IDEs.
+    pub(crate) fn result_parts(&self) -> Option<(&Type, &Type)> {
+        let Type::Path(TypePath { qself: None, path, .. }) = &self.output else { return None };
+        let last = path.segments.last()?;
+        let PathArguments::AngleBracketed(generics) = &last.arguments else { return None };
+        let mut args = generics.args.iter();
+        match (last.ident == "Result", args.next(), args.next(), args.next()) {
+            (true, Some(GenericArgument::Type(ok)), Some(GenericArgument::Type(err)), None) => Some((ok, err)),
+            _ => None,
+        }
+    }
+
+    /// The event's type, then the further arguments' types.
+    pub(crate) fn arg_types(&self) -> impl Iterator<Item = &Type> {
+        std::iter::once(&*self.event.ty).chain(self.extras.iter().map(|arg| &*arg.ty))
+    }
+
+    /// The function's `#[cfg(..)]` attributes, repeated on every generated item.
+    pub(crate) fn cfg_attrs(&self) -> impl Iterator<Item = &Attribute> {
+        self.func.attrs.iter().filter(|attr| attr.path().is_ident("cfg"))
+    }
+}
+
+/// Checks the parts of the signature other than the arguments and the return type.
+fn check_signature(sig: &Signature, errors: &mut Errors) {
+    if sig.asyncness.is_none() {
+        let message = format!("{ATTR}: a handler must be an `async fn`; add `async` before `fn`");
+        errors.push(syn::Error::new_spanned(sig.fn_token, message));
+    }
+    if let Some(constness) = &sig.constness {
+        errors.push(syn::Error::new_spanned(constness, format!("{ATTR}: a handler cannot be a `const fn`")));
+    }
+    if let Safety::Unsafe(unsafety) = &sig.safety {
+        errors.push(syn::Error::new_spanned(unsafety, format!("{ATTR}: a handler cannot be `unsafe`")));
+    }
+    if let Some(abi) = &sig.abi {
+        errors.push(syn::Error::new_spanned(abi, format!("{ATTR}: a handler cannot have an `extern` ABI")));
+    }
+    if let Some(variadic) = &sig.variadic {
+        errors.push(syn::Error::new_spanned(variadic, format!("{ATTR}: a handler cannot be variadic")));
+    }
+    let generics = &sig.generics;
+    if !generics.params.is_empty() || generics.where_clause.is_some() {
+        let message = format!(
+            "{ATTR}: a handler cannot be generic; the registry needs its event and argument types to be concrete"
+        );
+        let tokens = (generics.lt_token.is_some()).then(|| generics.to_token_stream());
+        let tokens = tokens.unwrap_or_else(|| generics.where_clause.to_token_stream());
+        errors.push(syn::Error::new_spanned(tokens, message));
+    }
+}
+
+/// The return type, which must be written out.
+fn output(sig: &Signature, errors: &mut Errors) -> Option<Type> {
+    match &sig.output {
+        ReturnType::Type(_, ty) if contains_impl(ty.to_token_stream()) => {
+            let message = format!("{ATTR}: `impl Trait` is not supported in the return type; name the types");
+            errors.push(syn::Error::new_spanned(ty, message));
+            None
+        }
+        ReturnType::Type(_, ty) => Some((**ty).clone()),
+        ReturnType::Default => {
+            let message = format!(
+                "{ATTR}: a handler must return `Result<T, E>`; add a return type, like `-> Result<(), MyError>`"
+            );
+            errors.push(syn::Error::new_spanned(&sig.ident, message));
+            None
+        }
+    }
+}
+
+/// Whether the type mentions `impl Trait` anywhere.
+fn contains_impl(tokens: TokenStream) -> bool {
+    tokens.into_iter().any(|tt| match tt {
+        TokenTree::Ident(ident) => ident == "impl",
+        TokenTree::Group(group) => contains_impl(group.stream()),
+        TokenTree::Punct(_) | TokenTree::Literal(_) => false,
+    })
+}
+
+/// The error for an item that is not a function, on its keyword.
+fn not_a_function(item: &Item) -> syn::Error {
+    let (what, token): (&str, TokenStream) = match item {
+        Item::Struct(s) => ("a struct", s.struct_token.to_token_stream()),
+        Item::Enum(e) => ("an enum", e.enum_token.to_token_stream()),
+        Item::Union(u) => ("a union", u.union_token.to_token_stream()),
+        Item::Impl(i) => ("an `impl` block", i.impl_token.to_token_stream()),
+        Item::Trait(t) => ("a trait", t.trait_token.to_token_stream()),
+        Item::Mod(m) => ("a module", m.mod_token.to_token_stream()),
+        Item::Const(c) => ("a constant", c.const_token.to_token_stream()),
+        Item::Static(s) => ("a static", s.static_token.to_token_stream()),
+        Item::Type(t) => ("a type alias", t.type_token.to_token_stream()),
+        Item::Use(u) => ("a `use`", u.use_token.to_token_stream()),
+        other => ("this item", other.to_token_stream()),
+    };
+    let message = format!("{ATTR} applies to an `async fn` handler, not to {what}");
+    syn::Error::new_spanned(token, message)
+}

@@ -1,0 +1,6 @@
+#[dlq_core::dead_letter(event_type = "payment")]
+async fn handle(amount: u64) {
+    let _ = amount;
+}
+
+fn main() {}

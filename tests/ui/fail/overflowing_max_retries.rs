@@ -1,0 +1,7 @@
+#[dlq_core::dead_letter(event_type = "payment", max_retries = 4_294_967_296)]
+async fn handle(amount: u64) -> Result<(), std::io::Error> {
+    let _ = amount;
+    Ok(())
+}
+
+fn main() {}
