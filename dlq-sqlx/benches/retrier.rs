@@ -1,0 +1,355 @@
+//! Retrier and parking throughput on PostgreSQL against raw SQL doing the same transitions
+//! (DESIGN §8). Prints a table.
+//!
+//! Run: `cargo bench -p dlq-sqlx --bench retrier`. Uses `DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`) to create, use and drop a database
+//! `dlq_bench`. Set `DLQ_BENCH_ROWS` to change the row count (default 20000),
+//! `DLQ_BENCH_RUNS` the number of alternating runs whose medians are reported (default 5), and
+//! `DLQ_BENCH_LARGE` the large-table size for claim latency (default 1000000). Ratios are
+//! only meaningful on an otherwise idle machine.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dlq_core::{Attempt, DeadLetterStore, Registry, Settlement, Shutdown, dead_letter, handlers};
+use dlq_sqlx::{PgConfig, PgRetrier, PgStore, RetryConfig};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, PgConnection, PgPool};
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+#[dead_letter(event_type = "bench-noop", backoff = "none")]
+async fn noop(n: u64) -> std::result::Result<(), std::io::Error> {
+    std::hint::black_box(n);
+    Ok(())
+}
+
+#[dead_letter(event_type = "bench-flaky", backoff = "none", max_retries = 5)]
+async fn flaky(n: u64, attempt: Attempt) -> std::result::Result<(), std::io::Error> {
+    std::hint::black_box(n);
+    if attempt.retry_count == 0 {
+        return Err(std::io::Error::other("downstream 503 (first attempt)"));
+    }
+    Ok(())
+}
+
+const RAW_CLAIM: &str = "
+WITH due AS (
+    SELECT id FROM dlq_events WHERE status = 'PENDING' AND retry_after <= now()
+    ORDER BY retry_after, id LIMIT 50 FOR UPDATE SKIP LOCKED
+)
+UPDATE dlq_events e SET status = 'PROCESSING', lease_until = now() + interval '5 minutes',
+    lease_token = gen_random_uuid(), updated_at = now()
+FROM due WHERE e.id = due.id RETURNING e.id, e.payload";
+
+const RAW_COMPLETE: &str = "UPDATE dlq_events SET status = 'SUCCEEDED', lease_token = NULL, lease_until = NULL,
+    updated_at = now() WHERE id = ANY($1)";
+
+const FILL: &str = "
+INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, error_chain, fingerprint,
+    status, max_retries, retry_after, updated_at)
+SELECT $1, to_jsonb(g), 'transient', 'io::Error', 'downstream 503', '[\"downstream 503\"]', '0123456789abcdef',
+    $3, 5, now() - interval '1 second', now() - interval '30 days'
+FROM generate_series(1, $2::int8) AS g";
+
+const RAW_INSERT: &str = "
+INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, error_chain, fingerprint,
+    status, max_retries, retry_after)
+SELECT t.event_type, t.payload, 'transient', t.kind, t.reason, t.chain, t.fingerprint, 'PENDING', 5, now()
+FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::text[], $5::jsonb[], $6::text[])
+    AS t(event_type, payload, kind, reason, chain, fingerprint)";
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+async fn setup() -> Result<(PgPool, PgStore)> {
+    let admin_url =
+        std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let mut admin = PgConnection::connect(&admin_url).await?;
+    sqlx::query("DROP DATABASE IF EXISTS dlq_bench WITH (FORCE)").execute(&mut admin).await?;
+    sqlx::query("CREATE DATABASE dlq_bench").execute(&mut admin).await?;
+    admin.close().await?;
+    let url = match admin_url.rsplit_once('/') {
+        Some((base, _)) => format!("{base}/dlq_bench"),
+        None => return Err("DATABASE_URL has no database name".into()),
+    };
+    let pool = PgPoolOptions::new().max_connections(16).connect(&url).await?;
+    let store = PgStore::from_pool(pool.clone(), PgConfig::default()).await?;
+    Ok((pool, store))
+}
+
+async fn reset(pool: &PgPool) -> Result<()> {
+    sqlx::query("TRUNCATE dlq_events, dlq_attempts, dlq_audit, dlq_retriers").execute(pool).await?;
+    Ok(())
+}
+
+async fn fill(pool: &PgPool, event_type: &str, n: usize, status: &str) -> Result<()> {
+    sqlx::query(FILL).bind(event_type).bind(i64::try_from(n)?).bind(status).execute(pool).await?;
+    Ok(())
+}
+
+async fn vacuum(pool: &PgPool) -> Result<()> {
+    sqlx::query("VACUUM ANALYZE dlq_events").execute(pool).await?;
+    sqlx::query("VACUUM ANALYZE dlq_attempts").execute(pool).await?;
+    Ok(())
+}
+
+/// Raw SQL: 4 connections claiming 50 with SKIP LOCKED and completing by id array.
+async fn raw_drain(pool: &PgPool, n: usize) -> Result<Duration> {
+    reset(pool).await?;
+    fill(pool, "bench-noop", n, "PENDING").await?;
+    vacuum(pool).await?;
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                loop {
+                    let rows: Vec<(i64, Option<serde_json::Value>)> =
+                        sqlx::query_as(RAW_CLAIM).fetch_all(&pool).await?;
+                    if rows.is_empty() {
+                        return Ok::<_, sqlx::Error>(());
+                    }
+                    let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+                    sqlx::query(RAW_COMPLETE).bind(&ids).execute(&pool).await?;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await??;
+    }
+    Ok(start.elapsed())
+}
+
+fn retry_config() -> RetryConfig {
+    let mut config = RetryConfig::default();
+    config.batch_size = 50;
+    config.workers = 4;
+    config.concurrency = 50;
+    config.poll_interval = Duration::from_millis(500);
+    config
+}
+
+/// Our retrier until `expected` rows succeeded.
+async fn ours(store: &PgStore, registry: Registry, expected: u64) -> Result<(Duration, dlq_core::RetrierStats)> {
+    let shutdown = Shutdown::new();
+    let retrier = PgRetrier::with_store(store.clone(), retry_config()).handlers(registry).shutdown(shutdown.clone());
+    let start = Instant::now();
+    let running = tokio::spawn({
+        let retrier = retrier.clone();
+        async move { retrier.run().await }
+    });
+    while retrier.stats().succeeded < expected {
+        if running.is_finished() || start.elapsed() > Duration::from_secs(300) {
+            return Err("retrier stopped or stalled".into());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let elapsed = start.elapsed();
+    shutdown.trigger();
+    let stats = running.await??;
+    Ok((elapsed, stats))
+}
+
+async fn ours_drain(
+    pool: &PgPool,
+    store: &PgStore,
+    n: usize,
+    event_type: &str,
+    registry: Registry,
+) -> Result<Duration> {
+    reset(pool).await?;
+    fill(pool, event_type, n, "PENDING").await?;
+    vacuum(pool).await?;
+    let (elapsed, stats) = ours(store, registry, n as u64).await?;
+    if stats.fenced != 0 || stats.store_errors != 0 {
+        return Err(format!("unexpected {stats:?}").into());
+    }
+    Ok(elapsed)
+}
+
+fn letter(n: usize) -> dlq_core::NewDeadLetter {
+    let failure = dlq_core::FailureInfo::new(
+        dlq_core::ErrorClass::TRANSIENT,
+        "io::Error",
+        format!("downstream 503 for event {n}"),
+        vec![format!("downstream 503 for event {n}")],
+        None,
+    );
+    dlq_core::NewDeadLetter::new("bench-park", dlq_core::Payload::Json(serde_json::json!({ "n": n })), failure)
+        .retry(Duration::from_secs(60), 5)
+}
+
+/// 64 tasks, each parking its failures one at a time (group-committed by the store).
+async fn ours_park(pool: &PgPool, store: &PgStore, n: usize) -> Result<Duration> {
+    reset(pool).await?;
+    let per_task = n / 64;
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..64)
+        .map(|t| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for i in 0..per_task {
+                    store.park(letter(t * per_task + i)).await?;
+                }
+                Ok::<_, dlq_core::Error>(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await??;
+    }
+    Ok(start.elapsed())
+}
+
+/// The same rows as one raw 64-row `INSERT … SELECT FROM unnest` after another.
+async fn raw_park(pool: &PgPool, n: usize) -> Result<Duration> {
+    reset(pool).await?;
+    let letters: Vec<_> = (0..(n / 64) * 64).map(letter).collect();
+    let start = Instant::now();
+    for chunk in letters.chunks(64) {
+        let payloads: Vec<serde_json::Value> = chunk
+            .iter()
+            .map(|l| match &l.payload {
+                dlq_core::Payload::Json(v) => v.clone(),
+                dlq_core::Payload::Raw { .. } => serde_json::Value::Null,
+            })
+            .collect();
+        sqlx::query(RAW_INSERT)
+            .bind(chunk.iter().map(|l| l.event_type.clone()).collect::<Vec<_>>())
+            .bind(payloads)
+            .bind(chunk.iter().map(|l| l.failure.kind.clone()).collect::<Vec<_>>())
+            .bind(chunk.iter().map(|l| l.failure.reason.clone()).collect::<Vec<_>>())
+            .bind(chunk.iter().map(|l| serde_json::Value::from(l.failure.chain.clone())).collect::<Vec<_>>())
+            .bind(chunk.iter().map(|l| l.failure.fingerprint.clone()).collect::<Vec<_>>())
+            .execute(pool)
+            .await?;
+    }
+    Ok(start.elapsed())
+}
+
+/// Median and mean claim latency (claim 50, then settle them unmeasured) on a table of `size`
+/// rows of which 10 000 are due.
+async fn claim_latency(pool: &PgPool, store: &PgStore, size: usize) -> Result<(Duration, Duration)> {
+    reset(pool).await?;
+    fill(pool, "bench-noop", size.saturating_sub(10_000), "SUCCEEDED").await?;
+    fill(pool, "bench-noop", 10_000, "PENDING").await?;
+    vacuum(pool).await?;
+    let mut samples = Vec::new();
+    for _ in 0..150 {
+        let request = dlq_core::ClaimRequest {
+            event_types: vec!["bench-noop".into()],
+            limit: 50,
+            lease: Duration::from_secs(60),
+            owner: "bench".into(),
+        };
+        let start = Instant::now();
+        let claimed = store.claim(request).await?;
+        samples.push(start.elapsed());
+        let outcomes = claimed.iter().map(|c| Settlement::Succeeded { lease: c.lease }).collect();
+        store.settle(outcomes).await?;
+    }
+    samples.sort();
+    let mean = samples.iter().sum::<Duration>() / u32::try_from(samples.len())?;
+    Ok((samples[samples.len() / 2], mean))
+}
+
+fn per_sec(rows: usize, t: Duration) -> f64 {
+    #[allow(clippy::cast_precision_loss, reason = "a rate for a table")]
+    let rows = rows as f64;
+    rows / t.as_secs_f64()
+}
+
+/// Runs `a` and `b` alternately `runs` times; returns the median duration of each.
+async fn paired<A, FA, B, FB>(runs: usize, mut a: A, mut b: B) -> Result<(Duration, Duration)>
+where
+    A: FnMut() -> FA,
+    FA: std::future::Future<Output = Result<Duration>>,
+    B: FnMut() -> FB,
+    FB: std::future::Future<Output = Result<Duration>>,
+{
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        xs.push(a().await?);
+        ys.push(b().await?);
+    }
+    xs.sort();
+    ys.sort();
+    Ok((xs[runs / 2], ys[runs / 2]))
+}
+
+async fn run() -> Result<()> {
+    let rows = env_usize("DLQ_BENCH_ROWS", 20_000);
+    let large = env_usize("DLQ_BENCH_LARGE", 1_000_000);
+    let (pool, store) = setup().await?;
+    let noop_registry = handlers![noop]?;
+    let flaky_registry = handlers![flaky]?;
+
+    let runs = env_usize("DLQ_BENCH_RUNS", 5);
+    let (raw, ours_noop) = paired(
+        runs,
+        || raw_drain(&pool, rows),
+        || ours_drain(&pool, &store, rows, "bench-noop", noop_registry.clone()),
+    )
+    .await?;
+    let mut flaky_times = Vec::new();
+    for _ in 0..runs.min(3) {
+        flaky_times.push(ours_drain(&pool, &store, rows, "bench-flaky", flaky_registry.clone()).await?);
+    }
+    flaky_times.sort();
+    let ours_flaky = flaky_times[flaky_times.len() / 2];
+    let park_rows = (rows / 64) * 64;
+    let (raw_insert, ours_parked) =
+        paired(runs, || raw_park(&pool, park_rows), || ours_park(&pool, &store, park_rows)).await?;
+    let (small_p50, small_mean) = claim_latency(&pool, &store, 10_000).await?;
+    let (large_p50, large_mean) = claim_latency(&pool, &store, large).await?;
+
+    let (r, o) = (per_sec(rows, raw), per_sec(rows, ours_noop));
+    let (ri, op) = (per_sec(park_rows, raw_insert), per_sec(park_rows, ours_parked));
+    println!("\nmedians of {runs} alternating runs on {} rows", rows);
+    println!("\n| benchmark | dlq | raw SQL | ratio | target |");
+    println!("| --- | ---: | ---: | ---: | --- |");
+    println!(
+        "| drain {rows} rows, no-op handler (4 workers, batch 50) | {o:.0} rows/s | {r:.0} rows/s | {:.2}x | >= 0.9x |",
+        o / r
+    );
+    let f = per_sec(rows, ours_flaky);
+    println!(
+        "| fail once then succeed, zero backoff | {f:.0} rows/s ({:.0} attempts/s) | - | - | >= 15k rows/s |",
+        2.0 * f
+    );
+    println!(
+        "| park {park_rows} rows from 64 tasks (group commit) vs 64-row INSERTs | {op:.0} rows/s | {ri:.0} rows/s | {:.2}x | >= 0.6x |",
+        op / ri
+    );
+    println!(
+        "| claim 50 latency, p50 / mean | 10k rows: {:.2} / {:.2} ms | {large} rows: {:.2} / {:.2} ms | {:.2}x | flat |",
+        small_p50.as_secs_f64() * 1e3,
+        small_mean.as_secs_f64() * 1e3,
+        large_p50.as_secs_f64() * 1e3,
+        large_mean.as_secs_f64() * 1e3,
+        large_p50.as_secs_f64() / small_p50.as_secs_f64(),
+    );
+    pool.close().await;
+    drop(store);
+    drop_bench_database().await
+}
+
+async fn drop_bench_database() -> Result<()> {
+    let admin_url =
+        std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let mut admin = PgConnection::connect(&admin_url).await?;
+    sqlx::query("DROP DATABASE IF EXISTS dlq_bench WITH (FORCE)").execute(&mut admin).await?;
+    admin.close().await?;
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let started = Arc::new(Instant::now());
+    let result = runtime.block_on(run());
+    eprintln!("benchmark took {:.1} s", started.elapsed().as_secs_f64());
+    result
+}

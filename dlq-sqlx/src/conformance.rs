@@ -1,0 +1,752 @@
+//! The conformance suite of [`DeadLetterStore`]: one async function per semantic, each taking
+//! a fresh, empty store. `MemoryStore`, `SqliteStore` and `PgStore` all pass it; run it on
+//! your own store to check that it keeps the same contract.
+//!
+//! Enabled by the `conformance` feature. Each function panics (like a test) when the store
+//! breaks the contract. Time-dependent checks sleep for a few hundred milliseconds, since SQL
+//! stores use real clocks. [`conformance_suite!`](crate::conformance_suite) names every
+//! function, to generate one test per function:
+//!
+//! ```
+//! use dlq_core::MemoryStore;
+//!
+//! macro_rules! memory_tests {
+//!     ($($name:ident),* $(,)?) => {$(
+//!         #[tokio::test]
+//!         async fn $name() {
+//!             dlq_sqlx::conformance::$name(&MemoryStore::new()).await;
+//!         }
+//!     )*};
+//! }
+//! dlq_sqlx::conformance_suite!(memory_tests);
+//! # fn main() {
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! dlq_sqlx::conformance::park_and_get(&MemoryStore::new()).await;
+//! # });
+//! # }
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use dlq_core::{
+    ClaimRequest, Claimed, DeadLetter, DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, Lease,
+    ListFilter, NewDeadLetter, Payload, Settlement, SourceMeta, StatsRow, Status,
+};
+use serde_json::json;
+use uuid::Uuid;
+
+/// Calls `$callback! { name, name, … }` with the name of every function of the suite, so a
+/// test file generates one test per function (see the [module docs](crate::conformance)).
+///
+/// ```
+/// macro_rules! count {
+///     ($($name:ident),* $(,)?) => { [$(stringify!($name)),*].len() };
+/// }
+/// assert!(dlq_sqlx::conformance_suite!(count) > 20);
+/// ```
+#[macro_export]
+macro_rules! conformance_suite {
+    ($callback:ident) => {
+        $callback! {
+            park_and_get,
+            park_raw_payloads,
+            park_hostile_text,
+            park_dead_on_arrival,
+            park_many_keeps_order,
+            dedupe_returns_first_id,
+            claim_takes_only_due_rows,
+            concurrent_claims_are_disjoint,
+            claim_only_requested_types,
+            claim_limit_and_order,
+            claim_reclaims_expired_leases,
+            settle_succeeded,
+            settle_retry_not_due_until_delay,
+            settle_dead_counts,
+            settle_release,
+            huge_delays_saturate,
+            settle_fences_stale_tokens,
+            settle_same_lease_twice_first_wins,
+            settle_fences_expired_leases,
+            attempt_history,
+            redrive_only_dead_rows,
+            redrive_filter_and_limit,
+            discard_rules,
+            patch_payload_records_diff,
+            purge_by_age,
+            list_filters_newest_first,
+            stats_counts,
+            groups_by_fingerprint,
+            wait_for_work_wakes_on_park,
+        }
+    };
+}
+
+/// A long lease: the row stays claimed for the whole test.
+const LONG: Duration = Duration::from_secs(60);
+/// A short lease, and a sleep that outlasts it.
+const SHORT: Duration = Duration::from_millis(200);
+const PAST_SHORT: Duration = Duration::from_millis(300);
+/// Slack for comparing two times taken by the same store clock (microsecond rounding).
+const ROUNDING: Duration = Duration::from_millis(1);
+
+fn failure(kind: &str, reason: &str) -> FailureInfo {
+    FailureInfo::new(ErrorClass::TRANSIENT, kind, reason.to_owned(), vec![reason.to_owned()], None)
+}
+
+fn letter(event_type: &str, n: u64) -> NewDeadLetter {
+    NewDeadLetter::new(event_type, Payload::Json(json!({ "n": n })), failure("io", "ledger down"))
+}
+
+fn request(types: &[&str], limit: usize, lease: Duration, owner: &str) -> ClaimRequest {
+    ClaimRequest { event_types: types.iter().map(|t| (*t).to_owned()).collect(), limit, lease, owner: owner.to_owned() }
+}
+
+async fn park<S: DeadLetterStore>(s: &S, letter: NewDeadLetter) -> DlqId {
+    s.park(letter).await.expect("park").id
+}
+
+async fn get<S: DeadLetterStore>(s: &S, id: DlqId) -> DeadLetter {
+    s.get(id).await.expect("get").unwrap_or_else(|| panic!("row {id} not found"))
+}
+
+async fn claim<S: DeadLetterStore>(s: &S, types: &[&str], lease: Duration) -> Vec<Claimed> {
+    s.claim(request(types, 100, lease, "conformance")).await.expect("claim")
+}
+
+async fn claim_one<S: DeadLetterStore>(s: &S, event_type: &str) -> Lease {
+    let claimed = claim(s, &[event_type], LONG).await;
+    assert_eq!(claimed.len(), 1, "expected one due `{event_type}` row");
+    claimed[0].lease
+}
+
+fn ids(claimed: &[Claimed]) -> Vec<DlqId> {
+    claimed.iter().map(|c| c.lease.id).collect()
+}
+
+fn close(a: DateTime<Utc>, b: DateTime<Utc>, within: Duration) -> bool {
+    (a - b).abs() <= chrono::Duration::from_std(within).unwrap_or(chrono::TimeDelta::MAX)
+}
+
+fn assert_gap(from: DateTime<Utc>, to: DateTime<Utc>, gap: Duration) {
+    let expected = from + chrono::Duration::from_std(gap).unwrap_or(chrono::TimeDelta::MAX);
+    assert!(close(to, expected, ROUNDING), "{to} is not {gap:?} after {from}");
+}
+
+async fn settle_ok<S: DeadLetterStore>(s: &S, outcome: Settlement) {
+    let report = s.settle(vec![outcome]).await.expect("settle");
+    assert_eq!((report.applied, report.fenced), (1, vec![]), "the lease was held");
+}
+
+/// Every field of a parked JSON letter reads back as it was written.
+pub async fn park_and_get<S: DeadLetterStore>(s: &S) {
+    let mut headers = BTreeMap::new();
+    headers.insert("content-type".to_owned(), "application/json".to_owned());
+    headers.insert("x-tenant".to_owned(), "ünïcødé ✓".to_owned());
+    let source = SourceMeta {
+        headers,
+        trace_context: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
+        ..SourceMeta::kafka("payments", 3, 1_204_331)
+    };
+    let chain = vec!["hydration failed".to_owned(), "connection refused".to_owned()];
+    let fail = FailureInfo::new(
+        ErrorClass::TRANSIENT,
+        "PaymentError::LedgerDown",
+        "hydration failed".into(),
+        chain,
+        Some("at handle_payment (src/lib.rs:10)\nat main".into()),
+    );
+    let payload = Payload::Json(
+        json!({ "id": 7, "amount": 10.5, "currency": "USD ", "tags": ["a", "b"], "nested": { "ok": true, "none": null } }),
+    );
+    let new = NewDeadLetter::new("payment", payload.clone(), fail.clone())
+        .with_handler("shop::handle_payment")
+        .with_source(source.clone())
+        .retry(Duration::from_secs(30), 240);
+    let parked = s.park(new).await.expect("park");
+    assert!(!parked.deduplicated);
+    let l = get(s, parked.id).await;
+    assert_eq!((l.id, l.event_type.as_str(), l.handler.as_str()), (parked.id, "payment", "shop::handle_payment"));
+    assert_eq!(l.payload, payload);
+    assert_eq!(l.status, Status::Pending);
+    assert_eq!(l.failure, fail);
+    assert_eq!((l.retry_count, l.max_retries, l.redrive_count), (0, 240, 0));
+    assert_gap(l.created_at, l.retry_after, Duration::from_secs(30));
+    assert_eq!(l.dead_reason, None);
+    assert_eq!((l.lease_owner, l.lease_until, l.last_attempt_at), (None, None, None));
+    assert_eq!(l.dedupe_key.as_deref(), Some("payments/3/1204331"));
+    assert_eq!(l.source, source);
+    assert_eq!((l.updated_at, l.first_failed_at), (l.created_at, l.created_at));
+    assert!(close(l.created_at, Utc::now(), Duration::from_secs(5)), "created_at is now");
+    assert!(s.get(parked.id + 1000).await.expect("get").is_none());
+}
+
+/// Raw payloads (not UTF-8, JSON with `\u0000`, truncated) read back byte for byte.
+pub async fn park_raw_payloads<S: DeadLetterStore>(s: &S) {
+    let big: Vec<u8> = (0..=255u8).cycle().take(4096).collect();
+    let payloads = [
+        Payload::from_bytes(b"\xff\xfe not json \x00 at all", 1024),
+        Payload::from_bytes(br#"{"a":"nul \u0000 inside"}"#, 1024),
+        Payload::from_bytes(&big, 100),
+        Payload::Raw { bytes: Vec::new(), truncated: None },
+    ];
+    assert!(payloads[..2].iter().all(|p| matches!(p, Payload::Raw { truncated: None, .. })));
+    assert!(payloads[2].is_truncated());
+    for payload in payloads {
+        let new = NewDeadLetter::new("raw", payload.clone(), failure("decode", "undecodable"));
+        let id = park(s, new.dead(DeadReason::Undecodable)).await;
+        let l = get(s, id).await;
+        assert_eq!(l.payload, payload);
+        assert_eq!(l.payload.is_truncated(), payload.is_truncated());
+        assert_eq!(l.dead_reason, Some(DeadReason::Undecodable));
+    }
+}
+
+const HOSTILE: &str = "'); DROP TABLE dlq_events; -- \" \\ % _ ` $1 ?1 :x \u{202e}evil ✓ 💥";
+
+/// SQL metacharacters and unusual Unicode in every text field are stored as they are.
+pub async fn park_hostile_text<S: DeadLetterStore>(s: &S) {
+    let mut source = SourceMeta::kafka(HOSTILE, -1, i64::MAX);
+    source.headers.insert(HOSTILE.to_owned(), HOSTILE.to_owned());
+    source.trace_context = Some(HOSTILE.to_owned());
+    let fail =
+        FailureInfo::new(ErrorClass::Permanent, HOSTILE, HOSTILE.into(), vec![HOSTILE.into()], Some(HOSTILE.into()));
+    let new = NewDeadLetter::new(HOSTILE, Payload::Json(json!({ HOSTILE: [HOSTILE] })), fail.clone())
+        .with_handler(HOSTILE)
+        .with_source(source.clone())
+        .dead(DeadReason::Permanent);
+    let id = park(s, new).await;
+    let l = get(s, id).await;
+    assert_eq!((l.event_type.as_str(), l.handler.as_str()), (HOSTILE, HOSTILE));
+    assert_eq!(l.payload, Payload::Json(json!({ HOSTILE: [HOSTILE] })));
+    assert_eq!((l.failure, l.source), (fail.clone(), source));
+    assert_eq!(l.dedupe_key, Some(format!("{HOSTILE}/-1/{}", i64::MAX)));
+    let listed = s.list(ListFilter::default().event_type(HOSTILE).fingerprint(&fail.fingerprint)).await.expect("list");
+    assert_eq!(listed.iter().map(|l| l.id).collect::<Vec<_>>(), vec![id]);
+    assert_eq!(s.list(ListFilter::default().event_type("%")).await.expect("list").len(), 0, "no LIKE matching");
+    assert_eq!(s.redrive(ListFilter::default(), HOSTILE).await.expect("redrive"), vec![id]);
+    assert_eq!(s.audit(id).await.expect("audit")[0].actor, HOSTILE);
+}
+
+/// A letter parked dead is `FAILED_PERMANENTLY` with its reason, and never claimed.
+pub async fn park_dead_on_arrival<S: DeadLetterStore>(s: &S) {
+    let id = park(s, letter("payment", 1).dead(DeadReason::Permanent)).await;
+    let l = get(s, id).await;
+    assert_eq!((l.status, l.dead_reason), (Status::FailedPermanently, Some(DeadReason::Permanent)));
+    assert!(claim(s, &["payment"], LONG).await.is_empty());
+}
+
+/// `park_many` returns one id per letter, in input order.
+pub async fn park_many_keeps_order<S: DeadLetterStore>(s: &S) {
+    assert!(s.park_many(Vec::new()).await.expect("park_many").is_empty());
+    let letters: Vec<_> = (0..5).map(|n| letter(if n % 2 == 0 { "even" } else { "odd" }, n)).collect();
+    let parked = s.park_many(letters).await.expect("park_many");
+    assert_eq!(parked.len(), 5);
+    assert!(parked.windows(2).all(|w| w[0].id < w[1].id), "ids ascend in input order");
+    for (n, p) in parked.iter().enumerate() {
+        assert!(!p.deduplicated);
+        assert_eq!(get(s, p.id).await.payload, Payload::Json(json!({ "n": n })));
+    }
+}
+
+/// A second park with a stored dedupe key returns the first id and changes nothing.
+pub async fn dedupe_returns_first_id<S: DeadLetterStore>(s: &S) {
+    let first = s.park(letter("payment", 1).with_dedupe_key("payments/0/17")).await.expect("park");
+    let again = s.park(letter("payment", 2).with_dedupe_key("payments/0/17")).await.expect("park");
+    assert_eq!((first.deduplicated, again), (false, dlq_core::Parked { id: first.id, deduplicated: true }));
+    assert_eq!(get(s, first.id).await.payload, Payload::Json(json!({ "n": 1 })));
+    let batch = vec![
+        letter("payment", 3).with_source(SourceMeta::kafka("payments", 1, 5)),
+        letter("payment", 4).with_dedupe_key("payments/0/17"),
+        letter("payment", 5).with_source(SourceMeta::kafka("payments", 1, 5)),
+        letter("payment", 6),
+    ];
+    let parked = s.park_many(batch).await.expect("park_many");
+    assert_eq!(parked.iter().map(|p| p.deduplicated).collect::<Vec<_>>(), [false, true, true, false]);
+    assert_eq!((parked[1].id, parked[2].id), (first.id, parked[0].id));
+    assert_eq!(s.list(ListFilter::default()).await.expect("list").len(), 3);
+    assert_eq!(s.attempts(first.id).await.expect("attempts").len(), 1, "no attempt for a deduplicated park");
+}
+
+/// Only rows whose `retry_after` passed are claimed; the claim sets the lease.
+pub async fn claim_takes_only_due_rows<S: DeadLetterStore>(s: &S) {
+    let due = park(s, letter("payment", 1)).await;
+    park(s, letter("payment", 2).retry(Duration::from_secs(3600), 5)).await;
+    park(s, letter("payment", 3).dead(DeadReason::Permanent)).await;
+    let claimed = s.claim(request(&["payment"], 10, LONG, "host-a:1")).await.expect("claim");
+    assert_eq!(ids(&claimed), vec![due]);
+    let (c, row) = (&claimed[0].letter, get(s, due).await);
+    assert_eq!(*c, row, "the claimed row is the stored row");
+    assert_eq!((row.status, row.lease_owner.as_deref()), (Status::Processing, Some("host-a:1")));
+    let (until, attempt) = (row.lease_until.expect("lease_until"), row.last_attempt_at.expect("last_attempt_at"));
+    assert_gap(attempt, until, LONG);
+    assert_eq!(row.updated_at, attempt);
+    assert!(close(attempt, Utc::now(), Duration::from_secs(5)));
+    assert!(claim(s, &["payment"], LONG).await.is_empty(), "a live lease is not claimed again");
+}
+
+/// Claims racing each other never hand out a row twice, and leave no due row behind.
+pub async fn concurrent_claims_are_disjoint<S: DeadLetterStore>(s: &S) {
+    let letters: Vec<_> = (0..40).map(|n| letter("payment", n)).collect();
+    let parked: BTreeSet<DlqId> = s.park_many(letters).await.expect("park_many").iter().map(|p| p.id).collect();
+    let claims = (0..4).map(|n| s.claim(request(&["payment"], 15, LONG, &format!("worker-{n}"))));
+    let mut seen = BTreeSet::new();
+    for claimed in futures_util::future::join_all(claims).await {
+        for c in claimed.expect("claim") {
+            assert!(seen.insert(c.lease.id), "row {} claimed twice", c.lease.id);
+            assert_eq!(get(s, c.lease.id).await.lease_owner, c.letter.lease_owner, "the last claim holds the row");
+        }
+    }
+    for c in claim(s, &["payment"], LONG).await {
+        assert!(seen.insert(c.lease.id), "row {} claimed twice", c.lease.id);
+    }
+    assert_eq!(seen, parked, "every row claimed exactly once");
+}
+
+/// Only the requested event types are claimed; no types, no rows.
+pub async fn claim_only_requested_types<S: DeadLetterStore>(s: &S) {
+    let a = park(s, letter("a", 1)).await;
+    let b = park(s, letter("b", 2)).await;
+    let c = park(s, letter("c", 3)).await;
+    assert!(claim(s, &[], LONG).await.is_empty());
+    assert!(claim(s, &["zzz"], LONG).await.is_empty());
+    let mut got = ids(&claim(s, &["c", "a"], LONG).await);
+    got.sort_unstable();
+    assert_eq!(got, vec![a, c]);
+    assert_eq!(get(s, b).await.status, Status::Pending);
+}
+
+/// Claims take at most `limit` rows, oldest `retry_after` first, then by id.
+pub async fn claim_limit_and_order<S: DeadLetterStore>(s: &S) {
+    let late = park(s, letter("t", 1).retry(Duration::from_millis(60), 5)).await;
+    let first = park(s, letter("t", 2)).await;
+    let middle = park(s, letter("t", 3).retry(Duration::from_millis(30), 5)).await;
+    let ties = s.park_many(vec![letter("t", 4), letter("t", 5)]).await.expect("park_many");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(s.claim(request(&["t"], 0, LONG, "x")).await.expect("claim").is_empty());
+    let a = s.claim(request(&["t"], 2, LONG, "x")).await.expect("claim");
+    let b = s.claim(request(&["t"], 2, LONG, "x")).await.expect("claim");
+    let c = s.claim(request(&["t"], 2, LONG, "x")).await.expect("claim");
+    assert_eq!(ids(&a), vec![first, ties[0].id]);
+    assert_eq!(ids(&b), vec![ties[1].id, middle]);
+    assert_eq!(ids(&c), vec![late]);
+}
+
+/// A lease that expired is claimed again, with a new token; a live one is not.
+pub async fn claim_reclaims_expired_leases<S: DeadLetterStore>(s: &S) {
+    let id = park(s, letter("payment", 1)).await;
+    let first = s.claim(request(&["payment"], 10, SHORT, "a")).await.expect("claim");
+    assert_eq!(ids(&first), vec![id]);
+    assert!(s.claim(request(&["payment"], 10, SHORT, "b")).await.expect("claim").is_empty());
+    tokio::time::sleep(PAST_SHORT).await;
+    let second = s.claim(request(&["payment"], 10, LONG, "b")).await.expect("claim");
+    assert_eq!(ids(&second), vec![id]);
+    assert_ne!(first[0].lease.token, second[0].lease.token, "a fresh token");
+    assert_eq!(get(s, id).await.lease_owner.as_deref(), Some("b"));
+    let stale = s.settle(vec![Settlement::Succeeded { lease: first[0].lease }]).await.expect("settle");
+    assert_eq!((stale.applied, stale.fenced), (0, vec![id]));
+    settle_ok(s, Settlement::Succeeded { lease: second[0].lease }).await;
+    assert_eq!(get(s, id).await.status, Status::Succeeded);
+}
+
+/// `Succeeded` ends the row and clears the lease; the token is spent.
+pub async fn settle_succeeded<S: DeadLetterStore>(s: &S) {
+    let id = park(s, letter("payment", 1)).await;
+    let lease = claim_one(s, "payment").await;
+    let before = get(s, id).await;
+    settle_ok(s, Settlement::Succeeded { lease }).await;
+    let l = get(s, id).await;
+    assert_eq!((l.status, l.retry_count), (Status::Succeeded, 0));
+    assert_eq!((l.lease_owner, l.lease_until), (None, None));
+    assert_eq!((l.failure, l.last_attempt_at), (before.failure, before.last_attempt_at));
+    assert!(l.updated_at >= before.updated_at);
+    let again = s.settle(vec![Settlement::Succeeded { lease }]).await.expect("settle");
+    assert_eq!((again.applied, again.fenced), (0, vec![id]), "a spent token is fenced");
+    assert!(claim(s, &["payment"], LONG).await.is_empty());
+}
+
+/// `Retry` counts the attempt, records the failure, and is not due before its delay.
+pub async fn settle_retry_not_due_until_delay<S: DeadLetterStore>(s: &S) {
+    let traced = FailureInfo::new(ErrorClass::TRANSIENT, "io", "first".into(), vec!["first".into()], Some("t".into()));
+    let id = park(s, NewDeadLetter::new("payment", Payload::Json(json!(1)), traced)).await;
+    let lease = claim_one(s, "payment").await;
+    let second = failure("http", "503 from ledger");
+    settle_ok(s, Settlement::Retry { lease, delay: PAST_SHORT, failure: second.clone() }).await;
+    let l = get(s, id).await;
+    assert_eq!((l.status, l.retry_count, l.dead_reason), (Status::Pending, 1, None));
+    assert_eq!(l.failure, second, "the failure is replaced, stack trace included");
+    assert_eq!((l.lease_owner, l.lease_until), (None, None));
+    assert_gap(l.updated_at, l.retry_after, PAST_SHORT);
+    assert!(claim(s, &["payment"], LONG).await.is_empty(), "not due before the delay");
+    tokio::time::sleep(PAST_SHORT + Duration::from_millis(50)).await;
+    let lease = claim_one(s, "payment").await;
+    settle_ok(s, Settlement::Retry { lease, delay: Duration::ZERO, failure: second }).await;
+    assert_eq!(get(s, id).await.retry_count, 2);
+    assert_eq!(claim(s, &["payment"], LONG).await.len(), 1, "a zero delay is due at once");
+}
+
+/// `Dead` parks the row dead with its reason; `counts` decides whether it is a retry.
+pub async fn settle_dead_counts<S: DeadLetterStore>(s: &S) {
+    let counted = park(s, letter("payment", 1)).await;
+    let uncounted = park(s, letter("payment", 2)).await;
+    let claimed = claim(s, &["payment"], LONG).await;
+    assert_eq!(ids(&claimed), vec![counted, uncounted]);
+    let last = failure("io", "still down");
+    let permanent = FailureInfo::new(ErrorClass::Permanent, "undecodable", "missing field `id`".into(), vec![], None);
+    let outcomes = vec![
+        Settlement::Dead {
+            lease: claimed[0].lease,
+            reason: DeadReason::RetriesExhausted,
+            failure: last.clone(),
+            counts: true,
+        },
+        Settlement::Dead {
+            lease: claimed[1].lease,
+            reason: DeadReason::Undecodable,
+            failure: permanent.clone(),
+            counts: false,
+        },
+    ];
+    let report = s.settle(outcomes).await.expect("settle");
+    assert_eq!((report.applied, report.fenced), (2, vec![]));
+    let (a, b) = (get(s, counted).await, get(s, uncounted).await);
+    assert_eq!(
+        (a.status, a.dead_reason, a.retry_count),
+        (Status::FailedPermanently, Some(DeadReason::RetriesExhausted), 1)
+    );
+    assert_eq!((b.status, b.dead_reason, b.retry_count), (Status::FailedPermanently, Some(DeadReason::Undecodable), 0));
+    assert_eq!((a.failure, b.failure), (last, permanent));
+    assert_eq!((a.lease_until, b.lease_owner), (None, None));
+    assert!(claim(s, &["payment"], LONG).await.is_empty());
+}
+
+/// Delays too large for any clock saturate (or are capped, at no less than 50 years): the row
+/// is simply never due, and nothing fails.
+pub async fn huge_delays_saturate<S: DeadLetterStore>(s: &S) {
+    let far = Utc::now() + chrono::Duration::days(365 * 50);
+    let parked = park(s, letter("payment", 1).retry(Duration::MAX, 5)).await;
+    assert!(get(s, parked).await.retry_after > far);
+    let id = park(s, letter("payment", 2)).await;
+    let lease = claim_one(s, "payment").await;
+    settle_ok(s, Settlement::Retry { lease, delay: Duration::MAX, failure: failure("io", "x") }).await;
+    assert!(get(s, id).await.retry_after > far);
+    assert!(claim(s, &["payment"], LONG).await.is_empty());
+    let due = park(s, letter("payment", 3)).await;
+    let claimed = s.claim(request(&["payment"], 5, Duration::MAX, "x")).await.expect("claim");
+    assert_eq!(ids(&claimed), vec![due]);
+    assert!(claimed[0].letter.lease_until.is_some_and(|until| until > far));
+    settle_ok(s, Settlement::Succeeded { lease: claimed[0].lease }).await;
+}
+
+/// `Release` puts the row back, due at once, without counting or recording an attempt.
+pub async fn settle_release<S: DeadLetterStore>(s: &S) {
+    let id = park(s, letter("payment", 1).retry(Duration::ZERO, 3)).await;
+    let lease = claim_one(s, "payment").await;
+    settle_ok(s, Settlement::Release { lease }).await;
+    let l = get(s, id).await;
+    assert_eq!((l.status, l.retry_count, l.lease_owner, l.lease_until), (Status::Pending, 0, None, None));
+    assert_eq!(l.retry_after, l.updated_at, "due at once");
+    assert_eq!(s.attempts(id).await.expect("attempts").len(), 1, "only the original failure");
+    assert_eq!(ids(&claim(s, &["payment"], LONG).await), vec![id]);
+}
+
+/// An outcome with a token that does not hold the row (stale, unknown, reused) writes nothing.
+pub async fn settle_fences_stale_tokens<S: DeadLetterStore>(s: &S) {
+    let a = park(s, letter("payment", 1)).await;
+    let b = park(s, letter("payment", 2)).await;
+    let claimed = claim(s, &["payment"], LONG).await;
+    let before = get(s, a).await;
+    let forged = Lease { id: a, token: Uuid::new_v4() };
+    let missing = Lease { id: b + 1000, token: Uuid::new_v4() };
+    let outcomes = vec![
+        Settlement::Succeeded { lease: forged },
+        Settlement::Retry { lease: missing, delay: Duration::ZERO, failure: failure("io", "x") },
+        Settlement::Succeeded { lease: claimed[1].lease },
+    ];
+    let report = s.settle(outcomes).await.expect("settle");
+    assert_eq!(report.applied, 1);
+    assert_eq!(report.fenced, vec![a, b + 1000], "fenced ids in input order");
+    assert_eq!(get(s, a).await, before, "a fenced outcome changes nothing");
+    assert_eq!(get(s, b).await.status, Status::Succeeded);
+    assert!(s.settle(Vec::new()).await.expect("settle").fenced.is_empty());
+    settle_ok(s, Settlement::Release { lease: claimed[0].lease }).await;
+}
+
+/// Two outcomes for one lease in one batch: the first is written, the second is fenced (the
+/// token is spent), and the report says so.
+pub async fn settle_same_lease_twice_first_wins<S: DeadLetterStore>(s: &S) {
+    let id = park(s, letter("payment", 1)).await;
+    let lease = claim_one(s, "payment").await;
+    let dead = failure("io", "second outcome");
+    let outcomes = vec![
+        Settlement::Succeeded { lease },
+        Settlement::Dead { lease, reason: DeadReason::Permanent, failure: dead, counts: true },
+    ];
+    let report = s.settle(outcomes).await.expect("settle");
+    assert_eq!((report.applied, report.fenced), (1, vec![id]));
+    let l = get(s, id).await;
+    assert_eq!((l.status, l.retry_count, l.dead_reason), (Status::Succeeded, 0, None), "the first outcome is written");
+    let outcomes: Vec<_> = s.attempts(id).await.expect("attempts").into_iter().map(|a| a.outcome).collect();
+    assert_eq!(outcomes, ["failed", "succeeded"]);
+}
+
+/// An outcome presented after its lease expired writes nothing, even if nobody reclaimed
+/// the row.
+pub async fn settle_fences_expired_leases<S: DeadLetterStore>(s: &S) {
+    let id = park(s, letter("payment", 1)).await;
+    let claimed = s.claim(request(&["payment"], 1, SHORT, "slow")).await.expect("claim");
+    tokio::time::sleep(PAST_SHORT).await;
+    let report = s.settle(vec![Settlement::Succeeded { lease: claimed[0].lease }]).await.expect("settle");
+    assert_eq!((report.applied, report.fenced), (0, vec![id]));
+    let l = get(s, id).await;
+    assert_eq!((l.status, l.lease_owner.as_deref()), (Status::Processing, Some("slow")));
+    assert_eq!(s.attempts(id).await.expect("attempts").len(), 1);
+    assert_eq!(ids(&claim(s, &["payment"], LONG).await), vec![id], "the expired lease is reclaimable");
+}
+
+/// Every attempt is appended: the original failure as attempt 0, then one per settled retry.
+pub async fn attempt_history<S: DeadLetterStore>(s: &S) {
+    let id = park(s, letter("payment", 1)).await;
+    let other = park(s, letter("payment", 2).dead(DeadReason::Permanent)).await;
+    let lease = claim_one(s, "payment").await;
+    settle_ok(s, Settlement::Retry { lease, delay: Duration::ZERO, failure: failure("http", "503") }).await;
+    let lease = claim_one(s, "payment").await;
+    settle_ok(s, Settlement::Release { lease }).await;
+    let lease = claim_one(s, "payment").await;
+    let fail = FailureInfo::new(ErrorClass::Permanent, "v", "bad".into(), vec![], None);
+    settle_ok(s, Settlement::Dead { lease, reason: DeadReason::Permanent, failure: fail, counts: true }).await;
+    s.redrive(ListFilter::default().ids([id]), "ops").await.expect("redrive");
+    let lease = claim_one(s, "payment").await;
+    settle_ok(s, Settlement::Succeeded { lease }).await;
+    let history = s.attempts(id).await.expect("attempts");
+    let summary: Vec<_> = history
+        .iter()
+        .map(|a| (a.dlq_id, a.attempt, a.outcome.as_str(), a.error_class.as_deref(), a.error_reason.as_deref()))
+        .collect();
+    let expected = vec![
+        (id, 0, "failed", Some("transient"), Some("ledger down")),
+        (id, 1, "retry", Some("transient"), Some("503")),
+        (id, 2, "dead", Some("permanent"), Some("bad")),
+        (id, 1, "succeeded", None, None),
+    ];
+    assert_eq!(summary, expected);
+    assert_eq!(history[0].owner, None);
+    assert!(history[1..].iter().all(|a| a.owner.as_deref() == Some("conformance")));
+    assert!(history.windows(2).all(|w| w[0].at <= w[1].at), "oldest first");
+    let dead_on_arrival = s.attempts(other).await.expect("attempts");
+    assert_eq!((dead_on_arrival.len(), dead_on_arrival[0].error_class.as_deref()), (1, Some("transient")));
+    assert!(s.attempts(other + 1000).await.expect("attempts").is_empty());
+}
+
+/// Redrive moves only dead rows back to `PENDING`, due now, and audits the change.
+pub async fn redrive_only_dead_rows<S: DeadLetterStore>(s: &S) {
+    let pending = park(s, letter("payment", 1).retry(Duration::from_secs(3600), 5)).await;
+    let dead = park(s, letter("payment", 2)).await;
+    let lease = claim_one(s, "payment").await;
+    let fail = failure("io", "still down");
+    settle_ok(s, Settlement::Dead { lease, reason: DeadReason::RetriesExhausted, failure: fail.clone(), counts: true })
+        .await;
+    assert_eq!(get(s, dead).await.retry_count, 1);
+    let done = park(s, letter("payment", 3)).await;
+    settle_ok(s, Settlement::Succeeded { lease: claim_one(s, "payment").await }).await;
+    assert_eq!(s.redrive(ListFilter::default(), "alice").await.expect("redrive"), vec![dead]);
+    let l = get(s, dead).await;
+    assert_eq!((l.status, l.retry_count, l.dead_reason, l.redrive_count), (Status::Pending, 0, None, 1));
+    assert_eq!((l.retry_after, l.failure), (l.updated_at, fail), "due now; the last failure is kept");
+    let audit = s.audit(dead).await.expect("audit");
+    assert_eq!(audit.len(), 1);
+    assert_eq!((audit[0].dlq_id, audit[0].action.as_str(), audit[0].actor.as_str()), (dead, "redrive", "alice"));
+    assert_eq!(audit[0].diff, json!({ "status": ["FAILED_PERMANENTLY", "PENDING"] }));
+    assert!(close(audit[0].at, l.updated_at, ROUNDING));
+    assert!(s.audit(pending).await.expect("audit").is_empty() && s.audit(done).await.expect("audit").is_empty());
+    assert_eq!((get(s, pending).await.status, get(s, done).await.status), (Status::Pending, Status::Succeeded));
+    assert!(s.redrive(ListFilter::default(), "alice").await.expect("redrive").is_empty(), "nothing dead is left");
+    assert_eq!(ids(&claim(s, &["payment"], LONG).await), vec![dead], "redriven rows are due at once");
+}
+
+/// Redrive takes the filter (type, ids, fingerprint, status) and the limit, newest first.
+pub async fn redrive_filter_and_limit<S: DeadLetterStore>(s: &S) {
+    let mut dead = Vec::new();
+    for n in 0..4 {
+        dead.push(park(s, letter("payment", n).dead(DeadReason::Permanent)).await);
+    }
+    let refund = NewDeadLetter::new("refund", Payload::Json(json!(0)), failure("parse", "bad amount"));
+    let refund = park(s, refund.dead(DeadReason::Permanent)).await;
+    let pending = ListFilter::default().status(Status::Pending);
+    assert!(s.redrive(pending, "ops").await.expect("redrive").is_empty());
+    let newest_two = s.redrive(ListFilter::default().event_type("payment").limit(2), "ops").await.expect("redrive");
+    assert_eq!(newest_two, vec![dead[3], dead[2]]);
+    let by_id = s.redrive(ListFilter::default().ids([dead[0], refund]), "ops").await.expect("redrive");
+    assert_eq!(by_id, vec![refund, dead[0]]);
+    let fp = get(s, dead[1]).await.failure.fingerprint;
+    assert_eq!(s.redrive(ListFilter::default().fingerprint(&fp), "ops").await.expect("redrive"), vec![dead[1]]);
+    let second = s.discard(ListFilter::default().ids([dead[1]]), "ops").await.expect("discard");
+    assert_eq!(second, vec![dead[1]]);
+    assert_eq!(get(s, dead[1]).await.redrive_count, 1);
+}
+
+/// Discard takes every matching row but `PROCESSING` and `DISCARDED` ones, and audits each.
+pub async fn discard_rules<S: DeadLetterStore>(s: &S) {
+    let processing = park(s, letter("payment", 0)).await;
+    claim_one(s, "payment").await;
+    let pending = park(s, letter("payment", 1)).await;
+    let dead = park(s, letter("payment", 2).dead(DeadReason::Permanent)).await;
+    let succeeded = park(s, letter("done", 3)).await;
+    settle_ok(s, Settlement::Succeeded { lease: claim_one(s, "done").await }).await;
+    let got = s.discard(ListFilter::default(), "bob").await.expect("discard");
+    assert_eq!(got, vec![succeeded, dead, pending], "newest first");
+    assert_eq!(get(s, processing).await.status, Status::Processing);
+    for (id, from) in [(pending, "PENDING"), (dead, "FAILED_PERMANENTLY"), (succeeded, "SUCCEEDED")] {
+        let l = get(s, id).await;
+        assert_eq!(l.status, Status::Discarded);
+        let audit = s.audit(id).await.expect("audit");
+        assert_eq!(audit.len(), 1);
+        assert_eq!((audit[0].action.as_str(), audit[0].actor.as_str()), ("discard", "bob"));
+        assert_eq!(audit[0].diff, json!({ "status": [from, "DISCARDED"] }));
+    }
+    assert!(s.discard(ListFilter::default(), "bob").await.expect("discard").is_empty());
+    assert!(s.redrive(ListFilter::default(), "bob").await.expect("redrive").is_empty(), "discarded is final");
+    assert!(claim(s, &["payment", "done"], LONG).await.is_empty());
+}
+
+/// Patching replaces the payload of any row but a `PROCESSING` one and audits the diff.
+pub async fn patch_payload_records_diff<S: DeadLetterStore>(s: &S) {
+    let original = Payload::Json(json!({ "currency": "USD " }));
+    let id = park(s, NewDeadLetter::new("payment", original, failure("v", "bad")).dead(DeadReason::Permanent)).await;
+    let before = get(s, id).await;
+    let fixed = Payload::Json(json!({ "currency": "USD" }));
+    s.patch_payload(id, fixed.clone(), "carol").await.expect("patch");
+    let l = get(s, id).await;
+    assert_eq!((l.payload, l.status, l.failure), (fixed, Status::FailedPermanently, before.failure));
+    assert!(l.updated_at >= before.updated_at);
+    let raw = Payload::from_bytes(b"\xffraw", 1024);
+    s.patch_payload(id, raw.clone(), "carol").await.expect("patch");
+    assert_eq!(get(s, id).await.payload, raw);
+    let audit = s.audit(id).await.expect("audit");
+    let diffs: Vec<_> = audit.iter().map(|a| (a.action.as_str(), a.actor.as_str(), a.diff.clone())).collect();
+    assert_eq!(
+        diffs,
+        vec![
+            ("patch", "carol", json!({ "payload": { "old": { "currency": "USD " }, "new": { "currency": "USD" } } })),
+            ("patch", "carol", json!({ "payload": { "old": { "currency": "USD" }, "new": "\u{FFFD}raw" } })),
+        ]
+    );
+    let busy = park(s, letter("busy", 1)).await;
+    claim_one(s, "busy").await;
+    let err = s.patch_payload(busy, Payload::Json(json!(1)), "carol").await.expect_err("processing");
+    assert!(matches!(err, Error::InvalidState { id, status: Status::Processing, .. } if id == busy), "{err}");
+    assert_eq!(get(s, busy).await.payload, Payload::Json(json!({ "n": 1 })));
+    let err = s.patch_payload(busy + 1000, Payload::Json(json!(1)), "carol").await.expect_err("missing");
+    assert!(matches!(err, Error::NotFound(id) if id == busy + 1000), "{err}");
+    assert!(s.audit(busy).await.expect("audit").is_empty());
+}
+
+/// Purge deletes `SUCCEEDED` and `DISCARDED` rows older than the age, with their history.
+pub async fn purge_by_age<S: DeadLetterStore>(s: &S) {
+    let succeeded = park(s, letter("payment", 1).with_dedupe_key("k-1")).await;
+    settle_ok(s, Settlement::Succeeded { lease: claim_one(s, "payment").await }).await;
+    let discarded = park(s, letter("payment", 2)).await;
+    s.discard(ListFilter::default().ids([discarded]), "ops").await.expect("discard");
+    let pending = park(s, letter("payment", 3).retry(Duration::from_secs(3600), 5)).await;
+    let dead = park(s, letter("payment", 4).dead(DeadReason::Permanent)).await;
+    assert_eq!(s.purge(Duration::from_secs(3600)).await.expect("purge"), 0, "nothing is an hour old");
+    assert_eq!(s.purge(Duration::from_secs(100 * 365 * 86_400)).await.expect("purge"), 0);
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let late = park(s, letter("late", 5)).await;
+    s.discard(ListFilter::default().ids([late]), "ops").await.expect("discard");
+    assert_eq!(s.purge(Duration::from_millis(30)).await.expect("purge"), 2);
+    for id in [succeeded, discarded] {
+        assert!(s.get(id).await.expect("get").is_none());
+        assert!(s.attempts(id).await.expect("attempts").is_empty() && s.audit(id).await.expect("audit").is_empty());
+    }
+    for (id, status) in [(pending, Status::Pending), (dead, Status::FailedPermanently), (late, Status::Discarded)] {
+        assert_eq!(get(s, id).await.status, status);
+    }
+    let reparked = s.park(letter("payment", 6).with_dedupe_key("k-1")).await.expect("park");
+    assert!(!reparked.deduplicated && reparked.id > late, "a purged row's dedupe key is free; ids are not reused");
+}
+
+/// `list` applies every filter field and the limit, newest first.
+pub async fn list_filters_newest_first<S: DeadLetterStore>(s: &S) {
+    let a = park(s, letter("payment", 1)).await;
+    let b = park(s, NewDeadLetter::new("refund", Payload::Json(json!(2)), failure("parse", "bad"))).await;
+    let c = park(s, letter("payment", 3).dead(DeadReason::Permanent)).await;
+    let list = |f: ListFilter| async move { s.list(f).await.expect("list").iter().map(|l| l.id).collect::<Vec<_>>() };
+    assert_eq!(list(ListFilter::default()).await, vec![c, b, a]);
+    assert_eq!(list(ListFilter::default().limit(2)).await, vec![c, b]);
+    assert_eq!(list(ListFilter::default().limit(0)).await, Vec::<DlqId>::new());
+    assert_eq!(list(ListFilter::default().event_type("payment")).await, vec![c, a]);
+    assert_eq!(list(ListFilter::default().status(Status::FailedPermanently)).await, vec![c]);
+    let fp = get(s, a).await.failure.fingerprint;
+    assert_eq!(list(ListFilter::default().fingerprint(&fp)).await, vec![c, a]);
+    assert_eq!(list(ListFilter::default().ids([a, b, 999_999])).await, vec![b, a]);
+    assert_eq!(list(ListFilter::default().ids([a]).status(Status::Succeeded)).await, Vec::<DlqId>::new());
+    let rows = s.list(ListFilter::default().ids([b])).await.expect("list");
+    assert_eq!(rows, vec![get(s, b).await]);
+}
+
+/// `stats` counts rows by event type and status, ordered by type then lifecycle.
+pub async fn stats_counts<S: DeadLetterStore>(s: &S) {
+    assert!(s.stats().await.expect("stats").is_empty());
+    for n in 0..3 {
+        park(s, letter("payment", n)).await;
+    }
+    park(s, letter("payment", 9).dead(DeadReason::Permanent)).await;
+    park(s, letter("refund", 1).dead(DeadReason::NoHandler)).await;
+    park(s, letter("audit", 1)).await;
+    claim_one(s, "audit").await;
+    let lease = s.claim(request(&["payment"], 1, LONG, "x")).await.expect("claim")[0].lease;
+    settle_ok(s, Settlement::Succeeded { lease }).await;
+    let row = |t: &str, status, count| StatsRow { event_type: t.to_owned(), status, count };
+    assert_eq!(
+        s.stats().await.expect("stats"),
+        vec![
+            row("audit", Status::Processing, 1),
+            row("payment", Status::Pending, 2),
+            row("payment", Status::Succeeded, 1),
+            row("payment", Status::FailedPermanently, 1),
+            row("refund", Status::FailedPermanently, 1),
+        ]
+    );
+}
+
+/// `groups` groups pending and dead rows by fingerprint and type, largest group first.
+pub async fn groups_by_fingerprint<S: DeadLetterStore>(s: &S) {
+    let timeout = |ms: u32| failure("io", &format!("timeout after {ms} ms"));
+    for ms in [100, 250, 3000] {
+        park(s, NewDeadLetter::new("payment", Payload::Json(json!(ms)), timeout(ms))).await;
+    }
+    park(s, NewDeadLetter::new("payment", Payload::Json(json!(1)), timeout(7)).dead(DeadReason::Permanent)).await;
+    park(s, NewDeadLetter::new("refund", Payload::Json(json!(1)), timeout(5))).await;
+    park(s, NewDeadLetter::new("payment", Payload::Json(json!(2)), failure("parse", "bad currency"))).await;
+    let done = park(s, NewDeadLetter::new("audit", Payload::Json(json!(3)), timeout(1))).await;
+    settle_ok(s, Settlement::Succeeded { lease: claim_one(s, "audit").await }).await;
+    assert_eq!(get(s, done).await.status, Status::Succeeded);
+    let groups = s.groups(ListFilter::default()).await.expect("groups");
+    let fp = timeout(1).fingerprint;
+    let summary: Vec<_> = groups.iter().map(|g| (g.event_type.as_str(), g.kind.as_str(), g.count)).collect();
+    assert_eq!(summary[0], ("payment", "io", 4));
+    assert_eq!(summary.len(), 3);
+    assert!(summary[1..].contains(&("refund", "io", 1)) && summary[1..].contains(&("payment", "parse", 1)));
+    assert_eq!((groups[0].fingerprint.as_str(), groups[0].kind.as_str()), (fp.as_str(), "io"));
+    assert!(groups[0].sample_reason.starts_with("timeout after "), "{}", groups[0].sample_reason);
+    let refunds = s.groups(ListFilter::default().event_type("refund")).await.expect("groups");
+    assert_eq!((refunds.len(), refunds[0].sample_reason.as_str()), (1, "timeout after 5 ms"));
+    assert_eq!(s.groups(ListFilter::default().limit(1)).await.expect("groups").len(), 1);
+    let dead = s.groups(ListFilter::default().status(Status::FailedPermanently)).await.expect("groups");
+    assert_eq!(dead.iter().map(|g| g.count).collect::<Vec<_>>(), vec![1]);
+    assert!(s.groups(ListFilter::default().status(Status::Succeeded)).await.expect("groups").is_empty());
+}
+
+/// `wait_for_work` returns soon after a park, well before its maximum.
+pub async fn wait_for_work_wakes_on_park<S: DeadLetterStore>(s: &S) {
+    let max = Duration::from_secs(10);
+    let started = std::time::Instant::now();
+    let park_later = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        park(s, letter("payment", 1)).await
+    };
+    let ((), _) = tokio::join!(s.wait_for_work(max), park_later);
+    assert!(started.elapsed() < Duration::from_secs(5), "woke after {:?}", started.elapsed());
+}

@@ -1,0 +1,201 @@
+//! Reads and operator actions: the admin API behind the CLI.
+
+use std::time::Duration;
+
+use dlq_core::{
+    AttemptRecord, AuditEntry, DeadLetter, DlqId, FailureGroup, ListFilter, Payload, StatsRow, Status, StoreResult,
+};
+use sqlx::Row;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::Query;
+
+use super::{PgStore, micros, park, row};
+
+fn db(err: sqlx::Error) -> dlq_core::Error {
+    dlq_core::Error::store(err)
+}
+
+fn limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Binds a filter as `$1..$5` (status, event type, fingerprint, ids, limit).
+fn bind_filter<'q>(
+    query: Query<'q, sqlx::Postgres, PgArguments>,
+    f: &ListFilter,
+) -> Query<'q, sqlx::Postgres, PgArguments> {
+    query
+        .bind(f.status.map(Status::as_str))
+        .bind(f.event_type.as_deref())
+        .bind(f.fingerprint.as_deref())
+        .bind(&f.ids)
+        .bind(limit(f.limit))
+}
+
+pub(crate) async fn get(store: &PgStore, id: DlqId) -> StoreResult<Option<DeadLetter>> {
+    let found = sqlx::query(store.inner.sql.get.sql()).bind(id).fetch_optional(&store.inner.pool).await.map_err(db)?;
+    found.as_ref().map(row::letter).transpose()
+}
+
+pub(crate) async fn list(store: &PgStore, filter: ListFilter) -> StoreResult<Vec<DeadLetter>> {
+    let query = bind_filter(sqlx::query(store.inner.sql.list.sql()), &filter);
+    let rows = query.fetch_all(&store.inner.pool).await.map_err(db)?;
+    rows.iter().map(row::letter).collect()
+}
+
+pub(crate) async fn stats(store: &PgStore) -> StoreResult<Vec<StatsRow>> {
+    let rows = sqlx::query(store.inner.sql.stats.sql()).fetch_all(&store.inner.pool).await.map_err(db)?;
+    let mut stats = rows
+        .iter()
+        .map(|r| {
+            Ok(StatsRow {
+                event_type: r.try_get("event_type").map_err(db)?,
+                status: r.try_get::<String, _>("status").map_err(db)?.parse()?,
+                count: u64::try_from(r.try_get::<i64, _>("count").map_err(db)?).unwrap_or(0),
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    stats.sort_by(|a, b| (&a.event_type, a.status).cmp(&(&b.event_type, b.status)));
+    Ok(stats)
+}
+
+pub(crate) async fn groups(store: &PgStore, filter: ListFilter) -> StoreResult<Vec<FailureGroup>> {
+    let query = bind_filter(sqlx::query(store.inner.sql.groups.sql()), &filter);
+    let rows = query.fetch_all(&store.inner.pool).await.map_err(db)?;
+    rows.iter()
+        .map(|r| {
+            Ok(FailureGroup {
+                fingerprint: r.try_get("fingerprint").map_err(db)?,
+                event_type: r.try_get("event_type").map_err(db)?,
+                kind: r.try_get("error_kind").map_err(db)?,
+                sample_reason: r.try_get("error_reason").map_err(db)?,
+                count: u64::try_from(r.try_get::<i64, _>("count").map_err(db)?).unwrap_or(0),
+            })
+        })
+        .collect()
+}
+
+fn attempt(r: &PgRow) -> Result<AttemptRecord, sqlx::Error> {
+    Ok(AttemptRecord {
+        dlq_id: r.try_get("dlq_id")?,
+        attempt: u32::try_from(r.try_get::<i32, _>("attempt")?).unwrap_or(0),
+        outcome: r.try_get("outcome")?,
+        error_class: r.try_get("error_class")?,
+        error_reason: r.try_get("error_reason")?,
+        owner: r.try_get("owner")?,
+        at: r.try_get("at")?,
+    })
+}
+
+pub(crate) async fn attempts(store: &PgStore, id: DlqId) -> StoreResult<Vec<AttemptRecord>> {
+    let rows = sqlx::query(store.inner.sql.attempts.sql()).bind(id).fetch_all(&store.inner.pool).await.map_err(db)?;
+    rows.iter().map(attempt).collect::<Result<_, _>>().map_err(db)
+}
+
+fn audit_entry(r: &PgRow) -> Result<AuditEntry, sqlx::Error> {
+    Ok(AuditEntry {
+        dlq_id: r.try_get("dlq_id")?,
+        action: r.try_get("action")?,
+        actor: r.try_get("actor")?,
+        diff: r.try_get("diff")?,
+        at: r.try_get("at")?,
+    })
+}
+
+pub(crate) async fn audit(store: &PgStore, id: DlqId) -> StoreResult<Vec<AuditEntry>> {
+    let rows = sqlx::query(store.inner.sql.audit.sql()).bind(id).fetch_all(&store.inner.pool).await.map_err(db)?;
+    rows.iter().map(audit_entry).collect::<Result<_, _>>().map_err(db)
+}
+
+fn actor(actor: &str) -> String {
+    let mut actor = actor.to_owned();
+    park::clean(&mut actor);
+    actor
+}
+
+pub(crate) async fn redrive(store: &PgStore, filter: ListFilter, who: &str) -> StoreResult<Vec<DlqId>> {
+    let query = bind_filter(sqlx::query(store.inner.sql.redrive.sql()), &filter)
+        .bind(actor(who))
+        .bind(store.inner.sql.channel.as_str());
+    let rows = query.fetch_all(&store.inner.pool).await.map_err(db)?;
+    rows.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>().map_err(db)
+}
+
+pub(crate) async fn discard(store: &PgStore, filter: ListFilter, who: &str) -> StoreResult<Vec<DlqId>> {
+    let query = bind_filter(sqlx::query(store.inner.sql.discard.sql()), &filter).bind(actor(who));
+    let rows = query.fetch_all(&store.inner.pool).await.map_err(db)?;
+    rows.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>().map_err(db)
+}
+
+/// A payload as JSON for an audit diff: raw bytes as lossy text, without NUL (which JSONB rejects).
+fn diff_json(payload: &Payload) -> serde_json::Value {
+    match payload {
+        Payload::Json(value) => value.clone(),
+        Payload::Raw { bytes, .. } => {
+            let mut text = String::from_utf8_lossy(bytes).into_owned();
+            park::clean(&mut text);
+            serde_json::Value::String(text)
+        }
+    }
+}
+
+pub(crate) async fn patch_payload(store: &PgStore, id: DlqId, payload: Payload, who: &str) -> StoreResult<()> {
+    let inner = &store.inner;
+    let payload = park::normalize_payload(payload, inner.config.max_payload_bytes);
+    let mut tx = inner.pool.begin().await.map_err(db)?;
+    let locked = sqlx::query(inner.sql.patch_lock.sql()).bind(id).fetch_optional(&mut *tx).await.map_err(db)?;
+    let Some(current) = locked else { return Err(dlq_core::Error::NotFound(id)) };
+    let status: Status = current.try_get::<String, _>("status").map_err(db)?.parse()?;
+    if status == Status::Processing {
+        return Err(dlq_core::Error::InvalidState { id, status, action: "patch", needs: "any status but PROCESSING" });
+    }
+    let old = row::payload(&current)?;
+    let diff = serde_json::json!({ "payload": { "old": diff_json(&old), "new": diff_json(&payload) } });
+    let (json, raw, truncated) = match payload {
+        Payload::Json(value) => (Some(value), None, None),
+        Payload::Raw { bytes, truncated } => (None, Some(bytes), truncated),
+    };
+    sqlx::query(inner.sql.patch_write.sql())
+        .bind(id)
+        .bind(json)
+        .bind(raw)
+        .bind(truncated.is_some())
+        .bind(truncated.as_ref().map(|t| i64::try_from(t.original_len).unwrap_or(i64::MAX)))
+        .bind(truncated.map(|t| t.original_sha256))
+        .bind(actor(who))
+        .bind(diff)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+    tx.commit().await.map_err(db)
+}
+
+/// Rows deleted per statement, so that no purge holds locks or grows WAL for long.
+const PURGE_SLICE: i64 = 5_000;
+
+pub(crate) async fn purge(store: &PgStore, older_than: Duration) -> StoreResult<u64> {
+    let mut total = 0;
+    loop {
+        let done = sqlx::query(store.inner.sql.purge.sql())
+            .bind(micros(older_than))
+            .bind(PURGE_SLICE)
+            .execute(&store.inner.pool)
+            .await
+            .map_err(db)?
+            .rows_affected();
+        total += done;
+        if done < PURGE_SLICE.unsigned_abs() {
+            return Ok(total);
+        }
+    }
+}
+
+/// Deletes up to `n` of the oldest finished or dead rows; returns how many went.
+pub(crate) async fn drop_oldest(store: &PgStore, n: u64) -> StoreResult<u64> {
+    let done = sqlx::query(store.inner.sql.drop_oldest.sql())
+        .bind(i64::try_from(n).unwrap_or(i64::MAX))
+        .execute(&store.inner.pool)
+        .await
+        .map_err(db)?;
+    Ok(done.rows_affected())
+}

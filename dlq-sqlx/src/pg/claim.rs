@@ -1,0 +1,152 @@
+//! Claiming due rows and writing the outcomes of their retries, fenced by lease tokens.
+
+use std::collections::{HashMap, HashSet};
+
+use dlq_core::{ClaimRequest, Claimed, Lease, SettleReport, Settlement, StoreResult};
+use sqlx::Row;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::Query;
+use uuid::Uuid;
+
+use super::{PgStore, micros, row};
+
+/// Claims up to `request.limit` due rows in one statement (see `sql/claim.sql`); the rows
+/// come back in claim order, `(retry_after, id)`.
+pub(crate) async fn claim(store: &PgStore, request: ClaimRequest) -> StoreResult<Vec<Claimed>> {
+    if request.event_types.is_empty() || request.limit == 0 {
+        return Ok(Vec::new());
+    }
+    let inner = &store.inner;
+    let rows = sqlx::query(inner.sql.claim.sql())
+        .bind(&request.event_types)
+        .bind(i64::try_from(request.limit).unwrap_or(i64::MAX))
+        .bind(micros(request.lease))
+        .bind(&request.owner)
+        .fetch_all(&inner.pool)
+        .await
+        .map_err(dlq_core::Error::store)?;
+    let mut claimed = rows
+        .iter()
+        .map(|r| {
+            let token: Uuid = r.try_get("lease_token").map_err(dlq_core::Error::store)?;
+            let letter = row::letter(r)?;
+            Ok(Claimed { lease: Lease { id: letter.id, token }, letter })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    claimed.sort_by_key(|c| (c.letter.retry_after, c.letter.id));
+    Ok(claimed)
+}
+
+/// The outcome arrays of a batch, one element per settlement, for `unnest`.
+#[derive(Default)]
+struct Outcomes {
+    ids: Vec<i64>,
+    tokens: Vec<Uuid>,
+    outcomes: Vec<&'static str>,
+    delay_us: Vec<i64>,
+    counts: Vec<i32>,
+    dead_reason: Vec<Option<&'static str>>,
+    error_class: Vec<Option<&'static str>>,
+    error_kind: Vec<Option<String>>,
+    error_reason: Vec<Option<String>>,
+    error_chain: Vec<Option<serde_json::Value>>,
+    stacktrace: Vec<Option<String>>,
+    fingerprint: Vec<Option<String>>,
+}
+
+impl Outcomes {
+    fn query(self, store: &PgStore, wake: bool) -> Query<'_, sqlx::Postgres, PgArguments> {
+        sqlx::query(store.inner.sql.settle.sql())
+            .bind(self.ids)
+            .bind(self.tokens)
+            .bind(self.outcomes)
+            .bind(self.delay_us)
+            .bind(self.counts)
+            .bind(self.dead_reason)
+            .bind(self.error_class)
+            .bind(self.error_kind)
+            .bind(self.error_reason)
+            .bind(self.error_chain)
+            .bind(self.stacktrace)
+            .bind(self.fingerprint)
+            .bind(store.inner.sql.channel.as_str())
+            .bind(wake)
+    }
+
+    fn push(&mut self, settlement: &Settlement) {
+        let lease = settlement.lease();
+        self.ids.push(lease.id);
+        self.tokens.push(lease.token);
+        self.outcomes.push(settlement.outcome_name());
+        let (delay, counts, reason) = match settlement {
+            Settlement::Retry { delay, .. } => (micros(*delay), 1, None),
+            Settlement::Dead { reason, counts, .. } => (0, i32::from(*counts), Some(reason.as_str())),
+            Settlement::Succeeded { .. } | Settlement::Release { .. } => (0, 0, None),
+        };
+        self.delay_us.push(delay);
+        self.counts.push(counts);
+        self.dead_reason.push(reason);
+        let failure = settlement.failure().map(|f| {
+            let mut f = f.clone();
+            [&mut f.kind, &mut f.reason, &mut f.fingerprint]
+                .into_iter()
+                .chain(f.chain.iter_mut())
+                .chain(f.stacktrace.iter_mut())
+                .for_each(super::park::clean);
+            f
+        });
+        self.error_class.push(failure.as_ref().map(|f| f.class.name()));
+        self.error_chain.push(failure.as_ref().map(|f| serde_json::Value::from(f.chain.clone())));
+        self.error_kind.push(failure.as_ref().map(|f| f.kind.clone()));
+        self.error_reason.push(failure.as_ref().map(|f| f.reason.clone()));
+        self.fingerprint.push(failure.as_ref().map(|f| f.fingerprint.clone()));
+        self.stacktrace.push(failure.and_then(|f| f.stacktrace));
+    }
+}
+
+/// Writes every outcome of a batch: successes with one lean statement (`sql/succeed.sql`),
+/// the other outcomes with one general statement (`sql/settle.sql`). An outcome whose token
+/// no longer holds its row (lease expired and reclaimed, or already settled) changes nothing
+/// and is reported in [`SettleReport::fenced`].
+pub(crate) async fn settle(store: &PgStore, outcomes: Vec<Settlement>) -> StoreResult<SettleReport> {
+    // A lease presented twice: the first outcome is sent, the others are reported fenced.
+    let mut seen = HashSet::with_capacity(outcomes.len());
+    let (successes, others): (Vec<&Settlement>, Vec<&Settlement>) =
+        outcomes.iter().filter(|s| seen.insert(s.lease())).partition(|s| matches!(s, Settlement::Succeeded { .. }));
+    let mut written: HashMap<(i64, Uuid), u32> = HashMap::with_capacity(outcomes.len());
+    if !successes.is_empty() {
+        let leases = successes.iter().map(|s| s.lease());
+        let (ids, tokens): (Vec<i64>, Vec<Uuid>) = leases.map(|l| (l.id, l.token)).unzip();
+        let query = sqlx::query(store.inner.sql.succeed.sql()).bind(ids).bind(tokens);
+        record(&mut written, query.fetch_all(&store.inner.pool).await.map_err(dlq_core::Error::store)?)?;
+    }
+    if !others.is_empty() {
+        let due_again = others.iter().any(|s| matches!(s, Settlement::Retry { .. } | Settlement::Release { .. }));
+        let wake = due_again && store.inner.debounce.notify_now();
+        let mut o = Outcomes::default();
+        others.into_iter().for_each(|s| o.push(s));
+        let rows = o.query(store, wake).fetch_all(&store.inner.pool).await.map_err(dlq_core::Error::store)?;
+        record(&mut written, rows)?;
+    }
+    let mut report = SettleReport::default();
+    for settlement in &outcomes {
+        let lease = settlement.lease();
+        match written.get_mut(&(lease.id, lease.token)) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                report.applied += 1;
+            }
+            _ => report.fenced.push(lease.id),
+        }
+    }
+    Ok(report)
+}
+
+fn record(written: &mut HashMap<(i64, Uuid), u32>, rows: Vec<PgRow>) -> StoreResult<()> {
+    for r in &rows {
+        let key =
+            (r.try_get("id").map_err(dlq_core::Error::store)?, r.try_get("token").map_err(dlq_core::Error::store)?);
+        *written.entry(key).or_default() += 1;
+    }
+    Ok(())
+}

@@ -1,0 +1,448 @@
+//! `PgStore`: the production store on PostgreSQL.
+//!
+//! - `schema`: schema validation and the statements rendered once per store;
+//! - `park`: payload normalization, the multi-row insert, group commit, `park_in`;
+//! - `capacity`: `max_entries` with its overflow policies and the saturation gauge;
+//! - `claim`: claiming with `SKIP LOCKED` and fenced batch settlement;
+//! - `admin`: reads and operator actions;
+//! - `notify`: `LISTEN/NOTIFY` wake-ups;
+//! - `row`: decoding rows.
+
+mod admin;
+mod capacity;
+mod claim;
+mod heartbeat;
+mod notify;
+mod park;
+mod row;
+mod schema;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlq_core::{
+    AttemptRecord, AuditEntry, BoxFuture, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter,
+    DeadLetterStore, DlqId, FailureGroup, ListFilter, NewDeadLetter, Parked, Payload, SettleReport, Settlement,
+    StatsRow, StoreResult,
+};
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnection, PgPoolOptions};
+
+pub use capacity::Overflow;
+pub use heartbeat::RetrierHeartbeat;
+pub use schema::validate_schema;
+
+use crate::Error;
+
+/// How a [`PgStore`] behaves: where its tables are, how parking batches and times out, and
+/// how many rows it keeps.
+///
+/// ```
+/// use dlq_sqlx::{Overflow, PgConfig};
+/// use std::time::Duration;
+///
+/// let config = PgConfig::default()
+///     .schema("dlq")
+///     .park_timeout(Duration::from_secs(2))
+///     .max_entries(1_000_000, Overflow::DropOldest)
+///     .retention(Some(Duration::from_secs(14 * 24 * 3600)));
+/// assert_eq!(config.schema, "dlq");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PgConfig {
+    /// The schema holding the tables (validated by [`validate_schema`]); `public` by default.
+    pub schema: String,
+    /// Whether [`PgStore::from_pool`] applies the embedded migrations ([`MIGRATOR`](crate::MIGRATOR)).
+    pub run_migrations: bool,
+    /// The longest a park may take, queueing and admission included; past it the caller gets
+    /// [`dlq_core::Error::Timeout`] (or `Full` while waiting for room), never a hang. A park
+    /// that timed out while its batch was being committed may still be stored: the caller
+    /// must treat it as not parked (not ack upstream), and a dedupe key makes the retry a no-op.
+    pub park_timeout: Duration,
+    /// How long the group-commit writer waits for more concurrent parks before writing a
+    /// batch. Parks that queued while the previous batch was written are always taken at once,
+    /// which batches concurrent failures without delaying a lone one, so the default is zero.
+    pub linger: Duration,
+    /// The most rows written by one group-commit insert.
+    pub max_batch: usize,
+    /// Group-commit writers (each writes one batch at a time, on its own connection).
+    pub writers: usize,
+    /// Payloads larger than this are stored truncated, with the original's length and SHA-256.
+    pub max_payload_bytes: usize,
+    /// `SUCCEEDED` and `DISCARDED` rows older than this are purged by the retrier
+    /// ([`PgRetrier`](crate::PgRetrier)); `None` keeps them.
+    pub retention: Option<Duration>,
+    /// The most rows the table may hold; `None` for no limit.
+    pub max_entries: Option<u64>,
+    /// What a park does when `max_entries` is reached.
+    pub overflow: Overflow,
+}
+
+impl Default for PgConfig {
+    fn default() -> Self {
+        Self {
+            schema: "public".to_owned(),
+            run_migrations: true,
+            park_timeout: Duration::from_secs(5),
+            linger: Duration::ZERO,
+            max_batch: 256,
+            writers: 1,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            retention: Some(Duration::from_secs(7 * 24 * 3600)),
+            max_entries: None,
+            overflow: Overflow::Reject,
+        }
+    }
+}
+
+impl PgConfig {
+    /// Sets the schema (validated when the store is built).
+    #[must_use]
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// Sets whether migrations run when the store is built.
+    #[must_use]
+    pub const fn run_migrations(mut self, run: bool) -> Self {
+        self.run_migrations = run;
+        self
+    }
+
+    /// Sets the park timeout.
+    #[must_use]
+    pub const fn park_timeout(mut self, timeout: Duration) -> Self {
+        self.park_timeout = timeout;
+        self
+    }
+
+    /// Sets the group-commit linger, the largest batch and the number of writers.
+    #[must_use]
+    pub const fn group_commit(mut self, linger: Duration, max_batch: usize, writers: usize) -> Self {
+        self.linger = linger;
+        self.max_batch = max_batch;
+        self.writers = writers;
+        self
+    }
+
+    /// Sets the largest payload stored whole.
+    #[must_use]
+    pub const fn max_payload_bytes(mut self, max: usize) -> Self {
+        self.max_payload_bytes = max;
+        self
+    }
+
+    /// Sets the retention of finished rows.
+    #[must_use]
+    pub const fn retention(mut self, retention: Option<Duration>) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// Limits the table to `max` rows, with `overflow` deciding what a park does at the limit.
+    #[must_use]
+    pub const fn max_entries(mut self, max: u64, overflow: Overflow) -> Self {
+        self.max_entries = Some(max);
+        self.overflow = overflow;
+        self
+    }
+}
+
+/// The dead-letter store on PostgreSQL.
+///
+/// Cheap to clone (clones share the pool, the group-commit writer and the listener). Parks
+/// from many tasks are group-committed into multi-row inserts; [`park_in`](Self::park_in)
+/// joins the caller's transaction instead. Claims use `FOR UPDATE SKIP LOCKED` with leases
+/// and fencing tokens, so any number of retriers on any number of hosts can share the table;
+/// timestamps come from the database clock only. Parks and outcomes commit durably; claims
+/// commit asynchronously, since a claim lost in a server crash only means the row is claimed
+/// again. Parks and retries wake waiting retriers with `NOTIFY`, at most one per 20 ms burst.
+///
+/// ```no_run
+/// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload};
+/// use dlq_sqlx::PgStore;
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = PgStore::connect("postgres://postgres@127.0.0.1/app").await?;
+/// let failure = FailureInfo::new(ErrorClass::TRANSIENT, "io", "ledger down".into(), vec![], None);
+/// let letter = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({"id": 7})), failure)
+///     .with_dedupe_key("payments/3/1204331");
+/// let parked = store.park(letter).await?;
+/// println!("parked as {}", parked.id);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: PgPool,
+    config: PgConfig,
+    sql: Arc<schema::Sql>,
+    writer: park::GroupCommit,
+    wakeups: notify::Wakeups,
+    debounce: Arc<notify::Debounce>,
+    capacity: Option<capacity::Capacity>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("config", &self.inner.config).finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// Connects with the default configuration and applies the migrations.
+    ///
+    /// # Errors
+    /// [`Error::Database`] when PostgreSQL cannot be reached, [`Error::Migrate`] when the
+    /// migrations fail.
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        Self::connect_with(url, PgConfig::default()).await
+    }
+
+    /// Connects with `config`. The pool is lazy and its acquire timeout is the park timeout,
+    /// so with `run_migrations` off no connection is made until the first call.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSchema`], [`Error::Database`], [`Error::Migrate`].
+    pub async fn connect_with(url: &str, config: PgConfig) -> Result<Self, Error> {
+        validate_schema(&config.schema)?;
+        let pool = PgPoolOptions::new().max_connections(10).acquire_timeout(config.park_timeout).connect_lazy(url)?;
+        Self::from_pool(pool, config).await
+    }
+
+    /// Builds a store on an existing pool; applies the migrations unless turned off.
+    ///
+    /// Must be called inside a tokio runtime: it starts the group-commit writer.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSchema`] for a schema name that is not a plain identifier, and the
+    /// migrator's errors.
+    pub async fn from_pool(pool: PgPool, config: PgConfig) -> Result<Self, Error> {
+        validate_schema(&config.schema)?;
+        let sql = Arc::new(schema::Sql::new(&config.schema));
+        if config.run_migrations {
+            migrate(&pool, &config.schema).await?;
+        }
+        let debounce = notify::Debounce::new(pool.clone(), sql.channel.clone());
+        let writer = park::GroupCommit::start(pool.clone(), Arc::clone(&sql), &config, Arc::clone(&debounce));
+        let capacity = config.max_entries.map(|max| capacity::Capacity::new(max, config.overflow));
+        let wakeups = notify::Wakeups::new(&pool, sql.channel.clone());
+        Ok(Self { inner: Arc::new(Inner { pool, config, sql, writer, wakeups, debounce, capacity }) })
+    }
+
+    /// The pool the store uses.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// The configuration the store was built with.
+    pub fn config(&self) -> &PgConfig {
+        &self.inner.config
+    }
+
+    /// The `NOTIFY` channel parks and redrives signal on (derived from the schema).
+    pub fn channel(&self) -> &str {
+        &self.inner.sql.channel
+    }
+
+    /// Parks `letter` inside the caller's transaction (or on the caller's connection): it is
+    /// stored, and retriers are woken, only if and when the caller commits.
+    ///
+    /// Runs on the caller's connection, so the caller's `statement_timeout` bounds it rather
+    /// than the park timeout. `max_entries` applies as for [`park`](DeadLetterStore::park).
+    ///
+    /// # Errors
+    /// The database error ([`dlq_core::Error::Store`]) or [`dlq_core::Error::Full`].
+    ///
+    /// ```no_run
+    /// # use dlq_core::{ErrorClass, FailureInfo, NewDeadLetter, Payload};
+    /// # async fn demo(store: dlq_sqlx::PgStore) -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut tx = store.pool().begin().await?;
+    /// sqlx::query("UPDATE accounts SET flagged = true WHERE id = $1").bind(7_i64).execute(&mut *tx).await?;
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "validation", "bad iban".into(), vec![], None);
+    /// let letter = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({"id": 7})), failure);
+    /// store.park_in(&mut tx, letter).await?;
+    /// tx.commit().await?; // the account flag and the dead letter commit together
+    /// # Ok(()) }
+    /// ```
+    pub async fn park_in(&self, conn: &mut PgConnection, letter: NewDeadLetter) -> StoreResult<Parked> {
+        let mut parked = self.park_many_in(conn, vec![letter]).await?;
+        parked.pop().ok_or_else(|| dlq_core::Error::store(park::MissingRow))
+    }
+
+    /// Parks many letters inside the caller's transaction; ids come back in input order.
+    ///
+    /// # Errors
+    /// As [`park_in`](Self::park_in).
+    pub async fn park_many_in(&self, conn: &mut PgConnection, letters: Vec<NewDeadLetter>) -> StoreResult<Vec<Parked>> {
+        if letters.is_empty() {
+            return Ok(Vec::new());
+        }
+        if let Some(capacity) = &self.inner.capacity {
+            let deadline = tokio::time::Instant::now() + self.inner.config.park_timeout;
+            capacity.admit(self, letters.len() as u64, deadline).await?;
+        }
+        let prepared = park::prepare(letters, self.inner.config.max_payload_bytes);
+        // Always wake from inside the caller's transaction: the NOTIFY goes out with its commit.
+        park::insert(&mut *conn, &self.inner.sql, prepared, true).await.map_err(dlq_core::Error::store)
+    }
+
+    /// The fraction of `max_entries` in use, from the last count (refreshed by parks and by
+    /// [`refresh_saturation`](Self::refresh_saturation)); `0.0` without a limit.
+    pub fn saturation(&self) -> f64 {
+        self.inner.capacity.as_ref().map_or(0.0, capacity::Capacity::saturation)
+    }
+
+    /// Counts the rows and updates the [`saturation`](Self::saturation) gauge.
+    ///
+    /// # Errors
+    /// The database error.
+    pub async fn refresh_saturation(&self) -> StoreResult<f64> {
+        let entries = self.entries().await?;
+        if let Some(capacity) = &self.inner.capacity {
+            capacity.observe(entries);
+        }
+        Ok(self.saturation())
+    }
+
+    /// How many rows the table holds (an exact count).
+    ///
+    /// # Errors
+    /// The database error.
+    pub async fn entries(&self) -> StoreResult<u64> {
+        let count: i64 = sqlx::query_scalar(self.inner.sql.count.sql())
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(dlq_core::Error::store)?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    /// Purges finished rows past [`PgConfig::retention`], if set. Returns how many.
+    ///
+    /// # Errors
+    /// The database error.
+    pub async fn apply_retention(&self) -> StoreResult<u64> {
+        match self.inner.config.retention {
+            Some(age) => admin::purge(self, age).await,
+            None => Ok(0),
+        }
+    }
+}
+
+/// Applies the embedded migrations ([`MIGRATOR`](crate::MIGRATOR)) in `schema`, creating the
+/// schema first if needed. Runs on a connection of its own whose `search_path` is the
+/// schema, so the migrations (and sqlx's `_sqlx_migrations` table) land there.
+///
+/// # Errors
+/// [`Error::InvalidSchema`], [`Error::Database`], [`Error::Migrate`].
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), dlq_sqlx::Error> {
+/// dlq_sqlx::migrate(&pool, "dlq").await?;
+/// # Ok(()) }
+/// ```
+pub async fn migrate(pool: &PgPool, schema: &str) -> Result<(), Error> {
+    validate_schema(schema)?;
+    let sql = schema::Sql::new(schema);
+    let mut conn = pool.acquire().await?.detach();
+    let result = migrate_on(&mut conn, schema, &sql.quoted_schema).await;
+    let _ = sqlx::Connection::close(conn).await;
+    result
+}
+
+async fn migrate_on(conn: &mut PgConnection, schema: &str, quoted: &str) -> Result<(), Error> {
+    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+        .bind(schema)
+        .fetch_one(&mut *conn)
+        .await?;
+    if !exists {
+        let create = format!("CREATE SCHEMA IF NOT EXISTS {quoted}");
+        sqlx::query(sqlx::AssertSqlSafe(create)).execute(&mut *conn).await?;
+    }
+    let search_path = format!("SET search_path TO {quoted}");
+    sqlx::query(sqlx::AssertSqlSafe(search_path)).execute(&mut *conn).await?;
+    // `run_direct` is `Migrator::run` without the `Acquire` bound, whose higher-ranked
+    // lifetime makes callers' futures fail to prove `Send` (sqlx documents the workaround).
+    crate::MIGRATOR.run_direct(None, conn, false).await?;
+    Ok(())
+}
+
+impl DeadLetterStore for PgStore {
+    fn park(&self, letter: NewDeadLetter) -> BoxFuture<'_, StoreResult<Parked>> {
+        Box::pin(async move {
+            let mut parked = park::park(self, vec![letter]).await?;
+            parked.pop().ok_or_else(|| dlq_core::Error::store(park::MissingRow))
+        })
+    }
+
+    fn park_many(&self, letters: Vec<NewDeadLetter>) -> BoxFuture<'_, StoreResult<Vec<Parked>>> {
+        Box::pin(park::park(self, letters))
+    }
+
+    fn claim(&self, request: ClaimRequest) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
+        Box::pin(claim::claim(self, request))
+    }
+
+    fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>> {
+        Box::pin(claim::settle(self, outcomes))
+    }
+
+    fn wait_for_work(&self, max: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(self.inner.wakeups.wait(max))
+    }
+
+    fn get(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Option<DeadLetter>>> {
+        Box::pin(admin::get(self, id))
+    }
+
+    fn list(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<Vec<DeadLetter>>> {
+        Box::pin(admin::list(self, filter))
+    }
+
+    fn stats(&self) -> BoxFuture<'_, StoreResult<Vec<StatsRow>>> {
+        Box::pin(admin::stats(self))
+    }
+
+    fn groups(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<Vec<FailureGroup>>> {
+        Box::pin(admin::groups(self, filter))
+    }
+
+    fn attempts(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Vec<AttemptRecord>>> {
+        Box::pin(admin::attempts(self, id))
+    }
+
+    fn audit(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Vec<AuditEntry>>> {
+        Box::pin(admin::audit(self, id))
+    }
+
+    fn redrive(&self, filter: ListFilter, actor: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>> {
+        let actor = actor.to_owned();
+        Box::pin(async move { admin::redrive(self, filter, &actor).await })
+    }
+
+    fn discard(&self, filter: ListFilter, actor: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>> {
+        let actor = actor.to_owned();
+        Box::pin(async move { admin::discard(self, filter, &actor).await })
+    }
+
+    fn patch_payload(&self, id: DlqId, payload: Payload, actor: &str) -> BoxFuture<'_, StoreResult<()>> {
+        let actor = actor.to_owned();
+        Box::pin(async move { admin::patch_payload(self, id, payload, &actor).await })
+    }
+
+    fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(admin::purge(self, older_than))
+    }
+}
+
+/// A duration in whole microseconds for SQL (`now() + $n * INTERVAL '1 microsecond'`),
+/// capped at 100 years so that no timestamp overflows.
+pub(crate) fn micros(duration: Duration) -> i64 {
+    const CAP: u128 = 100 * 366 * 24 * 3600 * 1_000_000;
+    i64::try_from(duration.as_micros().min(CAP)).unwrap_or(i64::MAX)
+}

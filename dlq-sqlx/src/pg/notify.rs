@@ -1,0 +1,154 @@
+//! Wake-ups: a `LISTEN` on the store's channel, started on the first wait.
+//!
+//! One background task owns a `PgListener` on a dedicated one-connection pool (so the
+//! store's pool keeps all its connections) and wakes every waiter on each notification. A lost
+//! connection is re-established with backoff; waiters are woken then too, since
+//! notifications sent meanwhile were lost.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgListener, PgPoolOptions};
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+/// At most one `NOTIFY` per window from a store's parks and retries (plus a trailing one):
+/// a burst of writes wakes retriers once rather than on every batch, at most this late.
+const NOTIFY_WINDOW: Duration = Duration::from_millis(20);
+
+/// Rate-limits the store's own `NOTIFY`s. A write asks [`Debounce::notify_now`]: yes once per
+/// window; otherwise the write stays silent and a trailing `NOTIFY` is sent when the window
+/// ends, so a waiting retrier is never left waiting for its poll interval.
+pub(crate) struct Debounce {
+    state: Mutex<DebounceState>,
+    pool: PgPool,
+    channel: String,
+}
+
+struct DebounceState {
+    last: Option<Instant>,
+    trailing: bool,
+}
+
+impl Debounce {
+    pub(crate) fn new(pool: PgPool, channel: String) -> Arc<Self> {
+        Arc::new(Self { state: Mutex::new(DebounceState { last: None, trailing: false }), pool, channel })
+    }
+
+    /// Whether the write about to happen should `NOTIFY` itself.
+    pub(crate) fn notify_now(self: &Arc<Self>) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        match state.last {
+            Some(last) if now < last + NOTIFY_WINDOW => {
+                if !state.trailing {
+                    state.trailing = true;
+                    tokio::spawn(Arc::clone(self).trail(last + NOTIFY_WINDOW));
+                }
+                false
+            }
+            _ => {
+                state.last = Some(now);
+                true
+            }
+        }
+    }
+
+    async fn trail(self: Arc<Self>, at: Instant) {
+        tokio::time::sleep_until(at).await;
+        {
+            let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            state.trailing = false;
+            state.last = Some(Instant::now());
+        }
+        let sent = sqlx::query("SELECT pg_notify($1, '')").bind(&self.channel).execute(&self.pool).await;
+        if let Err(error) = sent {
+            tracing::debug!(%error, "trailing dead-letter wake-up not sent");
+        }
+    }
+}
+
+pub(crate) struct Wakeups {
+    notify: Arc<Notify>,
+    started: OnceLock<()>,
+    pool: PgPool,
+    channel: String,
+    /// Dropped with the store, which stops the listener task.
+    stop: watch::Sender<()>,
+}
+
+impl Wakeups {
+    pub(crate) fn new(pool: &PgPool, channel: String) -> Self {
+        let options = (*pool.connect_options()).clone();
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .max_lifetime(None)
+            .idle_timeout(None)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_lazy_with(options);
+        let (stop, _) = watch::channel(());
+        Self { notify: Arc::new(Notify::new()), started: OnceLock::new(), pool, channel, stop }
+    }
+
+    /// Waits for a notification or `max`, starting the listener on first use.
+    pub(crate) async fn wait(&self, max: Duration) {
+        let notified = self.notify.notified();
+        self.started.get_or_init(|| {
+            let task = listen(self.pool.clone(), self.channel.clone(), Arc::clone(&self.notify), self.stop.subscribe());
+            tokio::spawn(task);
+        });
+        let _ = tokio::time::timeout(max, notified).await;
+    }
+}
+
+async fn listen(pool: PgPool, channel: String, notify: Arc<Notify>, mut stop: watch::Receiver<()>) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let connected = async {
+            let mut listener = PgListener::connect_with(&pool).await?;
+            listener.listen(&channel).await?;
+            Ok::<_, sqlx::Error>(listener)
+        };
+        let listener = tokio::select! {
+            listener = connected => listener,
+            _ = stop.changed() => return,
+        };
+        match listener {
+            Ok(listener) => {
+                backoff = Duration::from_millis(100);
+                // Anything parked before the LISTEN took effect is due now.
+                notify.notify_waiters();
+                if !relay(listener, &notify, &mut stop).await {
+                    return;
+                }
+            }
+            Err(error) => tracing::warn!(%error, channel, "cannot listen for dead-letter wake-ups; retrying"),
+        }
+        notify.notify_waiters();
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            _ = stop.changed() => return,
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// Forwards notifications until the listener fails (`true`: reconnect) or the store is
+/// dropped (`false`).
+async fn relay(mut listener: PgListener, notify: &Notify, stop: &mut watch::Receiver<()>) -> bool {
+    loop {
+        tokio::select! {
+            received = listener.try_recv() => match received {
+                // `None`: the connection was lost and re-established; notifications may be lost.
+                Ok(_) => notify.notify_waiters(),
+                Err(sqlx::Error::PoolClosed) => return false,
+                Err(error) => {
+                    tracing::warn!(%error, "dead-letter listener failed; reconnecting");
+                    return true;
+                }
+            },
+            _ = stop.changed() => return false,
+        }
+    }
+}

@@ -1,0 +1,469 @@
+//! Parking: payload normalization, the multi-row insert, and group commit.
+//!
+//! Concurrent parks are handed to writer tasks over a channel. A writer takes every park
+//! already queued (and waits up to `linger` for more, up to `max_batch` rows), writes them
+//! with one multi-row insert, and answers each caller on its own oneshot with its own ids,
+//! only after the commit. With several writers, one collects while another commits. A caller whose park timeout passed gets
+//! [`dlq_core::Error::Timeout`]; the writer skips its letters if it has not started writing them.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlq_core::{NewDeadLetter, Parked, Payload, Status, StoreResult, jsonb_safe};
+use sqlx::Row;
+use sqlx::postgres::{PgConnection, PgPool};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::notify::Debounce;
+use super::schema::Sql;
+use super::{PgConfig, PgStore, micros};
+
+/// A park statement returned no row for a letter (should not happen; reported, not hidden).
+#[derive(Debug)]
+pub(crate) struct MissingRow;
+
+impl fmt::Display for MissingRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("park returned no id for a letter")
+    }
+}
+
+impl std::error::Error for MissingRow {}
+
+/// The group-commit writer stopped (its runtime shut down).
+#[derive(Debug)]
+struct WriterGone;
+
+impl fmt::Display for WriterGone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the group-commit writer is not running")
+    }
+}
+
+impl std::error::Error for WriterGone {}
+
+/// One database error reported to every caller of a failed batch.
+#[derive(Debug, Clone)]
+struct SharedError(Arc<sqlx::Error>);
+
+impl fmt::Display for SharedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for SharedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.0)
+    }
+}
+
+/// Parks through the group-commit writer, bounded by the park timeout.
+pub(crate) async fn park(store: &PgStore, letters: Vec<NewDeadLetter>) -> StoreResult<Vec<Parked>> {
+    if letters.is_empty() {
+        return Ok(Vec::new());
+    }
+    let inner = &store.inner;
+    let timeout = inner.config.park_timeout;
+    let deadline = Instant::now() + timeout;
+    if let Some(capacity) = &inner.capacity {
+        capacity.admit(store, letters.len() as u64, deadline).await?;
+    }
+    let letters = prepare(letters, inner.config.max_payload_bytes);
+    match tokio::time::timeout_at(deadline, inner.writer.submit(letters)).await {
+        Ok(result) => result,
+        Err(_) => Err(dlq_core::Error::Timeout(timeout)),
+    }
+}
+
+/// Makes letters storable: payload within the size limit and acceptable to JSONB, text
+/// without NUL bytes (which PostgreSQL `TEXT` rejects).
+pub(crate) fn prepare(letters: Vec<NewDeadLetter>, max_payload: usize) -> Vec<NewDeadLetter> {
+    letters.into_iter().map(|l| prepare_one(l, max_payload)).collect()
+}
+
+fn prepare_one(mut letter: NewDeadLetter, max_payload: usize) -> NewDeadLetter {
+    letter.payload = normalize_payload(letter.payload, max_payload);
+    clean(&mut letter.event_type);
+    clean(&mut letter.handler);
+    if let Some(key) = &mut letter.dedupe_key {
+        clean(key);
+    }
+    let src = &mut letter.source;
+    src.topic.iter_mut().chain(src.trace_context.iter_mut()).for_each(clean);
+    if src.headers.iter().any(|(k, v)| k.contains('\0') || v.contains('\0')) {
+        src.headers = std::mem::take(&mut src.headers)
+            .into_iter()
+            .map(|(mut k, mut v)| {
+                clean(&mut k);
+                clean(&mut v);
+                (k, v)
+            })
+            .collect();
+    }
+    let f = &mut letter.failure;
+    [&mut f.kind, &mut f.reason, &mut f.fingerprint].into_iter().chain(f.chain.iter_mut()).for_each(clean);
+    f.stacktrace.iter_mut().for_each(clean);
+    letter
+}
+
+/// Replaces NUL characters, which PostgreSQL text and JSONB strings cannot hold.
+pub(crate) fn clean(text: &mut String) {
+    if text.contains('\0') {
+        *text = text.replace('\0', "\u{FFFD}");
+    }
+}
+
+/// A payload as stored: JSON only when JSONB accepts it and it fits, raw bytes otherwise,
+/// truncated (with the original's length and hash) past `max` bytes.
+pub(crate) fn normalize_payload(payload: Payload, max: usize) -> Payload {
+    match payload {
+        Payload::Json(value) => {
+            if jsonb_safe(&value) && json_len(&value) <= max {
+                return Payload::Json(value);
+            }
+            Payload::from_bytes(&serde_json::to_vec(&value).unwrap_or_default(), max)
+        }
+        Payload::Raw { bytes, truncated: None } if bytes.len() > max => match Payload::from_bytes(&bytes, max) {
+            truncated @ Payload::Raw { truncated: Some(_), .. } => truncated,
+            _ => Payload::Raw { bytes, truncated: None },
+        },
+        other => other,
+    }
+}
+
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        Err(_) => usize::MAX,
+    }
+}
+
+/// The columns of a batch, one array per column, for `unnest`.
+#[derive(Default)]
+struct Columns {
+    event_type: Vec<String>,
+    handler: Vec<String>,
+    payload: Vec<Option<serde_json::Value>>,
+    payload_raw: Vec<Option<Vec<u8>>>,
+    truncated: Vec<bool>,
+    original_len: Vec<Option<i64>>,
+    sha256: Vec<Option<String>>,
+    error_class: Vec<&'static str>,
+    error_kind: Vec<String>,
+    error_reason: Vec<String>,
+    error_chain: Vec<serde_json::Value>,
+    stacktrace: Vec<Option<String>>,
+    fingerprint: Vec<String>,
+    status: Vec<&'static str>,
+    max_retries: Vec<i32>,
+    delay_us: Vec<i64>,
+    dead_reason: Vec<Option<&'static str>>,
+    dedupe_key: Vec<Option<String>>,
+    topic: Vec<Option<String>>,
+    partition: Vec<Option<i32>>,
+    offset: Vec<Option<i64>>,
+    headers: Vec<serde_json::Value>,
+    trace_context: Vec<Option<String>>,
+}
+
+impl Columns {
+    fn push(&mut self, letter: NewDeadLetter) {
+        self.status.push(letter.status().as_str());
+        self.dead_reason.push(letter.dead_reason.map(|r| r.as_str()));
+        match letter.payload {
+            Payload::Json(value) => {
+                self.payload.push(Some(value));
+                self.payload_raw.push(None);
+                self.truncated.push(false);
+                self.original_len.push(None);
+                self.sha256.push(None);
+            }
+            Payload::Raw { bytes, truncated } => {
+                self.payload.push(None);
+                self.payload_raw.push(Some(bytes));
+                self.truncated.push(truncated.is_some());
+                self.original_len.push(truncated.as_ref().map(|t| i64::try_from(t.original_len).unwrap_or(i64::MAX)));
+                self.sha256.push(truncated.map(|t| t.original_sha256));
+            }
+        }
+        let f = letter.failure;
+        self.error_class.push(f.class.name());
+        self.error_kind.push(f.kind);
+        self.error_reason.push(f.reason);
+        self.error_chain.push(serde_json::Value::from(f.chain));
+        self.stacktrace.push(f.stacktrace);
+        self.fingerprint.push(f.fingerprint);
+        self.event_type.push(letter.event_type);
+        self.handler.push(letter.handler);
+        self.max_retries.push(i32::try_from(letter.max_retries).unwrap_or(i32::MAX));
+        self.delay_us.push(micros(letter.retry_delay));
+        self.dedupe_key.push(letter.dedupe_key);
+        let src = letter.source;
+        self.topic.push(src.topic);
+        self.partition.push(src.partition);
+        self.offset.push(src.offset);
+        self.headers.push(serde_json::to_value(src.headers).unwrap_or_default());
+        self.trace_context.push(src.trace_context);
+    }
+
+    fn query(self, sql: &Sql, wake: bool) -> sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        sqlx::query(sql.park.sql())
+            .bind(self.event_type)
+            .bind(self.handler)
+            .bind(self.payload)
+            .bind(self.payload_raw)
+            .bind(self.truncated)
+            .bind(self.original_len)
+            .bind(self.sha256)
+            .bind(self.error_class)
+            .bind(self.error_kind)
+            .bind(self.error_reason)
+            .bind(self.error_chain)
+            .bind(self.stacktrace)
+            .bind(self.fingerprint)
+            .bind(self.status)
+            .bind(self.max_retries)
+            .bind(self.delay_us)
+            .bind(self.dead_reason)
+            .bind(self.dedupe_key)
+            .bind(self.topic)
+            .bind(self.partition)
+            .bind(self.offset)
+            .bind(self.headers)
+            .bind(self.trace_context)
+            .bind(sql.channel.as_str())
+            .bind(wake)
+    }
+}
+
+/// Inserts prepared letters in one statement on `conn`; ids come back in input order, and a
+/// letter whose dedupe key is already stored gets the stored row's id. `wake`: whether the
+/// statement sends the `NOTIFY` for the pending rows it parks.
+pub(crate) async fn insert(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    letters: Vec<NewDeadLetter>,
+    wake: bool,
+) -> Result<Vec<Parked>, sqlx::Error> {
+    let keys: Vec<Option<String>> = letters.iter().map(|l| l.dedupe_key.clone()).collect();
+    let mut columns = Columns::default();
+    letters.into_iter().for_each(|l| columns.push(l));
+    let rows = columns.query(sql, wake).fetch_all(&mut *conn).await?;
+    let mut parked: Vec<Option<Parked>> = Vec::with_capacity(rows.len());
+    let mut by_key: HashMap<String, i64> = HashMap::new();
+    for row in &rows {
+        let id: i64 = row.try_get("id")?;
+        if row.try_get("inserted")? {
+            if let Some(key) = row.try_get::<Option<String>, _>("dedupe_key")? {
+                by_key.insert(key, id);
+            }
+            parked.push(Some(Parked { id, deduplicated: false }));
+        } else {
+            parked.push(None);
+        }
+    }
+    resolve_duplicates(conn, sql, &keys, &mut parked, by_key).await?;
+    parked.into_iter().map(|p| p.ok_or_else(|| sqlx::Error::Protocol("park returned no id".into()))).collect()
+}
+
+/// Fills in ids of letters skipped for their dedupe key: a row of the same batch, or one
+/// stored before (looked up in a second statement, which also sees rows committed by others
+/// while the insert waited on their key).
+async fn resolve_duplicates(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    keys: &[Option<String>],
+    parked: &mut [Option<Parked>],
+    mut by_key: HashMap<String, i64>,
+) -> Result<(), sqlx::Error> {
+    let missing: Vec<String> = parked
+        .iter()
+        .zip(keys)
+        .filter(|(p, _)| p.is_none())
+        .filter_map(|(_, k)| k.clone())
+        .filter(|k| !by_key.contains_key(k))
+        .collect();
+    if !missing.is_empty() {
+        let rows = sqlx::query(sql.dedupe_lookup.sql()).bind(&missing).fetch_all(&mut *conn).await?;
+        for row in rows {
+            by_key.insert(row.try_get("dedupe_key")?, row.try_get("id")?);
+        }
+    }
+    for (slot, key) in parked.iter_mut().zip(keys) {
+        if slot.is_none() {
+            *slot = key.as_ref().and_then(|k| by_key.get(k)).map(|&id| Parked { id, deduplicated: true });
+        }
+    }
+    Ok(())
+}
+
+struct Job {
+    letters: Vec<NewDeadLetter>,
+    reply: oneshot::Sender<Result<Vec<Parked>, SharedError>>,
+}
+
+/// The handle of the group-commit writer task.
+pub(crate) struct GroupCommit {
+    tx: mpsc::Sender<Job>,
+}
+
+impl GroupCommit {
+    /// Starts the writer; it stops when the last handle is dropped.
+    pub(crate) fn start(pool: PgPool, sql: Arc<Sql>, config: &PgConfig, debounce: Arc<Debounce>) -> Self {
+        let (tx, rx) = mpsc::channel(1024);
+        let writer = Arc::new(Writer {
+            pool,
+            sql,
+            linger: config.linger,
+            max_batch: config.max_batch.max(1),
+            timeout: config.park_timeout,
+            debounce,
+        });
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        for _ in 0..config.writers.max(1) {
+            tokio::spawn(Arc::clone(&writer).run(Arc::clone(&rx)));
+        }
+        Self { tx }
+    }
+
+    /// Queues letters and waits for their ids (or the batch's error).
+    pub(crate) async fn submit(&self, letters: Vec<NewDeadLetter>) -> StoreResult<Vec<Parked>> {
+        let (reply, answer) = oneshot::channel();
+        self.tx.send(Job { letters, reply }).await.map_err(|_| dlq_core::Error::store(WriterGone))?;
+        match answer.await {
+            Ok(result) => result.map_err(dlq_core::Error::store),
+            Err(_) => Err(dlq_core::Error::store(WriterGone)),
+        }
+    }
+}
+
+/// How many times the writer yields, when nothing is queued, before it writes what it has:
+/// enough for parkers woken by the previous batch's answers to queue their next letters.
+const MAX_YIELDS: u32 = 4;
+
+struct Writer {
+    pool: PgPool,
+    sql: Arc<Sql>,
+    linger: Duration,
+    max_batch: usize,
+    timeout: Duration,
+    debounce: Arc<Debounce>,
+}
+
+impl Writer {
+    /// One writer: takes a batch while holding the queue, writes it without, so that
+    /// several writers overlap one batch's commit with the next one's collection.
+    async fn run(self: Arc<Self>, queue: Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>) {
+        loop {
+            let jobs = {
+                let mut rx = queue.lock().await;
+                let Some(first) = rx.recv().await else { return };
+                self.collect(first, &mut rx).await
+            };
+            self.write(jobs).await;
+        }
+    }
+
+    /// Takes the jobs already queued, yielding to let parkers that are about to send (those
+    /// just answered) do so, then lingers for more: up to `max_batch` rows.
+    async fn collect(&self, first: Job, rx: &mut mpsc::Receiver<Job>) -> Vec<Job> {
+        let mut rows = first.letters.len();
+        let mut jobs = vec![first];
+        let deadline = Instant::now() + self.linger;
+        let mut yields = 0;
+        while rows < self.max_batch {
+            let next = match rx.try_recv() {
+                Ok(job) => Some(job),
+                Err(mpsc::error::TryRecvError::Empty) if yields < MAX_YIELDS => {
+                    yields += 1;
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                Err(mpsc::error::TryRecvError::Empty) if !self.linger.is_zero() => {
+                    tokio::time::timeout_at(deadline, rx.recv()).await.ok().flatten()
+                }
+                Err(_) => None,
+            };
+            let Some(job) = next else { break };
+            rows += job.letters.len();
+            jobs.push(job);
+        }
+        jobs
+    }
+
+    /// Writes the letters of every job still awaited in one insert and answers each job.
+    async fn write(&self, jobs: Vec<Job>) {
+        let jobs: Vec<Job> = jobs.into_iter().filter(|j| !j.reply.is_closed()).collect();
+        if jobs.is_empty() {
+            return;
+        }
+        let mut sizes = Vec::with_capacity(jobs.len());
+        let mut replies = Vec::with_capacity(jobs.len());
+        let mut letters = Vec::new();
+        for job in jobs {
+            sizes.push(job.letters.len());
+            replies.push(job.reply);
+            letters.extend(job.letters);
+        }
+        let result = match tokio::time::timeout(self.timeout, self.insert(letters)).await {
+            Ok(result) => result.map_err(|e| SharedError(Arc::new(e))),
+            Err(_) => Err(SharedError(Arc::new(sqlx::Error::PoolTimedOut))),
+        };
+        match result {
+            Ok(parked) => {
+                let mut rest = parked.into_iter();
+                for (reply, size) in replies.into_iter().zip(sizes) {
+                    let _ = reply.send(Ok(rest.by_ref().take(size).collect()));
+                }
+            }
+            Err(error) => replies.into_iter().for_each(|reply| drop(reply.send(Err(error.clone())))),
+        }
+    }
+
+    async fn insert(&self, letters: Vec<NewDeadLetter>) -> Result<Vec<Parked>, sqlx::Error> {
+        let mut conn = self.pool.acquire().await?;
+        let wake = letters.iter().any(|l| l.status() == Status::Pending) && self.debounce.notify_now();
+        insert(&mut conn, &self.sql, letters, wake).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_normalization() {
+        let nul = Payload::Json(serde_json::json!({"a": "x\u{0}y"}));
+        assert!(matches!(normalize_payload(nul, 1024), Payload::Raw { truncated: None, .. }));
+        let big = Payload::Json(serde_json::json!({"a": "x".repeat(100)}));
+        let Payload::Raw { bytes, truncated: Some(t) } = normalize_payload(big, 10) else { panic!() };
+        assert_eq!(bytes.len(), 10);
+        assert_eq!(t.original_len, 108); // {"a":"…"}
+        let small = Payload::Json(serde_json::json!([1, 2]));
+        assert_eq!(normalize_payload(small.clone(), 5), small);
+        let raw = Payload::Raw { bytes: vec![0xff; 20], truncated: None };
+        assert!(normalize_payload(raw, 8).is_truncated());
+    }
+
+    #[test]
+    fn nul_is_cleaned() {
+        let mut s = "a\0b".to_owned();
+        clean(&mut s);
+        assert_eq!(s, "a\u{FFFD}b");
+    }
+}

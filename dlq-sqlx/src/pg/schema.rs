@@ -1,0 +1,161 @@
+//! The configured schema: validation, and the statements rendered for it once.
+//!
+//! Statements live in `sql/*.sql` with a `{schema}` placeholder. The only text ever put into
+//! SQL is the schema name, validated by [`validate_schema`] and double-quoted; every value is
+//! a bound parameter.
+
+use std::sync::Arc;
+
+use sqlx::AssertSqlSafe;
+
+use crate::Error;
+
+/// The longest identifier PostgreSQL keeps (`NAMEDATALEN - 1`).
+const MAX_IDENTIFIER_BYTES: usize = 63;
+
+/// Checks that `name` is a plain SQL identifier usable as the dead-letter schema: ASCII
+/// letters, digits and `_`, not starting with a digit, at most 63 bytes, and not a reserved
+/// `pg_` name. Anything else (quotes, semicolons, spaces, `..`) is rejected rather than escaped.
+///
+/// # Errors
+/// [`Error::InvalidSchema`] saying what is wrong.
+///
+/// ```
+/// assert!(dlq_sqlx::validate_schema("dlq").is_ok());
+/// assert!(dlq_sqlx::validate_schema("payments_dlq2").is_ok());
+/// for hostile in ["", "dlq\"; DROP SCHEMA public CASCADE; --", "a b", "pg_catalog", "1abc", "x.y"] {
+///     assert!(dlq_sqlx::validate_schema(hostile).is_err(), "{hostile}");
+/// }
+/// ```
+pub fn validate_schema(name: &str) -> Result<(), Error> {
+    let invalid = |reason| Err(Error::InvalidSchema { name: name.to_owned(), reason });
+    let Some(first) = name.chars().next() else {
+        return invalid("it is empty");
+    };
+    if name.len() > MAX_IDENTIFIER_BYTES {
+        return invalid("it is longer than 63 bytes");
+    }
+    if !(first.is_ascii_alphabetic() || first == '_') {
+        return invalid("it must start with an ASCII letter or `_`");
+    }
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return invalid("only ASCII letters, digits and `_` are allowed");
+    }
+    if name.to_ascii_lowercase().starts_with("pg_") {
+        return invalid("names starting with `pg_` are reserved by PostgreSQL");
+    }
+    Ok(())
+}
+
+/// A rendered statement: cheap to clone into `sqlx::query`.
+#[derive(Debug, Clone)]
+pub(crate) struct Stmt(Arc<str>);
+
+impl Stmt {
+    /// The statement for `sqlx::query`; the text is one of ours with a validated schema name.
+    pub(crate) fn sql(&self) -> AssertSqlSafe<Arc<str>> {
+        AssertSqlSafe(Arc::clone(&self.0))
+    }
+}
+
+macro_rules! statements {
+    ($($(#[$m:meta])* $name:ident = $file:literal;)*) => {
+        /// Every statement of the store, rendered for one schema.
+        #[derive(Debug)]
+        pub(crate) struct Sql {
+            /// `NOTIFY` channel for wake-ups, derived from the schema.
+            pub(crate) channel: String,
+            /// The quoted schema, for DDL run by the migrator.
+            pub(crate) quoted_schema: String,
+            $($(#[$m])* pub(crate) $name: Stmt,)*
+        }
+
+        impl Sql {
+            /// Renders every statement for `schema`, which must have passed [`validate_schema`].
+            pub(crate) fn new(schema: &str) -> Self {
+                let quoted = format!("\"{schema}\"");
+                Self {
+                    channel: channel_name(schema),
+                    $($name: Stmt(include_str!(concat!("sql/", $file)).replace("{schema}", &quoted).into()),)*
+                    quoted_schema: quoted,
+                }
+            }
+        }
+    };
+}
+
+statements! {
+    /// Multi-row park with dedupe, attempt 0 and a wake-up, in one statement.
+    park = "park.sql";
+    /// Dedupe keys to ids, for rows parked concurrently by others.
+    dedupe_lookup = "dedupe_lookup.sql";
+    /// Claim due and expired rows with `SKIP LOCKED`.
+    claim = "claim.sql";
+    /// Every outcome of a batch, fenced, with attempt history, in one statement.
+    settle = "settle.sql";
+    /// Successes only (the common case), fenced, with attempt history.
+    succeed = "succeed.sql";
+    /// One row.
+    get = "get.sql";
+    /// Filtered rows, newest first.
+    list = "list.sql";
+    /// Counts by type and status.
+    stats = "stats.sql";
+    /// Failure groups.
+    groups = "groups.sql";
+    /// Attempt history of a row.
+    attempts = "attempts.sql";
+    /// Audit log of a row.
+    audit = "audit.sql";
+    /// Redrive matching dead rows.
+    redrive = "redrive.sql";
+    /// Discard matching rows.
+    discard = "discard.sql";
+    /// Lock a row for a payload patch.
+    patch_lock = "patch_lock.sql";
+    /// Write a patched payload and its audit entry.
+    patch_write = "patch_write.sql";
+    /// Delete a slice of finished rows past retention.
+    purge = "purge.sql";
+    /// Count every row (for `max_entries`).
+    count = "count.sql";
+    /// Delete the oldest finished or dead rows to make room.
+    drop_oldest = "drop_oldest.sql";
+    /// Insert or refresh a retrier's heartbeat row.
+    heartbeat = "heartbeat.sql";
+    /// Remove a retrier's heartbeat row.
+    heartbeat_remove = "heartbeat_remove.sql";
+    /// The heartbeat rows.
+    retriers = "retriers.sql";
+}
+
+/// `dlq_events` for the `public` schema, `dlq_events.<schema>` otherwise (at most 63 bytes:
+/// longer names are cut, which at worst wakes another schema's retriers needlessly).
+fn channel_name(schema: &str) -> String {
+    let mut channel = if schema == "public" { "dlq_events".to_owned() } else { format!("dlq_events.{schema}") };
+    channel.truncate(MAX_IDENTIFIER_BYTES);
+    channel
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_name_the_quoted_schema_only() {
+        let sql = Sql::new("tenant_a");
+        assert!(sql.claim.0.contains("\"tenant_a\".dlq_events"));
+        assert!(!sql.claim.0.contains("{schema}"));
+        assert_eq!(sql.channel, "dlq_events.tenant_a");
+        assert_eq!(Sql::new("public").channel, "dlq_events");
+    }
+
+    #[test]
+    fn hostile_names_are_rejected() {
+        for name in ["x\"y", "x;y", "x'y", "x y", "x-y", "é", "x\0", "PG_toast", &"a".repeat(64)] {
+            let err = validate_schema(name).unwrap_err();
+            assert!(matches!(err, Error::InvalidSchema { .. }), "{name}: {err}");
+        }
+        assert!(validate_schema(&"a".repeat(63)).is_ok());
+    }
+}

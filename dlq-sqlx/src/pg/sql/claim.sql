@@ -1,0 +1,42 @@
+-- Claims due rows for the given event types: PENDING rows whose retry_after passed, and
+-- PROCESSING rows whose lease expired (their retrier died or stalled), oldest retry_after
+-- first. Each branch walks its own partial index in order: the event-type test is written as
+-- a CASE so that the planner never prefers the (event_type, status) index, which would read
+-- every row in flight. SKIP LOCKED lets retriers claim side by side. The new token fences
+-- every outcome write of this claim.
+-- The claim commits asynchronously: a claim lost in a server crash only means the row is
+-- claimed again (at-least-once), and the outcome's durable commit flushes the claim with it.
+WITH async_commit AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', 'off', true)
+),
+pending AS (
+    SELECT id, retry_after FROM {schema}.dlq_events
+    WHERE status = 'PENDING' AND retry_after <= now()
+      AND CASE WHEN event_type = ANY($1::text[]) THEN true ELSE false END
+    ORDER BY retry_after, id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+),
+expired AS (
+    SELECT id, retry_after FROM {schema}.dlq_events
+    WHERE status = 'PROCESSING' AND lease_until <= now()
+      AND CASE WHEN event_type = ANY($1::text[]) THEN true ELSE false END
+    ORDER BY retry_after, id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id FROM (SELECT * FROM pending UNION ALL SELECT * FROM expired) AS d
+    ORDER BY retry_after, id
+    LIMIT $2
+)
+UPDATE {schema}.dlq_events AS e SET
+    status = 'PROCESSING',
+    lease_owner = $4,
+    lease_until = now() + $3 * INTERVAL '1 microsecond',
+    lease_token = gen_random_uuid(),
+    last_attempt_at = now(),
+    updated_at = now()
+FROM due, async_commit
+WHERE e.id = due.id
+RETURNING e.*

@@ -1,0 +1,1 @@
+SELECT * FROM {schema}.dlq_events WHERE id = $1

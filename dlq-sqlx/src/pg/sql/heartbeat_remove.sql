@@ -1,0 +1,1 @@
+DELETE FROM {schema}.dlq_retriers WHERE owner = $1

@@ -1,0 +1,47 @@
+-- Parks a batch of letters in one statement (group commit and park_many).
+-- Ids are drawn first, in input order, so each input row learns its own id; a row whose dedupe
+-- key is already stored is skipped by the insert (`inserted` is false), and the caller looks
+-- the first row's id up. Attempt 0 of the history is the row's own failure (see
+-- first_failure_logged); retriers are woken when a PENDING row lands, unless $25 says another
+-- write woke them a moment ago (the store then sends one trailing NOTIFY).
+WITH input AS (
+    SELECT nextval('{schema}.dlq_events_id_seq') AS id, t.*
+    FROM unnest(
+        $1::text[], $2::text[], $3::jsonb[], $4::bytea[], $5::bool[], $6::int8[], $7::text[],
+        $8::text[], $9::text[], $10::text[], $11::jsonb[], $12::text[], $13::text[],
+        $14::text[], $15::int4[], $16::int8[], $17::text[], $18::text[],
+        $19::text[], $20::int4[], $21::int8[], $22::jsonb[], $23::text[]
+    ) WITH ORDINALITY AS t(
+        event_type, handler, payload, payload_raw, payload_truncated, payload_original_len, payload_sha256,
+        error_class, error_kind, error_reason, error_chain, error_stacktrace, fingerprint,
+        status, max_retries, delay_us, dead_reason, dedupe_key,
+        source_topic, source_partition, source_offset, source_headers, trace_context, ord
+    )
+),
+inserted AS (
+    INSERT INTO {schema}.dlq_events AS e (
+        id, event_type, handler, payload, payload_raw, payload_truncated, payload_original_len, payload_sha256,
+        error_class, error_kind, error_reason, error_chain, error_stacktrace, fingerprint,
+        status, max_retries, retry_after, dead_reason, dedupe_key,
+        source_topic, source_partition, source_offset, source_headers, trace_context
+    )
+    SELECT
+        id, event_type, handler, payload, payload_raw, payload_truncated, payload_original_len, payload_sha256,
+        error_class, error_kind, error_reason, error_chain, error_stacktrace, fingerprint,
+        status, max_retries, now() + delay_us * INTERVAL '1 microsecond', dead_reason, dedupe_key,
+        source_topic, source_partition, source_offset, source_headers, trace_context
+    FROM input
+    ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
+    RETURNING e.id, e.status
+),
+wake AS (
+    SELECT pg_notify($24, '') FROM (SELECT 1 FROM inserted WHERE status = 'PENDING' LIMIT 1) AS any_pending
+    WHERE $25
+)
+SELECT
+    i.id,
+    i.dedupe_key,
+    i.id IN (SELECT id FROM inserted) AS inserted,
+    (SELECT count(*) FROM wake) AS woken
+FROM input i
+ORDER BY i.ord

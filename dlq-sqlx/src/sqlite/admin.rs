@@ -1,0 +1,253 @@
+//! Reads and operator actions: get, list, stats, groups, history, redrive, discard, patch,
+//! purge.
+
+use std::time::Duration;
+
+use dlq_core::{
+    AttemptRecord, AuditEntry, DeadLetter, DlqId, Error, FailureGroup, ListFilter, Payload, StatsRow, Status,
+    StoreResult,
+};
+use sqlx::Row;
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+
+use super::codec::{self, PayloadColumns, event_columns, sql};
+use super::write::begin;
+
+/// The `WHERE` clause of a [`ListFilter`], bound as `?1`..`?4` by [`bind_filter`].
+macro_rules! filter_clause {
+    () => {
+        "(?1 IS NULL OR status = ?1) AND (?2 IS NULL OR event_type = ?2) AND (?3 IS NULL OR fingerprint = ?3) \
+         AND (json_array_length(?4) = 0 OR id IN (SELECT value FROM json_each(?4)))"
+    };
+}
+
+const SELECT_ONE: &str = concat!("SELECT ", event_columns!(), " FROM dlq_events WHERE id = ?1");
+
+const SELECT_LIST: &str =
+    concat!("SELECT ", event_columns!(), " FROM dlq_events WHERE ", filter_clause!(), " ORDER BY id DESC LIMIT ?5");
+
+const SELECT_STATS: &str = "SELECT event_type, status, count(*) FROM dlq_events GROUP BY event_type, status";
+
+/// Kind and reason are the newest row's (SQLite takes bare columns from the `max()` row).
+const SELECT_GROUPS: &str = concat!(
+    "SELECT fingerprint, event_type, error_kind, error_reason, max(id), count(*) AS n FROM dlq_events WHERE ",
+    filter_clause!(),
+    " AND status IN ('PENDING', 'FAILED_PERMANENTLY') GROUP BY fingerprint, event_type \
+     ORDER BY n DESC, fingerprint, event_type LIMIT ?5"
+);
+
+const SELECT_ATTEMPTS: &str = "SELECT dlq_id, attempt, outcome, error_class, error_reason, owner, at \
+     FROM dlq_attempts WHERE dlq_id = ?1 ORDER BY id";
+
+const SELECT_AUDIT: &str = "SELECT dlq_id, action, actor, diff, at FROM dlq_audit WHERE dlq_id = ?1 ORDER BY id";
+
+const INSERT_AUDIT: &str = "INSERT INTO dlq_audit (dlq_id, action, actor, diff, at) VALUES (?1, ?2, ?3, ?4, ?5)";
+
+const SELECT_REDRIVABLE: &str = concat!(
+    "SELECT id, status FROM dlq_events WHERE ",
+    filter_clause!(),
+    " AND status = 'FAILED_PERMANENTLY' ORDER BY id DESC LIMIT ?5"
+);
+
+const REDRIVE_ROW: &str = "UPDATE dlq_events SET status = 'PENDING', retry_after = ?2, retry_count = 0, \
+     dead_reason = NULL, redrive_count = redrive_count + 1, updated_at = ?2 WHERE id = ?1";
+
+const SELECT_DISCARDABLE: &str = concat!(
+    "SELECT id, status FROM dlq_events WHERE ",
+    filter_clause!(),
+    " AND status NOT IN ('PROCESSING', 'DISCARDED') ORDER BY id DESC LIMIT ?5"
+);
+
+const DISCARD_ROW: &str = "UPDATE dlq_events SET status = 'DISCARDED', updated_at = ?2 WHERE id = ?1";
+
+const PATCH_ROW: &str = "UPDATE dlq_events SET payload = ?2, payload_raw = ?3, payload_truncated = ?4, \
+     payload_original_len = ?5, payload_sha256 = ?6, updated_at = ?7 WHERE id = ?1";
+
+const PURGE_ATTEMPTS: &str = "DELETE FROM dlq_attempts WHERE dlq_id IN (SELECT id FROM dlq_events \
+     WHERE status IN ('SUCCEEDED', 'DISCARDED') AND updated_at < ?1)";
+const PURGE_AUDIT: &str = "DELETE FROM dlq_audit WHERE dlq_id IN (SELECT id FROM dlq_events \
+     WHERE status IN ('SUCCEEDED', 'DISCARDED') AND updated_at < ?1)";
+const PURGE_EVENTS: &str = "DELETE FROM dlq_events WHERE status IN ('SUCCEEDED', 'DISCARDED') AND updated_at < ?1";
+
+type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+
+fn bind_filter<'q>(query: Query<'q>, filter: &ListFilter) -> Query<'q> {
+    query
+        .bind(filter.status.map(Status::as_str))
+        .bind(filter.event_type.clone())
+        .bind(filter.fingerprint.clone())
+        .bind(codec::json_list(&filter.ids))
+        .bind(codec::limit(filter.limit))
+}
+
+pub(super) async fn get(pool: &SqlitePool, id: DlqId) -> StoreResult<Option<DeadLetter>> {
+    let row = sqlx::query(SELECT_ONE).bind(id).fetch_optional(pool).await.map_err(sql)?;
+    row.as_ref().map(codec::letter).transpose()
+}
+
+pub(super) async fn list(pool: &SqlitePool, filter: ListFilter) -> StoreResult<Vec<DeadLetter>> {
+    let rows = bind_filter(sqlx::query(SELECT_LIST), &filter).fetch_all(pool).await.map_err(sql)?;
+    rows.iter().map(codec::letter).collect()
+}
+
+pub(super) async fn stats(pool: &SqlitePool) -> StoreResult<Vec<StatsRow>> {
+    let rows: Vec<(String, String, i64)> = sqlx::query_as(SELECT_STATS).fetch_all(pool).await.map_err(sql)?;
+    let mut stats = rows
+        .into_iter()
+        .map(|(event_type, status, count)| {
+            Ok(StatsRow { event_type, status: status.parse()?, count: u64::try_from(count).unwrap_or_default() })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    // `Status` orders by lifecycle, not by name.
+    stats.sort_by(|a, b| (&a.event_type, a.status).cmp(&(&b.event_type, b.status)));
+    Ok(stats)
+}
+
+pub(super) async fn groups(pool: &SqlitePool, filter: ListFilter) -> StoreResult<Vec<FailureGroup>> {
+    let rows = bind_filter(sqlx::query(SELECT_GROUPS), &filter).fetch_all(pool).await.map_err(sql)?;
+    rows.iter()
+        .map(|row| {
+            Ok(FailureGroup {
+                fingerprint: row.try_get(0).map_err(sql)?,
+                event_type: row.try_get(1).map_err(sql)?,
+                kind: row.try_get(2).map_err(sql)?,
+                sample_reason: row.try_get(3).map_err(sql)?,
+                count: u64::try_from(row.try_get::<i64, _>(5).map_err(sql)?).unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+fn attempt(row: &SqliteRow) -> StoreResult<AttemptRecord> {
+    Ok(AttemptRecord {
+        dlq_id: row.try_get("dlq_id").map_err(sql)?,
+        attempt: u32::try_from(row.try_get::<i64, _>("attempt").map_err(sql)?).unwrap_or(u32::MAX),
+        outcome: row.try_get("outcome").map_err(sql)?,
+        error_class: row.try_get("error_class").map_err(sql)?,
+        error_reason: row.try_get("error_reason").map_err(sql)?,
+        owner: row.try_get("owner").map_err(sql)?,
+        at: codec::time(row.try_get("at").map_err(sql)?)?,
+    })
+}
+
+pub(super) async fn attempts(pool: &SqlitePool, id: DlqId) -> StoreResult<Vec<AttemptRecord>> {
+    let rows = sqlx::query(SELECT_ATTEMPTS).bind(id).fetch_all(pool).await.map_err(sql)?;
+    rows.iter().map(attempt).collect()
+}
+
+fn audit_entry(row: &SqliteRow) -> StoreResult<AuditEntry> {
+    let diff: String = row.try_get("diff").map_err(sql)?;
+    Ok(AuditEntry {
+        dlq_id: row.try_get("dlq_id").map_err(sql)?,
+        action: row.try_get("action").map_err(sql)?,
+        actor: row.try_get("actor").map_err(sql)?,
+        diff: serde_json::from_str(&diff).map_err(|e| codec::decode_error(format!("audit diff: {e}")))?,
+        at: codec::time(row.try_get("at").map_err(sql)?)?,
+    })
+}
+
+pub(super) async fn audit(pool: &SqlitePool, id: DlqId) -> StoreResult<Vec<AuditEntry>> {
+    let rows = sqlx::query(SELECT_AUDIT).bind(id).fetch_all(pool).await.map_err(sql)?;
+    rows.iter().map(audit_entry).collect()
+}
+
+/// An operator transition: which rows it may touch, how it changes one, how it is audited.
+struct Transition {
+    select: &'static str,
+    update: &'static str,
+    action: &'static str,
+    to: Status,
+}
+
+const REDRIVE: Transition =
+    Transition { select: SELECT_REDRIVABLE, update: REDRIVE_ROW, action: "redrive", to: Status::Pending };
+const DISCARD: Transition =
+    Transition { select: SELECT_DISCARDABLE, update: DISCARD_ROW, action: "discard", to: Status::Discarded };
+
+async fn transition(pool: &SqlitePool, t: &Transition, filter: &ListFilter, actor: &str) -> StoreResult<Vec<DlqId>> {
+    let at = codec::now_micros();
+    let mut tx = begin(pool).await?;
+    let found = bind_filter(sqlx::query(t.select), filter).fetch_all(&mut *tx).await.map_err(sql)?;
+    let rows = found
+        .iter()
+        .map(|r| Ok((r.try_get::<i64, _>(0).map_err(sql)?, r.try_get::<String, _>(1).map_err(sql)?)))
+        .collect::<StoreResult<Vec<_>>>()?;
+    for (id, from) in &rows {
+        sqlx::query(t.update).bind(id).bind(at).execute(&mut *tx).await.map_err(sql)?;
+        let diff = serde_json::json!({ "status": [from, t.to.as_str()] });
+        insert_audit(&mut tx, *id, t.action, actor, &diff, at).await?;
+    }
+    tx.commit().await.map_err(sql)?;
+    Ok(rows.into_iter().map(|(id, _)| id).collect())
+}
+
+async fn insert_audit(
+    tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
+    id: DlqId,
+    action: &str,
+    actor: &str,
+    diff: &serde_json::Value,
+    at: i64,
+) -> StoreResult<()> {
+    sqlx::query(INSERT_AUDIT)
+        .bind(id)
+        .bind(action.to_owned())
+        .bind(actor.to_owned())
+        .bind(diff.to_string())
+        .bind(at)
+        .execute(&mut **tx)
+        .await
+        .map_err(sql)?;
+    Ok(())
+}
+
+pub(super) async fn redrive(pool: &SqlitePool, filter: ListFilter, actor: &str) -> StoreResult<Vec<DlqId>> {
+    transition(pool, &REDRIVE, &filter, actor).await
+}
+
+pub(super) async fn discard(pool: &SqlitePool, filter: ListFilter, actor: &str) -> StoreResult<Vec<DlqId>> {
+    transition(pool, &DISCARD, &filter, actor).await
+}
+
+pub(super) async fn patch_payload(pool: &SqlitePool, id: DlqId, payload: Payload, actor: &str) -> StoreResult<()> {
+    let at = codec::now_micros();
+    let mut tx = begin(pool).await?;
+    let row = sqlx::query(SELECT_ONE).bind(id).fetch_optional(&mut *tx).await.map_err(sql)?;
+    let old = row.as_ref().map(codec::letter).transpose()?.ok_or(Error::NotFound(id))?;
+    if old.status == Status::Processing {
+        return Err(Error::InvalidState {
+            id,
+            status: Status::Processing,
+            action: "patch",
+            needs: "any status but PROCESSING",
+        });
+    }
+    let cols = PayloadColumns::new(&payload)?;
+    sqlx::query(PATCH_ROW)
+        .bind(id)
+        .bind(cols.json)
+        .bind(cols.raw)
+        .bind(cols.truncated)
+        .bind(cols.original_len)
+        .bind(cols.sha256)
+        .bind(at)
+        .execute(&mut *tx)
+        .await
+        .map_err(sql)?;
+    let diff = serde_json::json!({
+        "payload": { "old": codec::payload_json(&old.payload), "new": codec::payload_json(&payload) }
+    });
+    insert_audit(&mut tx, id, "patch", actor, &diff, at).await?;
+    tx.commit().await.map_err(sql)
+}
+
+pub(super) async fn purge(pool: &SqlitePool, older_than: Duration) -> StoreResult<u64> {
+    let cutoff = codec::earlier(codec::now_micros(), older_than);
+    let mut tx = begin(pool).await?;
+    for statement in [PURGE_ATTEMPTS, PURGE_AUDIT] {
+        sqlx::query(statement).bind(cutoff).execute(&mut *tx).await.map_err(sql)?;
+    }
+    let purged = sqlx::query(PURGE_EVENTS).bind(cutoff).execute(&mut *tx).await.map_err(sql)?.rows_affected();
+    tx.commit().await.map_err(sql)?;
+    Ok(purged)
+}

@@ -1,0 +1,393 @@
+//! `SqliteStore`: the embedded default store, one file on the local disk.
+
+mod admin;
+mod codec;
+mod write;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlq_core::{
+    AttemptRecord, AuditEntry, BoxFuture, ClaimRequest, Claimed, DeadLetter, DeadLetterStore, DlqId, Error,
+    FailureGroup, ListFilter, NewDeadLetter, Parked, Payload, SettleReport, Settlement, StatsRow, StoreResult,
+};
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use tokio::sync::Notify;
+
+/// The SQLite schema (`dlq_events`, `dlq_attempts`, `dlq_audit`), embedded from
+/// `migrations/sqlite/`. [`SqliteStore::connect`] runs it; run it yourself when you build the
+/// store [`from_pool`](SqliteStore::from_pool).
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
+/// dlq_sqlx::SQLITE_MIGRATOR.run(&pool).await?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
+
+/// The file [`SqliteStore::open_default`] opens when `DLQ_SQLITE_PATH` is not set.
+///
+/// ```
+/// assert_eq!(dlq_sqlx::sqlite::DEFAULT_SQLITE_PATH, "dlq.db");
+/// ```
+pub const DEFAULT_SQLITE_PATH: &str = "dlq.db";
+
+/// How long a connection waits for another writer before it reports the database busy.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections to a database file: writers take turns, readers run beside them (WAL).
+const FILE_POOL_SIZE: u32 = 4;
+
+/// A [`DeadLetterStore`] in one SQLite file: the embedded default, so an application runs on
+/// a fresh machine with no database server. It keeps exactly the semantics of
+/// [`MemoryStore`](dlq_core::MemoryStore) and of `PgStore` (checked by the same conformance
+/// suite): dedupe keys, leases with fencing tokens, attempt history and audit log.
+///
+/// The database runs in WAL mode with `synchronous = FULL` (a park that returned is on disk)
+/// and a busy timeout; every write transaction takes the write lock at once
+/// (`BEGIN IMMEDIATE`), so several processes can share a file. Times are
+/// taken from this host's clock and stored as unix microseconds. Use PostgreSQL (`PgStore`)
+/// when retriers run on several hosts.
+///
+/// ```
+/// use dlq_core::{ClaimRequest, DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload, Settlement, Status};
+/// use dlq_sqlx::SqliteStore;
+/// use std::time::Duration;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let store = SqliteStore::in_memory().await?;
+/// let failure = FailureInfo::new(ErrorClass::TRANSIENT, "io", "ledger down".into(), vec![], None);
+/// let id = store.park(NewDeadLetter::new("payment", Payload::Json(serde_json::json!({"id": 1})), failure)).await?.id;
+///
+/// let request = ClaimRequest { event_types: vec!["payment".into()], limit: 10, lease: Duration::from_secs(30), owner: "me".into() };
+/// let claimed = store.claim(request).await?;
+/// store.settle(vec![Settlement::Succeeded { lease: claimed[0].lease }]).await?;
+/// assert_eq!(store.get(id).await?.unwrap().status, Status::Succeeded);
+/// # Ok::<(), dlq_core::Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    work: Arc<Notify>,
+}
+
+impl SqliteStore {
+    /// Opens (with `?mode=rwc`, creates) the database at `url`, e.g. `sqlite://dlq.db?mode=rwc`,
+    /// in WAL mode with a busy timeout, and runs [`SQLITE_MIGRATOR`].
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let dir = std::env::temp_dir().join(format!("dlq-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir).unwrap();
+    /// let url = format!("sqlite://{}?mode=rwc", dir.join("connect.db").display());
+    /// let store = dlq_sqlx::SqliteStore::connect(&url).await?;
+    /// # drop(store); std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        let options = SqliteConnectOptions::from_str(url).map_err(Error::store)?;
+        Self::connect_with(options).await
+    }
+
+    /// Opens (creating it if missing) `$DLQ_SQLITE_PATH`, or [`DEFAULT_SQLITE_PATH`] (`dlq.db`)
+    /// in the current directory, and runs [`SQLITE_MIGRATOR`].
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), dlq_core::Error> {
+    /// let store = dlq_sqlx::SqliteStore::open_default().await?; // ./dlq.db
+    /// # Ok(()) }
+    /// ```
+    pub async fn open_default() -> StoreResult<Self> {
+        let path =
+            std::env::var_os("DLQ_SQLITE_PATH").filter(|p| !p.is_empty()).unwrap_or_else(|| DEFAULT_SQLITE_PATH.into());
+        Self::open(Path::new(&path)).await
+    }
+
+    /// Opens (creating it if missing) the database file at `path` and runs [`SQLITE_MIGRATOR`].
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let path = std::env::temp_dir().join(format!("dlq-doc-open-{}.db", std::process::id()));
+    /// let store = dlq_sqlx::SqliteStore::open(&path).await?;
+    /// # drop(store); for ext in ["", "-wal", "-shm"] { std::fs::remove_file(format!("{}{ext}", path.display())).ok(); }
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn open(path: &Path) -> StoreResult<Self> {
+        Self::connect_with(SqliteConnectOptions::new().filename(path).create_if_missing(true)).await
+    }
+
+    /// Opens a database with these options (WAL mode and the busy timeout are added), and runs
+    /// [`SQLITE_MIGRATOR`].
+    ///
+    /// ```
+    /// use sqlx::sqlite::SqliteConnectOptions;
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let path = std::env::temp_dir().join(format!("dlq-doc-with-{}.db", std::process::id()));
+    /// let options = SqliteConnectOptions::new().filename(&path).create_if_missing(true);
+    /// let store = dlq_sqlx::SqliteStore::connect_with(options).await?;
+    /// # drop(store); for ext in ["", "-wal", "-shm"] { std::fs::remove_file(format!("{}{ext}", path.display())).ok(); }
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn connect_with(options: SqliteConnectOptions) -> StoreResult<Self> {
+        let options = options
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new().max_connections(FILE_POOL_SIZE).connect_with(options).await;
+        Self::migrated(pool.map_err(Error::store)?).await
+    }
+
+    /// A private in-memory database, lost when the store (and its last clone) is dropped: for
+    /// tests and examples. It lives in one connection that is never closed.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = dlq_sqlx::SqliteStore::in_memory().await?;
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn in_memory() -> StoreResult<Self> {
+        // `:memory:` is private to its connection: keep exactly one, forever.
+        let options = SqliteConnectOptions::new().in_memory(true).foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .min_connections(1)
+            .max_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options)
+            .await;
+        Self::migrated(pool.map_err(Error::store)?).await
+    }
+
+    /// Wraps a pool whose database already has the schema ([`SQLITE_MIGRATOR`]).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
+    /// dlq_sqlx::SQLITE_MIGRATOR.run(&pool).await?;
+    /// let store = dlq_sqlx::SqliteStore::from_pool(pool);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn from_pool(pool: SqlitePool) -> Self {
+        Self { pool, work: Arc::new(Notify::new()) }
+    }
+
+    /// The connection pool, for the application's own queries on the same database.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = dlq_sqlx::SqliteStore::in_memory().await?;
+    /// let (n,): (i64,) = sqlx::query_as("SELECT count(*) FROM dlq_events").fetch_one(store.pool()).await.unwrap();
+    /// assert_eq!(n, 0);
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub const fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// Parks `letter` on the caller's connection, inside the caller's transaction if one is
+    /// open: the dead letter is stored only if and when the caller commits, together with the
+    /// application's own writes to the same database file.
+    ///
+    /// Open the transaction with `BEGIN IMMEDIATE` (`pool.begin_with("BEGIN IMMEDIATE")`) so it
+    /// takes the write lock up front. Retriers waiting in
+    /// [`wait_for_work`](DeadLetterStore::wait_for_work) are woken at once, before the commit;
+    /// one that looks too early finds the row at its next poll.
+    ///
+    /// ```
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = dlq_sqlx::SqliteStore::in_memory().await?;
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "validation", "bad iban".into(), vec![], None);
+    /// let letter = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({"id": 7})), failure);
+    ///
+    /// let mut tx = store.pool().begin_with("BEGIN IMMEDIATE").await.map_err(dlq_core::Error::store)?;
+    /// let parked = store.park_in(&mut tx, letter).await?;
+    /// tx.rollback().await.map_err(dlq_core::Error::store)?; // nothing was parked
+    /// assert!(store.get(parked.id).await?.is_none());
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn park_in(&self, conn: &mut SqliteConnection, letter: NewDeadLetter) -> StoreResult<Parked> {
+        let parked = write::park_in(conn, &[letter]).await?;
+        self.wake();
+        parked.into_iter().next().ok_or_else(|| codec::decode_error("park returned no row"))
+    }
+
+    /// Parks many letters on the caller's connection, as [`park_in`](Self::park_in); ids come
+    /// back in input order.
+    ///
+    /// ```
+    /// use dlq_core::{ErrorClass, FailureInfo, NewDeadLetter, Payload};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = dlq_sqlx::SqliteStore::in_memory().await?;
+    /// let failure = FailureInfo::new(ErrorClass::TRANSIENT, "io", "down".into(), vec![], None);
+    /// let letters = vec![NewDeadLetter::new("payment", Payload::Json(serde_json::json!(1)), failure); 2];
+    /// let mut conn = store.pool().acquire().await.map_err(dlq_core::Error::store)?;
+    /// assert_eq!(store.park_many_in(&mut conn, letters).await?.len(), 2);
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn park_many_in(
+        &self,
+        conn: &mut SqliteConnection,
+        letters: Vec<NewDeadLetter>,
+    ) -> StoreResult<Vec<Parked>> {
+        let parked = write::park_in(conn, &letters).await?;
+        self.wake();
+        Ok(parked)
+    }
+
+    async fn migrated(pool: SqlitePool) -> StoreResult<Self> {
+        SQLITE_MIGRATOR.run(&pool).await.map_err(Error::store)?;
+        Ok(Self::from_pool(pool))
+    }
+
+    fn wake(&self) {
+        self.work.notify_waiters();
+    }
+}
+
+impl DeadLetterStore for SqliteStore {
+    fn park(&self, letter: NewDeadLetter) -> BoxFuture<'_, StoreResult<Parked>> {
+        Box::pin(async move {
+            let parked = write::park(&self.pool, vec![letter]).await?;
+            self.wake();
+            parked.into_iter().next().ok_or_else(|| codec::decode_error("park returned no row"))
+        })
+    }
+
+    fn park_many(&self, letters: Vec<NewDeadLetter>) -> BoxFuture<'_, StoreResult<Vec<Parked>>> {
+        Box::pin(async move {
+            let parked = write::park(&self.pool, letters).await?;
+            self.wake();
+            Ok(parked)
+        })
+    }
+
+    fn claim(&self, request: ClaimRequest) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
+        Box::pin(write::claim(&self.pool, request))
+    }
+
+    fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>> {
+        Box::pin(async move {
+            let wake = outcomes.iter().any(|o| matches!(o, Settlement::Retry { .. } | Settlement::Release { .. }));
+            let report = write::settle(&self.pool, outcomes).await?;
+            if wake {
+                self.wake();
+            }
+            Ok(report)
+        })
+    }
+
+    fn wait_for_work(&self, max: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let _ = tokio::time::timeout(max, self.work.notified()).await;
+        })
+    }
+
+    fn get(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Option<DeadLetter>>> {
+        Box::pin(admin::get(&self.pool, id))
+    }
+
+    fn list(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<Vec<DeadLetter>>> {
+        Box::pin(admin::list(&self.pool, filter))
+    }
+
+    fn stats(&self) -> BoxFuture<'_, StoreResult<Vec<StatsRow>>> {
+        Box::pin(admin::stats(&self.pool))
+    }
+
+    fn groups(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<Vec<FailureGroup>>> {
+        Box::pin(admin::groups(&self.pool, filter))
+    }
+
+    fn attempts(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Vec<AttemptRecord>>> {
+        Box::pin(admin::attempts(&self.pool, id))
+    }
+
+    fn audit(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Vec<AuditEntry>>> {
+        Box::pin(admin::audit(&self.pool, id))
+    }
+
+    fn redrive(&self, filter: ListFilter, actor: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>> {
+        let actor = actor.to_owned();
+        Box::pin(async move {
+            let ids = admin::redrive(&self.pool, filter, &actor).await?;
+            self.wake();
+            Ok(ids)
+        })
+    }
+
+    fn discard(&self, filter: ListFilter, actor: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>> {
+        let actor = actor.to_owned();
+        Box::pin(async move { admin::discard(&self.pool, filter, &actor).await })
+    }
+
+    fn patch_payload(&self, id: DlqId, payload: Payload, actor: &str) -> BoxFuture<'_, StoreResult<()>> {
+        let actor = actor.to_owned();
+        Box::pin(async move { admin::patch_payload(&self.pool, id, payload, &actor).await })
+    }
+
+    fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(admin::purge(&self.pool, older_than))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn rejects(store: &SqliteStore, statement: &'static str) {
+        let result = sqlx::query(statement).execute(store.pool()).await;
+        assert!(result.is_err(), "the schema accepted: {statement}");
+    }
+
+    #[tokio::test]
+    async fn schema_rejects_rows_the_store_cannot_read() {
+        let store = SqliteStore::in_memory().await.unwrap();
+        let valid = "INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, \
+             fingerprint, status, dead_reason, max_retries, retry_after, created_at, updated_at, first_failed_at) \
+             VALUES ('t', '{}', 'transient', 'k', 'r', 'f', 'FAILED_PERMANENTLY', 'permanent', 0, 0, 0, 0, 0)";
+        sqlx::query(valid).execute(store.pool()).await.unwrap();
+        rejects(&store, "UPDATE dlq_events SET status = 'DONE'").await;
+        rejects(&store, "UPDATE dlq_events SET dead_reason = NULL").await;
+        rejects(&store, "UPDATE dlq_events SET dead_reason = 'tired'").await;
+        rejects(&store, "UPDATE dlq_events SET error_class = 'odd'").await;
+        rejects(&store, "UPDATE dlq_events SET payload = 'not json'").await;
+        rejects(&store, "UPDATE dlq_events SET payload_raw = x'00'").await;
+        rejects(&store, "UPDATE dlq_events SET payload_truncated = 1").await;
+        rejects(&store, "UPDATE dlq_events SET status = 'PROCESSING', dead_reason = NULL").await;
+        rejects(&store, "UPDATE dlq_events SET retry_count = -1").await;
+        rejects(&store, "INSERT INTO dlq_attempts (dlq_id, attempt, outcome, at) VALUES (1, 0, 'won', 0)").await;
+        rejects(&store, "INSERT INTO dlq_attempts (dlq_id, attempt, outcome, at) VALUES (99, 0, 'failed', 0)").await;
+        rejects(&store, "INSERT INTO dlq_audit (dlq_id, action, actor, diff, at) VALUES (1, 'x', 'a', '{}', 0)").await;
+    }
+
+    #[tokio::test]
+    async fn clones_share_the_database_and_the_wake_ups() {
+        let store = SqliteStore::in_memory().await.unwrap();
+        let clone = store.clone();
+        let waiter = tokio::spawn(async move { clone.wait_for_work(Duration::from_secs(30)).await });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::TRANSIENT, "io", "x".into(), vec![], None);
+        let letter = NewDeadLetter::new("t", Payload::Json(serde_json::json!(1)), failure);
+        let id = store.park(letter).await.unwrap().id;
+        tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken by the park").unwrap();
+        assert!(store.get(id).await.unwrap().is_some());
+    }
+}

@@ -1,0 +1,248 @@
+//! The hot path: parking, claiming and writing outcomes, each in one `BEGIN IMMEDIATE`
+//! transaction (the write lock is taken up front, so no transaction fails on upgrading it).
+
+use dlq_core::{ClaimRequest, Claimed, Lease, NewDeadLetter, Parked, SettleReport, Settlement, Status, StoreResult};
+use sqlx::sqlite::{SqliteConnection, SqlitePool};
+use sqlx::{Row, Sqlite, Transaction};
+use uuid::Uuid;
+
+use super::codec::{self, FailureColumns, PayloadColumns, event_columns, sql};
+
+const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
+
+const INSERT_EVENT: &str = "INSERT INTO dlq_events (event_type, handler, payload, payload_raw, payload_truncated, \
+     payload_original_len, payload_sha256, error_class, error_kind, error_reason, error_chain, error_stacktrace, \
+     fingerprint, status, max_retries, retry_after, dead_reason, dedupe_key, source_topic, source_partition, \
+     source_offset, source_headers, trace_context, created_at, updated_at, first_failed_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, \
+     ?23, ?24, ?24, ?24) \
+     ON CONFLICT (dedupe_key) DO NOTHING RETURNING id";
+
+const SELECT_DEDUPED: &str = "SELECT id FROM dlq_events WHERE dedupe_key = ?1";
+
+const INSERT_ATTEMPT: &str = "INSERT INTO dlq_attempts (dlq_id, attempt, outcome, error_class, error_reason, owner, at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+
+/// Due `PENDING` rows and `PROCESSING` rows whose lease expired, of the requested types,
+/// oldest `retry_after` first (one branch per partial index).
+const SELECT_DUE: &str = "SELECT id, retry_after FROM dlq_events \
+     WHERE status = 'PENDING' AND retry_after <= ?2 AND event_type IN (SELECT value FROM json_each(?1)) \
+     UNION ALL \
+     SELECT id, retry_after FROM dlq_events \
+     WHERE status = 'PROCESSING' AND lease_until <= ?2 AND event_type IN (SELECT value FROM json_each(?1)) \
+     ORDER BY retry_after, id LIMIT ?3";
+
+const CLAIM_ROW: &str = concat!(
+    "UPDATE dlq_events SET status = 'PROCESSING', lease_owner = ?2, lease_until = ?3, lease_token = ?4, \
+     last_attempt_at = ?5, updated_at = ?5 WHERE id = ?1 RETURNING ",
+    event_columns!()
+);
+
+/// The lease is held: same token, lease not expired.
+const SELECT_HELD: &str = "SELECT lease_owner, retry_count FROM dlq_events \
+     WHERE id = ?1 AND status = 'PROCESSING' AND lease_token = ?2 AND lease_until > ?3";
+
+/// One statement for every outcome; `?5` (the failure's class) is NULL when the outcome
+/// records no failure, and then the failure columns are left as they are.
+const SETTLE_ROW: &str = "UPDATE dlq_events SET status = ?2, retry_count = retry_count + ?3, \
+     retry_after = coalesce(?4, retry_after), dead_reason = coalesce(?10, dead_reason), \
+     error_class = coalesce(?5, error_class), error_kind = coalesce(?6, error_kind), \
+     error_reason = coalesce(?7, error_reason), error_chain = coalesce(?8, error_chain), \
+     error_stacktrace = CASE WHEN ?5 IS NULL THEN error_stacktrace ELSE ?9 END, \
+     fingerprint = coalesce(?11, fingerprint), \
+     lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = ?12 WHERE id = ?1";
+
+pub(super) async fn begin(pool: &SqlitePool) -> StoreResult<Transaction<'static, Sqlite>> {
+    pool.begin_with(BEGIN_IMMEDIATE).await.map_err(sql)
+}
+
+/// Parks letters in input order; a dedupe key already stored (or parked earlier in the same
+/// batch) returns the first row's id.
+pub(super) async fn park(pool: &SqlitePool, letters: Vec<NewDeadLetter>) -> StoreResult<Vec<Parked>> {
+    if letters.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut tx = begin(pool).await?;
+    let parked = park_in(&mut tx, &letters).await?;
+    tx.commit().await.map_err(sql)?;
+    Ok(parked)
+}
+
+/// Parks letters on the caller's connection (in the caller's transaction, if one is open).
+pub(super) async fn park_in(conn: &mut SqliteConnection, letters: &[NewDeadLetter]) -> StoreResult<Vec<Parked>> {
+    let at = codec::now_micros();
+    let mut parked = Vec::with_capacity(letters.len());
+    for letter in letters {
+        parked.push(park_one(conn, letter, at).await?);
+    }
+    Ok(parked)
+}
+
+async fn park_one(conn: &mut SqliteConnection, l: &NewDeadLetter, at: i64) -> StoreResult<Parked> {
+    let payload = PayloadColumns::new(&l.payload)?;
+    let failure = FailureColumns::new(&l.failure);
+    let headers = serde_json::to_string(&l.source.headers).map_err(dlq_core::Error::Serialize)?;
+    let inserted = sqlx::query(INSERT_EVENT)
+        .bind(&l.event_type)
+        .bind(&l.handler)
+        .bind(payload.json)
+        .bind(payload.raw)
+        .bind(payload.truncated)
+        .bind(payload.original_len)
+        .bind(payload.sha256)
+        .bind(failure.class)
+        .bind(&failure.kind)
+        .bind(&failure.reason)
+        .bind(failure.chain)
+        .bind(failure.stacktrace)
+        .bind(failure.fingerprint)
+        .bind(l.status().as_str())
+        .bind(i64::from(l.max_retries))
+        .bind(codec::later(at, l.retry_delay))
+        .bind(codec::dead_reason(l.dead_reason))
+        .bind(&l.dedupe_key)
+        .bind(&l.source.topic)
+        .bind(l.source.partition)
+        .bind(l.source.offset)
+        .bind(headers)
+        .bind(&l.source.trace_context)
+        .bind(at)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(sql)?;
+    let Some(row) = inserted else {
+        let id: i64 =
+            sqlx::query_scalar(SELECT_DEDUPED).bind(&l.dedupe_key).fetch_one(&mut *conn).await.map_err(sql)?;
+        return Ok(Parked { id, deduplicated: true });
+    };
+    let id: i64 = row.try_get("id").map_err(sql)?;
+    sqlx::query(INSERT_ATTEMPT)
+        .bind(id)
+        .bind(0_i64)
+        .bind("failed")
+        .bind(failure.class)
+        .bind(failure.reason)
+        .bind(None::<String>)
+        .bind(at)
+        .execute(&mut *conn)
+        .await
+        .map_err(sql)?;
+    Ok(Parked { id, deduplicated: false })
+}
+
+/// Claims due rows, oldest `retry_after` first, each with a fresh token.
+pub(super) async fn claim(pool: &SqlitePool, req: ClaimRequest) -> StoreResult<Vec<Claimed>> {
+    if req.limit == 0 || req.event_types.is_empty() {
+        return Ok(Vec::new());
+    }
+    let at = codec::now_micros();
+    let lease_until = codec::later(at, req.lease);
+    let mut tx = begin(pool).await?;
+    let due: Vec<(i64, i64)> = sqlx::query_as(SELECT_DUE)
+        .bind(codec::json_list(&req.event_types))
+        .bind(at)
+        .bind(codec::limit(req.limit))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(sql)?;
+    let mut claimed = Vec::with_capacity(due.len());
+    for (id, _) in due {
+        let token = Uuid::new_v4();
+        let row = sqlx::query(CLAIM_ROW)
+            .bind(id)
+            .bind(&req.owner)
+            .bind(lease_until)
+            .bind(token.to_string())
+            .bind(at)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(sql)?;
+        claimed.push(Claimed { letter: codec::letter(&row)?, lease: Lease { id, token } });
+    }
+    tx.commit().await.map_err(sql)?;
+    Ok(claimed)
+}
+
+/// Writes outcomes in order; an outcome whose token no longer holds an unexpired lease is
+/// fenced: nothing is written and its id is reported.
+pub(super) async fn settle(pool: &SqlitePool, outcomes: Vec<Settlement>) -> StoreResult<SettleReport> {
+    let mut report = SettleReport::default();
+    if outcomes.is_empty() {
+        return Ok(report);
+    }
+    let at = codec::now_micros();
+    let mut tx = begin(pool).await?;
+    for outcome in &outcomes {
+        if settle_one(&mut tx, outcome, at).await? {
+            report.applied += 1;
+        } else {
+            report.fenced.push(outcome.lease().id);
+        }
+    }
+    tx.commit().await.map_err(sql)?;
+    Ok(report)
+}
+
+/// The column changes of one outcome.
+struct Change {
+    status: Status,
+    add_retry: i64,
+    retry_after: Option<i64>,
+    dead_reason: Option<&'static str>,
+}
+
+fn change(outcome: &Settlement, at: i64) -> Change {
+    let (status, add_retry, retry_after, dead_reason) = match outcome {
+        Settlement::Succeeded { .. } => (Status::Succeeded, 0, None, None),
+        Settlement::Retry { delay, .. } => (Status::Pending, 1, Some(codec::later(at, *delay)), None),
+        Settlement::Dead { reason, counts, .. } => {
+            (Status::FailedPermanently, i64::from(*counts), None, Some(reason.as_str()))
+        }
+        Settlement::Release { .. } => (Status::Pending, 0, Some(at), None),
+    };
+    Change { status, add_retry, retry_after, dead_reason }
+}
+
+async fn settle_one(tx: &mut Transaction<'static, Sqlite>, outcome: &Settlement, at: i64) -> StoreResult<bool> {
+    let lease = outcome.lease();
+    let held: Option<(Option<String>, i64)> = sqlx::query_as(SELECT_HELD)
+        .bind(lease.id)
+        .bind(lease.token.to_string())
+        .bind(at)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(sql)?;
+    let Some((owner, retry_count)) = held else { return Ok(false) };
+    let c = change(outcome, at);
+    let f = outcome.failure().map(FailureColumns::new);
+    sqlx::query(SETTLE_ROW)
+        .bind(lease.id)
+        .bind(c.status.as_str())
+        .bind(c.add_retry)
+        .bind(c.retry_after)
+        .bind(f.as_ref().map(|f| f.class))
+        .bind(f.as_ref().map(|f| f.kind.clone()))
+        .bind(f.as_ref().map(|f| f.reason.clone()))
+        .bind(f.as_ref().map(|f| f.chain.clone()))
+        .bind(f.as_ref().and_then(|f| f.stacktrace.clone()))
+        .bind(c.dead_reason)
+        .bind(f.as_ref().map(|f| f.fingerprint.clone()))
+        .bind(at)
+        .execute(&mut **tx)
+        .await
+        .map_err(sql)?;
+    if !matches!(outcome, Settlement::Release { .. }) {
+        sqlx::query(INSERT_ATTEMPT)
+            .bind(lease.id)
+            .bind(retry_count + 1)
+            .bind(outcome.outcome_name())
+            .bind(f.as_ref().map(|f| f.class))
+            .bind(f.map(|f| f.reason))
+            .bind(owner)
+            .bind(at)
+            .execute(&mut **tx)
+            .await
+            .map_err(sql)?;
+    }
+    Ok(true)
+}

@@ -1,0 +1,170 @@
+//! The store conformance suite on `SqliteStore`: each test on a fresh database file (WAL,
+//! several connections), plus a few checks of the SQLite-specific entry points.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use dlq_core::DeadLetterStore;
+use dlq_sqlx::SqliteStore;
+
+/// A fresh database file, removed (with its WAL files) when dropped.
+struct TempDb {
+    path: PathBuf,
+}
+
+impl TempDb {
+    fn new(name: &str) -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let file = format!("dlq-conformance-{}-{name}-{n}.db", std::process::id());
+        let path = std::env::temp_dir().join(file);
+        Self::remove(&path);
+        Self { path }
+    }
+
+    fn remove(path: &std::path::Path) {
+        for ext in ["", "-wal", "-shm", "-journal"] {
+            let mut file = path.as_os_str().to_owned();
+            file.push(ext);
+            let _ = std::fs::remove_file(file);
+        }
+    }
+
+    async fn store(&self) -> SqliteStore {
+        SqliteStore::open(&self.path).await.expect("open the SQLite store")
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        Self::remove(&self.path);
+    }
+}
+
+macro_rules! sqlite_tests {
+    ($($name:ident),* $(,)?) => {$(
+        #[tokio::test]
+        async fn $name() {
+            let db = TempDb::new(stringify!($name));
+            let store = db.store().await;
+            dlq_sqlx::conformance::$name(&store).await;
+            store.pool().close().await;
+        }
+    )*};
+}
+
+dlq_sqlx::conformance_suite!(sqlite_tests);
+
+#[tokio::test]
+async fn in_memory_store_passes_a_round_trip() {
+    let store = SqliteStore::in_memory().await.expect("in-memory store");
+    dlq_sqlx::conformance::park_and_get(&store).await;
+    dlq_sqlx::conformance::settle_retry_not_due_until_delay(&store).await;
+}
+
+#[tokio::test]
+async fn connect_url_creates_the_file_in_wal_mode_and_reopens_it() {
+    let db = TempDb::new("connect");
+    let url = format!("sqlite://{}?mode=rwc", db.path.display());
+    let store = SqliteStore::connect(&url).await.expect("connect");
+    let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode").fetch_one(store.pool()).await.expect("pragma");
+    assert_eq!(mode, "wal");
+    dlq_sqlx::conformance::park_many_keeps_order(&store).await;
+    store.pool().close().await;
+    let reopened = SqliteStore::connect(&url).await.expect("reconnect; migrations already applied");
+    assert_eq!(reopened.list(dlq_core::ListFilter::default()).await.expect("list").len(), 5, "rows survive");
+    reopened.pool().close().await;
+}
+
+/// `std::env::set_var` is `unsafe` in edition 2024 (and the workspace forbids unsafe code):
+/// run [`open_default_child`] in a child process with the variable set.
+#[test]
+fn open_default_uses_dlq_sqlite_path() {
+    let db = TempDb::new("default");
+    let status = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "open_default_child", "--ignored", "--quiet"])
+        .env("DLQ_SQLITE_PATH", &db.path)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("run the child test");
+    assert!(status.success(), "open_default_child failed");
+    assert!(db.path.exists(), "the database file is created at $DLQ_SQLITE_PATH");
+}
+
+#[tokio::test]
+#[ignore = "run by `open_default_uses_dlq_sqlite_path` with DLQ_SQLITE_PATH set"]
+async fn open_default_child() {
+    if std::env::var_os("DLQ_SQLITE_PATH").is_none() {
+        return;
+    }
+    let store = SqliteStore::open_default().await.expect("open_default");
+    dlq_sqlx::conformance::park_and_get(&store).await;
+    store.pool().close().await;
+}
+
+#[tokio::test]
+async fn park_in_commits_with_the_callers_transaction() {
+    use dlq_core::{ErrorClass, FailureInfo, NewDeadLetter, Payload};
+    let db = TempDb::new("park_in");
+    let store = db.store().await;
+    sqlx::query("CREATE TABLE accounts (id INTEGER PRIMARY KEY, flagged INTEGER NOT NULL)")
+        .execute(store.pool())
+        .await
+        .expect("create table");
+    let failure = FailureInfo::new(ErrorClass::Permanent, "validation", "bad iban".into(), vec![], None);
+    let letter = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({ "id": 7 })), failure);
+    let mut tx = store.pool().begin_with("BEGIN IMMEDIATE").await.expect("begin");
+    sqlx::query("INSERT INTO accounts VALUES (7, 1)").execute(&mut *tx).await.expect("insert");
+    let parked = store.park_in(&mut tx, letter.clone().with_dedupe_key("k")).await.expect("park_in");
+    let again = store.park_many_in(&mut tx, vec![letter.with_dedupe_key("k")]).await.expect("park_many_in");
+    assert_eq!(again[0], dlq_core::Parked { id: parked.id, deduplicated: true });
+    tx.commit().await.expect("commit");
+    let (flagged,): (i64,) =
+        sqlx::query_as("SELECT flagged FROM accounts").fetch_one(store.pool()).await.expect("read");
+    assert_eq!(flagged, 1);
+    assert_eq!(store.attempts(parked.id).await.expect("attempts").len(), 1);
+    store.pool().close().await;
+}
+
+/// Two stores on one file (as two processes would open it) claim and settle at once: no row
+/// is claimed twice and no call fails with "database is locked".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_share_one_file() {
+    use dlq_core::{ClaimRequest, ErrorClass, FailureInfo, NewDeadLetter, Payload, Settlement, Status};
+    let db = TempDb::new("shared");
+    let (a, b) = (db.store().await, db.store().await);
+    let failure = FailureInfo::new(ErrorClass::TRANSIENT, "io", "down".into(), vec![], None);
+    let letters: Vec<_> =
+        (0..200).map(|n| NewDeadLetter::new("t", Payload::Json(serde_json::json!(n)), failure.clone())).collect();
+    a.park_many(letters).await.expect("park_many");
+    let workers = [a.clone(), b.clone(), a.clone(), b.clone()].into_iter().enumerate().map(|(n, store)| {
+        tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let request = ClaimRequest {
+                    event_types: vec!["t".into()],
+                    limit: 7,
+                    lease: std::time::Duration::from_secs(60),
+                    owner: format!("worker-{n}"),
+                };
+                let claimed = store.claim(request).await.expect("claim");
+                if claimed.is_empty() {
+                    return mine;
+                }
+                let outcomes: Vec<_> = claimed.iter().map(|c| Settlement::Succeeded { lease: c.lease }).collect();
+                assert!(store.settle(outcomes).await.expect("settle").fenced.is_empty());
+                mine.extend(claimed.iter().map(|c| c.lease.id));
+            }
+        })
+    });
+    let mut all: Vec<i64> = Vec::new();
+    for worker in workers.collect::<Vec<_>>() {
+        all.extend(worker.await.expect("worker"));
+    }
+    all.sort_unstable();
+    assert_eq!(all, (1..=200).collect::<Vec<_>>(), "every row claimed exactly once");
+    let stats = b.stats().await.expect("stats");
+    assert_eq!((stats.len(), stats[0].status, stats[0].count), (1, Status::Succeeded, 200));
+    a.pool().close().await;
+    b.pool().close().await;
+}

@@ -1,0 +1,239 @@
+//! DESIGN §7 on PostgreSQL: bad input gets a clear error and nothing is lost.
+
+mod pg_support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dlq_core::{
+    DeadLetterStore, DeadReason, Dispatched, Dispatcher, ErrorClass, FailureInfo, ListFilter, MAX_REASON_BYTES,
+    NewDeadLetter, Payload, Registry, Settlement, SourceMeta, Status, dead_letter, handlers,
+};
+use dlq_sqlx::{PgConfig, PgStore};
+use pg_support::*;
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Payment {
+    id: u64,
+    currency: String,
+}
+
+#[dead_letter(event_type = "bad-input-payment", max_retries = 3)]
+async fn handle_payment(p: Payment) -> Result<(), std::io::Error> {
+    if p.currency.trim() != p.currency {
+        return Err(std::io::Error::other("currency has spaces"));
+    }
+    Ok(())
+}
+
+fn registry() -> Registry {
+    handlers![handle_payment].expect("one handler")
+}
+
+async fn dispatch_raw(store: &PgStore, bytes: &[u8]) -> (i64, Option<DeadReason>) {
+    let dispatcher = Dispatcher::with_registry(Arc::new(store.clone()), registry());
+    match dispatcher.dispatch("bad-input-payment", bytes).await.expect("parked") {
+        Dispatched::Parked { id, dead_reason, .. } => (id, dead_reason),
+        other => panic!("expected a parked event, got {other:?}"),
+    }
+}
+
+async fn stored_raw(store: &PgStore, id: i64) -> Vec<u8> {
+    match store.get(id).await.unwrap().unwrap().payload {
+        Payload::Raw { bytes, truncated: None } => bytes,
+        other => panic!("expected raw bytes, got {other:?}"),
+    }
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn bytes_that_are_not_json_are_parked_raw_and_undecodable(pool: PgPool) {
+    let store = store(&pool).await;
+    let bytes = b"\xff\xfe\x00 definitely not json \x80";
+    let (id, reason) = dispatch_raw(&store, bytes).await;
+    assert_eq!(reason, Some(DeadReason::Undecodable));
+    assert_eq!(stored_raw(&store, id).await, bytes, "stored byte for byte");
+    let row = store.get(id).await.unwrap().unwrap();
+    assert_eq!(row.status, Status::FailedPermanently);
+    assert_eq!(row.failure.kind, "undecodable");
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn json_with_a_nul_escape_is_stored_raw(pool: PgPool) {
+    let store = store(&pool).await;
+    let bytes = br#"{"id": 7, "currency": "US\u0000D "}"#; // the handler fails: trailing space
+    let (id, _) = dispatch_raw(&store, bytes).await;
+    assert_eq!(stored_raw(&store, id).await, bytes, "JSONB rejects \\u0000: kept as bytes");
+    let (id, reason) = dispatch_raw(&store, br#"{"id": "\u0000"}"#).await;
+    assert_eq!(reason, Some(DeadReason::Undecodable));
+    assert_eq!(stored_raw(&store, id).await, br#"{"id": "\u0000"}"#);
+    // A typed payload built by hand with a NUL is also stored raw rather than failing the park.
+    let value = serde_json::json!({"note": "a\u{0}b"});
+    let letter = NewDeadLetter::new("x", Payload::Json(value.clone()), failure(ErrorClass::Permanent, "bad"));
+    let id = store.park(letter).await.unwrap().id;
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&stored_raw(&store, id).await).unwrap(), value);
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn nesting_past_serdes_limit_is_stored_raw(pool: PgPool) {
+    let store = store(&pool).await;
+    let deep = format!("{}{}", "[".repeat(300), "]".repeat(300));
+    let (id, reason) = dispatch_raw(&store, deep.as_bytes()).await;
+    assert_eq!(reason, Some(DeadReason::Undecodable));
+    assert_eq!(stored_raw(&store, id).await, deep.as_bytes());
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn payloads_over_the_limit_are_truncated_with_length_and_hash(pool: PgPool) {
+    let store = store_with(&pool, PgConfig::default().max_payload_bytes(1024)).await;
+    let big = serde_json::json!({"id": 1, "blob": "x".repeat(10_000)});
+    let original = serde_json::to_vec(&big).unwrap();
+    let letter = NewDeadLetter::new("payment", Payload::Json(big), failure(ErrorClass::TRANSIENT, "down"));
+    let id = store.park(letter).await.unwrap().id;
+    let Payload::Raw { bytes, truncated: Some(t) } = store.get(id).await.unwrap().unwrap().payload else {
+        panic!("expected a truncated payload");
+    };
+    assert_eq!(bytes, original[..1024]);
+    assert_eq!(t.original_len, original.len() as u64);
+    let expected: String =
+        sqlx::query_scalar("SELECT encode(sha256($1), 'hex')").bind(&original).fetch_one(&pool).await.unwrap();
+    assert_eq!(t.original_sha256, expected);
+    let flagged: bool = sqlx::query_scalar("SELECT payload_truncated FROM dlq_events WHERE id = $1")
+        .bind(id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(flagged);
+    let raw = Payload::Raw { bytes: vec![0xab; 5000], truncated: None };
+    let id = store.park(NewDeadLetter::new("payment", raw, failure(ErrorClass::TRANSIENT, "down"))).await.unwrap().id;
+    assert!(store.get(id).await.unwrap().unwrap().payload.is_truncated());
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn huge_and_invalid_error_text_is_bounded_and_replaced_on_retry(pool: PgPool) {
+    let store = store(&pool).await;
+    let huge = "E".repeat(4 * 1024 * 1024);
+    let mut info = FailureInfo::new(ErrorClass::TRANSIENT, "io", huge.clone(), vec![huge.clone()], Some(huge.clone()));
+    assert!(info.reason.len() < MAX_REASON_BYTES + 64);
+    info.reason.push('\0'); // fields are public: the store still cleans them
+    let id = store.park(NewDeadLetter::new("payment", Payload::Json(serde_json::json!(1)), info)).await.unwrap().id;
+    let row = store.get(id).await.unwrap().unwrap();
+    assert!(row.failure.reason.len() < MAX_REASON_BYTES + 64 && !row.failure.reason.contains('\0'));
+    assert!(row.failure.stacktrace.unwrap().len() < 70 * 1024);
+
+    let invalid = String::from_utf8_lossy(b"bad \xff\xfe bytes and a \0 nul").into_owned();
+    let second = FailureInfo::new(ErrorClass::TRANSIENT, "io", invalid, vec!["x\0y".into()], Some("t\0".into()));
+    let claimed = claim(&store, &["payment"], 1).await;
+    let report = store
+        .settle(vec![Settlement::Retry { lease: claimed[0].lease, delay: Duration::ZERO, failure: second.clone() }])
+        .await
+        .unwrap();
+    assert_eq!(report.applied, 1);
+    let row = store.get(id).await.unwrap().unwrap();
+    assert_eq!(row.failure.reason, "bad \u{FFFD}\u{FFFD} bytes and a \u{FFFD} nul", "replaced, never appended");
+    assert_eq!(row.failure.chain, vec!["x\u{FFFD}y"]);
+    assert_eq!(row.failure.stacktrace.as_deref(), Some("t\u{FFFD}"));
+}
+
+const HOSTILE: &str = "'; DROP TABLE dlq_events; -- \"q\" \\ $1 %_ {schema} ' OR '1'='1 \u{1F4A5}";
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn sql_metacharacters_round_trip_exactly_in_every_text_field(pool: PgPool) {
+    let store = store(&pool).await;
+    let info =
+        FailureInfo::new(ErrorClass::Permanent, HOSTILE, HOSTILE.into(), vec![HOSTILE.into()], Some(HOSTILE.into()));
+    let mut source =
+        SourceMeta { topic: Some(HOSTILE.into()), partition: Some(1), offset: Some(2), ..SourceMeta::default() };
+    source.headers.insert(HOSTILE.into(), HOSTILE.into());
+    source.trace_context = Some(HOSTILE.into());
+    let payload = Payload::Json(serde_json::json!({ HOSTILE: HOSTILE }));
+    let letter = NewDeadLetter::new(HOSTILE, payload.clone(), info.clone())
+        .with_handler(HOSTILE)
+        .with_dedupe_key(HOSTILE)
+        .with_source(source.clone())
+        .dead(DeadReason::Permanent);
+    let id = store.park(letter).await.unwrap().id;
+    let row = store.get(id).await.unwrap().unwrap();
+    assert_eq!((row.event_type.as_str(), row.handler.as_str()), (HOSTILE, HOSTILE));
+    assert_eq!(row.payload, payload);
+    assert_eq!(row.failure, info);
+    assert_eq!(row.source, source);
+    assert_eq!(row.dedupe_key.as_deref(), Some(HOSTILE));
+    let filter = ListFilter::default().event_type(HOSTILE).fingerprint(&info.fingerprint);
+    assert_eq!(store.list(filter.clone()).await.unwrap().len(), 1);
+    assert_eq!(store.redrive(filter, HOSTILE).await.unwrap(), vec![id]);
+    assert_eq!(store.audit(id).await.unwrap()[0].actor, HOSTILE);
+    let raw = Payload::Raw { bytes: HOSTILE.as_bytes().to_vec(), truncated: None };
+    store.patch_payload(id, raw.clone(), HOSTILE).await.unwrap();
+    assert_eq!(store.get(id).await.unwrap().unwrap().payload, raw);
+    let dup = store.park(NewDeadLetter::new(HOSTILE, payload, info).with_dedupe_key(HOSTILE)).await.unwrap();
+    assert_eq!((dup.id, dup.deduplicated), (id, true));
+    let tables: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'dlq_%'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(tables, 4);
+}
+
+#[sqlx::test(migrations = false)]
+async fn hostile_schema_names_are_rejected_and_a_plain_one_works(pool: PgPool) {
+    for hostile in ["dlq\"; DROP SCHEMA public CASCADE; --", "a b", "pg_temp", "", "x.y", "Ω", "1abc"] {
+        let config = PgConfig::default().schema(hostile);
+        let err = PgStore::from_pool(pool.clone(), config.clone()).await.unwrap_err();
+        assert!(matches!(err, dlq_sqlx::Error::InvalidSchema { .. }), "{hostile:?}: {err}");
+        assert!(err.to_string().contains("invalid schema name"), "{err}");
+        assert!(dlq_sqlx::migrate(&pool, hostile).await.is_err());
+        assert!(PgStore::connect_with("postgres://postgres@127.0.0.1:1/x", config).await.is_err());
+    }
+    let schemas: Vec<String> =
+        sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname NOT LIKE 'pg_%'")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(schemas.len(), 2, "nothing was created: {schemas:?}"); // public, information_schema
+
+    let tenant = store_with(&pool, PgConfig::default().schema("Tenant_A")).await;
+    assert_eq!(tenant.channel(), "dlq_events.Tenant_A");
+    let id = tenant.park(letter("payment", 1)).await.unwrap().id;
+    assert_eq!(claim(&tenant, &["payment"], 5).await[0].letter.id, id);
+    let in_schema: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM \"Tenant_A\".dlq_events").fetch_one(&pool).await.unwrap();
+    assert_eq!(in_schema, 1);
+    let public: bool =
+        sqlx::query_scalar("SELECT to_regclass('public.dlq_events') IS NOT NULL").fetch_one(&pool).await.unwrap();
+    assert!(!public, "the tables live in the configured schema only");
+    // Running the migrations again is a no-op.
+    dlq_sqlx::migrate(&pool, "Tenant_A").await.unwrap();
+}
+
+#[tokio::test]
+async fn park_while_postgres_is_unreachable_fails_within_the_timeout() {
+    let config = PgConfig::default().run_migrations(false).park_timeout(Duration::from_millis(500));
+    let store = PgStore::connect_with("postgres://postgres@127.0.0.1:1/dlq", config).await.expect("lazy store");
+    let start = Instant::now();
+    let err = store.park(letter("payment", 1)).await.expect_err("must not report success");
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    assert!(matches!(err, dlq_core::Error::Timeout(_) | dlq_core::Error::Store(_)), "{err}");
+
+    let start = Instant::now();
+    let result =
+        dlq_core::with_store(Arc::new(store.clone()), handle_payment(Payment { id: 1, currency: "USD ".into() })).await;
+    assert!(start.elapsed() < Duration::from_secs(2));
+    assert!(
+        matches!(result, Err(dlq_core::HandlerError::ParkFailed { .. })),
+        "the caller learns parking failed: {result:?}"
+    );
+    let dispatcher = Dispatcher::with_registry(Arc::new(store.clone()), registry());
+    assert!(dispatcher.dispatch("bad-input-payment", b"not json").await.is_err(), "do not ack");
+    let mut tasks = Vec::new();
+    for n in 0..20 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move { store.park(letter("payment", n)).await }));
+    }
+    for task in tasks {
+        assert!(task.await.unwrap().is_err());
+    }
+    assert!(start.elapsed() < Duration::from_secs(4));
+}

@@ -1,0 +1,114 @@
+//! Retention and `max_entries` on PostgreSQL: purge by age, the `reject`, `drop_oldest` and
+//! `block` overflow policies, and the saturation gauge.
+
+mod pg_support;
+
+use std::time::{Duration, Instant};
+
+use dlq_core::{DeadLetterStore, DeadReason, ListFilter, Settlement, Status};
+use dlq_sqlx::{Overflow, PgConfig};
+use pg_support::*;
+use sqlx::PgPool;
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn reject_refuses_parks_past_max_entries(pool: PgPool) {
+    let store = store_with(&pool, PgConfig::default().max_entries(3, Overflow::Reject)).await;
+    assert_eq!(store.saturation(), 0.0);
+    store.park_many((0..3).map(|n| letter("payment", n)).collect()).await.unwrap();
+    assert!((store.saturation() - 1.0).abs() < f64::EPSILON);
+    let err = store.park(letter("payment", 9)).await.unwrap_err();
+    assert!(matches!(err, dlq_core::Error::Full { entries: 3, max: 3 }), "{err}");
+    assert_eq!(store.entries().await.unwrap(), 3, "nothing was written");
+    store.discard(ListFilter::default().limit(1), "ops").await.unwrap();
+    store.purge(Duration::ZERO).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await; // the cached count goes stale
+    store.park(letter("payment", 10)).await.expect("room again after a purge");
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn drop_oldest_deletes_old_finished_and_dead_rows_but_never_pending_ones(pool: PgPool) {
+    let store = store_with(&pool, PgConfig::default().max_entries(4, Overflow::DropOldest)).await;
+    let dead = store.park(letter("payment", 1).dead(DeadReason::Permanent)).await.unwrap().id;
+    let succeeded = store.park(letter("payment", 2)).await.unwrap().id;
+    let claimed = claim(&store, &["payment"], 1).await;
+    assert_eq!(claimed[0].letter.id, succeeded);
+    store.settle(vec![Settlement::Succeeded { lease: claimed[0].lease }]).await.unwrap();
+    let pending: Vec<_> = store
+        .park_many(vec![letter("other", 3), letter("other", 4)])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    let newest = store.park_many(vec![letter("other", 5), letter("other", 6)]).await.unwrap();
+    assert_eq!(store.get(dead).await.unwrap(), None, "the oldest dead row went first");
+    assert_eq!(store.get(succeeded).await.unwrap(), None);
+    assert!(store.attempts(dead).await.unwrap().is_empty(), "with its history");
+    for id in pending.iter().chain(newest.iter().map(|p| &p.id)) {
+        assert_eq!(store.get(*id).await.unwrap().unwrap().status, Status::Pending);
+    }
+    let err = store.park(letter("other", 7)).await.unwrap_err();
+    assert!(matches!(err, dlq_core::Error::Full { .. }), "only pending rows left: {err}");
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn block_waits_for_room_up_to_the_park_timeout(pool: PgPool) {
+    let config = PgConfig::default().max_entries(2, Overflow::Block).park_timeout(Duration::from_secs(5));
+    let store = store_with(&pool, config).await;
+    store.park_many(vec![letter("payment", 1), letter("payment", 2)]).await.unwrap();
+    let start = Instant::now();
+    let blocked = {
+        let store = store.clone();
+        tokio::spawn(async move { store.park(letter("payment", 3)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!blocked.is_finished(), "the park waits for room");
+    store.discard(ListFilter::default().limit(1), "ops").await.unwrap();
+    store.purge(Duration::ZERO).await.unwrap();
+    let parked = blocked.await.unwrap().expect("parked once there was room");
+    assert!(start.elapsed() >= Duration::from_millis(400));
+    assert!(store.get(parked.id).await.unwrap().is_some());
+
+    let short =
+        store_with(&pool, PgConfig::default().max_entries(2, Overflow::Block).park_timeout(Duration::from_millis(300)))
+            .await;
+    let start = Instant::now();
+    let err = short.park(letter("payment", 4)).await.unwrap_err();
+    assert!(matches!(err, dlq_core::Error::Full { .. }), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(1), "gave up within the timeout: {:?}", start.elapsed());
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn saturation_gauge_follows_the_count(pool: PgPool) {
+    let store = store_with(&pool, PgConfig::default().max_entries(10, Overflow::Reject)).await;
+    store.park_many((0..4).map(|n| letter("payment", n)).collect()).await.unwrap();
+    assert!((store.saturation() - 0.4).abs() < 1e-9, "{}", store.saturation());
+    sqlx::query("DELETE FROM dlq_events WHERE id IN (SELECT id FROM dlq_events LIMIT 2)").execute(&pool).await.unwrap();
+    assert!((store.refresh_saturation().await.unwrap() - 0.2).abs() < 1e-9);
+    assert_eq!(store_with(&pool, PgConfig::default()).await.saturation(), 0.0, "no limit, no saturation");
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn retention_purges_only_old_succeeded_and_discarded_rows(pool: PgPool) {
+    let store = store_with(&pool, PgConfig::default().retention(Some(Duration::from_secs(3600)))).await;
+    let ids: Vec<_> = store
+        .park_many(vec![
+            letter("payment", 1),
+            letter("payment", 2),
+            letter("payment", 3).dead(DeadReason::Permanent),
+            letter("x", 4),
+        ])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    let claimed = claim(&store, &["payment"], 1).await;
+    store.settle(vec![Settlement::Succeeded { lease: claimed[0].lease }]).await.unwrap();
+    store.discard(ListFilter::default().ids([ids[1]]), "ops").await.unwrap();
+    assert_eq!(store.apply_retention().await.unwrap(), 0, "younger than the retention");
+    sqlx::query("UPDATE dlq_events SET updated_at = now() - interval '2 hours'").execute(&pool).await.unwrap();
+    assert_eq!(store.apply_retention().await.unwrap(), 2);
+    let left: Vec<_> = store.list(ListFilter::default()).await.unwrap().into_iter().map(|l| l.id).collect();
+    assert_eq!(left, vec![ids[3], ids[2]], "dead and pending rows are kept");
+}

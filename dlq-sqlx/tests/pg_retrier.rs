@@ -1,0 +1,258 @@
+//! `PgRetrier` on real PostgreSQL: draining with wake-ups, the fixed-rate schedule, bad stored
+//! payloads, orphaned event types, panics, singleton mode with two instances, heartbeats and
+//! retention.
+
+mod pg_support;
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use dlq_core::{
+    DeadLetterStore, DeadReason, ListFilter, NewDeadLetter, Payload, RetrierStats, Shutdown, Status, dead_letter,
+    handlers,
+};
+use dlq_sqlx::{PgConfig, PgRetrier, PgStore, RetryConfig};
+use pg_support::*;
+use sqlx::PgPool;
+
+fn fast() -> RetryConfig {
+    let mut config = RetryConfig::default();
+    config.poll_interval = Duration::from_millis(200);
+    config.heartbeat = Duration::from_millis(200);
+    config.shutdown_grace = Duration::from_secs(2);
+    config
+}
+
+async fn wait_until<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
+    let start = Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn count(store: &PgStore, status: Status) -> usize {
+    store.list(ListFilter::default().status(status).limit(100_000)).await.unwrap().len()
+}
+
+fn start(retrier: &PgRetrier) -> tokio::task::JoinHandle<Result<RetrierStats, dlq_sqlx::Error>> {
+    let retrier = retrier.clone();
+    tokio::spawn(async move { retrier.run().await })
+}
+
+/// A pending row of `event_type` whose payload is the number `n`, due at once.
+fn job(event_type: &str, n: u64) -> NewDeadLetter {
+    NewDeadLetter::new(event_type, Payload::Json(serde_json::json!(n)), failure(dlq_core::ErrorClass::TRANSIENT, "x"))
+        .retry(Duration::ZERO, 5)
+}
+
+static FAILED_ONCE: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
+
+#[dead_letter(event_type = "pg-retrier-flaky", max_retries = 5, backoff = "none")]
+async fn flaky(n: u64) -> Result<(), std::io::Error> {
+    // Odd events fail on their first run and succeed on the second.
+    if n % 2 == 1 && FAILED_ONCE.lock().unwrap().insert(n) {
+        return Err(std::io::Error::other("downstream 503"));
+    }
+    Ok(())
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn drains_retries_and_keeps_a_heartbeat_until_shutdown(pool: PgPool) {
+    let store = store(&pool).await;
+    store.park_many((0..40).map(|n| job("pg-retrier-flaky", n)).collect()).await.unwrap();
+    let shutdown = Shutdown::new();
+    let retrier =
+        PgRetrier::with_store(store.clone(), fast()).handlers(handlers![flaky].unwrap()).shutdown(shutdown.clone());
+    let running = start(&retrier);
+    wait_until("every row to succeed", || async { count(&store, Status::Succeeded).await == 40 }).await;
+    let beats = store.retriers().await.unwrap();
+    assert_eq!(beats.len(), 1);
+    assert_eq!(beats[0].event_types, vec!["pg-retrier-flaky"]);
+    assert_eq!(beats[0].pid, i32::try_from(std::process::id()).unwrap());
+    let first_seen = beats[0].last_seen;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(store.retriers().await.unwrap()[0].last_seen > first_seen, "the heartbeat is refreshed");
+    shutdown.trigger();
+    let stats = running.await.unwrap().unwrap();
+    assert_eq!((stats.succeeded, stats.retried, stats.claimed), (40, 20, 60));
+    assert_eq!(stats.fenced, 0);
+    assert!(store.retriers().await.unwrap().is_empty(), "the heartbeat row is removed on shutdown");
+    assert_eq!(retrier.stats(), stats);
+}
+
+#[dead_letter(event_type = "pg-retrier-typed")]
+async fn typed(n: u64) -> Result<(), std::io::Error> {
+    let _ = n;
+    Ok(())
+}
+
+#[dead_letter(event_type = "pg-retrier-panics", max_retries = 2, backoff = "none")]
+async fn panics(n: u64) -> Result<(), std::io::Error> {
+    assert!(n == 0, "handler bug for event {n}");
+    Ok(())
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn bad_stored_payloads_orphans_and_panics_are_handled(pool: PgPool) {
+    let store = store(&pool).await;
+    let pending = |event_type: &str, payload: serde_json::Value| {
+        NewDeadLetter::new(event_type, Payload::Json(payload), failure(dlq_core::ErrorClass::TRANSIENT, "x"))
+            .retry(Duration::ZERO, 5)
+    };
+    let undecodable = store.park(pending("pg-retrier-typed", serde_json::json!({"not": "a number"}))).await.unwrap().id;
+    let orphan = store.park(pending("nobody-handles-this", serde_json::json!(1))).await.unwrap().id;
+    let panicking = store.park(pending("pg-retrier-panics", serde_json::json!(7))).await.unwrap().id;
+    let shutdown = Shutdown::new();
+    let retrier = PgRetrier::with_store(store.clone(), fast())
+        .handlers(handlers![typed, panics].unwrap())
+        .shutdown(shutdown.clone());
+    let running = start(&retrier);
+    wait_until("the panicking row to die", || async {
+        store.get(panicking).await.unwrap().unwrap().status == Status::FailedPermanently
+    })
+    .await;
+    shutdown.trigger();
+    let stats = running.await.unwrap().unwrap();
+    let row = store.get(undecodable).await.unwrap().unwrap();
+    assert_eq!((row.status, row.dead_reason), (Status::FailedPermanently, Some(DeadReason::Undecodable)));
+    assert_eq!(row.payload, Payload::Json(serde_json::json!({"not": "a number"})), "payload untouched");
+    let row = store.get(orphan).await.unwrap().unwrap();
+    assert_eq!((row.status, row.retry_count), (Status::Pending, 0), "orphans wait for their handler");
+    let row = store.get(panicking).await.unwrap().unwrap();
+    assert_eq!(row.dead_reason, Some(DeadReason::RetriesExhausted));
+    assert!(row.failure.reason.contains("handler bug for event 7"), "{}", row.failure.reason);
+    assert_eq!(stats.panics, 5, "the row's stored limit: 5 attempts, every one a panic");
+}
+
+static FIXED_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[dead_letter(event_type = "pg-retrier-fixed")]
+async fn fixed(n: u64) -> Result<(), std::io::Error> {
+    let _ = n;
+    FIXED_CALLS.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn fixed_rate_runs_one_batch_per_period(pool: PgPool) {
+    let store = store(&pool).await;
+    store.park_many((0..5).map(|n| job("pg-retrier-fixed", n)).collect()).await.unwrap();
+    let config = RetryConfig::from_json_str(
+        r#"{"dlq": {"retry": {"enabled": true, "max-retries": 240, "batch-size": 2, "fixed-rate": "6h"}}}"#,
+    )
+    .unwrap();
+    let shutdown = Shutdown::new();
+    let retrier =
+        PgRetrier::with_store(store.clone(), config).handlers(handlers![fixed].unwrap()).shutdown(shutdown.clone());
+    let running = start(&retrier);
+    wait_until("the first batch", || async { count(&store, Status::Succeeded).await == 2 }).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(count(&store, Status::Succeeded).await, 2, "the next batch waits for the next period");
+    shutdown.trigger();
+    assert_eq!(running.await.unwrap().unwrap().claimed, 2);
+
+    let mut off = fast();
+    off.enabled = false;
+    let start = Instant::now();
+    let stats = PgRetrier::with_store(store.clone(), off).handlers(handlers![fixed].unwrap()).run().await.unwrap();
+    assert_eq!(stats.claimed, 0);
+    assert!(start.elapsed() < Duration::from_secs(1), "a disabled retrier returns at once");
+}
+
+#[dead_letter(event_type = "pg-retrier-wake")]
+async fn wake(n: u64) -> Result<(), std::io::Error> {
+    let _ = n;
+    Ok(())
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn a_park_wakes_an_idle_retrier_long_before_its_poll_interval(pool: PgPool) {
+    let store = store(&pool).await;
+    let mut config = fast();
+    config.poll_interval = Duration::from_secs(60);
+    let shutdown = Shutdown::new();
+    let retrier =
+        PgRetrier::with_store(store.clone(), config).handlers(handlers![wake].unwrap()).shutdown(shutdown.clone());
+    let running = start(&retrier);
+    tokio::time::sleep(Duration::from_millis(700)).await; // idle, listening
+    let parked_at = Instant::now();
+    let id = store.park(job("pg-retrier-wake", 1)).await.unwrap().id;
+    wait_until("the row to succeed", || async { store.get(id).await.unwrap().unwrap().status == Status::Succeeded })
+        .await;
+    assert!(parked_at.elapsed() < Duration::from_secs(5), "woken by NOTIFY after {:?}", parked_at.elapsed());
+    shutdown.trigger();
+    running.await.unwrap().unwrap();
+}
+
+#[dead_letter(event_type = "pg-retrier-single")]
+async fn single(n: u64) -> Result<(), std::io::Error> {
+    let _ = n;
+    Ok(())
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn singleton_mode_runs_one_instance_at_a_time(pool: PgPool) {
+    let store = store(&pool).await;
+    let mut config = fast();
+    config.singleton = true;
+    let (stop_a, stop_b) = (Shutdown::new(), Shutdown::new());
+    let a = PgRetrier::with_store(store.clone(), config.clone())
+        .handlers(handlers![single].unwrap())
+        .shutdown(stop_a.clone());
+    let b = PgRetrier::with_store(store.clone(), config).handlers(handlers![single].unwrap()).shutdown(stop_b.clone());
+    let (run_a, run_b) = (start(&a), start(&b));
+    for round in 0..3_u8 {
+        store.park_many((0..10).map(|n| job("pg-retrier-single", u64::from(round) * 10 + n)).collect()).await.unwrap();
+        wait_until("the round to drain", || async {
+            count(&store, Status::Succeeded).await == (usize::from(round) + 1) * 10
+        })
+        .await;
+    }
+    assert_eq!(store.retriers().await.unwrap().len(), 2, "both register a heartbeat");
+    let (leader, standby, stop_leader, stop_standby, run_leader, run_standby) =
+        if a.stats().claimed > 0 { (a, b, stop_a, stop_b, run_a, run_b) } else { (b, a, stop_b, stop_a, run_b, run_a) };
+    assert_eq!(leader.stats().claimed, 30);
+    assert_eq!(standby.stats().claimed, 0, "the standby claims nothing while the leader runs");
+    stop_leader.trigger();
+    run_leader.await.unwrap().unwrap();
+    store.park_many((0..10).map(|n| job("pg-retrier-single", 100 + n)).collect()).await.unwrap();
+    wait_until("the standby to take over", || async { count(&store, Status::Succeeded).await == 40 }).await;
+    assert_eq!(standby.stats().claimed, 10);
+    assert_eq!(leader.stats().claimed, 30);
+    stop_standby.trigger();
+    run_standby.await.unwrap().unwrap();
+    assert!(store.retriers().await.unwrap().is_empty());
+}
+
+#[dead_letter(event_type = "pg-retrier-retention")]
+async fn retained(n: u64) -> Result<(), std::io::Error> {
+    let _ = n;
+    Ok(())
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn the_retrier_applies_retention_periodically(pool: PgPool) {
+    let store = store_with(&pool, PgConfig::default().retention(Some(Duration::from_millis(200)))).await;
+    let ids = store.park_many((0..3).map(|n| job("pg-retrier-retention", n)).collect()).await.unwrap();
+    let dead = store.park(job("pg-retrier-retention", 9).dead(DeadReason::Permanent)).await.unwrap().id;
+    let mut config = fast();
+    config.purge_interval = Duration::from_millis(100);
+    let shutdown = Shutdown::new();
+    let retrier =
+        PgRetrier::with_store(store.clone(), config).handlers(handlers![retained].unwrap()).shutdown(shutdown.clone());
+    let running = start(&retrier);
+    wait_until("succeeded rows to be purged", || async {
+        let mut gone = true;
+        for p in &ids {
+            gone &= store.get(p.id).await.unwrap().is_none();
+        }
+        gone
+    })
+    .await;
+    assert!(store.get(dead).await.unwrap().is_some(), "dead rows are kept");
+    shutdown.trigger();
+    running.await.unwrap().unwrap();
+}

@@ -1,0 +1,414 @@
+//! `PgStore` keeps the semantics of `dlq_core::MemoryStore` on real PostgreSQL: dedupe,
+//! claim order and leases, fenced settlement, attempt history, audit log, admin actions.
+
+mod pg_support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use dlq_core::{
+    DeadLetterStore, DeadReason, ErrorClass, FailureInfo, ListFilter, NewDeadLetter, Payload, Settlement, SourceMeta,
+    Status,
+};
+use pg_support::*;
+use sqlx::PgPool;
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn park_then_get_round_trips_every_field(pool: PgPool) {
+    let store = store(&pool).await;
+    let mut source = SourceMeta::kafka("payments", 3, 1_204_331);
+    source.headers = BTreeMap::from([("content-type".to_owned(), "application/json".to_owned())]);
+    source.trace_context = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned());
+    let mut failure = FailureInfo::new(
+        ErrorClass::TRANSIENT,
+        "PaymentError::LedgerDown",
+        "ledger unavailable".into(),
+        vec!["ledger unavailable".into(), "connection refused".into()],
+        Some("at handle_payment (src/lib.rs:10)".into()),
+    );
+    failure.fingerprint = "0123456789abcdef".into();
+    let letter =
+        NewDeadLetter::new("payment", Payload::Json(serde_json::json!({"id": 7, "currency": "USD "})), failure.clone())
+            .with_handler("app::handle_payment")
+            .with_source(source.clone())
+            .retry(Duration::from_secs(3600), 240);
+    let before = db_now(&pool).await;
+    let parked = store.park(letter).await.unwrap();
+    assert!(!parked.deduplicated);
+    let row = store.get(parked.id).await.unwrap().unwrap();
+    assert_eq!(row.event_type, "payment");
+    assert_eq!(row.handler, "app::handle_payment");
+    assert_eq!(row.payload, Payload::Json(serde_json::json!({"id": 7, "currency": "USD "})));
+    assert_eq!(row.status, Status::Pending);
+    assert_eq!(row.failure, failure);
+    assert_eq!(row.max_retries, 240);
+    assert_eq!(row.retry_count, 0);
+    assert_eq!(row.dedupe_key.as_deref(), Some("payments/3/1204331"));
+    assert_eq!(row.source, source);
+    let due_in = row.retry_after - before;
+    assert!(due_in >= chrono::TimeDelta::seconds(3599) && due_in <= chrono::TimeDelta::seconds(3700), "{due_in}");
+    assert_eq!(store.get(parked.id + 1000).await.unwrap(), None);
+    let attempts = store.attempts(parked.id).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!((attempts[0].attempt, attempts[0].outcome.as_str()), (0, "failed"));
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn dedupe_key_returns_the_first_row_in_input_order(pool: PgPool) {
+    let store = store(&pool).await;
+    let first = store.park(letter("payment", 1).with_dedupe_key("k1")).await.unwrap();
+    let again = store.park(letter("payment", 2).with_dedupe_key("k1")).await.unwrap();
+    assert_eq!(again.id, first.id);
+    assert!(again.deduplicated);
+    let batch = vec![
+        letter("payment", 3),
+        letter("payment", 4).with_dedupe_key("k2"),
+        letter("payment", 5).with_dedupe_key("k1"),
+        letter("payment", 6).with_dedupe_key("k2"),
+        letter("payment", 7),
+    ];
+    let parked = store.park_many(batch).await.unwrap();
+    assert_eq!(parked.len(), 5);
+    assert!(!parked[0].deduplicated && !parked[1].deduplicated && !parked[4].deduplicated);
+    assert_eq!((parked[2].id, parked[2].deduplicated), (first.id, true));
+    assert_eq!((parked[3].id, parked[3].deduplicated), (parked[1].id, true));
+    assert!(parked[0].id < parked[1].id && parked[1].id < parked[4].id);
+    let payload = store.get(parked[4].id).await.unwrap().unwrap().payload;
+    assert_eq!(payload, Payload::Json(serde_json::json!({"n": 7})));
+    assert_eq!(store.list(ListFilter::default()).await.unwrap().len(), 4);
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn claim_takes_due_rows_of_known_types_oldest_first(pool: PgPool) {
+    let store = store(&pool).await;
+    let later = store.park(letter("payment", 1)).await.unwrap().id;
+    let future = store.park(letter("payment", 2).retry(Duration::from_secs(3600), 5)).await.unwrap().id;
+    let other = store.park(letter("refund", 3)).await.unwrap().id;
+    let dead = store.park(letter("payment", 4).dead(DeadReason::Permanent)).await.unwrap().id;
+    let earlier = store.park(letter("payment", 5)).await.unwrap().id;
+    sqlx::query("UPDATE dlq_events SET retry_after = now() - interval '1 hour' WHERE id = $1")
+        .bind(earlier)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let claimed = claim(&store, &["payment"], 10).await;
+    let ids: Vec<_> = claimed.iter().map(|c| c.letter.id).collect();
+    assert_eq!(ids, vec![earlier, later]);
+    assert!(!ids.contains(&future) && !ids.contains(&other) && !ids.contains(&dead));
+    for c in &claimed {
+        assert_eq!(c.letter.status, Status::Processing);
+        assert_eq!(c.letter.lease_owner.as_deref(), Some("test-retrier"));
+        assert!(c.letter.lease_until.is_some() && c.letter.last_attempt_at.is_some());
+        assert_eq!(c.lease.id, c.letter.id);
+    }
+    assert!(claim(&store, &["payment"], 10).await.is_empty(), "held rows are not claimed twice");
+    assert!(claim(&store, &[], 10).await.is_empty());
+    assert_eq!(claim(&store, &["refund", "payment"], 1).await.len(), 1);
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn expired_leases_are_reclaimed_and_the_old_token_is_fenced(pool: PgPool) {
+    let store = store(&pool).await;
+    let id = store.park(letter("payment", 1)).await.unwrap().id;
+    let first = store.claim(request(&["payment"], 10, Duration::from_millis(50))).await.unwrap();
+    assert_eq!(first.len(), 1);
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let report = store.settle(vec![Settlement::Succeeded { lease: first[0].lease }]).await.unwrap();
+    assert_eq!((report.applied, report.fenced.clone()), (0, vec![id]), "an expired lease writes nothing");
+    let second = claim(&store, &["payment"], 10).await;
+    assert_eq!(second.len(), 1);
+    assert_ne!(second[0].lease.token, first[0].lease.token);
+    let stale = store.settle(vec![Settlement::Succeeded { lease: first[0].lease }]).await.unwrap();
+    assert_eq!(stale.fenced, vec![id]);
+    let fresh = store.settle(vec![Settlement::Succeeded { lease: second[0].lease }]).await.unwrap();
+    assert_eq!((fresh.applied, fresh.fenced.len()), (1, 0));
+    let again = store.settle(vec![Settlement::Succeeded { lease: second[0].lease }]).await.unwrap();
+    assert_eq!(again.fenced, vec![id], "settled once only");
+    let row = store.get(id).await.unwrap().unwrap();
+    assert_eq!(row.status, Status::Succeeded);
+    assert_eq!((row.lease_owner, row.lease_until), (None, None));
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn a_batch_of_outcomes_settles_each_kind(pool: PgPool) {
+    let store = store(&pool).await;
+    let ids: Vec<_> = store.park_many((0..5).map(|n| letter("payment", n)).collect()).await.unwrap();
+    let claimed = claim(&store, &["payment"], 10).await;
+    assert_eq!(claimed.len(), 5);
+    let lease = |i: usize| claimed.iter().find(|c| c.letter.id == ids[i].id).unwrap().lease;
+    let retry_failure =
+        FailureInfo::new(ErrorClass::TRANSIENT, "http", "503 from ledger".into(), vec!["503".into()], None);
+    let dead_failure = FailureInfo::new(ErrorClass::Permanent, "validation", "bad currency".into(), vec![], None);
+    let before = db_now(&pool).await;
+    let report = store
+        .settle(vec![
+            Settlement::Succeeded { lease: lease(0) },
+            Settlement::Retry { lease: lease(1), delay: Duration::from_secs(600), failure: retry_failure.clone() },
+            Settlement::Dead {
+                lease: lease(2),
+                reason: DeadReason::Permanent,
+                failure: dead_failure.clone(),
+                counts: true,
+            },
+            Settlement::Dead {
+                lease: lease(3),
+                reason: DeadReason::Undecodable,
+                failure: dead_failure.clone(),
+                counts: false,
+            },
+            Settlement::Release { lease: lease(4) },
+        ])
+        .await
+        .unwrap();
+    assert_eq!((report.applied, report.fenced.len()), (5, 0));
+    let get = |i: usize| {
+        let store = store.clone();
+        let id = ids[i].id;
+        async move { store.get(id).await.unwrap().unwrap() }
+    };
+    assert_eq!(get(0).await.status, Status::Succeeded);
+    let retried = get(1).await;
+    assert_eq!((retried.status, retried.retry_count), (Status::Pending, 1));
+    assert_eq!(retried.failure, retry_failure, "the failure is replaced, not appended");
+    let wait = retried.retry_after - before;
+    assert!(wait >= chrono::TimeDelta::seconds(599) && wait <= chrono::TimeDelta::seconds(700), "{wait}");
+    let dead = get(2).await;
+    assert_eq!(
+        (dead.status, dead.dead_reason, dead.retry_count),
+        (Status::FailedPermanently, Some(DeadReason::Permanent), 1)
+    );
+    let undecodable = get(3).await;
+    assert_eq!((undecodable.dead_reason, undecodable.retry_count), (Some(DeadReason::Undecodable), 0));
+    let released = get(4).await;
+    assert_eq!((released.status, released.retry_count), (Status::Pending, 0));
+    let history = store.attempts(ids[1].id).await.unwrap();
+    let outcomes: Vec<_> = history.iter().map(|a| (a.attempt, a.outcome.as_str(), a.owner.as_deref())).collect();
+    assert_eq!(outcomes, vec![(0, "failed", None), (1, "retry", Some("test-retrier"))]);
+    assert_eq!(history[1].error_reason.as_deref(), Some("503 from ledger"));
+    assert_eq!(history[0].error_reason.as_deref(), Some("ledger down"), "attempt 0 keeps the original failure");
+    assert_eq!(history[0].at, store.get(ids[1].id).await.unwrap().unwrap().first_failed_at);
+    assert_eq!(store.attempts(ids[3].id).await.unwrap()[1].attempt, 1);
+    assert_eq!(store.attempts(ids[4].id).await.unwrap().len(), 1, "a release is not an attempt");
+    assert_eq!(store.attempts(ids[0].id).await.unwrap()[1].outcome, "succeeded");
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn operators_redrive_discard_patch_and_purge_with_audit(pool: PgPool) {
+    let store = store(&pool).await;
+    let dead = store.park(letter("payment", 1).dead(DeadReason::Permanent)).await.unwrap().id;
+    let pending = store.park(letter("payment", 2)).await.unwrap().id;
+    let redriven = store.redrive(ListFilter::default(), "alice").await.unwrap();
+    assert_eq!(redriven, vec![dead], "only dead rows are redriven");
+    let row = store.get(dead).await.unwrap().unwrap();
+    assert_eq!((row.status, row.dead_reason, row.redrive_count, row.retry_count), (Status::Pending, None, 1, 0));
+    let audit = store.audit(dead).await.unwrap();
+    assert_eq!(audit[0].action, "redrive");
+    assert_eq!(audit[0].actor, "alice");
+    assert_eq!(audit[0].diff, serde_json::json!({"status": ["FAILED_PERMANENTLY", "PENDING"]}));
+
+    let new_payload = Payload::Json(serde_json::json!({"n": 2, "fixed": true}));
+    store.patch_payload(pending, new_payload.clone(), "bob").await.unwrap();
+    assert_eq!(store.get(pending).await.unwrap().unwrap().payload, new_payload);
+    let patch = &store.audit(pending).await.unwrap()[0];
+    assert_eq!(patch.diff, serde_json::json!({"payload": {"old": {"n": 2}, "new": {"n": 2, "fixed": true}}}));
+    assert!(matches!(
+        store.patch_payload(9_999, new_payload.clone(), "bob").await,
+        Err(dlq_core::Error::NotFound(9_999))
+    ));
+    let held = claim(&store, &["payment"], 1).await;
+    let err = store.patch_payload(held[0].lease.id, new_payload, "bob").await.unwrap_err();
+    assert!(matches!(err, dlq_core::Error::InvalidState { status: Status::Processing, .. }), "{err}");
+
+    let discarded = store.discard(ListFilter::default(), "carol").await.unwrap();
+    assert_eq!(discarded.len(), 1, "the PROCESSING row is not discarded");
+    assert!(store.discard(ListFilter::default(), "carol").await.unwrap().is_empty(), "nor twice");
+    let entry = store.audit(discarded[0]).await.unwrap().pop().unwrap();
+    assert_eq!(entry.diff, serde_json::json!({"status": ["PENDING", "DISCARDED"]}));
+
+    assert_eq!(store.purge(Duration::from_secs(3600)).await.unwrap(), 0, "too recent");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(store.purge(Duration::from_millis(1)).await.unwrap(), 1);
+    assert_eq!(store.get(discarded[0]).await.unwrap(), None);
+    assert!(
+        store.attempts(discarded[0]).await.unwrap().is_empty() && store.audit(discarded[0]).await.unwrap().is_empty()
+    );
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn list_stats_and_groups(pool: PgPool) {
+    let store = store(&pool).await;
+    let bad = |n: i64| {
+        let f = FailureInfo::new(ErrorClass::Permanent, "validation", format!("currency {n} is invalid"), vec![], None);
+        NewDeadLetter::new("payment", Payload::Json(serde_json::json!({"n": n})), f).dead(DeadReason::Permanent)
+    };
+    let ids = store.park_many(vec![bad(1), bad(2), bad(3), letter("payment", 4), letter("refund", 5)]).await.unwrap();
+    let listed = store.list(ListFilter::default().status(Status::FailedPermanently).limit(2)).await.unwrap();
+    assert_eq!(listed.iter().map(|l| l.id).collect::<Vec<_>>(), vec![ids[2].id, ids[1].id], "newest first");
+    let by_id = store.list(ListFilter::default().ids([ids[4].id])).await.unwrap();
+    assert_eq!(by_id[0].event_type, "refund");
+    let stats = store.stats().await.unwrap();
+    let counts: Vec<_> = stats.iter().map(|s| (s.event_type.as_str(), s.status, s.count)).collect();
+    assert_eq!(
+        counts,
+        vec![
+            ("payment", Status::Pending, 1),
+            ("payment", Status::FailedPermanently, 3),
+            ("refund", Status::Pending, 1)
+        ]
+    );
+    let groups = store.groups(ListFilter::default()).await.unwrap();
+    assert_eq!(groups[0].count, 3, "numbers are masked in fingerprints");
+    assert_eq!(groups[0].sample_reason, "currency 3 is invalid");
+    assert_eq!(groups.len(), 3);
+    let only = store.groups(ListFilter::default().fingerprint(&groups[0].fingerprint)).await.unwrap();
+    assert_eq!(only.len(), 1);
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn concurrent_parks_are_group_committed_and_each_caller_gets_its_own_id(pool: PgPool) {
+    let store = store(&pool).await;
+    let tasks: Vec<_> = (0..200)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move { (n, store.park(letter("payment", n)).await.unwrap()) })
+        })
+        .collect();
+    let mut ids = std::collections::HashSet::new();
+    for task in tasks {
+        let (n, parked) = task.await.unwrap();
+        assert!(ids.insert(parked.id));
+        let row = store.get(parked.id).await.unwrap().unwrap();
+        assert_eq!(row.payload, Payload::Json(serde_json::json!({"n": n})), "id {} belongs to park {n}", parked.id);
+    }
+    let statements: i64 =
+        sqlx::query_scalar("SELECT count(DISTINCT xmin::text) FROM dlq_events").fetch_one(&pool).await.unwrap();
+    assert!(statements < 200, "200 parks were written by {statements} transactions");
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn park_in_commits_and_rolls_back_with_the_callers_transaction(pool: PgPool) {
+    let store = store(&pool).await;
+    let mut tx = pool.begin().await.unwrap();
+    let id = store.park_in(&mut tx, letter("payment", 1)).await.unwrap().id;
+    tx.rollback().await.unwrap();
+    assert_eq!(store.get(id).await.unwrap(), None);
+    let mut tx = pool.begin().await.unwrap();
+    let parked = store
+        .park_many_in(&mut tx, vec![letter("payment", 2), letter("payment", 3).with_dedupe_key("k")])
+        .await
+        .unwrap();
+    assert_eq!(store.get(parked[0].id).await.unwrap(), None, "invisible before commit");
+    tx.commit().await.unwrap();
+    assert!(store.get(parked[0].id).await.unwrap().is_some());
+    let mut tx = pool.begin().await.unwrap();
+    let again = store.park_in(&mut tx, letter("payment", 4).with_dedupe_key("k")).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!((again.id, again.deduplicated), (parked[1].id, true));
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn a_park_wakes_a_waiting_retrier(pool: PgPool) {
+    let store = store(&pool).await;
+    store.wait_for_work(Duration::from_millis(300)).await; // starts the listener
+    let waiter = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let start = std::time::Instant::now();
+            store.wait_for_work(Duration::from_secs(20)).await;
+            start.elapsed()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    store.park(letter("payment", 1)).await.unwrap();
+    let waited = waiter.await.unwrap();
+    assert!(waited < Duration::from_secs(5), "woke after {waited:?}");
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn concurrent_claims_never_overlap(pool: PgPool) {
+    let store = store(&pool).await;
+    store.park_many((0..300).map(|n| letter("payment", n)).collect()).await.unwrap();
+    let claims: Vec<_> = (0..4)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                loop {
+                    let got = claim(&store, &["payment"], 25).await;
+                    if got.is_empty() {
+                        return mine;
+                    }
+                    mine.extend(got.into_iter().map(|c| c.letter.id));
+                }
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for c in claims {
+        all.extend(c.await.unwrap());
+    }
+    let unique: std::collections::HashSet<_> = all.iter().collect();
+    assert_eq!((all.len(), unique.len()), (300, 300));
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn attempt_zero_is_copied_once_when_a_retry_replaces_the_error(pool: PgPool) {
+    let store = store(&pool).await;
+    let id = store.park(letter("payment", 1)).await.unwrap().id;
+    for n in 1..=3 {
+        let claimed = claim(&store, &["payment"], 1).await;
+        let failure = FailureInfo::new(ErrorClass::TRANSIENT, "http", format!("failure {n}"), vec![], None);
+        let retry = Settlement::Retry { lease: claimed[0].lease, delay: Duration::ZERO, failure };
+        assert_eq!(store.settle(vec![retry]).await.unwrap().applied, 1);
+    }
+    let history = store.attempts(id).await.unwrap();
+    let summary: Vec<_> = history.iter().map(|a| (a.attempt, a.outcome.as_str(), a.error_reason.as_deref())).collect();
+    assert_eq!(
+        summary,
+        vec![
+            (0, "failed", Some("ledger down")),
+            (1, "retry", Some("failure 1")),
+            (2, "retry", Some("failure 2")),
+            (3, "retry", Some("failure 3")),
+        ]
+    );
+    assert_eq!(store.get(id).await.unwrap().unwrap().failure.reason, "failure 3");
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn a_success_stays_in_the_history_through_patch_and_discard(pool: PgPool) {
+    let store = store(&pool).await;
+    let id = store.park(letter("payment", 1)).await.unwrap().id;
+    let claimed = claim(&store, &["payment"], 1).await;
+    store.settle(vec![Settlement::Succeeded { lease: claimed[0].lease }]).await.unwrap();
+    let expected = vec![(0, "failed".to_owned(), None), (1, "succeeded".to_owned(), Some("test-retrier".to_owned()))];
+    let summary =
+        |h: Vec<dlq_core::AttemptRecord>| h.into_iter().map(|a| (a.attempt, a.outcome, a.owner)).collect::<Vec<_>>();
+    let before = store.attempts(id).await.unwrap();
+    assert_eq!(summary(before.clone()), expected);
+    store.patch_payload(id, Payload::Json(serde_json::json!({"n": 2})), "ops").await.unwrap();
+    store.patch_payload(id, Payload::Json(serde_json::json!({"n": 3})), "ops").await.unwrap();
+    let after_patch = store.attempts(id).await.unwrap();
+    assert_eq!(after_patch, before, "the success keeps its time and is recorded once");
+    assert_eq!(store.discard(ListFilter::default().ids([id]), "ops").await.unwrap(), vec![id]);
+    assert_eq!(summary(store.attempts(id).await.unwrap()), expected);
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn a_burst_of_parks_wakes_retriers_a_few_times_not_once_per_batch(pool: PgPool) {
+    let store = store(&pool).await;
+    let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await.unwrap();
+    listener.listen(store.channel()).await.unwrap();
+    let start = std::time::Instant::now();
+    for n in 0..60 {
+        store.park(letter("payment", n)).await.unwrap();
+    }
+    let burst = start.elapsed();
+    let mut received = 0;
+    while let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(300), listener.recv()).await {
+        received += 1;
+    }
+    let windows = burst.as_millis() / 20 + 2;
+    assert!(received >= 1, "the burst woke retriers");
+    assert!(received <= windows as usize * 2 && received < 60, "{received} notifications for 60 parks in {burst:?}");
+}

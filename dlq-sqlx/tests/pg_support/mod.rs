@@ -1,0 +1,53 @@
+//! Helpers shared by the PostgreSQL tests (`tests/pg_*.rs`). Every test gets a fresh
+//! database from `#[sqlx::test]`; run with `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres`.
+
+#![allow(dead_code, reason = "each test file uses a different subset")]
+#![allow(unreachable_pub, reason = "test helpers")]
+
+use std::time::Duration;
+
+use dlq_core::{ClaimRequest, Claimed, DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload};
+use dlq_sqlx::{PgConfig, PgStore};
+use sqlx::PgPool;
+
+/// A store on the test database with the default configuration (migrations run again: a no-op).
+pub async fn store(pool: &PgPool) -> PgStore {
+    PgStore::from_pool(pool.clone(), PgConfig::default()).await.expect("store")
+}
+
+/// A store with `config`.
+pub async fn store_with(pool: &PgPool, config: PgConfig) -> PgStore {
+    PgStore::from_pool(pool.clone(), config).await.expect("store")
+}
+
+pub fn failure(class: ErrorClass, reason: &str) -> FailureInfo {
+    FailureInfo::new(class, "io::Error", reason.to_owned(), vec![reason.to_owned(), "inner cause".to_owned()], None)
+}
+
+/// A pending letter of `event_type`, due at once.
+pub fn letter(event_type: &str, n: i64) -> NewDeadLetter {
+    NewDeadLetter::new(
+        event_type,
+        Payload::Json(serde_json::json!({ "n": n })),
+        failure(ErrorClass::TRANSIENT, "ledger down"),
+    )
+    .retry(Duration::ZERO, 5)
+}
+
+pub fn request(types: &[&str], limit: usize, lease: Duration) -> ClaimRequest {
+    ClaimRequest {
+        event_types: types.iter().map(|t| (*t).to_owned()).collect(),
+        limit,
+        lease,
+        owner: "test-retrier".to_owned(),
+    }
+}
+
+pub async fn claim(store: &PgStore, types: &[&str], limit: usize) -> Vec<Claimed> {
+    store.claim(request(types, limit, Duration::from_secs(60))).await.expect("claim")
+}
+
+/// The database's clock.
+pub async fn db_now(pool: &PgPool) -> chrono::DateTime<chrono::Utc> {
+    sqlx::query_scalar("SELECT now()").fetch_one(pool).await.expect("now()")
+}
