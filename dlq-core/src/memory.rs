@@ -145,7 +145,7 @@ impl Inner {
             handler: new.handler,
             payload: new.payload,
             status,
-            failure: new.failure,
+            failure: stored(new.failure),
             retry_count: 0,
             max_retries: new.max_retries,
             retry_after: later(at, new.retry_delay),
@@ -214,12 +214,12 @@ impl Inner {
                 l.status = Status::Pending;
                 l.retry_count += 1;
                 l.retry_after = later(at, *delay);
-                l.failure = failure.clone();
+                l.failure = stored(failure.clone());
             }
             Settlement::Dead { reason, failure, counts, .. } => {
                 l.status = Status::FailedPermanently;
                 l.dead_reason = Some(*reason);
-                l.failure = failure.clone();
+                l.failure = stored(failure.clone());
                 l.retry_count += u32::from(*counts);
             }
             Settlement::Release { .. } => {
@@ -430,6 +430,15 @@ impl DeadLetterStore for MemoryStore {
         inner.dedupe.retain(|_, id| live.contains(id));
         ready(Ok(purged))
     }
+}
+
+/// A failure as the SQL stores keep it: the class by name, without the retry-after hint
+/// (which was already applied to `retry_after`).
+fn stored(mut failure: crate::FailureInfo) -> crate::FailureInfo {
+    if failure.class.is_transient() {
+        failure.class = crate::ErrorClass::TRANSIENT;
+    }
+    failure
 }
 
 /// A payload as JSON for audit diffs: raw bytes as lossy text.

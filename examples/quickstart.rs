@@ -1,0 +1,146 @@
+//! The classic incident, replayed: a stream of payment events where one event carries the
+//! currency `"USD "` (a trailing space) and the ledger downstream is down for a while.
+//!
+//! Without a dead-letter queue the poison event blocks the partition or is dropped. Here it is
+//! parked dead with its reason while the rest flow on; the events that hit the outage are
+//! parked for retry and a retrier brings them home once the ledger is back; finally an
+//! operator repairs the poison event's payload and redrives it.
+//!
+//! Run it with the embedded SQLite store (a file `dlq-quickstart.db` in the current directory):
+//!
+//! ```sh
+//! cargo run --example quickstart
+//! ```
+//!
+//! or on PostgreSQL:
+//!
+//! ```sh
+//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo run --example quickstart
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use dlq_core::{
+    Classify, Context, DeadLetterStore, DlqId, HandlerError, ListFilter, Payload, Retrier, RetrierConfig, Schedule,
+    Shutdown, State, Status, dead_letter,
+};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Payment {
+    id: u64,
+    amount_cents: i64,
+    currency: String,
+}
+
+/// The downstream ledger; `down` simulates an outage.
+#[derive(Debug, Clone, Default)]
+struct Ledger {
+    down: Arc<AtomicBool>,
+}
+
+#[derive(Debug, thiserror::Error, Classify)]
+enum PaymentError {
+    #[error("currency {0:?} is not an ISO 4217 code")]
+    #[dlq(permanent)]
+    BadCurrency(String),
+    #[error("ledger unavailable (HTTP 503)")]
+    #[dlq(transient)]
+    LedgerDown,
+}
+
+#[dead_letter(event_type = "payment", max_retries = 240, backoff = "fixed", base = "500ms")]
+async fn handle_payment(p: Payment, State(ledger): State<Ledger>) -> Result<(), PaymentError> {
+    if p.currency.len() != 3 || !p.currency.chars().all(|c| c.is_ascii_uppercase()) {
+        return Err(PaymentError::BadCurrency(p.currency));
+    }
+    if ledger.down.load(Ordering::SeqCst) {
+        return Err(PaymentError::LedgerDown);
+    }
+    Ok(())
+}
+
+async fn open_store() -> Result<Arc<dyn DeadLetterStore>, Box<dyn std::error::Error>> {
+    Ok(match std::env::var("DATABASE_URL") {
+        Ok(url) => {
+            println!("store: PostgreSQL at {url}");
+            Arc::new(dlq_sqlx::PgStore::connect(&url).await?)
+        }
+        Err(_) => {
+            println!("store: SQLite file dlq-quickstart.db (set DATABASE_URL for PostgreSQL)");
+            Arc::new(dlq_sqlx::SqliteStore::connect("sqlite://dlq-quickstart.db?mode=rwc").await?)
+        }
+    })
+}
+
+async fn show(store: &dyn DeadLetterStore, ids: &[DlqId]) -> Result<(), dlq_core::Error> {
+    let rows = store.list(ListFilter::default().ids(ids.iter().copied())).await?;
+    println!("  {:>5}  {:<20} {:>7}  {:<18} last error", "id", "status", "retries", "dead reason");
+    for row in rows.iter().rev() {
+        let dead = row.dead_reason.map(|r| r.as_str()).unwrap_or("-");
+        println!("  {:>5}  {:<20} {:>7}  {:<18} {}", row.id, row.status, row.retry_count, dead, row.failure.reason);
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let store = open_store().await?;
+    dlq_core::install_store(Arc::clone(&store))?;
+    dlq_core::registry()?; // fail fast on a duplicate event type
+
+    let ledger = Ledger::default();
+    let mut parked = Vec::new();
+    println!("\n1. consuming 10 payments; event 4 is poison, the ledger is down for events 6-7");
+    for id in 1..=10 {
+        let currency = if id == 4 { "USD " } else { "USD" };
+        ledger.down.store((6..=7).contains(&id), Ordering::SeqCst);
+        let payment = Payment { id, amount_cents: 1_000 + id as i64, currency: currency.into() };
+        match handle_payment(payment, State(ledger.clone())).await {
+            Ok(()) => println!("  event {id:>2}: ok, ack"),
+            Err(HandlerError::Parked { id: dlq_id, class, error }) => {
+                println!("  event {id:>2}: parked as dead letter {dlq_id} ({class}: {error}), ack");
+                parked.push(dlq_id);
+            }
+            Err(other) => return Err(format!("event {id}: {other}; not acked").into()),
+        }
+    }
+    println!("\n2. the dead letters, as parked");
+    show(&*store, &parked).await?;
+
+    println!("\n3. a retrier runs (backoff: fixed 500 ms); the ledger comes back after a second");
+    ledger.down.store(true, Ordering::SeqCst);
+    let shutdown = Shutdown::new();
+    let config = RetrierConfig {
+        schedule: Schedule::Continuous { poll_interval: Duration::from_millis(100) },
+        ..RetrierConfig::default()
+    };
+    let context = Context::new().with(ledger.clone());
+    let retrier = Retrier::new(Arc::clone(&store))?.config(config).context(context).shutdown(shutdown.clone());
+    let running = tokio::spawn({
+        let retrier = retrier.clone();
+        async move { retrier.run().await }
+    });
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    ledger.down.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    show(&*store, &parked).await?;
+
+    println!("\n4. an operator repairs the poison payment's currency and redrives it");
+    let dead = store.list(ListFilter::default().ids(parked.iter().copied()).status(Status::FailedPermanently)).await?;
+    for row in dead {
+        if let Payload::Json(mut value) = row.payload {
+            value["currency"] = serde_json::json!("USD");
+            store.patch_payload(row.id, Payload::Json(value), "quickstart-operator").await?;
+        }
+        store.redrive(ListFilter::default().ids([row.id]), "quickstart-operator").await?;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    shutdown.trigger();
+    let stats = running.await?;
+    show(&*store, &parked).await?;
+    println!("\nretrier: {} succeeded, {} retried, {} dead", stats.succeeded, stats.retried, stats.dead);
+    Ok(())
+}

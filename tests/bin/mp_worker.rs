@@ -1,0 +1,84 @@
+//! One retrier process of the multi-process test (`tests/tests/multiprocess_pg.rs`).
+//!
+//! `dlq-mp-worker <database-url> <lease-ms>` runs `dlq_sqlx::PgRetrier` with one handler,
+//! `mp-job`, which records every execution in the side table `mp_runs` before doing its work,
+//! until SIGTERM; then it prints its stats as one JSON line and exits.
+
+use std::time::Duration;
+
+use dlq_core::{Attempt, Classify, Context, Shutdown, State, dead_letter};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Job {
+    n: u64,
+    fail_first: bool,
+    poison: bool,
+}
+
+#[derive(Debug, thiserror::Error, Classify)]
+enum JobError {
+    #[error("downstream flaked on job {0}")]
+    #[dlq(transient)]
+    Flaky(u64),
+    #[error("job {0} is poison")]
+    #[dlq(permanent)]
+    Poison(u64),
+    #[error("side table write failed: {0}")]
+    #[dlq(transient)]
+    Record(#[from] sqlx::Error),
+}
+
+#[dead_letter(event_type = "mp-job", max_retries = 5, backoff = "none")]
+async fn run_job(job: Job, State(pool): State<PgPool>, attempt: Attempt) -> Result<(), JobError> {
+    sqlx::query("INSERT INTO mp_runs (dlq_id, pid, retry_count) VALUES ($1, $2, $3)")
+        .bind(attempt.id)
+        .bind(i64::from(std::process::id()))
+        .bind(i64::from(attempt.retry_count))
+        .execute(&pool)
+        .await?;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    if job.poison {
+        return Err(JobError::Poison(job.n));
+    }
+    if job.fail_first && attempt.retry_count == 0 {
+        return Err(JobError::Flaky(job.n));
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let url = args.next().ok_or("usage: dlq-mp-worker <database-url> <lease-ms>")?;
+    let lease_ms: u64 = args.next().ok_or("missing <lease-ms>")?.parse()?;
+    let pool = PgPool::connect(&url).await?;
+
+    let mut config = dlq_sqlx::RetryConfig::default();
+    config.lease = Duration::from_millis(lease_ms);
+    config.batch_size = 50;
+    config.concurrency = 8;
+    config.workers = 2;
+    config.poll_interval = Duration::from_millis(200);
+    config.shutdown_grace = Duration::from_secs(5);
+    config.owner = format!("mp-worker-{}", std::process::id());
+
+    let shutdown = Shutdown::new();
+    let retrier =
+        dlq_sqlx::PgRetrier::new(pool.clone(), config).context(Context::new().with(pool)).shutdown(shutdown.clone());
+    let running = tokio::spawn({
+        let retrier = retrier.clone();
+        async move { retrier.run().await }
+    });
+    println!("ready");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    term.recv().await;
+    shutdown.trigger();
+    let stats = running.await??;
+    println!(
+        "{{\"claimed\":{},\"succeeded\":{},\"retried\":{},\"dead\":{},\"fenced\":{},\"released\":{}}}",
+        stats.claimed, stats.succeeded, stats.retried, stats.dead, stats.fenced, stats.released
+    );
+    Ok(())
+}

@@ -1,0 +1,188 @@
+//! Four OS processes run `dlq_sqlx::PgRetrier` against one PostgreSQL database holding
+//! 10,000 due rows. One is killed with SIGKILL mid-batch; another is stopped with SIGSTOP past
+//! its lease and then continued. At the end every row is `SUCCEEDED` or dead as its handler
+//! dictated, none is stuck or lost, every event ran at least once, no row got two final
+//! outcomes, and the stopped process wrote no outcome for the claims it held when its lease
+//! ran out.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload};
+use dlq_sqlx::{PgConfig, PgStore};
+use serde_json::json;
+use sqlx::PgPool;
+
+const ROWS: i64 = 10_000;
+const LEASE_MS: u64 = 1_500;
+
+struct Worker {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Drop for Worker {
+    /// A failing assertion must not leave retrier processes behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Worker {
+    fn start(url: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dlq-mp-worker"))
+            .args([url, &LEASE_MS.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("worker starts");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("worker says ready");
+        assert_eq!(line.trim(), "ready");
+        Self { child, stdout }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn owner(&self) -> String {
+        format!("mp-worker-{}", self.pid())
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill").args(["-s", sig, &self.pid().to_string()]).status().expect("kill runs");
+        assert!(status.success(), "kill -s {sig}");
+    }
+
+    /// SIGTERM, then the stats line the worker prints on its way out.
+    fn stop(mut self) -> serde_json::Value {
+        self.signal("TERM");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("stats line");
+        assert!(self.child.wait().expect("worker exits").success());
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stats {line:?}: {e}"))
+    }
+}
+
+async fn count(pool: &PgPool, sql: &'static str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+async fn held_by(pool: &PgPool, owner: &str) -> Vec<(i64, i32)> {
+    sqlx::query_as("SELECT id, retry_count FROM dlq_events WHERE status = 'PROCESSING' AND lease_owner = $1")
+        .bind(owner)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+async fn wait_until(pool: &PgPool, sql: &'static str, min: i64, limit: Duration) {
+    let start = Instant::now();
+    while count(pool, sql).await < min {
+        assert!(start.elapsed() < limit, "timed out waiting for {sql} >= {min}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn seed(pool: &PgPool) -> PgStore {
+    let store = PgStore::from_pool(pool.clone(), PgConfig::default()).await.expect("store and migrations");
+    sqlx::query("CREATE TABLE mp_runs (dlq_id BIGINT NOT NULL, pid BIGINT NOT NULL, retry_count BIGINT NOT NULL)")
+        .execute(pool)
+        .await
+        .unwrap();
+    for chunk in (0..ROWS).collect::<Vec<_>>().chunks(1_000) {
+        let letters = chunk
+            .iter()
+            .map(|n| {
+                let payload = json!({ "n": n, "fail_first": n % 5 == 0, "poison": n % 97 == 0 });
+                let failure = FailureInfo::new(ErrorClass::TRANSIENT, "Seed", "first failure".into(), vec![], None);
+                NewDeadLetter::new("mp-job", Payload::Json(payload), failure).retry(Duration::ZERO, 5)
+            })
+            .collect();
+        store.park_many(letters).await.expect("seed park");
+    }
+    store
+}
+
+fn url_of(db: &str) -> String {
+    let base = std::env::var("DATABASE_URL").expect("DATABASE_URL is set by scripts/test.sh");
+    let (prefix, _) = base.rsplit_once('/').expect("DATABASE_URL has a database name");
+    format!("{prefix}/{db}")
+}
+
+#[sqlx::test(migrations = false)]
+async fn four_processes_lose_nothing_under_sigkill_and_sigstop(pool: PgPool) {
+    let store = seed(&pool).await;
+    let db: String = sqlx::query_scalar("SELECT current_database()").fetch_one(&pool).await.unwrap();
+    let url = url_of(&db);
+    let mut workers: Vec<Worker> = (0..4).map(|_| Worker::start(&url)).collect();
+
+    // SIGKILL one worker while it holds a batch.
+    wait_until(&pool, "SELECT count(*) FROM dlq_events WHERE status = 'SUCCEEDED'", 1_000, Duration::from_secs(60))
+        .await;
+    let mut killed = workers.remove(0);
+    let killed_owner = killed.owner();
+    killed.child.kill().expect("SIGKILL");
+    killed.child.wait().expect("reaped");
+    let orphaned = held_by(&pool, &killed_owner).await;
+
+    // SIGSTOP another while it holds rows, past its lease; then SIGCONT.
+    let stopped = &workers[0];
+    let stopped_owner = stopped.owner();
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        stopped.signal("STOP");
+        held = held_by(&pool, &stopped_owner).await;
+        if !held.is_empty() {
+            break;
+        }
+        stopped.signal("CONT");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!held.is_empty(), "the stopped worker held no rows");
+    tokio::time::sleep(Duration::from_millis(LEASE_MS * 2)).await;
+    stopped.signal("CONT");
+
+    wait_until(
+        &pool,
+        "SELECT CASE WHEN count(*) = 0 THEN 1::bigint ELSE 0::bigint END FROM dlq_events WHERE status IN ('PENDING', 'PROCESSING')",
+        1,
+        Duration::from_secs(180),
+    )
+    .await;
+    let stats: Vec<serde_json::Value> = workers.into_iter().map(Worker::stop).collect();
+
+    let poison = (0..ROWS).filter(|n| n % 97 == 0).count() as i64;
+    assert_eq!(count(&pool, "SELECT count(*) FROM dlq_events").await, ROWS, "no row lost");
+    assert_eq!(count(&pool, "SELECT count(*) FROM dlq_events WHERE status = 'SUCCEEDED'").await, ROWS - poison);
+    let dead = "SELECT count(*) FROM dlq_events WHERE status = 'FAILED_PERMANENTLY' AND dead_reason = 'permanent'";
+    assert_eq!(count(&pool, dead).await, poison, "poison rows dead as their handler said");
+    let flaky = "SELECT count(*) FROM dlq_events WHERE (payload->>'fail_first')::bool AND NOT (payload->>'poison')::bool AND retry_count < 1";
+    assert_eq!(count(&pool, flaky).await, 0, "fail-first rows failed once, then succeeded");
+    assert_eq!(count(&pool, "SELECT count(DISTINCT dlq_id) FROM mp_runs").await, ROWS, "every event ran at least once");
+    // One final outcome per row, and none written by the stopped worker for the claims it held
+    // when its lease ran out (the attempt history names who ran each attempt).
+    let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM dlq_events").fetch_all(&pool).await.unwrap();
+    for id in ids {
+        let attempts = store.attempts(id).await.unwrap();
+        let finals = attempts.iter().filter(|a| a.outcome == "succeeded" || a.outcome == "dead").count();
+        assert_eq!(finals, 1, "row {id} has {finals} final outcomes: {attempts:?}");
+    }
+    for (id, retry_count) in &held {
+        let attempts = store.attempts(*id).await.unwrap();
+        let attempt = u32::try_from(retry_count + 1).unwrap();
+        let late = attempts.iter().find(|a| a.attempt == attempt && a.owner.as_deref() == Some(stopped_owner.as_str()));
+        assert!(late.is_none(), "row {id}: an outcome was written under an expired lease: {late:?}");
+    }
+    assert!(stats[0]["fenced"].as_u64().unwrap() >= 1, "the stopped worker's late outcomes were fenced: {stats:?}");
+    // The killed worker's rows were reclaimed by others after its lease expired.
+    for (id, _) in &orphaned {
+        let status: String =
+            sqlx::query_scalar("SELECT status FROM dlq_events WHERE id = $1").bind(id).fetch_one(&pool).await.unwrap();
+        assert!(status == "SUCCEEDED" || status == "FAILED_PERMANENTLY", "row {id} is {status}");
+    }
+}
