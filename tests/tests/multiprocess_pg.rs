@@ -13,6 +13,7 @@ use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload}
 use dlq_sqlx::{PgConfig, PgStore};
 use serde_json::json;
 use sqlx::PgPool;
+use sqlx::types::chrono::{DateTime, Utc};
 
 const ROWS: i64 = 10_000;
 const LEASE_MS: u64 = 1_500;
@@ -72,12 +73,17 @@ async fn count(pool: &PgPool, sql: &'static str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
-async fn held_by(pool: &PgPool, owner: &str) -> Vec<(i64, i32)> {
-    sqlx::query_as("SELECT id, retry_count FROM dlq_events WHERE status = 'PROCESSING' AND lease_owner = $1")
-        .bind(owner)
-        .fetch_all(pool)
-        .await
-        .unwrap()
+/// A claim a worker holds: the row, when it was claimed, until when.
+type Held = (i64, DateTime<Utc>, DateTime<Utc>);
+
+async fn held_by(pool: &PgPool, owner: &str) -> Vec<Held> {
+    sqlx::query_as(
+        "SELECT id, last_attempt_at, lease_until FROM dlq_events WHERE status = 'PROCESSING' AND lease_owner = $1",
+    )
+    .bind(owner)
+    .fetch_all(pool)
+    .await
+    .unwrap()
 }
 
 async fn wait_until(pool: &PgPool, sql: &'static str, min: i64, limit: Duration) {
@@ -172,15 +178,20 @@ async fn four_processes_lose_nothing_under_sigkill_and_sigstop(pool: PgPool) {
         let finals = attempts.iter().filter(|a| a.outcome == "succeeded" || a.outcome == "dead").count();
         assert_eq!(finals, 1, "row {id} has {finals} final outcomes: {attempts:?}");
     }
-    for (id, retry_count) in &held {
-        let attempts = store.attempts(*id).await.unwrap();
-        let attempt = u32::try_from(retry_count + 1).unwrap();
-        let late = attempts.iter().find(|a| a.attempt == attempt && a.owner.as_deref() == Some(stopped_owner.as_str()));
-        assert!(late.is_none(), "row {id}: an outcome was written under an expired lease: {late:?}");
+    for (id, claimed_at, lease_until) in &held {
+        // The final write came from a later claim, or from this one while its lease held.
+        let (last_claim, written): (DateTime<Utc>, DateTime<Utc>) =
+            sqlx::query_as("SELECT last_attempt_at, updated_at FROM dlq_events WHERE id = $1")
+                .bind(id)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        let stale = last_claim == *claimed_at && written > *lease_until;
+        assert!(!stale, "row {id}: outcome written at {written} under a lease that expired at {lease_until}");
     }
     assert!(stats[0]["fenced"].as_u64().unwrap() >= 1, "the stopped worker's late outcomes were fenced: {stats:?}");
     // The killed worker's rows were reclaimed by others after its lease expired.
-    for (id, _) in &orphaned {
+    for (id, _, _) in &orphaned {
         let status: String =
             sqlx::query_scalar("SELECT status FROM dlq_events WHERE id = $1").bind(id).fetch_one(&pool).await.unwrap();
         assert!(status == "SUCCEEDED" || status == "FAILED_PERMANENTLY", "row {id} is {status}");
