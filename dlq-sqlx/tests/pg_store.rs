@@ -412,3 +412,41 @@ async fn a_burst_of_parks_wakes_retriers_a_few_times_not_once_per_batch(pool: Pg
     assert!(received >= 1, "the burst woke retriers");
     assert!(received <= windows as usize * 2 && received < 60, "{received} notifications for 60 parks in {burst:?}");
 }
+
+#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+async fn the_dlq_history_view_shows_what_attempts_returns(pool: PgPool) {
+    let store = store(&pool).await;
+    let retried = store.park(letter("payment", 1)).await.unwrap().id;
+    let fresh = store.park(letter("payment", 2)).await.unwrap().id;
+    let claimed = claim(&store, &["payment"], 1).await;
+    let failure = FailureInfo::new(ErrorClass::TRANSIENT, "http", "503".into(), vec![], None);
+    store.settle(vec![Settlement::Retry { lease: claimed[0].lease, delay: Duration::ZERO, failure }]).await.unwrap();
+    let claimed = claim(&store, &["payment"], 2).await;
+    let lease = claimed.iter().find(|c| c.lease.id == retried).unwrap().lease;
+    store.settle(vec![Settlement::Succeeded { lease }]).await.unwrap();
+
+    for id in [retried, fresh] {
+        let from_store: Vec<(i32, String, Option<String>, Option<String>)> = store
+            .attempts(id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|a| (i32::try_from(a.attempt).unwrap(), a.outcome, a.error_reason, a.owner))
+            .collect();
+        let from_sql: Vec<(i32, String, Option<String>, Option<String>)> = sqlx::query_as(
+            "SELECT attempt, outcome, error_reason, owner FROM dlq_history WHERE dlq_id = $1 ORDER BY attempt",
+        )
+        .bind(id)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        assert_eq!(from_sql, from_store, "row {id}");
+    }
+    let outcomes: Vec<String> =
+        sqlx::query_scalar("SELECT outcome FROM dlq_history WHERE dlq_id = $1 ORDER BY attempt")
+            .bind(retried)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(outcomes, ["failed", "retry", "succeeded"]);
+}
