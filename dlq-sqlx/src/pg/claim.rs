@@ -17,9 +17,8 @@ pub(crate) async fn claim(store: &PgStore, request: ClaimRequest) -> StoreResult
         return Ok(Vec::new());
     }
     let inner = &store.inner;
-    let rows = sqlx::query(inner.sql.claim.sql())
+    let rows = sqlx::query(inner.sql.claim_with_limit(request.limit))
         .bind(&request.event_types)
-        .bind(i64::try_from(request.limit).unwrap_or(i64::MAX))
         .bind(micros(request.lease))
         .bind(&request.owner)
         .fetch_all(&inner.pool)

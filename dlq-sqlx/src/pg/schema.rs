@@ -1,8 +1,9 @@
 //! The configured schema: validation, and the statements rendered for it once.
 //!
 //! Statements live in `sql/*.sql` with a `{schema}` placeholder. The only text ever put into
-//! SQL is the schema name, validated by [`validate_schema`] and double-quoted; every value is
-//! a bound parameter.
+//! SQL is the schema name, validated by [`validate_schema`] and double-quoted, and the claim's
+//! batch size, an integer rendered by Rust (so that PostgreSQL caches one plan per batch size
+//! instead of planning every claim); every other value is a bound parameter.
 
 use std::sync::Arc;
 
@@ -47,6 +48,26 @@ pub fn validate_schema(name: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// How many batch sizes keep a rendered claim statement.
+const CLAIM_SIZES_KEPT: usize = 16;
+
+impl Sql {
+    /// The claim statement with `limit` as its batch size (at most `i64::MAX`).
+    pub(crate) fn claim_with_limit(&self, limit: usize) -> AssertSqlSafe<Arc<str>> {
+        let limit = limit.min(usize::try_from(i64::MAX).unwrap_or(usize::MAX));
+        let render = || Stmt(self.claim.0.replace("{limit}", &limit.to_string()).into());
+        let mut claims = self.claims.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(stmt) = claims.get(&limit) {
+            return stmt.sql();
+        }
+        let stmt = render();
+        if claims.len() < CLAIM_SIZES_KEPT {
+            claims.insert(limit, stmt.clone());
+        }
+        stmt.sql()
+    }
+}
+
 /// A rendered statement: cheap to clone into `sqlx::query`.
 #[derive(Debug, Clone)]
 pub(crate) struct Stmt(Arc<str>);
@@ -67,6 +88,8 @@ macro_rules! statements {
             pub(crate) channel: String,
             /// The quoted schema, for DDL run by the migrator.
             pub(crate) quoted_schema: String,
+            /// The claim statement rendered per batch size.
+            claims: std::sync::Mutex<std::collections::HashMap<usize, Stmt>>,
             $($(#[$m])* pub(crate) $name: Stmt,)*
         }
 
@@ -78,6 +101,7 @@ macro_rules! statements {
                     channel: channel_name(schema),
                     $($name: Stmt(include_str!(concat!("sql/", $file)).replace("{schema}", &quoted).into()),)*
                     quoted_schema: quoted,
+                    claims: std::sync::Mutex::default(),
                 }
             }
         }
@@ -146,6 +170,9 @@ mod tests {
         let sql = Sql::new("tenant_a");
         assert!(sql.claim.0.contains("\"tenant_a\".dlq_events"));
         assert!(!sql.claim.0.contains("{schema}"));
+        let claim = sql.claim_with_limit(50);
+        assert!(claim.0.contains("LIMIT 50") && !claim.0.contains("{limit}"));
+        assert!(sql.claim_with_limit(usize::MAX).0.contains(&format!("LIMIT {}", i64::MAX)));
         assert_eq!(sql.channel, "dlq_events.tenant_a");
         assert_eq!(Sql::new("public").channel, "dlq_events");
     }

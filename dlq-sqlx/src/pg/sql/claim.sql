@@ -3,7 +3,8 @@
 -- first. Each branch walks its own partial index in order: the event-type test is written as
 -- a CASE so that the planner never prefers the (event_type, status) index, which would read
 -- every row in flight. SKIP LOCKED lets retriers claim side by side. The new token fences
--- every outcome write of this claim.
+-- every outcome write of this claim. The batch size is an integer literal ({limit}), not a
+-- parameter: with `LIMIT $n` PostgreSQL plans every claim anew instead of caching one plan.
 -- The claim commits asynchronously: a claim lost in a server crash only means the row is
 -- claimed again (at-least-once), and the outcome's durable commit flushes the claim with it.
 WITH async_commit AS MATERIALIZED (
@@ -14,7 +15,7 @@ pending AS (
     WHERE status = 'PENDING' AND retry_after <= now()
       AND CASE WHEN event_type = ANY($1::text[]) THEN true ELSE false END
     ORDER BY retry_after, id
-    LIMIT $2
+    LIMIT {limit}
     FOR UPDATE SKIP LOCKED
 ),
 expired AS (
@@ -22,18 +23,18 @@ expired AS (
     WHERE status = 'PROCESSING' AND lease_until <= now()
       AND CASE WHEN event_type = ANY($1::text[]) THEN true ELSE false END
     ORDER BY retry_after, id
-    LIMIT $2
+    LIMIT {limit}
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id FROM (SELECT * FROM pending UNION ALL SELECT * FROM expired) AS d
     ORDER BY retry_after, id
-    LIMIT $2
+    LIMIT {limit}
 )
 UPDATE {schema}.dlq_events AS e SET
     status = 'PROCESSING',
-    lease_owner = $4,
-    lease_until = now() + $3 * INTERVAL '1 microsecond',
+    lease_owner = $3,
+    lease_until = now() + $2 * INTERVAL '1 microsecond',
     lease_token = gen_random_uuid(),
     last_attempt_at = now(),
     updated_at = now()
