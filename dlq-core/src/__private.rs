@@ -21,7 +21,7 @@ pub use ::std::boxed::Box;
 pub use ::std::option::Option;
 pub use ::std::pin::Pin;
 pub use ::std::result::Result;
-pub use ::std::{concat, file, line, module_path, stringify};
+pub use ::std::{concat, file, line, module_path};
 
 pub use crate::backoff::{Backoff, BackoffKind, RetryPolicy};
 pub use crate::classify::{Classify, ErrorClass, FailureInfo};

@@ -31,19 +31,19 @@ pub struct Registry {
 impl Registry {
     /// Builds a registry from registrations; a duplicate event type is an error.
     pub fn from_registrations(registrations: impl IntoIterator<Item = &'static Registration>) -> Result<Self, Error> {
+        Self::check(registrations).map_err(|(a, b)| duplicate(a, b))
+    }
+
+    /// The registry, or the first two registrations that share an event type, in source order.
+    fn check(
+        registrations: impl IntoIterator<Item = &'static Registration>,
+    ) -> Result<Self, (&'static Registration, &'static Registration)> {
         let mut by_type: BTreeMap<&'static str, &'static Registration> = BTreeMap::new();
         for reg in registrations {
             if let Some(first) = by_type.get(reg.event_type) {
                 // Report in a stable order whatever order inventory yields.
-                let (a, b) =
-                    if (first.file, first.line) <= (reg.file, reg.line) { (*first, reg) } else { (reg, *first) };
-                return Err(Error::DuplicateEventType {
-                    event_type: reg.event_type.to_owned(),
-                    first: a.handler.to_owned(),
-                    first_site: a.site(),
-                    second: b.handler.to_owned(),
-                    second_site: b.site(),
-                });
+                let first = *first;
+                return Err(if (first.file, first.line) <= (reg.file, reg.line) { (first, reg) } else { (reg, first) });
             }
             by_type.insert(reg.event_type, reg);
         }
@@ -88,20 +88,21 @@ impl Registry {
 /// # Errors
 /// [`Error::DuplicateEventType`] naming both handlers and their `file:line`.
 pub fn registry() -> Result<&'static Registry, Error> {
-    static REGISTRY: OnceLock<Result<Registry, Error>> = OnceLock::new();
-    let checked = REGISTRY.get_or_init(|| Registry::from_registrations(inventory::iter::<Registration>()));
-    match checked {
+    type Checked = Result<Registry, (&'static Registration, &'static Registration)>;
+    static REGISTRY: OnceLock<Checked> = OnceLock::new();
+    match REGISTRY.get_or_init(|| Registry::check(inventory::iter::<Registration>())) {
         Ok(registry) => Ok(registry),
-        Err(Error::DuplicateEventType { event_type, first, first_site, second, second_site }) => {
-            Err(Error::DuplicateEventType {
-                event_type: event_type.clone(),
-                first: first.clone(),
-                first_site: first_site.clone(),
-                second: second.clone(),
-                second_site: second_site.clone(),
-            })
-        }
-        Err(other) => Err(Error::Parse { what: "registry", value: other.to_string(), expected: &[] }),
+        Err((a, b)) => Err(duplicate(a, b)),
+    }
+}
+
+fn duplicate(first: &Registration, second: &Registration) -> Error {
+    Error::DuplicateEventType {
+        event_type: first.event_type.to_owned(),
+        first: first.handler.to_owned(),
+        first_site: first.site(),
+        second: second.handler.to_owned(),
+        second_site: second.site(),
     }
 }
 
