@@ -25,9 +25,9 @@ pub use ::std::{concat, file, line, module_path};
 
 pub use crate::backoff::{Backoff, BackoffKind, RetryPolicy};
 pub use crate::classify::{Classify, ErrorClass, FailureInfo};
-pub use crate::handler::{FromInvocation, Handler, HandlerOutcome, Invocation, Registration};
+pub use crate::handler::{Context, FromInvocation, Handler, HandlerOutcome, Invocation, Registration, needs_no_state};
 pub use crate::live::HandlerError;
-pub use crate::record::{DEFAULT_MAX_PAYLOAD_BYTES, Payload};
+pub use crate::record::Payload;
 pub use crate::store::BoxFuture;
 
 use crate::Error;
@@ -158,7 +158,7 @@ impl<T> Retained<T> {
 }
 
 fn to_payload<T: serde::Serialize>(event: &T) -> Result<Payload, Error> {
-    Payload::from_event(event, DEFAULT_MAX_PAYLOAD_BYTES).map_err(Error::Serialize)
+    Payload::from_event(event).map_err(Error::Serialize)
 }
 
 pub trait ViaClone<T> {
@@ -236,15 +236,22 @@ impl<T> Extractor<T> {
 
 pub trait ViaFromInvocation<T> {
     fn __dlq_extract(&self, invocation: &Invocation) -> Result<T, FailureInfo>;
+    fn __dlq_missing(&self, context: &Context) -> Option<&'static str>;
 }
 impl<T: FromInvocation> ViaFromInvocation<T> for &Extractor<T> {
     fn __dlq_extract(&self, invocation: &Invocation) -> Result<T, FailureInfo> {
         T::from_invocation(invocation)
     }
+    fn __dlq_missing(&self, context: &Context) -> Option<&'static str> {
+        T::missing_from(context)
+    }
 }
 
 pub trait ViaUnsupported<T> {
     fn __dlq_extract(&self, invocation: &Invocation) -> Result<T, FailureInfo>;
+    fn __dlq_missing(&self, _: &Context) -> Option<&'static str> {
+        None
+    }
 }
 impl<T> ViaUnsupported<T> for Extractor<T> {
     fn __dlq_extract(&self, _: &Invocation) -> Result<T, FailureInfo> {

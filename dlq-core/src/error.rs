@@ -38,6 +38,19 @@ pub enum Error {
         /// The registered event types, sorted.
         registered: Vec<String>,
     },
+    /// A handler takes `State<T>` and the retrier's context has no `T`: every retry would
+    /// fail, so the retrier refuses to start.
+    #[error(
+        "handler `{handler}` (event type `{event_type}`) takes `State<{type_name}>`, but the retrier's context has no `{type_name}`: add it with `Context::new().with(value)` and pass the context to the retrier"
+    )]
+    MissingState {
+        /// The handler's path.
+        handler: String,
+        /// Its event type.
+        event_type: String,
+        /// The missing type.
+        type_name: String,
+    },
     /// No store is installed for the live path.
     #[error(
         "no dead-letter store is installed: call `dlq_core::install_store` at start-up or wrap the call in `dlq_core::with_store`"
@@ -75,12 +88,30 @@ pub enum Error {
         /// The limit.
         max: u64,
     },
+    /// A payload given to a store call is over the store's size limit (a patch is refused
+    /// rather than cut).
+    #[error("payload of {len} bytes is over the store's limit of {max} bytes")]
+    PayloadTooLarge {
+        /// The payload's size.
+        len: usize,
+        /// The store's limit.
+        max: usize,
+    },
     /// An event could not be serialized for parking.
     #[error("event could not be serialized: {0}")]
     Serialize(#[source] serde_json::Error),
 }
 
 impl Error {
+    /// [`Error::PayloadTooLarge`] unless `payload` fits in `max` bytes.
+    ///
+    /// # Errors
+    /// [`Error::PayloadTooLarge`].
+    pub fn check_payload(payload: &crate::Payload, max: usize) -> Result<(), Self> {
+        let len = payload.len();
+        if len > max || payload.is_truncated() { Err(Self::PayloadTooLarge { len, max }) } else { Ok(()) }
+    }
+
     /// Wraps any store error.
     pub fn store(err: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::Store(Box::new(err))

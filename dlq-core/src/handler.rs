@@ -122,9 +122,21 @@ pub trait FromInvocation: Sized {
     /// Extracts the argument, or says why it cannot.
     #[allow(clippy::result_large_err, reason = "the error is the failure record itself, built once on a cold path")]
     fn from_invocation(invocation: &Invocation) -> Result<Self, FailureInfo>;
+
+    /// The type this argument needs in `context` and does not find there, if any: checked
+    /// once when a retrier starts, so a missing value is a configuration error, not a
+    /// failure charged to every row.
+    fn missing_from(context: &Context) -> Option<&'static str> {
+        let _ = context;
+        None
+    }
 }
 
 impl<T: Clone + Send + Sync + 'static> FromInvocation for State<T> {
+    fn missing_from(context: &Context) -> Option<&'static str> {
+        context.get::<T>().is_none().then(std::any::type_name::<T>)
+    }
+
     fn from_invocation(invocation: &Invocation) -> Result<Self, FailureInfo> {
         invocation.context.get::<T>().cloned().map(State).ok_or_else(|| {
             let name = std::any::type_name::<T>();
@@ -181,6 +193,13 @@ pub struct Registration {
     pub policy: crate::RetryPolicy,
     /// Runs the handler on a stored payload.
     pub dispatch: DispatchFn,
+    /// The first `State<T>` argument whose `T` is missing from a context, if any.
+    pub missing_state: fn(&Context) -> Option<&'static str>,
+}
+
+/// A [`Registration::missing_state`] for handlers without `State<T>` arguments.
+pub fn needs_no_state(_: &Context) -> Option<&'static str> {
+    None
 }
 
 impl Registration {

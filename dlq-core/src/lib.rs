@@ -73,7 +73,7 @@ pub use error::Error;
 pub use handler::{
     Attempt, Context, DispatchFn, FromInvocation, Handler, HandlerOutcome, Invocation, Registration, State,
 };
-pub use live::{Dispatched, Dispatcher, HandlerError, current_store, install_store, with_store};
+pub use live::{Dispatched, Dispatcher, HandlerError, Scope, current_store, install_store, with_store};
 pub use memory::MemoryStore;
 pub use record::{
     AttemptRecord, AuditEntry, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter, DeadReason, DlqId,

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use crate::Error;
 use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration};
-use crate::record::{DEFAULT_MAX_PAYLOAD_BYTES, DeadReason, DlqId, NewDeadLetter, Payload, SourceMeta};
+use crate::record::{DeadReason, DlqId, NewDeadLetter, Payload, SourceMeta};
 use crate::registry::Registry;
 use crate::store::DeadLetterStore;
 
@@ -53,6 +53,20 @@ pub enum HandlerError<E> {
         /// The handler's error.
         error: E,
     },
+    /// The event is over the store's payload limit
+    /// ([`DEFAULT_MAX_PAYLOAD_BYTES`](crate::DEFAULT_MAX_PAYLOAD_BYTES) unless the store says
+    /// otherwise): a dead row (`too_large`) records the failure with the payload's first
+    /// bytes, length and SHA-256, so it is visible, but **the event itself is not saved**.
+    /// Acknowledging it upstream loses it: keep it elsewhere first (a broker's dead-letter
+    /// topic, object storage), or raise the store's limit.
+    TooLarge {
+        /// The dead-letter row that records the failure.
+        id: DlqId,
+        /// How the error was classified.
+        class: ErrorClass,
+        /// The handler's error.
+        error: E,
+    },
     /// Parking failed: do not acknowledge the event upstream.
     ParkFailed {
         /// The handler's error.
@@ -79,14 +93,20 @@ impl<E> HandlerError<E> {
     /// The handler's error.
     pub const fn error(&self) -> &E {
         match self {
-            Self::Parked { error, .. } | Self::Fatal { error } | Self::ParkFailed { error, .. } => error,
+            Self::Parked { error, .. }
+            | Self::TooLarge { error, .. }
+            | Self::Fatal { error }
+            | Self::ParkFailed { error, .. } => error,
         }
     }
 
     /// The handler's error, by value.
     pub fn into_error(self) -> E {
         match self {
-            Self::Parked { error, .. } | Self::Fatal { error } | Self::ParkFailed { error, .. } => error,
+            Self::Parked { error, .. }
+            | Self::TooLarge { error, .. }
+            | Self::Fatal { error }
+            | Self::ParkFailed { error, .. } => error,
         }
     }
 }
@@ -95,6 +115,9 @@ impl<E: fmt::Display> fmt::Display for HandlerError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Parked { id, class, error } => write!(f, "{error} (parked as dead letter {id}, {class})"),
+            Self::TooLarge { id, error, .. } => {
+                write!(f, "{error} (event over the store's payload limit: not saved; dead letter {id} records it)")
+            }
             Self::Fatal { error } => write!(f, "fatal: {error} (not parked)"),
             Self::ParkFailed { error, store_error } => write!(f, "{error} (parking failed: {store_error})"),
         }
@@ -112,7 +135,7 @@ type SharedStore = Arc<dyn DeadLetterStore>;
 static GLOBAL_STORE: OnceLock<SharedStore> = OnceLock::new();
 
 tokio::task_local! {
-    static SCOPED_STORE: SharedStore;
+    static SCOPE: Scope;
 }
 
 /// Installs the store the live path parks into, once, at start-up.
@@ -129,7 +152,8 @@ pub fn install_store(store: Arc<dyn DeadLetterStore>) -> Result<(), Error> {
     GLOBAL_STORE.set(store).map_err(|_| Error::StoreAlreadyInstalled)
 }
 
-/// Runs `future` with `store` as the live path's store for this task: the override for tests.
+/// Runs `future` with `store` as the live path's store: shorthand for
+/// `Scope::new().store(store).run(future)` (see [`Scope`]).
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -139,23 +163,129 @@ pub fn install_store(store: Arc<dyn DeadLetterStore>) -> Result<(), Error> {
 /// # });
 /// ```
 pub async fn with_store<F: Future>(store: Arc<dyn DeadLetterStore>, future: F) -> F::Output {
-    SCOPED_STORE.scope(store, future).await
+    Scope::new().store(store).run(future).await
 }
 
-/// The store the live path uses here: the task's override, else the installed one.
+/// The store the live path uses here: the [`Scope`]'s, else the installed one.
 ///
 /// # Errors
 /// [`Error::NoStore`] when neither exists.
 pub fn current_store() -> Result<Arc<dyn DeadLetterStore>, Error> {
-    SCOPED_STORE.try_with(Arc::clone).ok().or_else(|| GLOBAL_STORE.get().cloned()).ok_or(Error::NoStore)
+    SCOPE
+        .try_with(|scope| scope.store.clone())
+        .ok()
+        .flatten()
+        .or_else(|| GLOBAL_STORE.get().cloned())
+        .ok_or(Error::NoStore)
 }
 
-/// Builds the letter for a failure of `reg`'s handler, deciding its initial state.
+/// Per-call settings of the live path: the store to park into, where the event came from,
+/// and the key that makes parking it twice a no-op.
+///
+/// A consumer that may see an event twice (a broker redelivers after a crash, or after it
+/// was told [`HandlerError::ParkFailed`] and did not acknowledge) gives each call the
+/// event's identity: a second failure of the same event then returns the first dead letter
+/// instead of parking a duplicate. A park that timed out can still land moments later (its
+/// batch was being committed); with a dedupe key the redelivery finds that row.
+///
+/// The scope is a tokio task-local: it covers `future` and everything it awaits, but not a
+/// task spawned inside it (`tokio::spawn`). A handler called in a spawned task falls back to
+/// the installed store ([`install_store`]) without the source: wrap the spawned future in a
+/// scope of its own.
+///
+/// ```
+/// use dlq_core::{dead_letter, HandlerError, MemoryStore, Scope, SourceMeta};
+/// use std::sync::Arc;
+///
+/// #[dead_letter(event_type = "doc-scope")]
+/// async fn handle(n: u64) -> Result<(), std::io::Error> { Err(std::io::Error::other("down")) }
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let store = Arc::new(MemoryStore::new());
+/// let from = SourceMeta::kafka("payments", 3, 1_204_331);
+/// let first = Scope::new().store(store.clone()).source(from.clone()).run(handle(7)).await;
+/// let again = Scope::new().store(store.clone()).source(from).run(handle(7)).await;
+/// assert_eq!(first.unwrap_err().dlq_id(), again.unwrap_err().dlq_id()); // one row, not two
+/// assert_eq!(store.len(), 1);
+/// # });
+/// ```
+#[derive(Clone, Default)]
+pub struct Scope {
+    store: Option<SharedStore>,
+    source: Option<SourceMeta>,
+    dedupe_key: Option<String>,
+}
+
+impl fmt::Debug for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scope")
+            .field("store", &self.store.is_some())
+            .field("source", &self.source)
+            .field("dedupe_key", &self.dedupe_key)
+            .finish()
+    }
+}
+
+impl Scope {
+    /// A scope that changes nothing: the enclosing scope's store (or the installed one).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Parks into `store`.
+    #[must_use]
+    pub fn store(mut self, store: Arc<dyn DeadLetterStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Records where the event came from; its topic/partition/offset is the dedupe key unless
+    /// [`dedupe_key`](Self::dedupe_key) sets one.
+    #[must_use]
+    pub fn source(mut self, source: SourceMeta) -> Self {
+        self.source = Some(source);
+        self
+    }
+
+    /// Makes a second park of the same event return the first row (an event id, a message id).
+    #[must_use]
+    pub fn dedupe_key(mut self, key: impl Into<String>) -> Self {
+        self.dedupe_key = Some(key.into());
+        self
+    }
+
+    /// Runs `future` in this scope. A store not set here is inherited from the enclosing scope.
+    pub async fn run<F: Future>(mut self, future: F) -> F::Output {
+        if self.store.is_none() {
+            self.store = SCOPE.try_with(|outer| outer.store.clone()).ok().flatten();
+        }
+        SCOPE.scope(self, future).await
+    }
+
+    /// `letter` with the current scope's dedupe key and source, if any.
+    fn apply_current(mut letter: NewDeadLetter) -> NewDeadLetter {
+        let Ok((key, source)) = SCOPE.try_with(|s| (s.dedupe_key.clone(), s.source.clone())) else {
+            return letter;
+        };
+        if let Some(key) = key {
+            letter = letter.with_dedupe_key(key);
+        }
+        if let Some(source) = source {
+            letter = letter.with_source(source);
+        }
+        letter
+    }
+}
+
+/// Builds the letter for a failure of `reg`'s handler, deciding its initial state. The row
+/// keeps the handler's own `max_retries` whatever the class, so a redrive gets that many.
 pub(crate) fn letter_for(reg: &Registration, payload: Payload, failure: FailureInfo) -> NewDeadLetter {
     let letter = NewDeadLetter::new(reg.event_type, payload, failure).with_handler(reg.handler);
     let policy = reg.policy;
     match letter.failure.class {
-        ErrorClass::Permanent | ErrorClass::Fatal => letter.dead(DeadReason::Permanent),
+        ErrorClass::Permanent | ErrorClass::Fatal => {
+            letter.retry(std::time::Duration::ZERO, policy.max_retries).dead(DeadReason::Permanent)
+        }
         ErrorClass::Transient { .. } if policy.max_retries == 0 => {
             letter.retry(std::time::Duration::ZERO, 0).dead(DeadReason::RetriesExhausted)
         }
@@ -179,9 +309,17 @@ pub(crate) async fn park_failure<E>(
     }
     let parked = async {
         let store = current_store()?;
-        store.park(letter_for(reg, payload?, failure)).await
+        store.park(Scope::apply_current(letter_for(reg, payload?, failure))).await
     };
     match parked.await {
+        Ok(p) if p.truncated => {
+            tracing::error!(
+                event_type = reg.event_type,
+                dlq_id = p.id,
+                "event over the store's payload limit: only its first bytes are kept"
+            );
+            HandlerError::TooLarge { id: p.id, class, error }
+        }
         Ok(p) => HandlerError::Parked { id: p.id, class, error },
         Err(store_error) => {
             tracing::error!(event_type = reg.event_type, %store_error, "dead letter could not be parked");
@@ -205,6 +343,15 @@ pub enum Dispatched {
         failure: FailureInfo,
         /// Set when the event was parked dead at once.
         dead_reason: Option<DeadReason>,
+    },
+    /// The event is over the store's payload limit: a dead row (`too_large`) records the
+    /// failure with the payload's first bytes, length and SHA-256, but the event itself is not
+    /// saved (see [`HandlerError::TooLarge`]).
+    TooLarge {
+        /// The dead-letter row that records the failure.
+        id: DlqId,
+        /// The failure recorded.
+        failure: FailureInfo,
     },
     /// The handler's error was fatal: nothing was parked; stop consuming.
     Fatal(FailureInfo),
@@ -236,7 +383,6 @@ pub struct Dispatcher {
     store: Arc<dyn DeadLetterStore>,
     registry: Registry,
     context: Arc<Context>,
-    max_payload_bytes: usize,
 }
 
 impl fmt::Debug for Dispatcher {
@@ -256,20 +402,13 @@ impl Dispatcher {
 
     /// A dispatcher over the handlers of `registry` only (see [`handlers!`](crate::handlers)).
     pub fn with_registry(store: Arc<dyn DeadLetterStore>, registry: Registry) -> Self {
-        Self { store, registry, context: Arc::new(Context::new()), max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES }
+        Self { store, registry, context: Arc::new(Context::new()) }
     }
 
     /// Sets the values for `State<T>` arguments.
     #[must_use]
     pub fn context(mut self, context: Context) -> Self {
         self.context = Arc::new(context);
-        self
-    }
-
-    /// Sets the largest payload stored whole.
-    #[must_use]
-    pub const fn max_payload_bytes(mut self, max: usize) -> Self {
-        self.max_payload_bytes = max;
         self
     }
 
@@ -287,7 +426,8 @@ impl Dispatcher {
     /// # Errors
     /// The store's error when a failure could not be parked.
     pub async fn dispatch_from(&self, event_type: &str, bytes: &[u8], source: SourceMeta) -> Result<Dispatched, Error> {
-        let payload = Payload::from_bytes(bytes, self.max_payload_bytes);
+        // The handler decodes the whole input; only the store cuts a payload over its limit.
+        let payload = Payload::from_bytes(bytes);
         let Ok(reg) = self.registry.get(event_type) else {
             let failure = FailureInfo::new(
                 ErrorClass::Permanent,
@@ -299,8 +439,7 @@ impl Dispatcher {
             let letter = NewDeadLetter::new(event_type, payload, failure.clone())
                 .with_source(source)
                 .dead(DeadReason::NoHandler);
-            let parked = self.store.park(letter).await?;
-            return Ok(Dispatched::Parked { id: parked.id, failure, dead_reason: Some(DeadReason::NoHandler) });
+            return self.park(letter, failure).await;
         };
         let invocation =
             Invocation { payload: payload.clone(), context: Arc::clone(&self.context), attempt: Attempt::first() };
@@ -318,10 +457,17 @@ impl Dispatcher {
                 (letter, failure)
             }
         };
-        let letter = letter.with_source(source);
+        self.park(letter.with_source(source), failure).await
+    }
+
+    async fn park(&self, letter: NewDeadLetter, failure: FailureInfo) -> Result<Dispatched, Error> {
         let dead_reason = letter.dead_reason;
         let parked = self.store.park(letter).await?;
-        Ok(Dispatched::Parked { id: parked.id, failure, dead_reason })
+        Ok(if parked.truncated {
+            Dispatched::TooLarge { id: parked.id, failure }
+        } else {
+            Dispatched::Parked { id: parked.id, failure, dead_reason }
+        })
     }
 }
 
@@ -403,6 +549,7 @@ mod tests {
         line: line!(),
         policy: RetryPolicy::new(5, Backoff::fixed(Duration::from_secs(30))),
         dispatch: echo,
+        missing_state: crate::handler::needs_no_state,
     };
 
     static NO_RETRIES: Registration =

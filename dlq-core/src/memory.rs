@@ -10,8 +10,8 @@ use uuid::Uuid;
 
 use crate::Error;
 use crate::record::{
-    AttemptRecord, AuditEntry, ClaimRequest, Claimed, DeadLetter, DlqId, FailureGroup, Lease, ListFilter,
-    NewDeadLetter, Parked, Payload, SettleReport, Settlement, StatsRow, Status,
+    AttemptRecord, AuditEntry, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter, DlqId, FailureGroup,
+    Lease, ListFilter, NewDeadLetter, Parked, Payload, SettleReport, Settlement, StatsRow, Status,
 };
 use crate::store::{BoxFuture, DeadLetterStore, StoreResult};
 
@@ -121,8 +121,10 @@ impl MemoryStore {
 
 impl Inner {
     fn park(&mut self, new: NewDeadLetter, at: DateTime<Utc>) -> Parked {
+        let new = new.fit(DEFAULT_MAX_PAYLOAD_BYTES);
+        let truncated = new.payload.is_truncated();
         if let Some(id) = new.dedupe_key.as_ref().and_then(|k| self.dedupe.get(k)) {
-            return Parked { id: *id, deduplicated: true };
+            return Parked { id: *id, deduplicated: true, truncated };
         }
         self.next_id += 1;
         let id = self.next_id;
@@ -161,7 +163,7 @@ impl Inner {
             last_attempt_at: None,
         };
         self.rows.insert(id, Row { letter, token: None });
-        Parked { id, deduplicated: false }
+        Parked { id, deduplicated: false, truncated }
     }
 
     fn claim(&mut self, req: &ClaimRequest, at: DateTime<Utc>) -> Vec<Claimed> {
@@ -256,7 +258,10 @@ impl Inner {
             .filter(|id| {
                 let status = self.rows[id].letter.status;
                 match to {
-                    Status::Pending => status == Status::FailedPermanently,
+                    // A cut payload cannot succeed: it needs a patch with the whole event first.
+                    Status::Pending => {
+                        status == Status::FailedPermanently && !self.rows[id].letter.payload.is_truncated()
+                    }
                     _ => !matches!(status, Status::Processing | Status::Discarded),
                 }
             })
@@ -392,6 +397,9 @@ impl DeadLetterStore for MemoryStore {
     }
 
     fn patch_payload(&self, id: DlqId, payload: Payload, actor: &str) -> BoxFuture<'_, StoreResult<()>> {
+        if let Err(e) = Error::check_payload(&payload, DEFAULT_MAX_PAYLOAD_BYTES) {
+            return ready(Err(e));
+        }
         let at = now();
         let mut inner = self.lock();
         let result = match inner.rows.get_mut(&id) {

@@ -94,11 +94,25 @@ string_enum! {
         Undecodable = "undecodable",
         /// No handler is registered for the event type.
         NoHandler = "no_handler",
+        /// The payload is over the store's size limit: only its first bytes, its length and
+        /// its SHA-256 are kept, so it can be neither retried nor redriven (an operator can
+        /// patch in the whole payload and then redrive it).
+        TooLarge = "too_large",
     }
 }
 
-/// The largest payload stored whole, in bytes; larger ones are stored truncated.
-pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+/// The largest payload a store keeps, in bytes (64 MiB): the hard limit.
+///
+/// Below it, a payload is stored whole, so a retry or a redrive sees exactly the event the
+/// handler saw. Above it, a store keeps only the first bytes with the original's length and
+/// SHA-256, and parks the row dead with [`DeadReason::TooLarge`] (never claimed for a retry
+/// it cannot succeed at); the live path reports that as
+/// [`HandlerError::TooLarge`](crate::HandlerError::TooLarge), so the caller knows the event is
+/// not saved. Why 64 MiB: PostgreSQL's `jsonb` holds at most 255 MiB and `bytea` (and one
+/// protocol message) 1 GiB; 64 MiB leaves room for a group-commit batch and for a retrier
+/// that claims a batch of such rows into memory, and is above every broker's default
+/// message limit (Kafka and NATS: 1 MiB). SQLite's limit is 1 GB per value.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 64 * 1024 * 1024;
 
 /// The stored event: JSON when it is valid JSON that PostgreSQL's JSONB accepts, raw bytes
 /// otherwise (not JSON, JSON containing `\u0000`, nesting beyond serde's limit, truncated).
@@ -106,9 +120,14 @@ pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 /// ```
 /// use dlq_core::Payload;
 ///
-/// assert!(matches!(Payload::from_bytes(br#"{"amount":10}"#, 1024), Payload::Json(_)));
-/// assert!(matches!(Payload::from_bytes(b"\xff not json", 1024), Payload::Raw { .. }));
-/// assert!(matches!(Payload::from_bytes(br#"{"a":"\u0000"}"#, 1024), Payload::Raw { .. }));
+/// assert!(matches!(Payload::from_bytes(br#"{"amount":10}"#), Payload::Json(_)));
+/// assert!(matches!(Payload::from_bytes(b"\xff not json"), Payload::Raw { .. }));
+/// assert!(matches!(Payload::from_bytes(br#"{"a":"\u0000"}"#), Payload::Raw { .. }));
+///
+/// // Over a store's limit only the first bytes are kept, with the original's length and hash.
+/// let cut = Payload::from_bytes(&[b'x'; 100]).fit(10);
+/// assert!(cut.is_truncated());
+/// assert_eq!(cut.len(), 10);
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum Payload {
@@ -133,40 +152,58 @@ pub struct Truncation {
 }
 
 impl Payload {
-    /// Classifies raw input bytes: valid JSON that JSONB accepts becomes [`Payload::Json`];
-    /// anything else, or anything over `max_bytes`, is kept as [`Payload::Raw`].
-    pub fn from_bytes(bytes: &[u8], max_bytes: usize) -> Self {
-        if bytes.len() > max_bytes {
-            return Self::truncated(bytes, max_bytes);
-        }
+    /// Classifies raw input bytes, all of them: valid JSON that JSONB accepts becomes
+    /// [`Payload::Json`]; anything else is kept as [`Payload::Raw`].
+    pub fn from_bytes(bytes: &[u8]) -> Self {
         match serde_json::from_slice::<serde_json::Value>(bytes) {
             Ok(value) if jsonb_safe(&value) => Self::Json(value),
             _ => Self::Raw { bytes: bytes.to_vec(), truncated: None },
         }
     }
 
-    /// Serializes a typed event; falls back to raw bytes where JSONB would reject it.
-    pub fn from_event<T: Serialize + ?Sized>(event: &T, max_bytes: usize) -> Result<Self, serde_json::Error> {
+    /// Serializes a typed event, whole; falls back to raw bytes where JSONB would reject it.
+    ///
+    /// # Errors
+    /// The event's `Serialize` implementation failed.
+    pub fn from_event<T: Serialize + ?Sized>(event: &T) -> Result<Self, serde_json::Error> {
         let value = serde_json::to_value(event)?;
         if jsonb_safe(&value) {
-            let len = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(0);
-            if len <= max_bytes {
-                return Ok(Self::Json(value));
-            }
+            return Ok(Self::Json(value));
         }
-        Ok(Self::from_bytes(&serde_json::to_vec(&value)?, max_bytes))
+        Ok(Self::Raw { bytes: serde_json::to_vec(&value)?, truncated: None })
     }
 
-    fn truncated(bytes: &[u8], max_bytes: usize) -> Self {
+    /// The payload as a store keeps it under a limit of `max_bytes`: itself when it fits,
+    /// otherwise its first `max_bytes` bytes as [`Payload::Raw`] with the original's length
+    /// and SHA-256 in [`Truncation`].
+    #[must_use]
+    pub fn fit(self, max_bytes: usize) -> Self {
+        if self.len() <= max_bytes {
+            return self;
+        }
+        let bytes = self.to_bytes();
         use sha2::{Digest, Sha256};
-        let digest = Sha256::digest(bytes);
+        let digest = Sha256::digest(&bytes);
         Self::Raw {
-            bytes: bytes[..max_bytes].to_vec(),
+            bytes: bytes[..max_bytes.min(bytes.len())].to_vec(),
             truncated: Some(Truncation {
                 original_len: bytes.len() as u64,
                 original_sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
             }),
         }
+    }
+
+    /// The payload's size in bytes: the JSON text's length, or the raw bytes kept.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Json(v) => json_len(v),
+            Self::Raw { bytes, .. } => bytes.len(),
+        }
+    }
+
+    /// Whether the payload has no bytes (an empty raw payload; JSON never is).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The payload as bytes to deserialize from: the JSON text or the raw bytes.
@@ -180,6 +217,25 @@ impl Payload {
     /// Whether the stored payload is not the whole original.
     pub const fn is_truncated(&self) -> bool {
         matches!(self, Self::Raw { truncated: Some(_), .. })
+    }
+}
+
+/// The length of `value`'s JSON text, counted without building it.
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        Err(_) => usize::MAX,
     }
 }
 
@@ -319,6 +375,27 @@ impl NewDeadLetter {
         self
     }
 
+    /// The letter as a store with a payload limit of `max_bytes` keeps it: unchanged when the
+    /// payload fits; otherwise the payload is cut ([`Payload::fit`]) and the letter parked
+    /// dead with [`DeadReason::TooLarge`], so no retrier ever claims what it cannot decode.
+    ///
+    /// ```
+    /// use dlq_core::{DeadReason, ErrorClass, FailureInfo, NewDeadLetter, Payload, Status};
+    ///
+    /// let failure = FailureInfo::new(ErrorClass::TRANSIENT, "io", "down".into(), vec![], None);
+    /// let letter = NewDeadLetter::new("upload", Payload::from_bytes(&[7; 64]), failure).fit(16);
+    /// assert_eq!((letter.status(), letter.dead_reason), (Status::FailedPermanently, Some(DeadReason::TooLarge)));
+    /// assert!(letter.payload.is_truncated());
+    /// ```
+    #[must_use]
+    pub fn fit(mut self, max_bytes: usize) -> Self {
+        if self.payload.is_truncated() || self.payload.len() > max_bytes {
+            self.payload = self.payload.fit(max_bytes);
+            self.dead_reason = Some(DeadReason::TooLarge);
+        }
+        self
+    }
+
     /// The status the row is created in.
     pub const fn status(&self) -> Status {
         if self.dead_reason.is_some() { Status::FailedPermanently } else { Status::Pending }
@@ -332,6 +409,9 @@ pub struct Parked {
     pub id: DlqId,
     /// `true` when a row with the same dedupe key already existed and its id was returned.
     pub deduplicated: bool,
+    /// `true` when the payload was over the store's limit: the row keeps only its first
+    /// bytes and is dead ([`DeadReason::TooLarge`]); the event itself is not saved.
+    pub truncated: bool,
 }
 
 /// A stored dead letter, as the admin reads and the retrier see it.

@@ -68,6 +68,37 @@ impl Registry {
         self.by_type.values().copied()
     }
 
+    /// Checks that `context` holds a value for every `State<T>` argument of every handler.
+    ///
+    /// # Errors
+    /// [`Error::MissingState`] naming the first handler and type found missing.
+    ///
+    /// ```
+    /// use dlq_core::{dead_letter, handlers, Context, State};
+    ///
+    /// #[derive(Clone)]
+    /// struct Ledger;
+    ///
+    /// #[dead_letter(event_type = "doc-check-context")]
+    /// async fn handle(n: u64, _ledger: State<Ledger>) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// let registry = handlers![handle].unwrap();
+    /// assert!(registry.check_context(&Context::new()).is_err());
+    /// assert!(registry.check_context(&Context::new().with(Ledger)).is_ok());
+    /// ```
+    pub fn check_context(&self, context: &crate::Context) -> Result<(), Error> {
+        for reg in self.iter() {
+            if let Some(type_name) = (reg.missing_state)(context) {
+                return Err(Error::MissingState {
+                    handler: reg.handler.to_owned(),
+                    event_type: reg.event_type.to_owned(),
+                    type_name: type_name.to_owned(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// How many handlers are registered.
     pub fn len(&self) -> usize {
         self.by_type.len()
@@ -154,6 +185,7 @@ mod tests {
             line,
             policy: RetryPolicy::DEFAULT,
             dispatch: noop,
+            missing_state: crate::handler::needs_no_state,
         }
     }
 

@@ -1,5 +1,6 @@
 //! The retrier engine: claims due dead letters, runs their handlers, writes the outcomes.
 
+use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,7 +14,7 @@ use crate::Error;
 use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration};
 use crate::memory::now;
-use crate::record::{ClaimRequest, Claimed, DeadLetter, DeadReason, Settlement};
+use crate::record::{ClaimRequest, Claimed, DeadLetter, DeadReason, DlqId, Settlement};
 use crate::registry::Registry;
 use crate::store::DeadLetterStore;
 
@@ -148,8 +149,12 @@ pub struct RetrierStats {
     pub dead: u64,
     /// Rows released unrun at shutdown.
     pub released: u64,
-    /// Outcomes not written because the lease had expired and another retrier held the row.
+    /// Outcomes the store refused because this retrier's claim no longer held the row (lease
+    /// expired, claim lost in a database restart, row changed by an operator).
     pub fenced: u64,
+    /// Outcomes not written because the store call failed; the rows run again once their
+    /// lease expires. `claimed` = `succeeded + retried + dead + released + fenced + unwritten`.
+    pub unwritten: u64,
     /// Handler panics (recorded as transient failures).
     pub panics: u64,
     /// Handler timeouts (recorded as transient failures).
@@ -166,6 +171,7 @@ struct Counters {
     dead: AtomicU64,
     released: AtomicU64,
     fenced: AtomicU64,
+    unwritten: AtomicU64,
     panics: AtomicU64,
     timeouts: AtomicU64,
     store_errors: AtomicU64,
@@ -185,6 +191,7 @@ impl Counters {
             dead: get(&self.dead),
             released: get(&self.released),
             fenced: get(&self.fenced),
+            unwritten: get(&self.unwritten),
             panics: get(&self.panics),
             timeouts: get(&self.timeouts),
             store_errors: get(&self.store_errors),
@@ -374,21 +381,40 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         }
         Counters::add(&self.counters.claimed, n as u64);
         let outcomes = self.run_batch(claimed).await;
-        for outcome in &outcomes {
-            let counter = match outcome {
-                Settlement::Succeeded { .. } => &self.counters.succeeded,
-                Settlement::Retry { .. } => &self.counters.retried,
-                Settlement::Dead { .. } => &self.counters.dead,
-                Settlement::Release { .. } => &self.counters.released,
-            };
-            Counters::add(counter, 1);
+        let kinds: Vec<(DlqId, &AtomicU64)> = outcomes.iter().map(|o| (o.lease().id, self.counter_for(o))).collect();
+        let report = match self.store.settle(outcomes).await {
+            Ok(report) => report,
+            Err(error) => {
+                // Nothing was written: the rows keep their lease and run again once it expires.
+                Counters::add(&self.counters.unwritten, n as u64);
+                self.store_error(&error);
+                return Err(error);
+            }
+        };
+        // Each claimed row is counted once: by its outcome, or as fenced when the store
+        // refused to write it.
+        let fenced: HashSet<DlqId> = report.fenced.iter().copied().collect();
+        for (id, counter) in kinds {
+            Counters::add(if fenced.contains(&id) { &self.counters.fenced } else { counter }, 1);
         }
-        let report = self.store.settle(outcomes).await.inspect_err(|e| self.store_error(e))?;
         if !report.fenced.is_empty() {
-            tracing::warn!(ids = ?report.fenced, "outcomes not written: lease expired and the rows were claimed again");
-            Counters::add(&self.counters.fenced, report.fenced.len() as u64);
+            tracing::warn!(
+                ids = ?report.fenced,
+                "outcomes not written: this retrier's claim on these rows no longer holds (its lease expired, \
+                 the claim was lost in a database restart, or an operator changed the row); \
+                 whoever holds them now writes their outcome, and unclaimed ones run again"
+            );
         }
         Ok(n)
+    }
+
+    fn counter_for(&self, outcome: &Settlement) -> &AtomicU64 {
+        match outcome {
+            Settlement::Succeeded { .. } => &self.counters.succeeded,
+            Settlement::Retry { .. } => &self.counters.retried,
+            Settlement::Dead { .. } => &self.counters.dead,
+            Settlement::Release { .. } => &self.counters.released,
+        }
     }
 
     fn store_error(&self, error: &Error) {
@@ -426,6 +452,13 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         let Ok(reg) = self.registry.get(&letter.event_type) else {
             return Settlement::Release { lease };
         };
+        if letter.payload.is_truncated() {
+            // Only the first bytes are stored: no run can succeed. Stores park such rows dead;
+            // this covers rows written otherwise.
+            let reason = "the stored payload was cut to the store's size limit; patch in the whole event".to_owned();
+            let failure = FailureInfo::new(ErrorClass::Permanent, "too_large", reason, Vec::new(), None);
+            return Settlement::Dead { lease, reason: DeadReason::TooLarge, failure, counts: false };
+        }
         let invocation = Invocation {
             payload: letter.payload.clone(),
             context: Arc::clone(&self.context),
@@ -511,13 +544,22 @@ fn decide(
     }
     let delay = retry_after.unwrap_or_else(|| reg.policy.backoff.next_delay(retries + 1));
     if let Some(max_age) = reg.policy.max_age {
-        let horizon = letter.first_failed_at + chrono::Duration::from_std(max_age).unwrap_or(chrono::TimeDelta::MAX);
-        let next = now() + chrono::Duration::from_std(delay).unwrap_or(chrono::TimeDelta::MAX);
+        // Durations come from the attribute and the handler's error: saturate, never panic.
+        let horizon = later(letter.first_failed_at, max_age);
+        let next = later(now(), delay);
         if next > horizon {
             return Settlement::Dead { lease, reason: DeadReason::MaxAge, failure, counts: true };
         }
     }
     Settlement::Retry { lease, delay, failure }
+}
+
+/// `at + delay`, saturating at the largest time chrono can hold.
+fn later(at: chrono::DateTime<chrono::Utc>, delay: Duration) -> chrono::DateTime<chrono::Utc> {
+    chrono::Duration::from_std(delay)
+        .ok()
+        .and_then(|d| at.checked_add_signed(d))
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC)
 }
 
 #[cfg(test)]

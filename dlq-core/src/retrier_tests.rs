@@ -60,6 +60,7 @@ static SCRIPTED: Registration = Registration {
     line: line!(),
     policy: POLICY,
     dispatch: scripted,
+    missing_state: crate::handler::needs_no_state,
 };
 
 static AGED: Registration = Registration {
@@ -69,6 +70,7 @@ static AGED: Registration = Registration {
     line: line!(),
     policy: RetryPolicy { max_retries: 100, max_age: Some(Duration::from_secs(25)), ..POLICY },
     dispatch: scripted,
+    missing_state: crate::handler::needs_no_state,
 };
 
 fn retrier(store: &Arc<MemoryStore>) -> Retrier<MemoryStore> {

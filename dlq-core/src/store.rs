@@ -91,4 +91,11 @@ pub trait DeadLetterStore: Send + Sync + 'static {
 
     /// Deletes `SUCCEEDED` and `DISCARDED` rows last updated more than `older_than` ago.
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>>;
+
+    /// The largest payload this store keeps whole, in bytes
+    /// ([`DEFAULT_MAX_PAYLOAD_BYTES`](crate::DEFAULT_MAX_PAYLOAD_BYTES) unless configured).
+    /// A larger one is cut and parked dead ([`DeadReason::TooLarge`](crate::DeadReason::TooLarge)).
+    fn max_payload_bytes(&self) -> usize {
+        crate::DEFAULT_MAX_PAYLOAD_BYTES
+    }
 }

@@ -125,6 +125,7 @@ fn glue(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
     let cfgs: Vec<_> = handler.cfg_attrs().collect();
     let inner = inner(handler);
     let dispatch = dispatch(paths, handler);
+    let missing_state = missing_state(paths, handler);
     let registration = registration(paths, args, handler);
     let event_type = &args.event_type;
     quote! {
@@ -137,6 +138,7 @@ fn glue(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
         impl #ident {
             #inner
             #dispatch
+            #missing_state
             #registration
         }
 
@@ -212,6 +214,32 @@ fn dispatch(paths: &Paths, handler: &Handler) -> TokenStream {
     }
 }
 
+/// The check a retrier runs once at start-up: the first `State<T>` argument whose `T` its
+/// context lacks.
+fn missing_state(paths: &Paths, handler: &Handler) -> TokenStream {
+    let p = &paths.private;
+    if handler.extras.is_empty() {
+        return TokenStream::new();
+    }
+    let checks = handler.extras.iter().map(|arg| {
+        let ty = &arg.ty;
+        quote! {{
+            use #p::{ViaFromInvocation as _, ViaUnsupported as _};
+            if let #p::Option::Some(__dlq_missing) =
+                (&&#p::Extractor::<#ty>::new()).__dlq_missing(__dlq_context)
+            {
+                return #p::Option::Some(__dlq_missing);
+            }
+        }}
+    });
+    quote! {
+        fn __dlq_missing_state(__dlq_context: &#p::Context) -> #p::Option<&'static str> {
+            #(#checks)*
+            #p::Option::None
+        }
+    }
+}
+
 /// The handler's registration, a constant.
 fn registration(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
     let p = &paths.private;
@@ -223,6 +251,8 @@ fn registration(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
     let line = respan(quote!(#p::line!()), span);
     let event_type = &args.event_type;
     let policy = policy(paths, args);
+    let missing =
+        if handler.extras.is_empty() { quote!(#p::needs_no_state) } else { quote!(Self::__dlq_missing_state) };
     quote! {
         const __DLQ_REGISTRATION: #p::Registration = #p::Registration {
             event_type: #event_type,
@@ -231,6 +261,7 @@ fn registration(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
             line: #line,
             policy: #policy,
             dispatch: Self::__dlq_dispatch,
+            missing_state: #missing,
         };
     }
 }

@@ -9,7 +9,7 @@ macro_rules! pg_tests {
     ($($name:ident),* $(,)?) => {$(
         #[sqlx::test(migrations = false)]
         async fn $name(pool: PgPool) {
-            let store = PgStore::from_pool(pool, PgConfig::default()).await.expect("PgStore with migrations");
+            let store = PgStore::from_pool(pool, PgConfig::default().max_payload_bytes(8 << 20)).await.expect("PgStore with migrations");
             dlq_sqlx::conformance::$name(&store).await;
         }
     )*};

@@ -117,7 +117,7 @@ async fn park_in_commits_with_the_callers_transaction() {
     sqlx::query("INSERT INTO accounts VALUES (7, 1)").execute(&mut *tx).await.expect("insert");
     let parked = store.park_in(&mut tx, letter.clone().with_dedupe_key("k")).await.expect("park_in");
     let again = store.park_many_in(&mut tx, vec![letter.with_dedupe_key("k")]).await.expect("park_many_in");
-    assert_eq!(again[0], dlq_core::Parked { id: parked.id, deduplicated: true });
+    assert_eq!(again[0], dlq_core::Parked { id: parked.id, deduplicated: true, truncated: false });
     tx.commit().await.expect("commit");
     let (flagged,): (i64,) =
         sqlx::query_as("SELECT flagged FROM accounts").fetch_one(store.pool()).await.expect("read");

@@ -438,6 +438,10 @@ impl DeadLetterStore for PgStore {
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
         Box::pin(admin::purge(self, older_than))
     }
+
+    fn max_payload_bytes(&self) -> usize {
+        self.inner.config.max_payload_bytes
+    }
 }
 
 /// A duration in whole microseconds for SQL (`now() + $n * INTERVAL '1 microsecond'`),

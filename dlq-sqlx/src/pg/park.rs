@@ -86,7 +86,8 @@ pub(crate) fn prepare(letters: Vec<NewDeadLetter>, max_payload: usize) -> Vec<Ne
 }
 
 fn prepare_one(mut letter: NewDeadLetter, max_payload: usize) -> NewDeadLetter {
-    letter.payload = normalize_payload(letter.payload, max_payload);
+    letter.payload = jsonb_storable(letter.payload);
+    letter = letter.fit(max_payload);
     clean(&mut letter.event_type);
     clean(&mut letter.handler);
     if let Some(key) = &mut letter.dedupe_key {
@@ -117,39 +118,13 @@ pub(crate) fn clean(text: &mut String) {
     }
 }
 
-/// A payload as stored: JSON only when JSONB accepts it and it fits, raw bytes otherwise,
-/// truncated (with the original's length and hash) past `max` bytes.
-pub(crate) fn normalize_payload(payload: Payload, max: usize) -> Payload {
+/// A payload as JSONB can hold it: JSON containing `\u0000` becomes raw bytes.
+pub(crate) fn jsonb_storable(payload: Payload) -> Payload {
     match payload {
-        Payload::Json(value) => {
-            if jsonb_safe(&value) && json_len(&value) <= max {
-                return Payload::Json(value);
-            }
-            Payload::from_bytes(&serde_json::to_vec(&value).unwrap_or_default(), max)
+        Payload::Json(value) if !jsonb_safe(&value) => {
+            Payload::Raw { bytes: serde_json::to_vec(&value).unwrap_or_default(), truncated: None }
         }
-        Payload::Raw { bytes, truncated: None } if bytes.len() > max => match Payload::from_bytes(&bytes, max) {
-            truncated @ Payload::Raw { truncated: Some(_), .. } => truncated,
-            _ => Payload::Raw { bytes, truncated: None },
-        },
         other => other,
-    }
-}
-
-fn json_len(value: &serde_json::Value) -> usize {
-    struct Counter(usize);
-    impl std::io::Write for Counter {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counter = Counter(0);
-    match serde_json::to_writer(&mut counter, value) {
-        Ok(()) => counter.0,
-        Err(_) => usize::MAX,
     }
 }
 
@@ -261,6 +236,7 @@ pub(crate) async fn insert(
     wake: bool,
 ) -> Result<Vec<Parked>, sqlx::Error> {
     let keys: Vec<Option<String>> = letters.iter().map(|l| l.dedupe_key.clone()).collect();
+    let cut: Vec<bool> = letters.iter().map(|l| l.payload.is_truncated()).collect();
     let mut columns = Columns::default();
     letters.into_iter().for_each(|l| columns.push(l));
     let rows = columns.query(sql, wake).fetch_all(&mut *conn).await?;
@@ -272,13 +248,19 @@ pub(crate) async fn insert(
             if let Some(key) = row.try_get::<Option<String>, _>("dedupe_key")? {
                 by_key.insert(key, id);
             }
-            parked.push(Some(Parked { id, deduplicated: false }));
+            parked.push(Some(Parked { id, deduplicated: false, truncated: false }));
         } else {
             parked.push(None);
         }
     }
     resolve_duplicates(conn, sql, &keys, &mut parked, by_key).await?;
-    parked.into_iter().map(|p| p.ok_or_else(|| sqlx::Error::Protocol("park returned no id".into()))).collect()
+    parked
+        .into_iter()
+        .zip(cut)
+        .map(|(p, truncated)| {
+            p.map(|p| Parked { truncated, ..p }).ok_or_else(|| sqlx::Error::Protocol("park returned no id".into()))
+        })
+        .collect()
 }
 
 /// Fills in ids of letters skipped for their dedupe key: a row of the same batch, or one
@@ -306,7 +288,8 @@ async fn resolve_duplicates(
     }
     for (slot, key) in parked.iter_mut().zip(keys) {
         if slot.is_none() {
-            *slot = key.as_ref().and_then(|k| by_key.get(k)).map(|&id| Parked { id, deduplicated: true });
+            *slot =
+                key.as_ref().and_then(|k| by_key.get(k)).map(|&id| Parked { id, deduplicated: true, truncated: false });
         }
     }
     Ok(())
@@ -352,6 +335,14 @@ impl GroupCommit {
     }
 }
 
+/// Payload bytes past which a group-commit batch takes no more jobs: large payloads go in
+/// statements of their own, far below PostgreSQL's 1 GiB message limit.
+const MAX_BATCH_BYTES: usize = 16 << 20;
+
+fn payload_bytes(job: &Job) -> usize {
+    job.letters.iter().map(|l| l.payload.len()).sum()
+}
+
 /// How many times the writer yields, when nothing is queued, before it writes what it has:
 /// enough for parkers woken by the previous batch's answers to queue their next letters.
 const MAX_YIELDS: u32 = 4;
@@ -383,10 +374,11 @@ impl Writer {
     /// just answered) do so, then lingers for more: up to `max_batch` rows.
     async fn collect(&self, first: Job, rx: &mut mpsc::Receiver<Job>) -> Vec<Job> {
         let mut rows = first.letters.len();
+        let mut bytes = payload_bytes(&first);
         let mut jobs = vec![first];
         let deadline = Instant::now() + self.linger;
         let mut yields = 0;
-        while rows < self.max_batch {
+        while rows < self.max_batch && bytes < MAX_BATCH_BYTES {
             let next = match rx.try_recv() {
                 Ok(job) => Some(job),
                 Err(mpsc::error::TryRecvError::Empty) if yields < MAX_YIELDS => {
@@ -401,6 +393,7 @@ impl Writer {
             };
             let Some(job) = next else { break };
             rows += job.letters.len();
+            bytes += payload_bytes(&job);
             jobs.push(job);
         }
         jobs
@@ -449,15 +442,17 @@ mod tests {
     #[test]
     fn payload_normalization() {
         let nul = Payload::Json(serde_json::json!({"a": "x\u{0}y"}));
-        assert!(matches!(normalize_payload(nul, 1024), Payload::Raw { truncated: None, .. }));
+        assert!(matches!(jsonb_storable(nul), Payload::Raw { truncated: None, .. }));
+        let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::TRANSIENT, "io", "x".into(), vec![], None);
         let big = Payload::Json(serde_json::json!({"a": "x".repeat(100)}));
-        let Payload::Raw { bytes, truncated: Some(t) } = normalize_payload(big, 10) else { panic!() };
+        let letter = prepare_one(NewDeadLetter::new("t", big, failure.clone()), 10);
+        let Payload::Raw { bytes, truncated: Some(t) } = letter.payload else { panic!() };
         assert_eq!(bytes.len(), 10);
         assert_eq!(t.original_len, 108); // {"a":"…"}
+        assert_eq!(letter.dead_reason, Some(dlq_core::DeadReason::TooLarge));
         let small = Payload::Json(serde_json::json!([1, 2]));
-        assert_eq!(normalize_payload(small.clone(), 5), small);
-        let raw = Payload::Raw { bytes: vec![0xff; 20], truncated: None };
-        assert!(normalize_payload(raw, 8).is_truncated());
+        let letter = prepare_one(NewDeadLetter::new("t", small.clone(), failure), 5);
+        assert_eq!((letter.payload, letter.dead_reason), (small, None));
     }
 
     #[test]

@@ -46,7 +46,7 @@ const INSERT_AUDIT: &str = "INSERT INTO dlq_audit (dlq_id, action, actor, diff, 
 const SELECT_REDRIVABLE: &str = concat!(
     "SELECT id, status FROM dlq_events WHERE ",
     filter_clause!(),
-    " AND status = 'FAILED_PERMANENTLY' ORDER BY id DESC LIMIT ?5"
+    " AND status = 'FAILED_PERMANENTLY' AND payload_truncated = 0 ORDER BY id DESC LIMIT ?5"
 );
 
 const REDRIVE_ROW: &str = "UPDATE dlq_events SET status = 'PENDING', retry_after = ?2, retry_count = 0, \
@@ -210,6 +210,7 @@ pub(super) async fn discard(pool: &SqlitePool, filter: ListFilter, actor: &str) 
 }
 
 pub(super) async fn patch_payload(pool: &SqlitePool, id: DlqId, payload: Payload, actor: &str) -> StoreResult<()> {
+    Error::check_payload(&payload, dlq_core::DEFAULT_MAX_PAYLOAD_BYTES)?;
     let at = codec::now_micros();
     let mut tx = begin(pool).await?;
     let row = sqlx::query(SELECT_ONE).bind(id).fetch_optional(&mut *tx).await.map_err(sql)?;

@@ -232,7 +232,7 @@ mod tests {
 
     #[test]
     fn payload_columns_keep_truncation() {
-        let payload = Payload::from_bytes(&[b'x'; 64], 16);
+        let payload = Payload::from_bytes(&[b'x'; 64]).fit(16);
         let cols = PayloadColumns::new(&payload).unwrap();
         assert!(cols.truncated);
         assert_eq!(cols.original_len, Some(64));

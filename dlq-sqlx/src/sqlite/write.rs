@@ -1,7 +1,10 @@
 //! The hot path: parking, claiming and writing outcomes, each in one `BEGIN IMMEDIATE`
 //! transaction (the write lock is taken up front, so no transaction fails on upgrading it).
 
-use dlq_core::{ClaimRequest, Claimed, Lease, NewDeadLetter, Parked, SettleReport, Settlement, Status, StoreResult};
+use dlq_core::{
+    ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, Lease, NewDeadLetter, Parked, SettleReport, Settlement, Status,
+    StoreResult,
+};
 use sqlx::sqlite::{SqliteConnection, SqlitePool};
 use sqlx::{Row, Sqlite, Transaction};
 use uuid::Uuid;
@@ -73,7 +76,17 @@ pub(super) async fn park_in(conn: &mut SqliteConnection, letters: &[NewDeadLette
     let at = codec::now_micros();
     let mut parked = Vec::with_capacity(letters.len());
     for letter in letters {
-        parked.push(park_one(conn, letter, at).await?);
+        // A payload over the limit is cut and parked dead (`too_large`), never retried.
+        let fitted;
+        let letter = if letter.payload.len() > DEFAULT_MAX_PAYLOAD_BYTES || letter.payload.is_truncated() {
+            fitted = letter.clone().fit(DEFAULT_MAX_PAYLOAD_BYTES);
+            &fitted
+        } else {
+            letter
+        };
+        let mut one = park_one(conn, letter, at).await?;
+        one.truncated = letter.payload.is_truncated();
+        parked.push(one);
     }
     Ok(parked)
 }
@@ -113,7 +126,7 @@ async fn park_one(conn: &mut SqliteConnection, l: &NewDeadLetter, at: i64) -> St
     let Some(row) = inserted else {
         let id: i64 =
             sqlx::query_scalar(SELECT_DEDUPED).bind(&l.dedupe_key).fetch_one(&mut *conn).await.map_err(sql)?;
-        return Ok(Parked { id, deduplicated: true });
+        return Ok(Parked { id, deduplicated: true, truncated: false });
     };
     let id: i64 = row.try_get("id").map_err(sql)?;
     sqlx::query(INSERT_ATTEMPT)
@@ -127,7 +140,7 @@ async fn park_one(conn: &mut SqliteConnection, l: &NewDeadLetter, at: i64) -> St
         .execute(&mut *conn)
         .await
         .map_err(sql)?;
-    Ok(Parked { id, deduplicated: false })
+    Ok(Parked { id, deduplicated: false, truncated: false })
 }
 
 /// Claims due rows, oldest `retry_after` first, each with a fresh token.

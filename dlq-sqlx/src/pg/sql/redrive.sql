@@ -1,8 +1,9 @@
 -- Moves matching FAILED_PERMANENTLY rows back to PENDING, due now, retry count reset,
--- redrive count + 1; audits each and wakes retriers. Newest first, at most $5 rows.
+-- redrive count + 1; audits each and wakes retriers. Newest first, at most $5 rows. A row
+-- whose payload was cut to the size limit cannot succeed and is left alone (patch it first).
 WITH target AS (
     SELECT id, status FROM {schema}.dlq_events
-    WHERE status = 'FAILED_PERMANENTLY'
+    WHERE status = 'FAILED_PERMANENTLY' AND NOT payload_truncated
       AND ($1::text IS NULL OR status = $1)
       AND ($2::text IS NULL OR event_type = $2)
       AND ($3::text IS NULL OR fingerprint = $3)
