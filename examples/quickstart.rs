@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use dlq_core::{
-    Classify, Context, DeadLetterStore, DlqId, HandlerError, ListFilter, Payload, Retrier, RetrierConfig, Schedule,
-    Shutdown, State, Status, dead_letter,
+    CancellationToken, Classify, Context, DeadLetterStore, DlqId, HandlerError, ListFilter, Payload, Retrier,
+    RetrierConfig, State, Status, dead_letter, handlers,
 };
 use serde::{Deserialize, Serialize};
 
@@ -112,16 +112,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("\n3. a retrier runs (backoff: fixed 500 ms); the ledger comes back after a second");
     ledger.down.store(true, Ordering::SeqCst);
-    let shutdown = Shutdown::new();
-    let config = RetrierConfig {
-        schedule: Schedule::Continuous { poll_interval: Duration::from_millis(100) },
-        ..RetrierConfig::default()
-    };
+    let shutdown = CancellationToken::new();
+    let config = RetrierConfig::from_json_str(r#"{"poll-interval": "100ms"}"#)?;
+    // `State<Ledger>` comes from the context; without it the retrier refuses to start.
     let context = Context::new().with(ledger.clone());
-    let retrier = Retrier::new(Arc::clone(&store))?.config(config).context(context).shutdown(shutdown.clone());
+    let retrier =
+        Retrier::with_registry(Arc::clone(&store), handlers![handle_payment]?).config(config).context(context);
     let running = tokio::spawn({
-        let retrier = retrier.clone();
-        async move { retrier.run().await }
+        let (retrier, shutdown) = (retrier.clone(), shutdown.clone());
+        async move { retrier.run_until(shutdown.cancelled_owned()).await }
     });
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     ledger.down.store(false, Ordering::SeqCst);
@@ -138,8 +137,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         store.redrive(ListFilter::default().ids([row.id]), "quickstart-operator").await?;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    shutdown.trigger();
-    let stats = running.await?;
+    shutdown.cancel();
+    let stats = running.await??;
     show(&*store, &parked).await?;
     println!("\nretrier: {} succeeded, {} retried, {} dead", stats.succeeded, stats.retried, stats.dead);
     Ok(())

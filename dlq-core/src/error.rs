@@ -97,6 +97,33 @@ pub enum Error {
         /// The store's limit.
         max: usize,
     },
+    /// A configuration value could not be used.
+    #[error("invalid configuration{}{}: {reason}", file.as_ref().map(|f| format!(" in {f}")).unwrap_or_default(), if key.is_empty() { String::new() } else { format!(" at `{key}`") })]
+    Config {
+        /// The key (`dlq.retry.batch-size`) or environment variable; empty for a syntax error.
+        key: String,
+        /// The file, when it came from one.
+        file: Option<String>,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A configuration file could not be read.
+    #[error("could not read configuration file {path}")]
+    ConfigFile {
+        /// The file.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The store does not offer what the configuration asks for.
+    #[error("{store} does not support {what}")]
+    Unsupported {
+        /// The store.
+        store: &'static str,
+        /// The feature.
+        what: &'static str,
+    },
     /// An event could not be serialized for parking.
     #[error("event could not be serialized: {0}")]
     Serialize(#[source] serde_json::Error),

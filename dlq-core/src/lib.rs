@@ -51,6 +51,7 @@
 
 mod backoff;
 mod classify;
+mod config;
 mod error;
 mod handler;
 mod live;
@@ -68,6 +69,7 @@ pub use classify::{
     Classify, ErrorClass, FailureInfo, Fatal, MAX_CHAIN_LEN, MAX_REASON_BYTES, MAX_STACKTRACE_BYTES, MarkError,
     Permanent, Transient, bounded, classify_error, fingerprint,
 };
+pub use config::RetrierConfig;
 pub use dlq_macros::{Classify, dead_letter};
 pub use error::Error;
 pub use handler::{
@@ -77,9 +79,12 @@ pub use live::{Dispatched, Dispatcher, HandlerError, Scope, current_store, insta
 pub use memory::MemoryStore;
 pub use record::{
     AttemptRecord, AuditEntry, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter, DeadReason, DlqId,
-    FailureGroup, Lease, ListFilter, NewDeadLetter, Parked, Payload, SettleReport, Settlement, SourceMeta, StatsRow,
-    Status, Truncation, jsonb_safe,
+    FailureGroup, Lease, ListFilter, NewDeadLetter, Parked, Payload, RetrierHeartbeat, SettleReport, Settlement,
+    SourceMeta, StatsRow, Status, Truncation, jsonb_safe,
 };
 pub use registry::{Registry, registry};
-pub use retrier::{Retrier, RetrierConfig, RetrierStats, Schedule, Shutdown};
-pub use store::{BoxFuture, DeadLetterStore, StoreResult};
+pub use retrier::{Retrier, RetrierStats};
+pub use store::{BoxFuture, DeadLetterStore, SingletonLock, StoreResult};
+/// The shutdown signal of [`Retrier::run_until`] most services already have (re-exported
+/// from `tokio-util`): pass `token.cancelled_owned()`.
+pub use tokio_util::sync::CancellationToken;

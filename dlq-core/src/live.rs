@@ -529,6 +529,15 @@ mod tests {
         fn purge(&self, _: Duration) -> BoxFuture<'_, StoreResult<u64>> {
             down()
         }
+        fn heartbeat(&self, _: &crate::RetrierHeartbeat, _: Duration) -> BoxFuture<'_, StoreResult<()>> {
+            down()
+        }
+        fn remove_heartbeat(&self, _: &str) -> BoxFuture<'_, StoreResult<()>> {
+            down()
+        }
+        fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<crate::RetrierHeartbeat>>> {
+            down()
+        }
     }
 
     fn echo(inv: Invocation) -> BoxFuture<'static, HandlerOutcome> {

@@ -1,6 +1,7 @@
 //! `MemoryStore`: the whole store contract in process memory.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -9,11 +10,12 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::Error;
+use crate::record::RetrierHeartbeat;
 use crate::record::{
     AttemptRecord, AuditEntry, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter, DlqId, FailureGroup,
     Lease, ListFilter, NewDeadLetter, Parked, Payload, SettleReport, Settlement, StatsRow, Status,
 };
-use crate::store::{BoxFuture, DeadLetterStore, StoreResult};
+use crate::store::{BoxFuture, DeadLetterStore, SingletonLock, StoreResult};
 
 /// A [`DeadLetterStore`] in process memory, with the same semantics as the SQL stores:
 /// leases with fencing tokens, dedupe keys, attempt history and audit log.
@@ -48,6 +50,7 @@ pub struct MemoryStore {
 struct Shared {
     state: Mutex<Inner>,
     work: Notify,
+    singleton: Arc<AtomicBool>,
 }
 
 #[derive(Debug, Default)]
@@ -57,6 +60,7 @@ struct Inner {
     dedupe: HashMap<String, DlqId>,
     attempts: Vec<AttemptRecord>,
     audit: Vec<AuditEntry>,
+    retriers: BTreeMap<String, RetrierHeartbeat>,
 }
 
 #[derive(Debug, Clone)]
@@ -290,7 +294,50 @@ fn ready<T: Send + 'static>(value: T) -> BoxFuture<'static, T> {
     Box::pin(std::future::ready(value))
 }
 
+/// The singleton lock of a `MemoryStore`: held while the flag is set.
+struct MemoryLock(Arc<AtomicBool>);
+
+impl SingletonLock for MemoryLock {
+    fn still_held(&mut self) -> BoxFuture<'_, bool> {
+        ready(true)
+    }
+
+    fn release(self: Box<Self>) -> BoxFuture<'static, ()> {
+        self.0.store(false, Ordering::SeqCst);
+        ready(())
+    }
+}
+
 impl DeadLetterStore for MemoryStore {
+    fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>> {
+        let at = now();
+        let mut inner = self.lock();
+        let started_at = inner.retriers.get(&beat.owner).map_or(beat.started_at, |b| b.started_at);
+        inner.retriers.insert(beat.owner.clone(), RetrierHeartbeat { started_at, last_seen: at, ..beat.clone() });
+        let horizon = at - chrono::Duration::from_std(expire_after).unwrap_or(chrono::TimeDelta::MAX);
+        inner.retriers.retain(|_, b| b.last_seen >= horizon);
+        ready(Ok(()))
+    }
+
+    fn remove_heartbeat(&self, owner: &str) -> BoxFuture<'_, StoreResult<()>> {
+        self.lock().retriers.remove(owner);
+        ready(Ok(()))
+    }
+
+    fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<RetrierHeartbeat>>> {
+        let mut all: Vec<_> = self.lock().retriers.values().cloned().collect();
+        all.sort_by_key(|b| b.started_at);
+        ready(Ok(all))
+    }
+
+    /// One retrier at a time among those sharing this `MemoryStore` (and its clones).
+    fn try_lock_singleton(&self) -> BoxFuture<'_, StoreResult<Option<Box<dyn SingletonLock>>>> {
+        let flag = &self.inner.singleton;
+        let won = flag.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_ok();
+        let lock: Option<Box<dyn SingletonLock>> = won.then(|| Box::new(MemoryLock(Arc::clone(flag))) as _);
+        ready(Ok(lock))
+    }
+
     fn park(&self, letter: NewDeadLetter) -> BoxFuture<'_, StoreResult<Parked>> {
         let parked = self.park_sync(vec![letter]).remove(0);
         ready(Ok(parked))

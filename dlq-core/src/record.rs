@@ -737,3 +737,50 @@ impl ErrorClass {
         }
     }
 }
+
+/// A running (or dead: see `last_seen`) retrier, from its heartbeat row in the store.
+///
+/// ```
+/// let beat = dlq_core::RetrierHeartbeat::new("host:42:ab12cd34", ["payment"], false);
+/// assert_eq!(beat.pid, std::process::id() as i32);
+/// assert_eq!(beat.event_types, ["payment"]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetrierHeartbeat {
+    /// The retrier's owner name, also its `lease_owner`.
+    pub owner: String,
+    /// The host it runs on.
+    pub host: String,
+    /// Its process id.
+    pub pid: i32,
+    /// The event types it handles.
+    pub event_types: Vec<String>,
+    /// Whether it runs in singleton mode (then at most one of them claims at a time).
+    pub singleton: bool,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// When it last refreshed the row; rows not refreshed for three heartbeats are removed.
+    pub last_seen: DateTime<Utc>,
+}
+
+impl RetrierHeartbeat {
+    /// The heartbeat of a retrier of this process starting now.
+    pub fn new<'a>(owner: &str, event_types: impl IntoIterator<Item = &'a str>, singleton: bool) -> Self {
+        let now = Utc::now();
+        Self {
+            owner: owner.to_owned(),
+            host: host_name(),
+            pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
+            event_types: event_types.into_iter().map(str::to_owned).collect(),
+            singleton,
+            started_at: now,
+            last_seen: now,
+        }
+    }
+}
+
+/// This machine's host name (`localhost` when it has none).
+pub(crate) fn host_name() -> String {
+    let name = gethostname::gethostname().to_string_lossy().trim().to_owned();
+    if name.is_empty() { "localhost".to_owned() } else { name }
+}

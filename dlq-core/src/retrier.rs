@@ -1,139 +1,24 @@
 //! The retrier engine: claims due dead letters, runs their handlers, writes the outcomes.
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::stream::{self, StreamExt};
-use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::Error;
+use crate::RetrierConfig;
 use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration};
 use crate::memory::now;
-use crate::record::{ClaimRequest, Claimed, DeadLetter, DeadReason, DlqId, Settlement};
+use crate::record::{ClaimRequest, Claimed, DeadLetter, DeadReason, DlqId, RetrierHeartbeat, Settlement};
 use crate::registry::Registry;
-use crate::store::DeadLetterStore;
-
-/// When the retrier looks for due rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Schedule {
-    /// Drain due rows continuously; when none are due, wait for a wake-up from the store
-    /// (a park, a redrive) or `poll_interval`, whichever comes first.
-    Continuous {
-        /// The longest wait between two looks.
-        poll_interval: Duration,
-    },
-    /// Every `every`, claim one batch of at most `batch_size` rows and run it (the classic
-    /// "every 6 hours, 50 events" scheduler).
-    FixedRate {
-        /// The period.
-        every: Duration,
-    },
-}
-
-/// How a [`Retrier`] runs.
-///
-/// ```
-/// use dlq_core::{RetrierConfig, Schedule};
-/// use std::time::Duration;
-///
-/// // The scheduler of the reference design: every 6 h, 50 events, 240 retries.
-/// let config = RetrierConfig {
-///     batch_size: 50,
-///     max_retries: Some(240),
-///     schedule: Schedule::FixedRate { every: Duration::from_secs(6 * 3600) },
-///     ..RetrierConfig::default()
-/// };
-/// assert_eq!(config.lease, Duration::from_secs(300));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RetrierConfig {
-    /// Rows claimed at once.
-    pub batch_size: usize,
-    /// Handlers run at once within a batch.
-    pub concurrency: usize,
-    /// Claim loops run at once, so that claiming and writing outcomes overlap with handlers.
-    pub workers: usize,
-    /// How long a claim holds a row; a row whose lease expires is claimed again by others.
-    /// Keep it well above the longest handler run (and its `timeout`).
-    pub lease: Duration,
-    /// When to look for work.
-    pub schedule: Schedule,
-    /// Overrides the retry limit stored with each row.
-    pub max_retries: Option<u32>,
-    /// After a shutdown signal, how long in-flight handlers may run before their rows are
-    /// released for others.
-    pub shutdown_grace: Duration,
-    /// Recorded as `lease_owner`: `host:pid` by default.
-    pub owner: String,
-}
-
-impl Default for RetrierConfig {
-    fn default() -> Self {
-        Self {
-            batch_size: 50,
-            concurrency: 16,
-            workers: 1,
-            lease: Duration::from_secs(300),
-            schedule: Schedule::Continuous { poll_interval: Duration::from_secs(5) },
-            max_retries: None,
-            shutdown_grace: Duration::from_secs(30),
-            owner: default_owner(),
-        }
-    }
-}
-
-fn default_owner() -> String {
-    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".into());
-    format!("{host}:{}", std::process::id())
-}
-
-/// A cancellation signal for [`Retrier::run`]: clone it, hand one clone to the retrier and
-/// call [`trigger`](Shutdown::trigger) on another.
-///
-/// ```
-/// let shutdown = dlq_core::Shutdown::new();
-/// let handle = shutdown.clone();
-/// handle.trigger();
-/// assert!(shutdown.is_triggered());
-/// ```
-#[derive(Debug, Clone, Default)]
-pub struct Shutdown {
-    inner: Arc<(AtomicBool, Notify)>,
-}
-
-impl Shutdown {
-    /// A signal not yet triggered.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Asks every holder to stop.
-    pub fn trigger(&self) {
-        self.inner.0.store(true, Ordering::SeqCst);
-        self.inner.1.notify_waiters();
-    }
-
-    /// Whether [`trigger`](Shutdown::trigger) was called.
-    pub fn is_triggered(&self) -> bool {
-        self.inner.0.load(Ordering::SeqCst)
-    }
-
-    /// Completes once triggered.
-    pub async fn wait(&self) {
-        loop {
-            let notified = self.inner.1.notified();
-            if self.is_triggered() {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
+use crate::store::{DeadLetterStore, SingletonLock};
 
 /// Counters of what a retrier did, for metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -214,7 +99,7 @@ impl Counters {
 ///   retrier has no upstream to stop.
 ///
 /// ```
-/// use dlq_core::{dead_letter, with_store, MemoryStore, Retrier, Shutdown, Status};
+/// use dlq_core::{dead_letter, with_store, MemoryStore, Retrier, Status};
 /// use std::sync::Arc;
 ///
 /// #[dead_letter(event_type = "doc-retrier", backoff = "none")]
@@ -241,7 +126,8 @@ pub struct Retrier<S: ?Sized> {
     registry: Registry,
     context: Arc<Context>,
     config: RetrierConfig,
-    shutdown: Shutdown,
+    owner: Arc<str>,
+    stop: CancellationToken,
     counters: Arc<Counters>,
 }
 
@@ -252,7 +138,8 @@ impl<S: ?Sized> Clone for Retrier<S> {
             registry: self.registry.clone(),
             context: Arc::clone(&self.context),
             config: self.config.clone(),
-            shutdown: self.shutdown.clone(),
+            owner: Arc::clone(&self.owner),
+            stop: self.stop.clone(),
             counters: Arc::clone(&self.counters),
         }
     }
@@ -283,7 +170,8 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             registry,
             context: Arc::new(Context::new()),
             config: RetrierConfig::default(),
-            shutdown: Shutdown::new(),
+            owner: default_owner().into(),
+            stop: CancellationToken::new(),
             counters: Arc::default(),
         }
     }
@@ -291,6 +179,9 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// Sets the configuration.
     #[must_use]
     pub fn config(mut self, config: RetrierConfig) -> Self {
+        if !config.owner.is_empty() {
+            self.owner = config.owner.as_str().into();
+        }
         self.config = config;
         self
     }
@@ -299,13 +190,6 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     #[must_use]
     pub fn context(mut self, context: Context) -> Self {
         self.context = Arc::new(context);
-        self
-    }
-
-    /// Sets the shutdown signal.
-    #[must_use]
-    pub fn shutdown(mut self, shutdown: Shutdown) -> Self {
-        self.shutdown = shutdown;
         self
     }
 
@@ -319,41 +203,210 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         &self.store
     }
 
-    /// Runs until the shutdown signal, then finishes or releases in-flight rows within the
-    /// grace period. Store errors are logged, counted and retried after the poll interval;
-    /// they never stop the retrier.
-    pub async fn run(&self) -> RetrierStats {
-        let workers = self.config.workers.max(1);
-        let loops = (0..workers).map(|_| self.worker());
-        futures_util::future::join_all(loops).await;
-        self.stats()
+    /// The name it claims under (`lease_owner`) and its heartbeat row's key: the configured
+    /// `owner`, or `host:pid:<random>`.
+    pub fn owner(&self) -> &str {
+        &self.owner
     }
 
-    async fn worker(&self) {
-        match self.config.schedule {
-            Schedule::Continuous { poll_interval } => {
-                while !self.shutdown.is_triggered() {
-                    let full = match self.run_once().await {
+    /// Runs until `shutdown` completes, then stops claiming, lets in-flight handlers finish
+    /// within `shutdown_grace` and releases the rows still running, removes its heartbeat,
+    /// and returns what it did. Returns at once when the configuration says `enabled: false`.
+    ///
+    /// Around the claim loops it keeps a heartbeat row in the store (see
+    /// [`DeadLetterStore::retriers`]), removes the rows of retriers that stopped beating,
+    /// purges finished rows past `retention`, and in `singleton` mode claims only while it
+    /// holds the store's singleton lock (the others wait as standbys and take over).
+    ///
+    /// Shutdown takes any future: `tokio::signal::ctrl_c()`, a
+    /// [`CancellationToken`]'s `cancelled_owned()`, a oneshot receiver.
+    ///
+    /// # Errors
+    /// Before it starts: [`Error::Config`] for unusable settings, [`Error::MissingState`] when
+    /// a handler's `State<T>` is not in the context, [`Error::Unsupported`] for `singleton` on
+    /// a store without a lock. While running, store failures (a database outage) are logged,
+    /// counted in the stats and retried; they never end the run.
+    ///
+    /// ```
+    /// use dlq_core::{dead_letter, Context, MemoryStore, Retrier, State};
+    /// use std::sync::Arc;
+    ///
+    /// #[derive(Clone)]
+    /// struct Ledger;
+    ///
+    /// #[dead_letter(event_type = "doc-run-until")]
+    /// async fn post(amount: u64, _ledger: State<Ledger>) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// let registry = dlq_core::handlers![post]?;
+    ///
+    /// // A handler's `State<Ledger>` missing from the context is a configuration error.
+    /// let err = Retrier::with_registry(store.clone(), registry.clone()).run_until(async {}).await.unwrap_err();
+    /// assert!(matches!(err, dlq_core::Error::MissingState { .. }), "{err}");
+    ///
+    /// let retrier = Retrier::with_registry(store, registry).context(Context::new().with(Ledger));
+    /// let shutdown = tokio_util::sync::CancellationToken::new();
+    /// let running = tokio::spawn({
+    ///     let (retrier, shutdown) = (retrier.clone(), shutdown.clone());
+    ///     async move { retrier.run_until(shutdown.cancelled_owned()).await }
+    /// });
+    /// shutdown.cancel();
+    /// let stats = running.await.unwrap()?;
+    /// assert_eq!(stats.claimed, 0);
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn run_until(&self, shutdown: impl Future<Output = ()> + Send) -> Result<RetrierStats, Error> {
+        if !self.config.enabled {
+            tracing::info!("dead-letter retrier disabled by configuration");
+            return Ok(self.stats());
+        }
+        self.config.validate()?;
+        self.registry.check_context(&self.context)?;
+        let beat = RetrierHeartbeat::new(&self.owner, self.registry.event_types(), self.config.singleton);
+        let expire_after = self.config.heartbeat.saturating_mul(3);
+        if let Err(error) = self.store.heartbeat(&beat, expire_after).await {
+            tracing::warn!(%error, "could not register the retrier's heartbeat");
+        }
+        let stop = self.stop.clone();
+        let trigger = async {
+            shutdown.await;
+            stop.cancel();
+        };
+        let work = async {
+            if self.config.singleton {
+                self.run_singleton().await
+            } else {
+                self.run_workers(&self.stop).await;
+                Ok(())
+            }
+        };
+        let (result, (), (), ()) = tokio::join!(
+            async {
+                let result = work.await;
+                // An error before any work (singleton unsupported) ends the background loops too.
+                self.stop.cancel();
+                result
+            },
+            async {
+                tokio::select! {
+                    () = trigger => {}
+                    () = self.stop.cancelled() => {}
+                }
+            },
+            self.keep_beating(beat, expire_after),
+            self.keep_purging(),
+        );
+        if let Err(error) = self.store.remove_heartbeat(&self.owner).await {
+            tracing::warn!(%error, "could not remove the retrier's heartbeat");
+        }
+        result.map(|()| self.stats())
+    }
+
+    async fn run_workers(&self, stop: &CancellationToken) {
+        // A fixed rate means one batch per period, so one loop.
+        let workers = if self.config.fixed_rate.is_some() { 1 } else { self.config.workers.max(1) };
+        let loops = (0..workers).map(|_| self.worker(stop));
+        futures_util::future::join_all(loops).await;
+    }
+
+    async fn keep_beating(&self, mut beat: RetrierHeartbeat, expire_after: Duration) {
+        loop {
+            tokio::select! {
+                () = self.stop.cancelled() => return,
+                () = tokio::time::sleep(self.config.heartbeat) => {}
+            }
+            beat.last_seen = chrono::Utc::now();
+            if let Err(error) = self.store.heartbeat(&beat, expire_after).await {
+                tracing::warn!(%error, "could not refresh the retrier's heartbeat");
+            }
+        }
+    }
+
+    async fn keep_purging(&self) {
+        let Some(retention) = self.config.retention else { return };
+        loop {
+            match self.store.purge(retention).await {
+                Ok(0) => {}
+                Ok(purged) => tracing::info!(purged, "purged finished dead letters past retention"),
+                Err(error) => tracing::warn!(%error, "retention purge failed"),
+            }
+            tokio::select! {
+                () = self.stop.cancelled() => return,
+                () = tokio::time::sleep(self.config.purge_interval) => {}
+            }
+        }
+    }
+
+    /// Alternates between standby (trying the lock every heartbeat) and leadership terms
+    /// until shutdown.
+    async fn run_singleton(&self) -> Result<(), Error> {
+        let every = self.config.heartbeat;
+        while !self.stop.is_cancelled() {
+            match self.store.try_lock_singleton().await {
+                Ok(Some(lock)) => {
+                    tracing::info!(owner = %self.owner, "singleton retrier elected");
+                    self.lead(lock, every).await;
+                }
+                Ok(None) => {}
+                Err(error @ Error::Unsupported { .. }) => return Err(error),
+                Err(error) => tracing::warn!(%error, "singleton lock attempt failed; retrying"),
+            }
+            tokio::select! {
+                () = self.stop.cancelled() => {}
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// One leadership term: the claim loops run while the lock still holds.
+    async fn lead(&self, mut lock: Box<dyn SingletonLock>, every: Duration) {
+        let term = self.stop.child_token();
+        let watchdog = async {
+            loop {
+                tokio::select! {
+                    () = term.cancelled() => break,
+                    () = tokio::time::sleep(every) => {}
+                }
+                let held = tokio::time::timeout(every, lock.still_held()).await;
+                if !matches!(held, Ok(true)) {
+                    tracing::warn!("singleton lock lost; stepping down");
+                    break;
+                }
+            }
+            term.cancel();
+        };
+        tokio::join!(self.run_workers(&term), watchdog);
+        lock.release().await;
+    }
+
+    async fn worker(&self, stop: &CancellationToken) {
+        match self.config.fixed_rate {
+            None => {
+                while !stop.is_cancelled() {
+                    let full = match self.run_batch_once(stop).await {
                         Ok(n) => n >= self.config.batch_size,
                         Err(_) => false,
                     };
                     if !full {
                         tokio::select! {
-                            () = self.store.wait_for_work(poll_interval) => {}
-                            () = self.shutdown.wait() => {}
+                            () = self.store.wait_for_work(self.config.poll_interval) => {}
+                            () = stop.cancelled() => {}
                         }
                     }
                 }
             }
-            Schedule::FixedRate { every } => {
+            Some(every) => {
                 let mut ticks = tokio::time::interval(every);
                 ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     tokio::select! {
                         _ = ticks.tick() => {}
-                        () = self.shutdown.wait() => return,
+                        () = stop.cancelled() => return,
                     }
-                    let _ = self.run_once().await;
+                    let _ = self.run_batch_once(stop).await;
                 }
             }
         }
@@ -365,14 +418,18 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// The store's error from the claim or the outcome write (rows whose outcome could not be
     /// written keep their lease and are claimed again when it expires).
     pub async fn run_once(&self) -> Result<usize, Error> {
-        if self.shutdown.is_triggered() || self.registry.is_empty() {
+        self.run_batch_once(&self.stop).await
+    }
+
+    async fn run_batch_once(&self, stop: &CancellationToken) -> Result<usize, Error> {
+        if stop.is_cancelled() || self.registry.is_empty() {
             return Ok(0);
         }
         let request = ClaimRequest {
             event_types: self.registry.event_types().map(str::to_owned).collect(),
             limit: self.config.batch_size.max(1),
             lease: self.config.lease,
-            owner: self.config.owner.clone(),
+            owner: self.owner.to_string(),
         };
         let claimed = self.store.claim(request).await.inspect_err(|e| self.store_error(e))?;
         let n = claimed.len();
@@ -380,7 +437,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             return Ok(0);
         }
         Counters::add(&self.counters.claimed, n as u64);
-        let outcomes = self.run_batch(claimed).await;
+        let outcomes = self.run_batch(claimed, stop).await;
         let kinds: Vec<(DlqId, &AtomicU64)> = outcomes.iter().map(|o| (o.lease().id, self.counter_for(o))).collect();
         let report = match self.store.settle(outcomes).await {
             Ok(report) => report,
@@ -423,7 +480,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     }
 
     /// Runs every claimed row; on shutdown, waits out the grace period and releases the rest.
-    async fn run_batch(&self, claimed: Vec<Claimed>) -> Vec<Settlement> {
+    async fn run_batch(&self, claimed: Vec<Claimed>, stop: &CancellationToken) -> Vec<Settlement> {
         let leases: Vec<_> = claimed.iter().map(|c| c.lease).collect();
         let mut outcomes: Vec<Option<Settlement>> = vec![None; claimed.len()];
         let runs = stream::iter(claimed.into_iter().enumerate())
@@ -431,7 +488,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             .buffer_unordered(self.config.concurrency.max(1));
         let mut runs = std::pin::pin!(runs);
         let grace = async {
-            self.shutdown.wait().await;
+            stop.cancelled().await;
             tokio::time::sleep(self.config.shutdown_grace).await;
         };
         let mut grace = std::pin::pin!(grace);
@@ -552,6 +609,12 @@ fn decide(
         }
     }
     Settlement::Retry { lease, delay, failure }
+}
+
+/// `host:pid:<random>`: unique even for two retriers in one process.
+fn default_owner() -> String {
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{}:{}:{}", crate::record::host_name(), std::process::id(), &suffix[..8])
 }
 
 /// `at + delay`, saturating at the largest time chrono can hold.

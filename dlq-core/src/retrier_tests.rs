@@ -243,16 +243,16 @@ async fn shutdown_releases_rows_still_running_after_the_grace_period() {
     let store = Arc::new(MemoryStore::new());
     let quick = park(&store, "scripted", json!({"sleep_ms": 1_000})).await;
     let slow = park(&store, "scripted", json!({"sleep_ms": 50_000})).await;
-    let shutdown = Shutdown::new();
+    let shutdown = CancellationToken::new();
     let config = RetrierConfig { shutdown_grace: Duration::from_secs(10), ..RetrierConfig::default() };
-    let r = retrier(&store).config(config).shutdown(shutdown.clone());
+    let r = retrier(&store).config(config);
     let run = tokio::spawn({
-        let r = r.clone();
-        async move { r.run().await }
+        let (r, shutdown) = (r.clone(), shutdown.clone());
+        async move { r.run_until(shutdown.cancelled_owned()).await }
     });
     tokio::time::sleep(Duration::from_millis(10)).await;
-    shutdown.trigger();
-    let stats = run.await.unwrap();
+    shutdown.cancel();
+    let stats = run.await.unwrap().unwrap();
     assert_eq!(status(&store, quick), (Status::Succeeded, 0, None));
     assert_eq!(status(&store, slow), (Status::Pending, 0, None), "released, attempt not counted");
     assert_eq!((stats.succeeded, stats.released), (1, 1));
@@ -261,15 +261,15 @@ async fn shutdown_releases_rows_still_running_after_the_grace_period() {
 #[tokio::test(start_paused = true)]
 async fn continuous_run_drains_new_work_and_stops_on_shutdown() {
     let store = Arc::new(MemoryStore::new());
-    let shutdown = Shutdown::new();
-    let r = retrier(&store).shutdown(shutdown.clone()).config(RetrierConfig {
+    let shutdown = CancellationToken::new();
+    let r = retrier(&store).config(RetrierConfig {
         batch_size: 7,
-        schedule: Schedule::Continuous { poll_interval: Duration::from_secs(3600) },
+        poll_interval: Duration::from_secs(3600),
         ..RetrierConfig::default()
     });
     let run = tokio::spawn({
-        let r = r.clone();
-        async move { r.run().await }
+        let (r, shutdown) = (r.clone(), shutdown.clone());
+        async move { r.run_until(shutdown.cancelled_owned()).await }
     });
     let mut ids = Vec::new();
     for _ in 0..30 {
@@ -277,9 +277,11 @@ async fn continuous_run_drains_new_work_and_stops_on_shutdown() {
     }
     // Woken by the parks, not by the hour-long poll.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    shutdown.trigger();
-    let stats = run.await.unwrap();
+    assert_eq!(store.retriers().await.unwrap().len(), 1, "a heartbeat row while running");
+    shutdown.cancel();
+    let stats = run.await.unwrap().unwrap();
     assert_eq!(stats.succeeded, 30);
+    assert!(store.retriers().await.unwrap().is_empty(), "removed on shutdown");
     assert!(ids.iter().all(|id| status(&store, *id).0 == Status::Succeeded));
 }
 
@@ -289,15 +291,15 @@ async fn fixed_rate_takes_one_batch_per_tick() {
     for _ in 0..120 {
         park(&store, "scripted", json!({})).await;
     }
-    let shutdown = Shutdown::new();
-    let r = retrier(&store).shutdown(shutdown.clone()).config(RetrierConfig {
+    let shutdown = CancellationToken::new();
+    let r = retrier(&store).config(RetrierConfig {
         batch_size: 50,
-        schedule: Schedule::FixedRate { every: Duration::from_secs(6 * 3600) },
+        fixed_rate: Some(Duration::from_secs(6 * 3600)),
         ..RetrierConfig::default()
     });
     let run = tokio::spawn({
-        let r = r.clone();
-        async move { r.run().await }
+        let (r, shutdown) = (r.clone(), shutdown.clone());
+        async move { r.run_until(shutdown.cancelled_owned()).await }
     });
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(r.stats().succeeded, 50, "first tick at once");
@@ -305,8 +307,83 @@ async fn fixed_rate_takes_one_batch_per_tick() {
     assert_eq!(r.stats().succeeded, 100);
     tokio::time::sleep(Duration::from_secs(6 * 3600)).await;
     assert_eq!(r.stats().succeeded, 120);
-    shutdown.trigger();
-    run.await.unwrap();
+    shutdown.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn singletons_take_turns_and_stale_heartbeats_expire() {
+    let store = Arc::new(MemoryStore::new());
+    let config = RetrierConfig { singleton: true, heartbeat: Duration::from_secs(1), ..RetrierConfig::default() };
+    let (stop_a, stop_b) = (CancellationToken::new(), CancellationToken::new());
+    let a = retrier(&store).config(config.clone());
+    let b = retrier(&store).config(config);
+    let run_a = tokio::spawn({
+        let (a, stop) = (a.clone(), stop_a.clone());
+        async move { a.run_until(stop.cancelled_owned()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let run_b = tokio::spawn({
+        let (b, stop) = (b.clone(), stop_b.clone());
+        async move { b.run_until(stop.cancelled_owned()).await }
+    });
+    for _ in 0..10 {
+        park(&store, "scripted", json!({})).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!((a.stats().succeeded, b.stats().succeeded), (10, 0), "only the leader claims");
+    stop_a.cancel();
+    run_a.await.unwrap().unwrap();
+    for _ in 0..5 {
+        park(&store, "scripted", json!({})).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(b.stats().succeeded, 5, "the standby took over");
+    // A retrier that stopped beating (killed) is removed by the others after three heartbeats.
+    let dead = RetrierHeartbeat::new("dead:1:x", ["scripted"], true);
+    store.heartbeat(&dead, Duration::from_secs(3)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let owners: Vec<String> = store.retriers().await.unwrap().into_iter().map(|r| r.owner).collect();
+    assert_eq!(owners, [b.owner().to_owned()]);
+    stop_b.cancel();
+    run_b.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn singleton_on_a_store_without_a_lock_refuses_to_start() {
+    struct NoLock(MemoryStore);
+    // Delegates everything but the singleton lock, which keeps the trait's default.
+    macro_rules! delegate {
+        ($($name:ident($($arg:ident: $ty:ty),*) -> $out:ty;)*) => {
+            $(fn $name(&self, $($arg: $ty),*) -> $out { self.0.$name($($arg),*) })*
+        };
+    }
+    impl DeadLetterStore for NoLock {
+        delegate! {
+            park(l: NewDeadLetter) -> crate::BoxFuture<'_, crate::StoreResult<crate::Parked>>;
+            park_many(l: Vec<NewDeadLetter>) -> crate::BoxFuture<'_, crate::StoreResult<Vec<crate::Parked>>>;
+            claim(r: ClaimRequest) -> crate::BoxFuture<'_, crate::StoreResult<Vec<Claimed>>>;
+            settle(o: Vec<Settlement>) -> crate::BoxFuture<'_, crate::StoreResult<crate::SettleReport>>;
+            get(id: DlqId) -> crate::BoxFuture<'_, crate::StoreResult<Option<DeadLetter>>>;
+            list(f: crate::ListFilter) -> crate::BoxFuture<'_, crate::StoreResult<Vec<DeadLetter>>>;
+            stats() -> crate::BoxFuture<'_, crate::StoreResult<Vec<crate::StatsRow>>>;
+            groups(f: crate::ListFilter) -> crate::BoxFuture<'_, crate::StoreResult<Vec<crate::FailureGroup>>>;
+            attempts(id: DlqId) -> crate::BoxFuture<'_, crate::StoreResult<Vec<crate::AttemptRecord>>>;
+            audit(id: DlqId) -> crate::BoxFuture<'_, crate::StoreResult<Vec<crate::AuditEntry>>>;
+            redrive(f: crate::ListFilter, a: &str) -> crate::BoxFuture<'_, crate::StoreResult<Vec<DlqId>>>;
+            discard(f: crate::ListFilter, a: &str) -> crate::BoxFuture<'_, crate::StoreResult<Vec<DlqId>>>;
+            patch_payload(id: DlqId, p: Payload, a: &str) -> crate::BoxFuture<'_, crate::StoreResult<()>>;
+            purge(d: Duration) -> crate::BoxFuture<'_, crate::StoreResult<u64>>;
+            heartbeat(b: &RetrierHeartbeat, d: Duration) -> crate::BoxFuture<'_, crate::StoreResult<()>>;
+            remove_heartbeat(o: &str) -> crate::BoxFuture<'_, crate::StoreResult<()>>;
+            retriers() -> crate::BoxFuture<'_, crate::StoreResult<Vec<RetrierHeartbeat>>>;
+        }
+    }
+    let registry = Registry::from_registrations([&SCRIPTED]).unwrap();
+    let r = Retrier::with_registry(Arc::new(NoLock(MemoryStore::new())), registry)
+        .config(RetrierConfig { singleton: true, ..RetrierConfig::default() });
+    let err = r.run_until(std::future::pending()).await.unwrap_err();
+    assert!(matches!(err, Error::Unsupported { .. }), "{err}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::Error;
 use crate::record::{
     AttemptRecord, AuditEntry, ClaimRequest, Claimed, DeadLetter, DlqId, FailureGroup, ListFilter, NewDeadLetter,
-    Parked, Payload, SettleReport, Settlement, StatsRow,
+    Parked, Payload, RetrierHeartbeat, SettleReport, Settlement, StatsRow,
 };
 
 /// A boxed, sendable future: the return type of [`DeadLetterStore`] methods, so the trait
@@ -98,4 +98,30 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     fn max_payload_bytes(&self) -> usize {
         crate::DEFAULT_MAX_PAYLOAD_BYTES
     }
+
+    /// Inserts or refreshes the heartbeat row of `beat.owner`, and removes the rows of
+    /// retriers not seen for `expire_after` (they crashed or were killed).
+    fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>>;
+
+    /// Removes the heartbeat row of `owner` (a retrier that stops).
+    fn remove_heartbeat(&self, owner: &str) -> BoxFuture<'_, StoreResult<()>>;
+
+    /// The heartbeat rows of the retriers sharing this store, oldest first.
+    fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<RetrierHeartbeat>>>;
+
+    /// Tries to take the store-wide lock of `singleton` mode: `Some` while this process holds
+    /// it, `None` when another one does. The default says the store has no such lock
+    /// ([`Error::Unsupported`]), and a retrier configured as a singleton refuses to start.
+    fn try_lock_singleton(&self) -> BoxFuture<'_, StoreResult<Option<Box<dyn SingletonLock>>>> {
+        Box::pin(async { Err(Error::Unsupported { store: "this store", what: "singleton mode (use PostgreSQL)" }) })
+    }
+}
+
+/// A held singleton lock ([`DeadLetterStore::try_lock_singleton`]).
+pub trait SingletonLock: Send {
+    /// Whether the lock still holds (one round trip; `false` when the connection died).
+    fn still_held(&mut self) -> BoxFuture<'_, bool>;
+
+    /// Releases the lock.
+    fn release(self: Box<Self>) -> BoxFuture<'static, ()>;
 }

@@ -11,8 +11,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlq_core::{Attempt, DeadLetterStore, Registry, Settlement, Shutdown, dead_letter, handlers};
-use dlq_sqlx::{PgConfig, PgRetrier, PgStore, RetryConfig};
+use dlq_core::{
+    Attempt, CancellationToken, DeadLetterStore, Registry, Retrier, RetrierConfig, Settlement, dead_letter, handlers,
+};
+use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgConnection, PgPool};
 
@@ -123,8 +125,8 @@ async fn raw_drain(pool: &PgPool, n: usize) -> Result<Duration> {
     Ok(start.elapsed())
 }
 
-fn retry_config(batch_size: usize) -> RetryConfig {
-    let mut config = RetryConfig::default();
+fn retry_config(batch_size: usize) -> RetrierConfig {
+    let mut config = RetrierConfig::default();
     config.batch_size = batch_size;
     config.workers = 4;
     config.concurrency = 50;
@@ -139,13 +141,13 @@ async fn ours(
     expected: u64,
     batch_size: usize,
 ) -> Result<(Duration, dlq_core::RetrierStats)> {
-    let shutdown = Shutdown::new();
+    let shutdown = CancellationToken::new();
     let config = retry_config(batch_size);
-    let retrier = PgRetrier::with_store(store.clone(), config).handlers(registry).shutdown(shutdown.clone());
+    let retrier = Retrier::with_registry(Arc::new(store.clone()), registry).config(config);
     let start = Instant::now();
     let running = tokio::spawn({
-        let retrier = retrier.clone();
-        async move { retrier.run().await }
+        let (retrier, shutdown) = (retrier.clone(), shutdown.clone());
+        async move { retrier.run_until(shutdown.cancelled_owned()).await }
     });
     while retrier.stats().succeeded < expected {
         if running.is_finished() || start.elapsed() > Duration::from_secs(300) {
@@ -154,7 +156,7 @@ async fn ours(
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let elapsed = start.elapsed();
-    shutdown.trigger();
+    shutdown.cancel();
     let stats = running.await??;
     Ok((elapsed, stats))
 }

@@ -81,6 +81,7 @@ macro_rules! conformance_suite {
             stats_counts,
             groups_by_fingerprint,
             wait_for_work_wakes_on_park,
+            heartbeats_refresh_and_expire,
         }
     };
 }
@@ -793,4 +794,24 @@ pub async fn wait_for_work_wakes_on_park<S: DeadLetterStore>(s: &S) {
     };
     let ((), _) = tokio::join!(s.wait_for_work(max), park_later);
     assert!(started.elapsed() < Duration::from_secs(5), "woke after {:?}", started.elapsed());
+}
+
+/// Heartbeat rows: inserted, refreshed (keeping `started_at`), removed, and removed for a
+/// retrier that stopped beating.
+pub async fn heartbeats_refresh_and_expire<S: DeadLetterStore>(s: &S) {
+    let a = dlq_core::RetrierHeartbeat::new("host:1:a", ["payment"], false);
+    let b = dlq_core::RetrierHeartbeat::new("host:2:b", ["payment", "refund"], true);
+    s.heartbeat(&a, LONG).await.expect("beat a");
+    s.heartbeat(&b, LONG).await.expect("beat b");
+    let rows = s.retriers().await.expect("retriers");
+    assert_eq!(rows.iter().map(|r| r.owner.as_str()).collect::<Vec<_>>(), ["host:1:a", "host:2:b"]);
+    assert_eq!((rows[1].event_types.len(), rows[1].singleton), (2, true));
+    let started = rows[0].started_at;
+    tokio::time::sleep(PAST_SHORT).await;
+    s.heartbeat(&a, SHORT).await.expect("beat a again: b is stale");
+    let rows = s.retriers().await.expect("retriers");
+    assert_eq!(rows.len(), 1, "b stopped beating and was removed");
+    assert!(close(rows[0].started_at, started, ROUNDING) && rows[0].last_seen > started);
+    s.remove_heartbeat("host:1:a").await.expect("remove");
+    assert!(s.retriers().await.expect("retriers").is_empty());
 }

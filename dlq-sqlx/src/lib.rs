@@ -1,19 +1,20 @@
-//! PostgreSQL and SQLite stores for `dlq`, their migrations, and the retrier runner.
+//! PostgreSQL and SQLite stores for `dlq`, and their migrations.
 //!
 //! - [`PgStore`]: the production store. Failures from many tasks are group-committed into
 //!   multi-row inserts; [`PgStore::park_in`] joins the caller's transaction; retriers claim
-//!   with `FOR UPDATE SKIP LOCKED`, hold rows under leases with fencing tokens, and wake on
-//!   `LISTEN/NOTIFY`. Timestamps come from the database clock only.
-//! - [`SqliteStore`]: the embedded default, one local file.
-//! - [`PgRetrier`] / [`run_retrier`]: dlq-core's [`Retrier`](dlq_core::Retrier) engine on a
-//!   `PgStore`, with the fixed-rate schedule, singleton mode (an advisory lock, one instance
-//!   at a time), a heartbeat row per retrier, and retention.
-//! - [`MIGRATOR`]: the PostgreSQL schema (`dlq_events`, `dlq_attempts`, `dlq_audit`,
-//!   `dlq_retriers`), applied by [`PgStore`] on connect unless turned off.
+//!   with `FOR UPDATE SKIP LOCKED`, hold rows under leases with fencing tokens, wake on
+//!   `LISTEN/NOTIFY`, and elect a singleton with an advisory lock. Timestamps come from the
+//!   database clock only.
+//! - [`SqliteStore`]: the embedded default, one local file, the same semantics on one host
+//!   (no singleton mode: run one retrier process, or use PostgreSQL).
+//! - [`MIGRATOR`] / [`SQLITE_MIGRATOR`]: the schemas, applied by the stores on connect.
+//!
+//! The retrier is [`dlq_core::Retrier`] on either store: the same engine, configuration,
+//! heartbeats and retention everywhere.
 //!
 //! ```no_run
-//! use dlq_core::{dead_letter, install_store, Shutdown};
-//! use dlq_sqlx::{PgConfig, PgRetrier, PgStore, RetryConfig};
+//! use dlq_core::{dead_letter, install_store, CancellationToken, Retrier, RetrierConfig};
+//! use dlq_sqlx::{PgConfig, PgStore};
 //! use std::sync::Arc;
 //!
 //! #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -27,16 +28,14 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let url = "postgres://postgres@127.0.0.1:5432/app";
 //! // Parking: the live path parks every failure of an annotated handler here.
-//! let store = PgStore::connect_with(url, PgConfig::default().schema("dlq")).await?;
-//! install_store(Arc::new(store.clone()))?;
+//! let store = Arc::new(PgStore::connect_with(url, PgConfig::default().schema("dlq")).await?);
+//! install_store(store.clone())?;
 //!
 //! // Retrying: any number of processes may run this; `"singleton": true` elects one.
-//! let config = RetryConfig::from_json_str(r#"{"batch-size": 50, "max-retries": 240}"#)?.with_env()?;
-//! let shutdown = Shutdown::new();
-//! let retrier = PgRetrier::new(store.pool().clone(), config)
-//!     .store_config(PgConfig::default().schema("dlq"))
-//!     .shutdown(shutdown.clone());
-//! let stats = retrier.run().await?; // until `shutdown.trigger()`
+//! let config = RetrierConfig::from_json_str(r#"{"batch-size": 50, "max-retries": 240}"#)?.with_env()?;
+//! let retrier = Retrier::with_registry(store, dlq_core::handlers![handle_payment]?).config(config);
+//! let shutdown = CancellationToken::new();
+//! let stats = retrier.run_until(shutdown.cancelled_owned()).await?; // until `shutdown.cancel()`
 //! println!("{} retried, {} succeeded", stats.claimed, stats.succeeded);
 //! # Ok(()) }
 //! ```
@@ -45,9 +44,8 @@
 //! The PostgreSQL tests (`tests/pg_*.rs`) use `#[sqlx::test]`, which creates a fresh database
 //! per test: run them with `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres`.
 
-mod config;
+mod error;
 mod pg;
-mod retrier;
 
 pub mod sqlite;
 pub use sqlite::{SQLITE_MIGRATOR, SqliteStore};
@@ -55,9 +53,8 @@ pub use sqlite::{SQLITE_MIGRATOR, SqliteStore};
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
-pub use config::{Error, RetryConfig, parse_duration};
-pub use pg::{Overflow, PgConfig, PgStore, RetrierHeartbeat, migrate, validate_schema};
-pub use retrier::{PgRetrier, run_retrier};
+pub use error::Error;
+pub use pg::{Overflow, PgConfig, PgStore, migrate, validate_schema};
 
 /// The PostgreSQL schema, embedded from `migrations/postgres/`. The migrations are
 /// schema-unqualified: [`migrate`] (and [`PgStore::from_pool`]) run them with `search_path`

@@ -90,7 +90,7 @@ async fn saturation_gauge_follows_the_count(pool: PgPool) {
 
 #[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
 async fn retention_purges_only_old_succeeded_and_discarded_rows(pool: PgPool) {
-    let store = store_with(&pool, PgConfig::default().retention(Some(Duration::from_secs(3600)))).await;
+    let store = store_with(&pool, PgConfig::default()).await;
     let ids: Vec<_> = store
         .park_many(vec![
             letter("payment", 1),
@@ -106,9 +106,9 @@ async fn retention_purges_only_old_succeeded_and_discarded_rows(pool: PgPool) {
     let claimed = claim(&store, &["payment"], 1).await;
     store.settle(vec![Settlement::Succeeded { lease: claimed[0].lease }]).await.unwrap();
     store.discard(ListFilter::default().ids([ids[1]]), "ops").await.unwrap();
-    assert_eq!(store.apply_retention().await.unwrap(), 0, "younger than the retention");
+    assert_eq!(store.purge(Duration::from_secs(3600)).await.unwrap(), 0, "younger than the retention");
     sqlx::query("UPDATE dlq_events SET updated_at = now() - interval '2 hours'").execute(&pool).await.unwrap();
-    assert_eq!(store.apply_retention().await.unwrap(), 2);
+    assert_eq!(store.purge(Duration::from_secs(3600)).await.unwrap(), 2);
     let left: Vec<_> = store.list(ListFilter::default()).await.unwrap().into_iter().map(|l| l.id).collect();
     assert_eq!(left, vec![ids[3], ids[2]], "dead and pending rows are kept");
 }

@@ -1,4 +1,4 @@
-//! `PgRetrier` on real PostgreSQL: draining with wake-ups, the fixed-rate schedule, bad stored
+//! `dlq_core::Retrier` on a `PgStore`, on real PostgreSQL: draining with wake-ups, the fixed-rate schedule, bad stored
 //! payloads, orphaned event types, panics, singleton mode with two instances, heartbeats and
 //! retention.
 
@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use dlq_core::{
-    DeadLetterStore, DeadReason, ListFilter, NewDeadLetter, Payload, RetrierStats, Shutdown, Status, dead_letter,
-    handlers,
+    CancellationToken as Shutdown, DeadLetterStore, DeadReason, ListFilter, NewDeadLetter, Payload, Registry, Retrier,
+    RetrierConfig as RetryConfig, RetrierStats, Status, dead_letter, handlers,
 };
-use dlq_sqlx::{PgConfig, PgRetrier, PgStore, RetryConfig};
+use dlq_sqlx::{PgConfig, PgStore};
 use pg_support::*;
 use sqlx::PgPool;
 
@@ -37,9 +37,18 @@ async fn count(store: &PgStore, status: Status) -> usize {
     store.list(ListFilter::default().status(status).limit(100_000)).await.unwrap().len()
 }
 
-fn start(retrier: &PgRetrier) -> tokio::task::JoinHandle<Result<RetrierStats, dlq_sqlx::Error>> {
-    let retrier = retrier.clone();
-    tokio::spawn(async move { retrier.run().await })
+type PgRetrier = Retrier<PgStore>;
+
+/// A retrier on `store` with `config` and `handlers`, stopped by `shutdown`.
+fn retrier(store: &PgStore, config: RetryConfig, handlers: Registry, shutdown: &Shutdown) -> (PgRetrier, Shutdown) {
+    (Retrier::with_registry(std::sync::Arc::new(store.clone()), handlers).config(config), shutdown.clone())
+}
+
+fn start(
+    (retrier, shutdown): &(PgRetrier, Shutdown),
+) -> tokio::task::JoinHandle<Result<RetrierStats, dlq_core::Error>> {
+    let (retrier, shutdown) = (retrier.clone(), shutdown.clone());
+    tokio::spawn(async move { retrier.run_until(shutdown.cancelled_owned()).await })
 }
 
 /// A pending row of `event_type` whose payload is the number `n`, due at once.
@@ -64,8 +73,7 @@ async fn drains_retries_and_keeps_a_heartbeat_until_shutdown(pool: PgPool) {
     let store = store(&pool).await;
     store.park_many((0..40).map(|n| job("pg-retrier-flaky", n)).collect()).await.unwrap();
     let shutdown = Shutdown::new();
-    let retrier =
-        PgRetrier::with_store(store.clone(), fast()).handlers(handlers![flaky].unwrap()).shutdown(shutdown.clone());
+    let retrier = retrier(&store, fast(), handlers![flaky].unwrap(), &shutdown);
     let running = start(&retrier);
     wait_until("every row to succeed", || async { count(&store, Status::Succeeded).await == 40 }).await;
     let beats = store.retriers().await.unwrap();
@@ -75,12 +83,12 @@ async fn drains_retries_and_keeps_a_heartbeat_until_shutdown(pool: PgPool) {
     let first_seen = beats[0].last_seen;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(store.retriers().await.unwrap()[0].last_seen > first_seen, "the heartbeat is refreshed");
-    shutdown.trigger();
+    shutdown.cancel();
     let stats = running.await.unwrap().unwrap();
     assert_eq!((stats.succeeded, stats.retried, stats.claimed), (40, 20, 60));
     assert_eq!(stats.fenced, 0);
     assert!(store.retriers().await.unwrap().is_empty(), "the heartbeat row is removed on shutdown");
-    assert_eq!(retrier.stats(), stats);
+    assert_eq!(retrier.0.stats(), stats);
 }
 
 #[dead_letter(event_type = "pg-retrier-typed")]
@@ -106,15 +114,13 @@ async fn bad_stored_payloads_orphans_and_panics_are_handled(pool: PgPool) {
     let orphan = store.park(pending("nobody-handles-this", serde_json::json!(1))).await.unwrap().id;
     let panicking = store.park(pending("pg-retrier-panics", serde_json::json!(7))).await.unwrap().id;
     let shutdown = Shutdown::new();
-    let retrier = PgRetrier::with_store(store.clone(), fast())
-        .handlers(handlers![typed, panics].unwrap())
-        .shutdown(shutdown.clone());
+    let retrier = retrier(&store, fast(), handlers![typed, panics].unwrap(), &shutdown);
     let running = start(&retrier);
     wait_until("the panicking row to die", || async {
         store.get(panicking).await.unwrap().unwrap().status == Status::FailedPermanently
     })
     .await;
-    shutdown.trigger();
+    shutdown.cancel();
     let stats = running.await.unwrap().unwrap();
     let row = store.get(undecodable).await.unwrap().unwrap();
     assert_eq!((row.status, row.dead_reason), (Status::FailedPermanently, Some(DeadReason::Undecodable)));
@@ -145,19 +151,22 @@ async fn fixed_rate_runs_one_batch_per_period(pool: PgPool) {
     )
     .unwrap();
     let shutdown = Shutdown::new();
-    let retrier =
-        PgRetrier::with_store(store.clone(), config).handlers(handlers![fixed].unwrap()).shutdown(shutdown.clone());
+    let retrier = retrier(&store, config, handlers![fixed].unwrap(), &shutdown);
     let running = start(&retrier);
     wait_until("the first batch", || async { count(&store, Status::Succeeded).await == 2 }).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(count(&store, Status::Succeeded).await, 2, "the next batch waits for the next period");
-    shutdown.trigger();
+    shutdown.cancel();
     assert_eq!(running.await.unwrap().unwrap().claimed, 2);
 
     let mut off = fast();
     off.enabled = false;
     let start = Instant::now();
-    let stats = PgRetrier::with_store(store.clone(), off).handlers(handlers![fixed].unwrap()).run().await.unwrap();
+    let stats = Retrier::with_registry(std::sync::Arc::new(store.clone()), handlers![fixed].unwrap())
+        .config(off)
+        .run_until(std::future::pending())
+        .await
+        .unwrap();
     assert_eq!(stats.claimed, 0);
     assert!(start.elapsed() < Duration::from_secs(1), "a disabled retrier returns at once");
 }
@@ -174,8 +183,7 @@ async fn a_park_wakes_an_idle_retrier_long_before_its_poll_interval(pool: PgPool
     let mut config = fast();
     config.poll_interval = Duration::from_secs(60);
     let shutdown = Shutdown::new();
-    let retrier =
-        PgRetrier::with_store(store.clone(), config).handlers(handlers![wake].unwrap()).shutdown(shutdown.clone());
+    let retrier = retrier(&store, config, handlers![wake].unwrap(), &shutdown);
     let running = start(&retrier);
     tokio::time::sleep(Duration::from_millis(700)).await; // idle, listening
     let parked_at = Instant::now();
@@ -183,7 +191,7 @@ async fn a_park_wakes_an_idle_retrier_long_before_its_poll_interval(pool: PgPool
     wait_until("the row to succeed", || async { store.get(id).await.unwrap().unwrap().status == Status::Succeeded })
         .await;
     assert!(parked_at.elapsed() < Duration::from_secs(5), "woken by NOTIFY after {:?}", parked_at.elapsed());
-    shutdown.trigger();
+    shutdown.cancel();
     running.await.unwrap().unwrap();
 }
 
@@ -199,10 +207,8 @@ async fn singleton_mode_runs_one_instance_at_a_time(pool: PgPool) {
     let mut config = fast();
     config.singleton = true;
     let (stop_a, stop_b) = (Shutdown::new(), Shutdown::new());
-    let a = PgRetrier::with_store(store.clone(), config.clone())
-        .handlers(handlers![single].unwrap())
-        .shutdown(stop_a.clone());
-    let b = PgRetrier::with_store(store.clone(), config).handlers(handlers![single].unwrap()).shutdown(stop_b.clone());
+    let a = retrier(&store, config.clone(), handlers![single].unwrap(), &stop_a);
+    let b = retrier(&store, config, handlers![single].unwrap(), &stop_b);
     let (run_a, run_b) = (start(&a), start(&b));
     for round in 0..3_u8 {
         store.park_many((0..10).map(|n| job("pg-retrier-single", u64::from(round) * 10 + n)).collect()).await.unwrap();
@@ -212,17 +218,20 @@ async fn singleton_mode_runs_one_instance_at_a_time(pool: PgPool) {
         .await;
     }
     assert_eq!(store.retriers().await.unwrap().len(), 2, "both register a heartbeat");
-    let (leader, standby, stop_leader, stop_standby, run_leader, run_standby) =
-        if a.stats().claimed > 0 { (a, b, stop_a, stop_b, run_a, run_b) } else { (b, a, stop_b, stop_a, run_b, run_a) };
-    assert_eq!(leader.stats().claimed, 30);
-    assert_eq!(standby.stats().claimed, 0, "the standby claims nothing while the leader runs");
-    stop_leader.trigger();
+    let (leader, standby, stop_leader, stop_standby, run_leader, run_standby) = if a.0.stats().claimed > 0 {
+        (a, b, stop_a, stop_b, run_a, run_b)
+    } else {
+        (b, a, stop_b, stop_a, run_b, run_a)
+    };
+    assert_eq!(leader.0.stats().claimed, 30);
+    assert_eq!(standby.0.stats().claimed, 0, "the standby claims nothing while the leader runs");
+    stop_leader.cancel();
     run_leader.await.unwrap().unwrap();
     store.park_many((0..10).map(|n| job("pg-retrier-single", 100 + n)).collect()).await.unwrap();
     wait_until("the standby to take over", || async { count(&store, Status::Succeeded).await == 40 }).await;
-    assert_eq!(standby.stats().claimed, 10);
-    assert_eq!(leader.stats().claimed, 30);
-    stop_standby.trigger();
+    assert_eq!(standby.0.stats().claimed, 10);
+    assert_eq!(leader.0.stats().claimed, 30);
+    stop_standby.cancel();
     run_standby.await.unwrap().unwrap();
     assert!(store.retriers().await.unwrap().is_empty());
 }
@@ -235,14 +244,14 @@ async fn retained(n: u64) -> Result<(), std::io::Error> {
 
 #[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
 async fn the_retrier_applies_retention_periodically(pool: PgPool) {
-    let store = store_with(&pool, PgConfig::default().retention(Some(Duration::from_millis(200)))).await;
+    let store = store_with(&pool, PgConfig::default()).await;
     let ids = store.park_many((0..3).map(|n| job("pg-retrier-retention", n)).collect()).await.unwrap();
     let dead = store.park(job("pg-retrier-retention", 9).dead(DeadReason::Permanent)).await.unwrap().id;
     let mut config = fast();
     config.purge_interval = Duration::from_millis(100);
+    config.retention = Some(Duration::from_millis(200));
     let shutdown = Shutdown::new();
-    let retrier =
-        PgRetrier::with_store(store.clone(), config).handlers(handlers![retained].unwrap()).shutdown(shutdown.clone());
+    let retrier = retrier(&store, config, handlers![retained].unwrap(), &shutdown);
     let running = start(&retrier);
     wait_until("succeeded rows to be purged", || async {
         let mut gone = true;
@@ -253,6 +262,6 @@ async fn the_retrier_applies_retention_periodically(pool: PgPool) {
     })
     .await;
     assert!(store.get(dead).await.unwrap().is_some(), "dead rows are kept");
-    shutdown.trigger();
+    shutdown.cancel();
     running.await.unwrap().unwrap();
 }

@@ -1,12 +1,14 @@
 //! One retrier process of the multi-process test (`tests/tests/multiprocess_pg.rs`).
 //!
-//! `dlq-mp-worker <database-url> <lease-ms>` runs `dlq_sqlx::PgRetrier` with one handler,
+//! `dlq-mp-worker <database-url> <lease-ms>` runs `dlq_core::Retrier` on a `PgStore` with one handler,
 //! `mp-job`, which records every execution in the side table `mp_runs` before doing its work,
 //! until SIGTERM; then it prints its stats as one JSON line and exits.
 
 use std::time::Duration;
 
-use dlq_core::{Attempt, Classify, Context, Shutdown, State, dead_letter};
+use std::sync::Arc;
+
+use dlq_core::{Attempt, Classify, Context, Retrier, RetrierConfig, State, dead_letter, handlers};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
@@ -55,7 +57,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let lease_ms: u64 = args.next().ok_or("missing <lease-ms>")?.parse()?;
     let pool = PgPool::connect(&url).await?;
 
-    let mut config = dlq_sqlx::RetryConfig::default();
+    let mut config = RetrierConfig::default();
     config.lease = Duration::from_millis(lease_ms);
     config.batch_size = 50;
     config.concurrency = 8;
@@ -64,18 +66,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.shutdown_grace = Duration::from_secs(5);
     config.owner = format!("mp-worker-{}", std::process::id());
 
-    let shutdown = Shutdown::new();
+    let store = dlq_sqlx::PgStore::from_pool(pool.clone(), dlq_sqlx::PgConfig::default()).await?;
     let retrier =
-        dlq_sqlx::PgRetrier::new(pool.clone(), config).context(Context::new().with(pool)).shutdown(shutdown.clone());
-    let running = tokio::spawn({
-        let retrier = retrier.clone();
-        async move { retrier.run().await }
-    });
-    println!("ready");
+        Retrier::with_registry(Arc::new(store), handlers![run_job]?).config(config).context(Context::new().with(pool));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    term.recv().await;
-    shutdown.trigger();
-    let stats = running.await??;
+    println!("ready");
+    let stats = retrier
+        .run_until(async move {
+            term.recv().await;
+        })
+        .await?;
     println!(
         "{{\"claimed\":{},\"succeeded\":{},\"retried\":{},\"dead\":{},\"fenced\":{},\"released\":{}}}",
         stats.claimed, stats.succeeded, stats.retried, stats.dead, stats.fenced, stats.released

@@ -1,63 +1,42 @@
-//! The `dlq_retriers` table: one heartbeat row per running retrier.
+//! The `dlq_retriers` table: one heartbeat row per running retrier, and the advisory lock of
+//! singleton mode.
 
-use chrono::{DateTime, Utc};
-use dlq_core::StoreResult;
-use sqlx::Row;
+use std::time::Duration;
 
-use super::PgStore;
+use dlq_core::{BoxFuture, RetrierHeartbeat, SingletonLock, StoreResult};
+use sqlx::postgres::{PgAdvisoryLock, PgAdvisoryLockGuard, PgConnection};
+use sqlx::{Connection, Either, Row};
 
-/// A running (or crashed: see `last_seen`) retrier, from its heartbeat row.
-///
-/// ```no_run
-/// # async fn demo(store: dlq_sqlx::PgStore) -> Result<(), dlq_core::Error> {
-/// for r in store.retriers().await? {
-///     println!("{} on {} (pid {}), last seen {}", r.owner, r.host, r.pid, r.last_seen);
-/// }
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RetrierHeartbeat {
-    /// The retrier's owner name, also its `lease_owner`.
-    pub owner: String,
-    /// The host it runs on.
-    pub host: String,
-    /// Its process id.
-    pub pid: i32,
-    /// The event types it handles.
-    pub event_types: Vec<String>,
-    /// Whether it runs in singleton mode (then at most one of them claims at a time).
-    pub singleton: bool,
-    /// When it started.
-    pub started_at: DateTime<Utc>,
-    /// When it last refreshed the row; an old value means the retrier died.
-    pub last_seen: DateTime<Utc>,
-}
+use super::{PgStore, micros};
 
 impl PgStore {
-    /// Inserts or refreshes the heartbeat row of `beat.owner`.
-    pub(crate) async fn beat(&self, beat: &RetrierHeartbeat) -> Result<(), sqlx::Error> {
+    /// Inserts or refreshes the heartbeat row of `beat.owner`; removes stale rows.
+    pub(crate) async fn beat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> StoreResult<()> {
         sqlx::query(self.inner.sql.heartbeat.sql())
             .bind(&beat.owner)
             .bind(&beat.host)
             .bind(beat.pid)
             .bind(&beat.event_types)
             .bind(beat.singleton)
+            .bind(micros(expire_after))
             .execute(&self.inner.pool)
             .await
             .map(drop)
+            .map_err(dlq_core::Error::store)
     }
 
     /// Removes the heartbeat row of `owner`.
-    pub(crate) async fn forget(&self, owner: &str) -> Result<(), sqlx::Error> {
-        sqlx::query(self.inner.sql.heartbeat_remove.sql()).bind(owner).execute(&self.inner.pool).await.map(drop)
+    pub(crate) async fn forget(&self, owner: &str) -> StoreResult<()> {
+        sqlx::query(self.inner.sql.heartbeat_remove.sql())
+            .bind(owner)
+            .execute(&self.inner.pool)
+            .await
+            .map(drop)
+            .map_err(dlq_core::Error::store)
     }
 
     /// The heartbeat rows of the retriers sharing this store, oldest first.
-    ///
-    /// # Errors
-    /// The database error.
-    pub async fn retriers(&self) -> StoreResult<Vec<RetrierHeartbeat>> {
+    pub(crate) async fn heartbeats(&self) -> StoreResult<Vec<RetrierHeartbeat>> {
         let rows = sqlx::query(self.inner.sql.retriers.sql())
             .fetch_all(&self.inner.pool)
             .await
@@ -74,5 +53,41 @@ impl PgStore {
             })
         };
         rows.iter().map(decode).collect::<Result<_, _>>().map_err(dlq_core::Error::store)
+    }
+
+    /// Tries the schema's advisory lock on a connection of its own: held as long as that
+    /// connection lives, released by the server if the process dies.
+    pub(crate) async fn lock_singleton(&self) -> StoreResult<Option<Box<dyn SingletonLock>>> {
+        let lock = PgAdvisoryLock::new(format!("dlq-retrier:{}", self.inner.config.schema));
+        let conn =
+            PgConnection::connect_with(&self.inner.pool.connect_options()).await.map_err(dlq_core::Error::store)?;
+        match lock.try_acquire(conn).await.map_err(dlq_core::Error::store)? {
+            Either::Left(guard) => Ok(Some(Box::new(AdvisoryLock(guard)))),
+            Either::Right(conn) => {
+                drop(conn.close().await);
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// A held advisory lock and its connection.
+struct AdvisoryLock(PgAdvisoryLockGuard<PgConnection>);
+
+impl SingletonLock for AdvisoryLock {
+    fn still_held(&mut self) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            let conn: &mut PgConnection = self.0.as_mut();
+            sqlx::query("SELECT 1").execute(conn).await.is_ok()
+        })
+    }
+
+    fn release(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            match self.0.release_now().await {
+                Ok(conn) => drop(conn.close().await),
+                Err(error) => tracing::debug!(%error, "lock connection closed; the server released the lock"),
+            }
+        })
     }
 }

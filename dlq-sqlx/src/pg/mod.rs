@@ -22,14 +22,13 @@ use std::time::Duration;
 
 use dlq_core::{
     AttemptRecord, AuditEntry, BoxFuture, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter,
-    DeadLetterStore, DlqId, FailureGroup, ListFilter, NewDeadLetter, Parked, Payload, SettleReport, Settlement,
-    StatsRow, StoreResult,
+    DeadLetterStore, DlqId, FailureGroup, ListFilter, NewDeadLetter, Parked, Payload, RetrierHeartbeat, SettleReport,
+    Settlement, StatsRow, StoreResult,
 };
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnection, PgPoolOptions};
 
 pub use capacity::Overflow;
-pub use heartbeat::RetrierHeartbeat;
 pub use schema::validate_schema;
 
 use crate::Error;
@@ -44,8 +43,7 @@ use crate::Error;
 /// let config = PgConfig::default()
 ///     .schema("dlq")
 ///     .park_timeout(Duration::from_secs(2))
-///     .max_entries(1_000_000, Overflow::DropOldest)
-///     .retention(Some(Duration::from_secs(14 * 24 * 3600)));
+///     .max_entries(1_000_000, Overflow::DropOldest);
 /// assert_eq!(config.schema, "dlq");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,9 +68,6 @@ pub struct PgConfig {
     pub writers: usize,
     /// Payloads larger than this are stored truncated, with the original's length and SHA-256.
     pub max_payload_bytes: usize,
-    /// `SUCCEEDED` and `DISCARDED` rows older than this are purged by the retrier
-    /// ([`PgRetrier`](crate::PgRetrier)); `None` keeps them.
-    pub retention: Option<Duration>,
     /// The most rows the table may hold; `None` for no limit.
     pub max_entries: Option<u64>,
     /// What a park does when `max_entries` is reached.
@@ -89,7 +84,6 @@ impl Default for PgConfig {
             max_batch: 256,
             writers: 1,
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
-            retention: Some(Duration::from_secs(7 * 24 * 3600)),
             max_entries: None,
             overflow: Overflow::Reject,
         }
@@ -131,13 +125,6 @@ impl PgConfig {
     #[must_use]
     pub const fn max_payload_bytes(mut self, max: usize) -> Self {
         self.max_payload_bytes = max;
-        self
-    }
-
-    /// Sets the retention of finished rows.
-    #[must_use]
-    pub const fn retention(mut self, retention: Option<Duration>) -> Self {
-        self.retention = retention;
         self
     }
 
@@ -321,17 +308,6 @@ impl PgStore {
             .map_err(dlq_core::Error::store)?;
         Ok(u64::try_from(count).unwrap_or(0))
     }
-
-    /// Purges finished rows past [`PgConfig::retention`], if set. Returns how many.
-    ///
-    /// # Errors
-    /// The database error.
-    pub async fn apply_retention(&self) -> StoreResult<u64> {
-        match self.inner.config.retention {
-            Some(age) => admin::purge(self, age).await,
-            None => Ok(0),
-        }
-    }
 }
 
 /// Applies the embedded migrations ([`MIGRATOR`](crate::MIGRATOR)) in `schema`, creating the
@@ -435,12 +411,39 @@ impl DeadLetterStore for PgStore {
         Box::pin(async move { admin::patch_payload(self, id, payload, &actor).await })
     }
 
+    /// Also refreshes the saturation gauge when `max_entries` is set (retriers call this
+    /// every `purge-interval`).
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
-        Box::pin(admin::purge(self, older_than))
+        Box::pin(async move {
+            let purged = admin::purge(self, older_than).await?;
+            if self.inner.capacity.is_some() {
+                self.refresh_saturation().await?;
+            }
+            Ok(purged)
+        })
     }
 
     fn max_payload_bytes(&self) -> usize {
         self.inner.config.max_payload_bytes
+    }
+
+    fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>> {
+        let beat = beat.clone();
+        Box::pin(async move { self.beat(&beat, expire_after).await })
+    }
+
+    fn remove_heartbeat(&self, owner: &str) -> BoxFuture<'_, StoreResult<()>> {
+        let owner = owner.to_owned();
+        Box::pin(async move { self.forget(&owner).await })
+    }
+
+    fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<RetrierHeartbeat>>> {
+        Box::pin(self.heartbeats())
+    }
+
+    /// A PostgreSQL advisory lock named after the schema, on a connection of its own.
+    fn try_lock_singleton(&self) -> BoxFuture<'_, StoreResult<Option<Box<dyn dlq_core::SingletonLock>>>> {
+        Box::pin(self.lock_singleton())
     }
 }
 

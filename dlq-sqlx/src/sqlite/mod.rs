@@ -2,6 +2,7 @@
 
 mod admin;
 mod codec;
+mod heartbeat;
 mod write;
 
 use std::path::Path;
@@ -11,7 +12,8 @@ use std::time::Duration;
 
 use dlq_core::{
     AttemptRecord, AuditEntry, BoxFuture, ClaimRequest, Claimed, DeadLetter, DeadLetterStore, DlqId, Error,
-    FailureGroup, ListFilter, NewDeadLetter, Parked, Payload, SettleReport, Settlement, StatsRow, StoreResult,
+    FailureGroup, ListFilter, NewDeadLetter, Parked, Payload, RetrierHeartbeat, SettleReport, Settlement, StatsRow,
+    StoreResult,
 };
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
@@ -345,6 +347,20 @@ impl DeadLetterStore for SqliteStore {
 
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
         Box::pin(admin::purge(&self.pool, older_than))
+    }
+
+    fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>> {
+        let beat = beat.clone();
+        Box::pin(async move { heartbeat::beat(&self.pool, &beat, expire_after).await })
+    }
+
+    fn remove_heartbeat(&self, owner: &str) -> BoxFuture<'_, StoreResult<()>> {
+        let owner = owner.to_owned();
+        Box::pin(async move { heartbeat::remove(&self.pool, &owner).await })
+    }
+
+    fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<RetrierHeartbeat>>> {
+        Box::pin(heartbeat::all(&self.pool))
     }
 }
 

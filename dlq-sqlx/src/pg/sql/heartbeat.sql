@@ -1,4 +1,9 @@
--- Registers or refreshes a running retrier.
+-- Registers or refreshes a running retrier, and removes the rows of retriers that stopped
+-- beating $6 microseconds ago or more (killed, crashed, their host gone): one statement.
+WITH expired AS (
+    DELETE FROM {schema}.dlq_retriers
+    WHERE owner <> $1 AND last_seen < now() - $6 * INTERVAL '1 microsecond'
+)
 INSERT INTO {schema}.dlq_retriers (owner, host, pid, event_types, singleton)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (owner) DO UPDATE SET
