@@ -371,34 +371,162 @@ pub fn bounded(text: &str, max: usize) -> String {
     out
 }
 
-/// A 16-hex-digit hash of the kind and the message with digits and hex ids masked.
+/// A 16-hex-digit hash of the kind and the message with its volatile parts masked, so that
+/// failures of one cause share a fingerprint whatever ids and values they name.
+///
+/// Masked, each as one placeholder:
+/// - UUIDs (`123e4567-e89b-12d3-a456-426614174000`), hex ids of 8 or more hex digits with at
+///   least one digit (`9f86d081884c7d65`), and `0x`-prefixed hex (`0x7ffd5e8c`);
+/// - runs of digits anywhere (`3000`, `os error 111`, `10.0.0.7`, `v1`);
+/// - quoted values: `'...'` and `"..."`, and `` `...` `` unless it holds a plain identifier,
+///   which serde and many libraries use for field, variant and column names (`` missing field
+///   `currency` `` stays apart from `` missing field `amount` ``).
+///
+/// A quote opens only at the start or after a character that is not a letter or digit, and
+/// closes before the end or such a character, so the apostrophe of `can't` is text. Quoted
+/// names are values too: `unique constraint "orders_pkey"` and `unique constraint "users_email"`
+/// share a fingerprint; the error's kind tells causes of different types apart.
 ///
 /// ```
 /// let a = dlq_core::fingerprint("io", "timeout after 3000 ms on 10.0.0.7");
 /// let b = dlq_core::fingerprint("io", "timeout after 5000 ms on 10.0.0.9");
 /// assert_eq!(a, b);
+/// let a = dlq_core::fingerprint("json", "invalid type: string \"abc\", expected u64 at line 1 column 12");
+/// let b = dlq_core::fingerprint("json", "invalid type: string \"a b\", expected u64 at line 1 column 9");
+/// assert_eq!(a, b);
 /// ```
 pub fn fingerprint(kind: &str, message: &str) -> String {
     use sha2::{Digest, Sha256};
-    let mut normalized = String::with_capacity(message.len());
-    let mut in_number = false;
-    for c in message.chars() {
-        if c.is_ascii_digit() {
-            if !in_number {
-                normalized.push('#');
-            }
-            in_number = true;
-        } else {
-            in_number = false;
-            normalized.push(c);
-        }
-    }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut hasher = Sha256::new();
     hasher.update(kind.as_bytes());
     hasher.update([0]);
-    hasher.update(normalized.as_bytes());
+    mask_volatile(message, |piece| hasher.update(piece));
     let digest = hasher.finalize();
-    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    let mut out = String::with_capacity(16);
+    for b in &digest[..8] {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    out
+}
+
+/// The placeholder of a masked id or number.
+const MASK: &[u8] = b"#";
+
+/// Hands `message` to `out` in pieces, in order, each volatile part replaced by a placeholder
+/// (see [`fingerprint`]). Works on bytes without allocating; every quote and word character is
+/// ASCII, so other characters pass through whole.
+fn mask_volatile(message: &str, mut out: impl FnMut(&[u8])) {
+    let bytes = message.as_bytes();
+    // `bytes[kept..i]` is text not yet handed to `out`.
+    let mut kept = 0;
+    let mut i = 0;
+    // Quote kinds known to have no closing quote ahead, so that a message of many unpaired
+    // quotes is still read in linear time.
+    let mut unclosed = [false; 3];
+    let mut mask = |kept: &mut usize, start: usize, end: usize, placeholder: &[u8]| {
+        out(&bytes[*kept..start]);
+        out(placeholder);
+        *kept = end;
+    };
+    while i < bytes.len() {
+        let b = bytes[i];
+        let after_word = i > 0 && is_word(bytes[i - 1]);
+        if let Some(kind) = quote_kind(b).filter(|&k| !after_word && !unclosed[k]) {
+            match closing_quote(bytes, i) {
+                Some(end) if b == b'`' && is_identifier(&bytes[i + 1..end]) => i += 1,
+                Some(end) => {
+                    mask(&mut kept, i, end + 1, &[b, b'#', b]);
+                    i = end + 1;
+                }
+                None => {
+                    unclosed[kind] = true;
+                    i += 1;
+                }
+            }
+        } else if is_word(b) && !after_word {
+            let word_end = bytes[i..].iter().position(|&c| !is_word(c)).map_or(bytes.len(), |n| i + n);
+            if let Some(end) = uuid_end(bytes, i) {
+                mask(&mut kept, i, end, MASK);
+                i = end;
+            } else if is_hex_id(&bytes[i..word_end]) {
+                mask(&mut kept, i, word_end, MASK);
+                i = word_end;
+            } else {
+                // Digit runs inside the word.
+                while i < word_end {
+                    if bytes[i].is_ascii_digit() {
+                        let run_end =
+                            bytes[i..word_end].iter().position(|c| !c.is_ascii_digit()).map_or(word_end, |n| i + n);
+                        mask(&mut kept, i, run_end, MASK);
+                        i = run_end;
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out(&bytes[kept..]);
+}
+
+/// ASCII letters and digits: what ids, numbers and words are made of.
+const fn is_word(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+}
+
+/// The index of `'`, `"` and `` ` `` in `mask_volatile`'s `unclosed`.
+const fn quote_kind(b: u8) -> Option<usize> {
+    match b {
+        b'\'' => Some(0),
+        b'"' => Some(1),
+        b'`' => Some(2),
+        _ => None,
+    }
+}
+
+/// The index of the quote that closes the one at `open`: the same character, not escaped by
+/// a backslash, at the end or before a character that is not a letter or digit.
+fn closing_quote(bytes: &[u8], open: usize) -> Option<usize> {
+    let quote = bytes[open];
+    let mut j = open + 1;
+    while j < bytes.len() {
+        match bytes[j] {
+            b'\\' => j += 2,
+            c if c == quote && bytes.get(j + 1).is_none_or(|&next| !is_word(next)) => return Some(j),
+            _ => j += 1,
+        }
+    }
+    None
+}
+
+/// A name as code writes it: `currency`, `orders_pkey`, `Payment::amount`.
+fn is_identifier(text: &[u8]) -> bool {
+    text.first().is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_')
+        && text.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+}
+
+/// The end of the UUID (8-4-4-4-12 hex digits) that starts at `start`, if one does.
+fn uuid_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let end = start + 36;
+    let candidate = bytes.get(start..end)?;
+    let shaped = candidate.iter().enumerate().all(|(k, &b)| match k {
+        8 | 13 | 18 | 23 => b == b'-',
+        _ => b.is_ascii_hexdigit(),
+    });
+    (shaped && bytes.get(end).is_none_or(|&next| !is_word(next))).then_some(end)
+}
+
+/// A whole word that is a hex id: `0x` and hex digits, or 8 or more hex digits of which at
+/// least one is a digit (so that words like `deadbeef` or `accepted` stay text).
+fn is_hex_id(word: &[u8]) -> bool {
+    if let [b'0', b'x' | b'X', hex @ ..] = word {
+        return !hex.is_empty() && hex.iter().all(u8::is_ascii_hexdigit);
+    }
+    word.len() >= 8 && word.iter().all(u8::is_ascii_hexdigit) && word.iter().any(u8::is_ascii_digit)
 }
 
 #[cfg(test)]
@@ -466,6 +594,172 @@ mod tests {
     #[test]
     fn fingerprint_differs_by_kind() {
         assert_ne!(fingerprint("a", "x"), fingerprint("b", "x"));
+    }
+
+    /// The message as `fingerprint` hashes it, for readable assertions.
+    fn masked(message: &str) -> String {
+        let mut out = Vec::new();
+        mask_volatile(message, |piece| out.extend_from_slice(piece));
+        String::from_utf8(out).unwrap()
+    }
+
+    #[track_caller]
+    fn same_group(kind: &str, messages: &[&str]) {
+        for pair in messages.windows(2) {
+            assert_eq!(
+                fingerprint(kind, pair[0]),
+                fingerprint(kind, pair[1]),
+                "{:?} and {:?} should share a fingerprint: {:?} vs {:?}",
+                pair[0],
+                pair[1],
+                masked(pair[0]),
+                masked(pair[1])
+            );
+        }
+    }
+
+    #[track_caller]
+    fn distinct_groups(kind: &str, messages: &[&str]) {
+        for (i, a) in messages.iter().enumerate() {
+            for b in &messages[i + 1..] {
+                assert_ne!(fingerprint(kind, a), fingerprint(kind, b), "{a:?} and {b:?}: {:?}", masked(a));
+            }
+        }
+    }
+
+    #[test]
+    fn fingerprint_groups_sqlx_errors_by_cause() {
+        let kind = "sqlx::Error";
+        same_group(
+            kind,
+            &[
+                r#"error returned from database: duplicate key value violates unique constraint "orders_pkey""#,
+                r#"error returned from database: duplicate key value violates unique constraint "orders_external_id_key""#,
+            ],
+        );
+        // With PostgreSQL's detail appended, as applications often log it.
+        same_group(
+            kind,
+            &[
+                r#"duplicate key value violates unique constraint "orders_pkey": Key (id)=(42) already exists."#,
+                r#"duplicate key value violates unique constraint "orders_pkey": Key (id)=(1870333) already exists."#,
+            ],
+        );
+        same_group(
+            kind,
+            &[
+                r#"duplicate key value violates unique constraint "orders_pkey": Key (id)=(123e4567-e89b-12d3-a456-426614174000) already exists."#,
+                r#"duplicate key value violates unique constraint "orders_pkey": Key (id)=(9B2F0C1D-5E6A-4B7C-8D9E-0F1A2B3C4D5E) already exists."#,
+            ],
+        );
+        distinct_groups(
+            kind,
+            &[
+                r#"error returned from database: duplicate key value violates unique constraint "orders_pkey""#,
+                "pool timed out while waiting for an open connection",
+                "error returned from database: deadlock detected",
+                r#"error returned from database: relation "orders" does not exist"#,
+            ],
+        );
+        same_group(kind, &["pool timed out while waiting for an open connection"; 2]);
+    }
+
+    #[test]
+    fn fingerprint_groups_reqwest_errors_by_cause() {
+        let kind = "reqwest::Error";
+        same_group(
+            kind,
+            &[
+                "error sending request for url (http://ledger:8080/v1/post/123e4567-e89b-12d3-a456-426614174000): operation timed out",
+                "error sending request for url (http://ledger:8080/v1/post/f47ac10b-58cc-4372-a567-0e02b2c3d479): operation timed out",
+                "error sending request for url (http://ledger:8080/v1/post/8f14e45fceea167a5a36dedd4bea2543): operation timed out",
+                "error sending request for url (http://ledger:8080/v1/post/0x1f3a9c): operation timed out",
+                "error sending request for url (http://ledger:9090/v2/post/77): operation timed out",
+            ],
+        );
+        distinct_groups(
+            kind,
+            &[
+                "error sending request for url (http://ledger:8080/v1/post/123e4567-e89b-12d3-a456-426614174000): operation timed out",
+                "error sending request for url (http://ledger:8080/v1/post/123e4567-e89b-12d3-a456-426614174000): connection closed before message completed",
+                "error sending request for url (http://billing:8080/v1/post/123e4567-e89b-12d3-a456-426614174000): operation timed out",
+                "HTTP status server error (503 Service Unavailable) for url (http://ledger:8080/v1/post/1)",
+                "HTTP status client error (404 Not Found) for url (http://ledger:8080/v1/post/1)",
+            ],
+        );
+    }
+
+    #[test]
+    fn fingerprint_groups_serde_json_errors_by_cause() {
+        let kind = "serde_json::Error";
+        same_group(
+            kind,
+            &[
+                r#"invalid type: string "abc", expected u64 at line 1 column 12"#,
+                r#"invalid type: string "hello \"world\"", expected u64 at line 3 column 120"#,
+                r#"invalid type: string "", expected u64 at line 1 column 2"#,
+            ],
+        );
+        same_group(
+            kind,
+            &[
+                "invalid value: integer `-1`, expected u32 at line 1 column 9",
+                "invalid value: integer `70000`, expected u32 at line 2 column 1",
+            ],
+        );
+        distinct_groups(
+            kind,
+            &[
+                r#"invalid type: string "abc", expected u64 at line 1 column 12"#,
+                r#"invalid type: string "abc", expected a sequence at line 1 column 12"#,
+                "missing field `currency` at line 1 column 30",
+                "missing field `amount` at line 1 column 30",
+                "unknown variant `Refnd`, expected `Payment` or `Refund` at line 1 column 8",
+                "EOF while parsing an object at line 1 column 40",
+            ],
+        );
+    }
+
+    #[test]
+    fn fingerprint_groups_io_errors_by_cause() {
+        let kind = "io::Error";
+        same_group(kind, &["Connection refused (os error 111)", "Connection refused (os error 61)"]);
+        same_group(
+            kind,
+            &[
+                "No such file or directory (os error 2): '/var/spool/dlq/4f3c2a1b9e8d7c6b'",
+                "No such file or directory (os error 2): '/tmp/x'",
+            ],
+        );
+        distinct_groups(
+            kind,
+            &[
+                "Connection refused (os error 111)",
+                "Connection reset by peer (os error 104)",
+                "Broken pipe (os error 32)",
+            ],
+        );
+    }
+
+    #[test]
+    fn fingerprint_masks_only_whole_ids_and_real_quotes() {
+        assert_eq!(masked("can't reach the ledger's API"), "can't reach the ledger's API");
+        assert_eq!(masked("it's 'closed' now"), "it's '#' now");
+        assert_eq!(masked("the accepted deadbeef decade"), "the accepted deadbeef decade");
+        assert_eq!(masked("sha256 9f86d081884c7d65 at 0x7ffd5e8c"), "sha# # at #");
+        assert_eq!(masked("id 123e4567-e89b-12d3-a456-426614174000."), "id #.");
+        assert_eq!(masked("id 123e4567-e89b-12d3-a456-426614174000x"), "id #-e#b-#d#-a#-#x");
+        assert_eq!(masked("unpaired \" quote 'and ` more 42"), "unpaired \" quote 'and ` more #");
+        assert_eq!(masked("field `Payment::amount` and `a b`"), "field `Payment::amount` and `#`");
+        assert_eq!(masked("naïve «42» ✓ 'é'"), "naïve «#» ✓ '#'");
+        assert_eq!(masked(""), "");
+    }
+
+    #[test]
+    fn fingerprint_reads_many_unpaired_quotes_in_linear_time() {
+        let message = " \"a".repeat(MAX_REASON_BYTES / 3);
+        assert_eq!(masked(&message), message);
+        assert_eq!(fingerprint("k", &message).len(), 16);
     }
 
     #[test]
