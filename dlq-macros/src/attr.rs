@@ -111,7 +111,8 @@ pub(crate) struct Args {
 //          | "max_age"     "=" DURATION
 //          | "timeout"     "=" DURATION
 //          | "crate"       "=" STRING      a path, like "::dlq_core"
-//   DURATION := STRING of whole numbers with units ms, s, m, h, d: "250ms", "30s", "1h30m"
+//   DURATION := STRING that `humantime::parse_duration` reads (numbers with units, added up),
+//               a whole number of milliseconds, longer than zero: "250ms", "30s", "1h 30m", "7d"
 impl Parse for RawArgs {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let mut args = Self::default();
@@ -294,7 +295,7 @@ fn duration_value(name: &str, lit: &Lit) -> syn::Result<Millis> {
         Ok(millis) => Ok(millis),
         Err(why) => {
             let message = format!(
-                "{ATTR}: invalid duration {:?} for `{name}`: {why}; write whole numbers with units ms, s, m, h or d, like \"250ms\", \"30s\", \"1h30m\"",
+                "{ATTR}: invalid duration {:?} for `{name}`: {why}; write numbers with units such as ms, s, m, h or d, like \"250ms\", \"30s\", \"1h 30m\" or \"7d\"",
                 lit.value()
             );
             Err(syn::Error::new_spanned(&lit, message))
@@ -475,7 +476,7 @@ mod tests {
         assert!(messages(quote!(event_type = "x", jitter = 1.5))[0].contains("from 0.0 to 1.0"));
         assert!(messages(quote!(event_type = "x", jitter = 1))[0].contains("takes a float literal"));
         assert!(messages(quote!(event_type = "x", timeout = "0s"))[0].contains("longer than zero"));
-        assert!(messages(quote!(event_type = "x", base = "5 minutes"))[0].contains("invalid duration"));
+        assert!(messages(quote!(event_type = "x", base = "5 minutos"))[0].contains("invalid duration"));
         assert!(messages(quote!(event_type = "x", crate = "a b"))[0].contains("must be a path"));
         assert!(messages(quote!(event_type))[0].contains("`event_type` needs a value"));
         assert!(messages(quote!(event_type = "x", 42))[0].contains("expected `key = value`"));

@@ -1,36 +1,44 @@
-//! Durations as `#[dead_letter]` writes them: `"250ms"`, `"30s"`, `"5m"`, `"1h30m"`, `"7d"`.
+//! Durations as `#[dead_letter]` writes them, read by `humantime::parse_duration`: `"250ms"`,
+//! `"30s"`, `"5m"`, `"1h 30m"`, `"1h30m"`, `"7d"`.
+
+use humantime::DurationError;
 
 /// A duration in whole milliseconds.
 pub(crate) type Millis = u64;
 
-/// The units, longest name first so that `ms` is not read as `m`.
+/// The units [`display`] writes, smallest first.
 const UNITS: [(&str, Millis); 5] = [("ms", 1), ("s", 1_000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)];
 
-/// Parses one or more `<whole number><unit>` parts, added up.
+/// Parses a duration as `humantime` does (one or more numbers with units, added up), in whole
+/// milliseconds.
 ///
 /// # Errors
 /// Why the text is not a duration, in a few words for a compile error.
-pub(crate) fn parse(text: &str) -> Result<Millis, &'static str> {
-    if text.is_empty() {
-        return Err("it is empty");
+pub(crate) fn parse(text: &str) -> Result<Millis, String> {
+    let duration = humantime::parse_duration(text).map_err(|err| why(text, &err))?;
+    if duration.subsec_nanos() % 1_000_000 != 0 {
+        return Err("it is not a whole number of milliseconds".to_owned());
     }
-    let mut rest = text;
-    let mut total: Millis = 0;
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
-        if digits == 0 {
-            return Err("expected a number");
+    Millis::try_from(duration.as_millis()).map_err(|_| "the duration is too large".to_owned())
+}
+
+/// `humantime`'s error in the words of the attribute's other messages.
+fn why(text: &str, err: &DurationError) -> String {
+    // The offsets are byte offsets into `text`, on character boundaries.
+    let at = |offset: usize| text.get(offset..).unwrap_or_default();
+    match err {
+        DurationError::Empty => "it is empty".to_owned(),
+        DurationError::UnknownUnit { unit, value, .. } if unit.is_empty() => {
+            format!("the unit is missing, like \"{value}s\" or \"{value}ms\"")
         }
-        let number: Millis = rest[..digits].parse().map_err(|_| "the number is too large")?;
-        rest = &rest[digits..];
-        let Some(&(unit, scale)) = UNITS.iter().find(|(unit, _)| rest.starts_with(unit)) else {
-            return Err(if rest.is_empty() { "the unit is missing" } else { "unknown unit" });
-        };
-        rest = &rest[unit.len()..];
-        total =
-            number.checked_mul(scale).and_then(|part| total.checked_add(part)).ok_or("the duration is too large")?;
+        DurationError::UnknownUnit { unit, .. } => format!("unknown unit {unit:?}"),
+        DurationError::NumberExpected(offset) => format!("expected a number at {:?}", at(*offset)),
+        DurationError::InvalidCharacter(offset) => {
+            let c = at(*offset).chars().next().unwrap_or('?');
+            format!("unexpected {c:?}")
+        }
+        DurationError::NumberOverflow => "the number is too large".to_owned(),
     }
-    Ok(total)
 }
 
 /// The duration in the largest unit that writes it whole, for messages.
@@ -49,19 +57,24 @@ mod tests {
         assert_eq!(parse("30s"), Ok(30_000));
         assert_eq!(parse("5m"), Ok(300_000));
         assert_eq!(parse("1h30m"), Ok(5_400_000));
+        assert_eq!(parse("1h 30m"), Ok(5_400_000));
+        assert_eq!(parse("1.5h"), Ok(5_400_000));
+        assert_eq!(parse("5 minutes"), Ok(300_000));
         assert_eq!(parse("7d"), Ok(604_800_000));
+        assert_eq!(parse("2000us"), Ok(2));
         assert_eq!(parse("0s"), Ok(0));
     }
 
     #[test]
     fn rejects_malformed() {
-        assert_eq!(parse(""), Err("it is empty"));
-        assert_eq!(parse("30"), Err("the unit is missing"));
-        assert_eq!(parse("5 minutes"), Err("unknown unit"));
-        assert_eq!(parse("s"), Err("expected a number"));
-        assert_eq!(parse("1.5h"), Err("unknown unit"));
-        assert_eq!(parse("99999999999999999999s"), Err("the number is too large"));
-        assert_eq!(parse("999999999999999d"), Err("the duration is too large"));
+        assert_eq!(parse(""), Err("it is empty".to_owned()));
+        assert_eq!(parse("30"), Err("the unit is missing, like \"30s\" or \"30ms\"".to_owned()));
+        assert_eq!(parse("5 minutos"), Err("unknown unit \"minutos\"".to_owned()));
+        assert_eq!(parse("s"), Err("expected a number at \"s\"".to_owned()));
+        assert_eq!(parse("-5s"), Err("expected a number at \"-5s\"".to_owned()));
+        assert_eq!(parse("1h, 30m"), Err("unexpected ','".to_owned()));
+        assert_eq!(parse("1500us"), Err("it is not a whole number of milliseconds".to_owned()));
+        assert_eq!(parse("99999999999999999999s"), Err("the number is too large".to_owned()));
     }
 
     #[test]

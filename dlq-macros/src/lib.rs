@@ -85,8 +85,11 @@ mod handler;
 /// | `timeout` | the longest one attempt may run | none |
 /// | `crate` | the path of `dlq_core`, when it is reached under another name | `"::dlq_core"` |
 ///
-/// Durations are strings of whole numbers with units `ms`, `s`, `m`, `h`, `d`: `"250ms"`,
-/// `"30s"`, `"1h30m"`, `"7d"`. Defaults are those of `RetryPolicy::DEFAULT`.
+/// Durations are strings that [`humantime::parse_duration`] reads, in whole milliseconds:
+/// numbers with units such as `ms`, `s`, `m`, `h`, `d`, added up: `"250ms"`, `"30s"`,
+/// `"1h 30m"`, `"1h30m"`, `"7d"`. Defaults are those of `RetryPolicy::DEFAULT`.
+///
+/// [`humantime::parse_duration`]: https://docs.rs/humantime/2/humantime/fn.parse_duration.html
 ///
 /// # What it expands to
 /// Roughly (every runtime item is named by absolute path through `::dlq_core::__private`):
