@@ -16,6 +16,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 pub use ::core::time::Duration;
+pub use ::dlq_macros::__handlers;
 pub use ::inventory;
 pub use ::std::boxed::Box;
 pub use ::std::option::Option;

@@ -224,6 +224,7 @@ inventory::collect!(Registration);
 /// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a `#[dead_letter]` handler",
+    label = "not annotated with `#[dead_letter]`",
     note = "annotate the function with `#[dead_letter(event_type = \"...\")]`"
 )]
 pub trait Handler {

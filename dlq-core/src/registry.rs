@@ -161,10 +161,8 @@ fn duplicate(first: &Registration, second: &Registration) -> Error {
 /// ```
 #[macro_export]
 macro_rules! handlers {
-    ($($handler:path),* $(,)?) => {
-        $crate::Registry::from_registrations([
-            $(<$handler as $crate::Handler>::registration()),*
-        ])
+    ($($handler:tt)*) => {
+        $crate::__private::__handlers!($crate; $($handler)*)
     };
 }
 

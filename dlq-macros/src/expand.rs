@@ -143,6 +143,7 @@ fn glue(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
         }
 
         #(#cfgs)*
+        #[diagnostic::do_not_recommend]
         impl #p::Handler for #ident {
             const EVENT_TYPE: &'static str = #event_type;
             fn registration() -> &'static #p::Registration {

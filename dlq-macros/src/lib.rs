@@ -5,7 +5,8 @@
 //! names the runtime through `::dlq_core::__private`, so this crate alone is not enough.
 //!
 //! Parsing of the attribute's arguments lives in `attr.rs`, reading the annotated function in
-//! `handler.rs`, generation in `expand.rs`, the derive in `classify.rs`.
+//! `handler.rs`, generation in `expand.rs`, the derive in `classify.rs`, and the expansion of
+//! `dlq_core::handlers!` in `handlers.rs`.
 
 use proc_macro::TokenStream;
 
@@ -15,6 +16,7 @@ mod duration;
 mod errors;
 mod expand;
 mod handler;
+mod handlers;
 
 /// Gives an async event handler dead-letter-queue semantics.
 ///
@@ -200,4 +202,11 @@ pub fn dead_letter(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_derive(Classify, attributes(dlq))]
 pub fn derive_classify(item: TokenStream) -> TokenStream {
     classify::derive(item.into()).into()
+}
+
+/// Not public API: the expansion of `dlq_core::handlers!`, which passes `$crate; paths...`.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __handlers(input: TokenStream) -> TokenStream {
+    handlers::expand(input.into()).into()
 }
