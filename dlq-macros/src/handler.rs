@@ -49,7 +49,12 @@ impl Handler {
                     let message = format!("{ATTR}: `impl Trait` arguments are not supported; name the type");
                     errors.push(syn::Error::new_spanned(&arg.ty, message));
                 }
-                FnArg::Typed(arg) => args.push(arg.clone()),
+                FnArg::Typed(arg) => {
+                    if args.is_empty() {
+                        check_owned_event(&arg.ty, &mut errors);
+                    }
+                    args.push(arg.clone());
+                }
             }
         }
         if func.sig.inputs.is_empty() {
@@ -155,6 +160,44 @@ fn output(sig: &Signature, errors: &mut Errors) -> Option<Type> {
     }
 }
 
+/// The event is stored and decoded later, when nothing it borrowed from is left: it must be an
+/// owned type, without references or lifetimes other than `'static` (`Cow<'static, str>` is
+/// fine: it deserializes owned).
+fn check_owned_event(ty: &Type, errors: &mut Errors) {
+    if !borrows(ty.to_token_stream()) {
+        return;
+    }
+    let instead = match ty {
+        Type::Reference(reference) => match &*reference.elem {
+            Type::Path(path) if path.path.is_ident("str") => "use `String` instead of `&str`",
+            Type::Slice(_) => "use a `Vec` instead of a slice, like `Vec<u8>` instead of `&[u8]`",
+            _ => "take it by value, without `&`",
+        },
+        _ => "use owned types in it, like `String` instead of `&str`",
+    };
+    let message = format!("{ATTR}: the event must be an owned type, because it is stored and decoded later; {instead}");
+    errors.push(syn::Error::new_spanned(ty, message));
+}
+
+/// Whether the type holds a reference or a lifetime other than `'static`.
+fn borrows(tokens: TokenStream) -> bool {
+    let mut tokens = tokens.into_iter().peekable();
+    while let Some(tt) = tokens.next() {
+        let borrowing = match &tt {
+            TokenTree::Punct(punct) if punct.as_char() == '&' => true,
+            TokenTree::Punct(punct) if punct.as_char() == '\'' => {
+                matches!(tokens.peek(), Some(TokenTree::Ident(name)) if name != "static")
+            }
+            TokenTree::Group(group) => borrows(group.stream()),
+            TokenTree::Punct(_) | TokenTree::Ident(_) | TokenTree::Literal(_) => false,
+        };
+        if borrowing {
+            return true;
+        }
+    }
+    false
+}
+
 /// Whether the type mentions `impl Trait` anywhere.
 fn contains_impl(tokens: TokenStream) -> bool {
     tokens.into_iter().any(|tt| match tt {
@@ -181,4 +224,34 @@ fn not_a_function(item: &Item) -> syn::Error {
     };
     let message = format!("{ATTR} applies to an `async fn` handler, not to {what}");
     syn::Error::new_spanned(token, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    fn event_errors(event: TokenStream) -> Vec<String> {
+        let item = quote!(async fn handle(event: #event) -> Result<(), E> { Ok(()) });
+        match Handler::parse(&item) {
+            Ok(_) => Vec::new(),
+            Err(err) => err.into_iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn events_must_be_owned() {
+        assert!(
+            event_errors(quote!(&str))[0]
+                .contains("owned type, because it is stored and decoded later; use `String` instead of `&str`")
+        );
+        assert!(event_errors(quote!(&'static [u8]))[0].contains("like `Vec<u8>` instead of `&[u8]`"));
+        assert!(event_errors(quote!(&Payment))[0].contains("take it by value, without `&`"));
+        assert!(event_errors(quote!(Vec<&str>))[0].contains("use owned types in it"));
+        assert!(event_errors(quote!(Payment<'_>))[0].contains("use owned types in it"));
+        assert!(event_errors(quote!((u64, Cow<'a, str>)))[0].contains("use owned types in it"));
+        for owned in [quote!(String), quote!(Cow<'static, str>), quote!([u8; 4]), quote!(Box<dyn Fn() + 'static>)] {
+            assert_eq!(event_errors(owned.clone()), Vec::<String>::new(), "{owned}");
+        }
+    }
 }

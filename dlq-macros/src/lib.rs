@@ -59,7 +59,8 @@ mod handlers;
 ///
 /// # The handler
 /// - an `async fn`, not generic, not a method;
-/// - its first argument is the event: any `Serialize + DeserializeOwned` type (any pattern);
+/// - its first argument is the event: any owned `Serialize + DeserializeOwned` type (any
+///   pattern); not `&str` or another borrowing type, since the event is stored and decoded later;
 /// - further arguments are `dlq_core::State<T>` (filled from the `Context` given to the
 ///   retrier or `Dispatcher`) and `dlq_core::Attempt` (which row, how many retries so far);
 /// - it returns `Result<T, E>` (or an alias such as `anyhow::Result<T>`) where `E` implements
@@ -146,6 +147,11 @@ mod handlers;
 /// ```compile_fail
 /// #[dlq_core::dead_letter(event_type = "payment", retries = 3)]
 /// async fn handle(amount: u64) -> Result<(), std::io::Error> { Ok(()) }
+/// ```
+/// an event that borrows (take `String` instead):
+/// ```compile_fail
+/// #[dlq_core::dead_letter(event_type = "note")]
+/// async fn handle(note: &str) -> Result<(), std::io::Error> { Ok(()) }
 /// ```
 /// or an argument that cannot be filled after the event:
 /// ```compile_fail
