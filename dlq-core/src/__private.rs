@@ -75,68 +75,91 @@ pub type ErrOf<R> = <R as HandlerResult>::Err;
 // with the fewest dereferences whose bounds hold, so each tier below is tried in order. The
 // last tier of each family holds for every type, so that a type the handler cannot use fails
 // once, on the assertion of `#[dead_letter]` spanned on the user's type (`assert_event`,
-// `assert_argument`) or on the one bound of the last tier (`Classifiable`), and not again in
-// every place generated code uses it.
+// `assert_argument`) or on `ClassifiableError`, and not again in every place generated code
+// uses it.
 
-/// `(&&&&Classifier(&err)).__dlq_failure()` picks the first tier the error type satisfies:
+/// `ClassifiableError::__dlq_finish((&&&&Classifier(&err)).__dlq_failure(), &err)` classifies
+/// by the first tier the error type satisfies:
 /// 1. `Classify + Error`: its own class and kind, the whole `source()` chain;
 /// 2. `Error`: the defaults of `classify_error`;
 /// 3. `AsRef<dyn Error + Send + Sync>` (`anyhow::Error`, `Box<dyn Error + Send + Sync>`);
 /// 4. `Classify + Debug` without `Error`: its class, the `Debug` text as the reason.
+///
+/// Tiers 1 to 3 return the failure; the last holds for every type and returns [`ByClassify`],
+/// and `ClassifiableError<ByClassify>` then requires `Classify + Debug`. That bound is checked
+/// on the call of a trait function named by its path, so an error type that is none of the
+/// four fails with `ClassifiableError`'s message on the user's return type and no note
+/// pointing in here.
 pub struct Classifier<'a, E>(pub &'a E);
 
+/// The failure as tiers 1 to 3 classify it.
+pub struct Classified(pub FailureInfo);
+
+/// The last tier: the error type must classify itself (`Classify + Debug`).
+pub struct ByClassify;
+
 pub trait ViaClassify {
-    fn __dlq_failure(&self) -> FailureInfo;
+    fn __dlq_failure(&self) -> Classified;
 }
 impl<E: Classify + StdError + 'static> ViaClassify for &&&Classifier<'_, E> {
-    fn __dlq_failure(&self) -> FailureInfo {
-        FailureInfo::from_error(self.0.classify(), self.0.kind(), self.0)
+    fn __dlq_failure(&self) -> Classified {
+        Classified(FailureInfo::from_error(self.0.classify(), self.0.kind(), self.0))
     }
 }
 
 pub trait ViaError {
-    fn __dlq_failure(&self) -> FailureInfo;
+    fn __dlq_failure(&self) -> Classified;
 }
 impl<E: StdError + 'static> ViaError for &&Classifier<'_, E> {
-    fn __dlq_failure(&self) -> FailureInfo {
-        FailureInfo::from_error(classify_error(self.0), short_type_name::<E>(), self.0)
+    fn __dlq_failure(&self) -> Classified {
+        Classified(FailureInfo::from_error(classify_error(self.0), short_type_name::<E>(), self.0))
     }
 }
 
 pub trait ViaDynError {
-    fn __dlq_failure(&self) -> FailureInfo;
+    fn __dlq_failure(&self) -> Classified;
 }
 impl<E: AsRef<dyn StdError + Send + Sync + 'static>> ViaDynError for &Classifier<'_, E> {
-    fn __dlq_failure(&self) -> FailureInfo {
+    fn __dlq_failure(&self) -> Classified {
         let err: &(dyn StdError + 'static) = self.0.as_ref();
-        FailureInfo::from_error(classify_error(err), short_type_name::<E>(), err)
+        Classified(FailureInfo::from_error(classify_error(err), short_type_name::<E>(), err))
     }
 }
 
-/// The last tier: its bound is on the method, so a type that is none of the above fails here
-/// with one error naming the fixes.
-pub trait ViaFallback<E> {
-    fn __dlq_failure(&self) -> FailureInfo
-    where
-        E: Classifiable;
+pub trait ViaFallback {
+    fn __dlq_failure(&self) -> ByClassify;
 }
-impl<E> ViaFallback<E> for Classifier<'_, E> {
-    fn __dlq_failure(&self) -> FailureInfo
-    where
-        E: Classifiable,
-    {
-        FailureInfo::new(self.0.classify(), self.0.kind(), format!("{:?}", self.0), Vec::new(), None)
+impl<E> ViaFallback for Classifier<'_, E> {
+    fn __dlq_failure(&self) -> ByClassify {
+        ByClassify
     }
 }
 
-/// What the last classification tier needs.
+/// Error types a handler can return, by the tier that classifies them (see [`Classifier`]).
 #[diagnostic::on_unimplemented(
     message = "the error type `{Self}` of a `#[dead_letter]` handler cannot be classified",
-    label = "the handler's return type",
-    note = "implement `std::error::Error` (and derive `dlq_core::Classify` to choose its class), derive `Classify` and `Debug`, or return `Box<dyn Error + Send + Sync>`/`anyhow::Error`"
+    label = "`{Self}` does not implement `std::error::Error`",
+    note = "implement `std::error::Error` for it (and derive `dlq_core::Classify` to choose its class), or derive `Debug` and `dlq_core::Classify` for it",
+    note = "or return `Box<dyn std::error::Error + Send + Sync>` or `anyhow::Error`: a `String` converts with `.into()`, and a `Box<dyn Error>` needs `+ Send + Sync`",
+    note = "to choose the class of such an error, wrap it in `dlq_core::Permanent::new(..)` or `dlq_core::Transient::new(..)`, or call `.permanent()` or `.transient()` from `dlq_core::MarkError`"
 )]
-pub trait Classifiable: Classify + fmt::Debug {}
-impl<E: Classify + fmt::Debug> Classifiable for E {}
+pub trait ClassifiableError<Tier> {
+    fn __dlq_finish(tier: Tier, error: &Self) -> FailureInfo;
+}
+
+#[diagnostic::do_not_recommend]
+impl<E> ClassifiableError<Classified> for E {
+    fn __dlq_finish(tier: Classified, _: &E) -> FailureInfo {
+        tier.0
+    }
+}
+
+#[diagnostic::do_not_recommend]
+impl<E: Classify + fmt::Debug> ClassifiableError<ByClassify> for E {
+    fn __dlq_finish(_: ByClassify, error: &E) -> FailureInfo {
+        FailureInfo::new(error.classify(), error.kind(), format!("{error:?}"), Vec::new(), None)
+    }
+}
 
 /// `(&&&Retainer(&event)).__dlq_retain()` keeps the event for parking: it clones a `Clone`
 /// event (cheap, and serialized only if the handler fails) and serializes any other event up
@@ -311,14 +334,14 @@ mod tests {
     #[test]
     fn tiers_pick_the_most_specific_classification() {
         let io = std::io::Error::other("503");
-        let info = (&&&&Classifier(&io)).__dlq_failure();
+        let info = ClassifiableError::__dlq_finish((&&&&Classifier(&io)).__dlq_failure(), &io);
         assert_eq!(info.class, ErrorClass::TRANSIENT);
 
         let boxed: Box<dyn StdError + Send + Sync> = Box::new(crate::Permanent::new(std::io::Error::other("x")));
-        let info = (&&&&Classifier(&boxed)).__dlq_failure();
+        let info = ClassifiableError::__dlq_finish((&&&&Classifier(&boxed)).__dlq_failure(), &boxed);
         assert_eq!(info.class, ErrorClass::Permanent);
 
-        let info = (&&&&Classifier(&Custom::Bad)).__dlq_failure();
+        let info = ClassifiableError::__dlq_finish((&&&&Classifier(&Custom::Bad)).__dlq_failure(), &Custom::Bad);
         assert_eq!(
             (info.class, info.kind.as_str(), info.reason.as_str()),
             (ErrorClass::Permanent, "Custom::Bad", "Bad")

@@ -68,7 +68,7 @@ fn wrapper(paths: &Paths, handler: &Handler) -> TokenStream {
     let names = handler.arg_names();
     let params = names.iter().zip(handler.arg_types()).map(|(name, ty)| quote!(#name: #ty));
     let attrs = attrs.iter().map(lint_expect_as_allow);
-    let classify = classify(paths, output.span());
+    let classify = classify(paths, handler.error_span());
     let event = &names[0];
     let span = output.span();
     // Everything that needs `HandlerResult` is on the return type, so that a return type that
@@ -106,13 +106,17 @@ fn wrapper(paths: &Paths, handler: &Handler) -> TokenStream {
 }
 
 /// Classifies `__dlq_err` by the most specific tier its type supports (see
-/// `dlq_core::__private`); a type that supports none fails here, on `span`.
+/// `dlq_core::__private::Classifier`); a type that supports none fails on
+/// `ClassifiableError`, on `span`.
 fn classify(paths: &Paths, span: Span) -> TokenStream {
     let p = &paths.private;
-    let call = respan(quote!(.__dlq_failure()), span);
+    let finish = respan(
+        quote!(#p::ClassifiableError::__dlq_finish((&&&&#p::Classifier(&__dlq_err)).__dlq_failure(), &__dlq_err)),
+        span,
+    );
     quote! {{
         use #p::{ViaClassify as _, ViaDynError as _, ViaError as _, ViaFallback as _};
-        (&&&&#p::Classifier(&__dlq_err))#call
+        #finish
     }}
 }
 
@@ -190,7 +194,7 @@ fn dispatch(paths: &Paths, handler: &Handler) -> TokenStream {
         }
     });
     let event = &names[0];
-    let classify = classify(paths, handler.output.span());
+    let classify = classify(paths, handler.error_span());
     let run =
         respan(quote!(#p::HandlerResult::into_result(Self::__dlq_inner(#(#names),*).await)), handler.output.span());
     quote! {

@@ -1,8 +1,9 @@
 //! Reading the annotated function: what `#[dead_letter]` accepts, with an error on the
 //! offending token for everything it does not.
 
-use proc_macro2::{Ident, TokenStream, TokenTree};
+use proc_macro2::{Ident, Span, TokenStream, TokenTree};
 use quote::ToTokens;
+use syn::spanned::Spanned;
 use syn::{
     Attribute, FnArg, GenericArgument, Item, ItemFn, Pat, PatIdent, PatType, PathArguments, ReturnType, Safety,
     Signature, Type, TypePath,
@@ -99,6 +100,12 @@ impl Handler {
             (true, Some(GenericArgument::Type(ok)), Some(GenericArgument::Type(err)), None) => Some((ok, err)),
             _ => None,
         }
+    }
+
+    /// Where an error type that cannot be classified is reported: on `E` when the return type
+    /// is written `Result<T, E>`, else on the return type.
+    pub(crate) fn error_span(&self) -> Span {
+        self.result_parts().map_or_else(|| self.output.span(), |(_, err)| err.span())
     }
 
     /// The event's type, then the further arguments' types.
