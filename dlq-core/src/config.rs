@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::Error;
 
@@ -43,7 +43,7 @@ use crate::Error;
 /// assert_eq!(config.lease, Duration::from_secs(300)); // the default
 /// # Ok::<(), dlq_core::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
 #[non_exhaustive]
 pub struct RetrierConfig {
@@ -59,28 +59,28 @@ pub struct RetrierConfig {
     /// Claim loops run at once.
     pub workers: usize,
     /// When set, claim one batch every period instead of draining continuously.
-    #[serde(deserialize_with = "de_opt_duration")]
+    #[serde(deserialize_with = "de_opt_duration", serialize_with = "ser_opt_duration")]
     pub fixed_rate: Option<Duration>,
     /// In continuous mode, the longest wait between looks when no wake-up arrives.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub poll_interval: Duration,
     /// How long a claim holds a row.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub lease: Duration,
     /// How long in-flight handlers may finish after shutdown before their rows are released.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub shutdown_grace: Duration,
     /// Run one instance at a time across all processes, elected by the store's lock
     /// (a PostgreSQL advisory lock).
     pub singleton: bool,
     /// How often the retrier's heartbeat row (and, in singleton mode, its lock) is refreshed.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub heartbeat: Duration,
     /// `SUCCEEDED` and `DISCARDED` rows older than this are purged; `None` keeps them.
-    #[serde(deserialize_with = "de_opt_duration")]
+    #[serde(deserialize_with = "de_opt_duration", serialize_with = "ser_opt_duration")]
     pub retention: Option<Duration>,
     /// How often retention runs.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub purge_interval: Duration,
     /// Recorded as `lease_owner` and in the heartbeat row; `host:pid:<random>` when empty.
     pub owner: String,
@@ -116,24 +116,6 @@ struct Document {
 struct Section {
     retry: RetrierConfig,
 }
-
-/// The environment variable of each key: `DLQ_RETRY_` and the key in upper snake case.
-const KEYS: [&str; 14] = [
-    "enabled",
-    "max-retries",
-    "batch-size",
-    "concurrency",
-    "workers",
-    "fixed-rate",
-    "poll-interval",
-    "lease",
-    "shutdown-grace",
-    "singleton",
-    "heartbeat",
-    "retention",
-    "purge-interval",
-    "owner",
-];
 
 impl RetrierConfig {
     /// Parses JSON: either `{"dlq": {"retry": {...}}}` or the `retry` object itself.
@@ -213,25 +195,26 @@ impl RetrierConfig {
     /// # Ok::<(), dlq_core::Error>(())
     /// ```
     pub fn with_vars(self, var: impl Fn(&str) -> Option<String>) -> Result<Self, Error> {
-        let mut overrides = serde_json::Map::new();
-        for key in KEYS {
+        // The config as the JSON its deserializer reads back: its keys are every field.
+        let mut fields = match serde_json::to_value(&self).map_err(Error::Serialize)? {
+            serde_json::Value::Object(fields) => fields,
+            _ => serde_json::Map::new(), // a struct always serializes to an object
+        };
+        let keys: Vec<String> = fields.keys().cloned().collect();
+        for key in keys {
             let name = format!("DLQ_RETRY_{}", key.replace('-', "_").to_ascii_uppercase());
             let Some(text) = var(&name).filter(|v| !v.trim().is_empty()) else { continue };
-            overrides.insert(key.to_owned(), env_value(&text));
-            let mut one = serde_json::Map::new();
-            one.insert(key.to_owned(), env_value(&text));
+            let value = env_value(&text);
             // Check each variable alone, so the error names it.
-            serde_json::from_value::<Self>(one.into()).map_err(|e| Error::Config {
-                key: name.clone(),
+            let one = serde_json::Value::Object(std::iter::once((key.clone(), value.clone())).collect());
+            serde_json::from_value::<Self>(one).map_err(|e| Error::Config {
+                key: name,
                 file: None,
                 reason: format!("{e} (value {text:?})"),
             })?;
+            fields.insert(key, value);
         }
-        let mut merged = serde_json::to_value(Shadow::from(&self)).map_err(Error::Serialize)?;
-        if let serde_json::Value::Object(map) = &mut merged {
-            map.extend(overrides);
-        }
-        serde_json::from_value(merged).map_err(|e| Error::Config {
+        serde_json::from_value(fields.into()).map_err(|e| Error::Config {
             key: "DLQ_RETRY_*".into(),
             file: None,
             reason: e.to_string(),
@@ -307,46 +290,17 @@ fn env_value(text: &str) -> serde_json::Value {
     }
 }
 
-/// `RetrierConfig` as the JSON its deserializer reads back (durations in milliseconds).
-#[derive(serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-struct Shadow {
-    enabled: bool,
-    max_retries: Option<u32>,
-    batch_size: usize,
-    concurrency: usize,
-    workers: usize,
-    fixed_rate: Option<u64>,
-    poll_interval: u64,
-    lease: u64,
-    shutdown_grace: u64,
-    singleton: bool,
-    heartbeat: u64,
-    retention: Option<u64>,
-    purge_interval: u64,
-    owner: String,
+fn millis(d: &Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-impl From<&RetrierConfig> for Shadow {
-    fn from(c: &RetrierConfig) -> Self {
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        Self {
-            enabled: c.enabled,
-            max_retries: c.max_retries,
-            batch_size: c.batch_size,
-            concurrency: c.concurrency,
-            workers: c.workers,
-            fixed_rate: c.fixed_rate.map(ms),
-            poll_interval: ms(c.poll_interval),
-            lease: ms(c.lease),
-            shutdown_grace: ms(c.shutdown_grace),
-            singleton: c.singleton,
-            heartbeat: ms(c.heartbeat),
-            retention: c.retention.map(ms),
-            purge_interval: ms(c.purge_interval),
-            owner: c.owner.clone(),
-        }
-    }
+fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(millis(d))
+}
+
+#[allow(clippy::ref_option, reason = "the signature serde's `serialize_with` calls")]
+fn ser_opt_duration<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    d.as_ref().map(millis).serialize(s)
 }
 
 #[derive(Deserialize)]

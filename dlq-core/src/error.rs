@@ -130,15 +130,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// [`Error::PayloadTooLarge`] unless `payload` fits in `max` bytes.
-    ///
-    /// # Errors
-    /// [`Error::PayloadTooLarge`].
-    pub fn check_payload(payload: &crate::Payload, max: usize) -> Result<(), Self> {
-        let len = payload.len();
-        if len > max || payload.is_truncated() { Err(Self::PayloadTooLarge { len, max }) } else { Ok(()) }
-    }
-
     /// Wraps any store error.
     pub fn store(err: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::Store(Box::new(err))

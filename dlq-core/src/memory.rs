@@ -444,7 +444,7 @@ impl DeadLetterStore for MemoryStore {
     }
 
     fn patch_payload(&self, id: DlqId, payload: Payload, actor: &str) -> BoxFuture<'_, StoreResult<()>> {
-        if let Err(e) = Error::check_payload(&payload, DEFAULT_MAX_PAYLOAD_BYTES) {
+        if let Err(e) = payload.check_fits(DEFAULT_MAX_PAYLOAD_BYTES) {
             return ready(Err(e));
         }
         let at = now();

@@ -178,19 +178,47 @@ impl Payload {
     /// and SHA-256 in [`Truncation`].
     #[must_use]
     pub fn fit(self, max_bytes: usize) -> Self {
-        if self.len() <= max_bytes {
-            return self;
+        if self.len() <= max_bytes { self } else { self.cut(max_bytes) }
+    }
+
+    /// The first `max_bytes` bytes; an already cut payload keeps its original's length and hash.
+    fn cut(self, max_bytes: usize) -> Self {
+        if let Self::Raw { mut bytes, truncated: Some(original) } = self {
+            bytes.truncate(max_bytes);
+            return Self::Raw { bytes, truncated: Some(original) };
         }
-        let bytes = self.to_bytes();
+        let mut bytes = self.to_bytes();
         use sha2::{Digest, Sha256};
         let digest = Sha256::digest(&bytes);
+        let original_len = bytes.len() as u64;
+        bytes.truncate(max_bytes);
         Self::Raw {
-            bytes: bytes[..max_bytes.min(bytes.len())].to_vec(),
+            bytes,
             truncated: Some(Truncation {
-                original_len: bytes.len() as u64,
+                original_len,
                 original_sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
             }),
         }
+    }
+
+    /// `Ok` when a store with a limit of `max_bytes` keeps this payload whole; operator
+    /// writes (a patch) check it rather than cut.
+    ///
+    /// # Errors
+    /// [`Error::PayloadTooLarge`](crate::Error::PayloadTooLarge) when it is over the limit or
+    /// already cut.
+    ///
+    /// ```
+    /// let payload = dlq_core::Payload::from_bytes(b"[1,2,3]");
+    /// assert!(payload.check_fits(7).is_ok());
+    /// assert!(payload.check_fits(6).is_err());
+    /// ```
+    pub fn check_fits(&self, max_bytes: usize) -> Result<(), crate::Error> {
+        let len = self.len();
+        if len > max_bytes || self.is_truncated() {
+            return Err(crate::Error::PayloadTooLarge { len, max: max_bytes });
+        }
+        Ok(())
     }
 
     /// The payload's size in bytes: the JSON text's length, or the raw bytes kept.
@@ -390,7 +418,7 @@ impl NewDeadLetter {
     #[must_use]
     pub fn fit(mut self, max_bytes: usize) -> Self {
         if self.payload.is_truncated() || self.payload.len() > max_bytes {
-            self.payload = self.payload.fit(max_bytes);
+            self.payload = self.payload.cut(max_bytes);
             self.dead_reason = Some(DeadReason::TooLarge);
         }
         self

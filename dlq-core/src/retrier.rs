@@ -127,7 +127,6 @@ pub struct Retrier<S: ?Sized> {
     context: Arc<Context>,
     config: RetrierConfig,
     owner: Arc<str>,
-    stop: CancellationToken,
     counters: Arc<Counters>,
 }
 
@@ -139,7 +138,6 @@ impl<S: ?Sized> Clone for Retrier<S> {
             context: Arc::clone(&self.context),
             config: self.config.clone(),
             owner: Arc::clone(&self.owner),
-            stop: self.stop.clone(),
             counters: Arc::clone(&self.counters),
         }
     }
@@ -171,7 +169,6 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             context: Arc::new(Context::new()),
             config: RetrierConfig::default(),
             owner: default_owner().into(),
-            stop: CancellationToken::new(),
             counters: Arc::default(),
         }
     }
@@ -269,35 +266,27 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         if let Err(error) = self.store.heartbeat(&beat, expire_after).await {
             tracing::warn!(%error, "could not register the retrier's heartbeat");
         }
-        let stop = self.stop.clone();
-        let trigger = async {
-            shutdown.await;
-            stop.cancel();
-        };
+        // One token per run: the shutdown future cancels it, and so does the work ending early
+        // (singleton unsupported), which stops the background loops too.
+        let stop = CancellationToken::new();
         let work = async {
-            if self.config.singleton {
-                self.run_singleton().await
+            let result = if self.config.singleton {
+                self.run_singleton(&stop).await
             } else {
-                self.run_workers(&self.stop).await;
+                self.run_workers(&stop).await;
                 Ok(())
+            };
+            stop.cancel();
+            result
+        };
+        let trigger = async {
+            tokio::select! {
+                () = shutdown => stop.cancel(),
+                () = stop.cancelled() => {}
             }
         };
-        let (result, (), (), ()) = tokio::join!(
-            async {
-                let result = work.await;
-                // An error before any work (singleton unsupported) ends the background loops too.
-                self.stop.cancel();
-                result
-            },
-            async {
-                tokio::select! {
-                    () = trigger => {}
-                    () = self.stop.cancelled() => {}
-                }
-            },
-            self.keep_beating(beat, expire_after),
-            self.keep_purging(),
-        );
+        let (result, (), (), ()) =
+            tokio::join!(work, trigger, self.keep_beating(beat, expire_after, &stop), self.keep_purging(&stop));
         if let Err(error) = self.store.remove_heartbeat(&self.owner).await {
             tracing::warn!(%error, "could not remove the retrier's heartbeat");
         }
@@ -311,10 +300,10 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         futures_util::future::join_all(loops).await;
     }
 
-    async fn keep_beating(&self, mut beat: RetrierHeartbeat, expire_after: Duration) {
+    async fn keep_beating(&self, mut beat: RetrierHeartbeat, expire_after: Duration, stop: &CancellationToken) {
         loop {
             tokio::select! {
-                () = self.stop.cancelled() => return,
+                () = stop.cancelled() => return,
                 () = tokio::time::sleep(self.config.heartbeat) => {}
             }
             beat.last_seen = chrono::Utc::now();
@@ -324,7 +313,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         }
     }
 
-    async fn keep_purging(&self) {
+    async fn keep_purging(&self, stop: &CancellationToken) {
         let Some(retention) = self.config.retention else { return };
         loop {
             match self.store.purge(retention).await {
@@ -333,7 +322,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                 Err(error) => tracing::warn!(%error, "retention purge failed"),
             }
             tokio::select! {
-                () = self.stop.cancelled() => return,
+                () = stop.cancelled() => return,
                 () = tokio::time::sleep(self.config.purge_interval) => {}
             }
         }
@@ -341,20 +330,20 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
 
     /// Alternates between standby (trying the lock every heartbeat) and leadership terms
     /// until shutdown.
-    async fn run_singleton(&self) -> Result<(), Error> {
+    async fn run_singleton(&self, stop: &CancellationToken) -> Result<(), Error> {
         let every = self.config.heartbeat;
-        while !self.stop.is_cancelled() {
+        while !stop.is_cancelled() {
             match self.store.try_lock_singleton().await {
                 Ok(Some(lock)) => {
                     tracing::info!(owner = %self.owner, "singleton retrier elected");
-                    self.lead(lock, every).await;
+                    self.lead(lock, every, stop).await;
                 }
                 Ok(None) => {}
                 Err(error @ Error::Unsupported { .. }) => return Err(error),
                 Err(error) => tracing::warn!(%error, "singleton lock attempt failed; retrying"),
             }
             tokio::select! {
-                () = self.stop.cancelled() => {}
+                () = stop.cancelled() => {}
                 () = tokio::time::sleep(every) => {}
             }
         }
@@ -362,8 +351,8 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     }
 
     /// One leadership term: the claim loops run while the lock still holds.
-    async fn lead(&self, mut lock: Box<dyn SingletonLock>, every: Duration) {
-        let term = self.stop.child_token();
+    async fn lead(&self, mut lock: Box<dyn SingletonLock>, every: Duration, stop: &CancellationToken) {
+        let term = stop.child_token();
         let watchdog = async {
             loop {
                 tokio::select! {
@@ -418,7 +407,8 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// The store's error from the claim or the outcome write (rows whose outcome could not be
     /// written keep their lease and are claimed again when it expires).
     pub async fn run_once(&self) -> Result<usize, Error> {
-        self.run_batch_once(&self.stop).await
+        // Not part of a run: nothing cancels it.
+        self.run_batch_once(&CancellationToken::new()).await
     }
 
     async fn run_batch_once(&self, stop: &CancellationToken) -> Result<usize, Error> {

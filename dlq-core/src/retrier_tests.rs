@@ -398,3 +398,13 @@ async fn concurrency_limit_bounds_handlers_in_flight() {
     // 8 one-second handlers, two at a time.
     assert_eq!(started.elapsed(), Duration::from_secs(4));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_retrier_runs_again() {
+    let store = Arc::new(MemoryStore::new());
+    let r = retrier(&store);
+    r.run_until(async {}).await.unwrap();
+    let id = park(&store, "scripted", json!({})).await;
+    assert_eq!(r.run_once().await.unwrap(), 1, "a finished run leaves nothing cancelled");
+    assert_eq!(status(&store, id).0, Status::Succeeded);
+}

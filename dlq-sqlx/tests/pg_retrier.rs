@@ -10,15 +10,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use dlq_core::{
-    CancellationToken as Shutdown, DeadLetterStore, DeadReason, ListFilter, NewDeadLetter, Payload, Registry, Retrier,
-    RetrierConfig as RetryConfig, RetrierStats, Status, dead_letter, handlers,
+    CancellationToken, DeadLetterStore, DeadReason, ListFilter, NewDeadLetter, Payload, Registry, Retrier,
+    RetrierConfig, RetrierStats, Status, dead_letter, handlers,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use pg_support::*;
 use sqlx::PgPool;
 
-fn fast() -> RetryConfig {
-    let mut config = RetryConfig::default();
+fn fast() -> RetrierConfig {
+    let mut config = RetrierConfig::default();
     config.poll_interval = Duration::from_millis(200);
     config.heartbeat = Duration::from_millis(200);
     config.shutdown_grace = Duration::from_secs(2);
@@ -40,12 +40,17 @@ async fn count(store: &PgStore, status: Status) -> usize {
 type PgRetrier = Retrier<PgStore>;
 
 /// A retrier on `store` with `config` and `handlers`, stopped by `shutdown`.
-fn retrier(store: &PgStore, config: RetryConfig, handlers: Registry, shutdown: &Shutdown) -> (PgRetrier, Shutdown) {
+fn retrier(
+    store: &PgStore,
+    config: RetrierConfig,
+    handlers: Registry,
+    shutdown: &CancellationToken,
+) -> (PgRetrier, CancellationToken) {
     (Retrier::with_registry(std::sync::Arc::new(store.clone()), handlers).config(config), shutdown.clone())
 }
 
 fn start(
-    (retrier, shutdown): &(PgRetrier, Shutdown),
+    (retrier, shutdown): &(PgRetrier, CancellationToken),
 ) -> tokio::task::JoinHandle<Result<RetrierStats, dlq_core::Error>> {
     let (retrier, shutdown) = (retrier.clone(), shutdown.clone());
     tokio::spawn(async move { retrier.run_until(shutdown.cancelled_owned()).await })
@@ -72,7 +77,7 @@ async fn flaky(n: u64) -> Result<(), std::io::Error> {
 async fn drains_retries_and_keeps_a_heartbeat_until_shutdown(pool: PgPool) {
     let store = store(&pool).await;
     store.park_many((0..40).map(|n| job("pg-retrier-flaky", n)).collect()).await.unwrap();
-    let shutdown = Shutdown::new();
+    let shutdown = CancellationToken::new();
     let retrier = retrier(&store, fast(), handlers![flaky].unwrap(), &shutdown);
     let running = start(&retrier);
     wait_until("every row to succeed", || async { count(&store, Status::Succeeded).await == 40 }).await;
@@ -113,7 +118,7 @@ async fn bad_stored_payloads_orphans_and_panics_are_handled(pool: PgPool) {
     let undecodable = store.park(pending("pg-retrier-typed", serde_json::json!({"not": "a number"}))).await.unwrap().id;
     let orphan = store.park(pending("nobody-handles-this", serde_json::json!(1))).await.unwrap().id;
     let panicking = store.park(pending("pg-retrier-panics", serde_json::json!(7))).await.unwrap().id;
-    let shutdown = Shutdown::new();
+    let shutdown = CancellationToken::new();
     let retrier = retrier(&store, fast(), handlers![typed, panics].unwrap(), &shutdown);
     let running = start(&retrier);
     wait_until("the panicking row to die", || async {
@@ -146,11 +151,11 @@ async fn fixed(n: u64) -> Result<(), std::io::Error> {
 async fn fixed_rate_runs_one_batch_per_period(pool: PgPool) {
     let store = store(&pool).await;
     store.park_many((0..5).map(|n| job("pg-retrier-fixed", n)).collect()).await.unwrap();
-    let config = RetryConfig::from_json_str(
+    let config = RetrierConfig::from_json_str(
         r#"{"dlq": {"retry": {"enabled": true, "max-retries": 240, "batch-size": 2, "fixed-rate": "6h"}}}"#,
     )
     .unwrap();
-    let shutdown = Shutdown::new();
+    let shutdown = CancellationToken::new();
     let retrier = retrier(&store, config, handlers![fixed].unwrap(), &shutdown);
     let running = start(&retrier);
     wait_until("the first batch", || async { count(&store, Status::Succeeded).await == 2 }).await;
@@ -182,7 +187,7 @@ async fn a_park_wakes_an_idle_retrier_long_before_its_poll_interval(pool: PgPool
     let store = store(&pool).await;
     let mut config = fast();
     config.poll_interval = Duration::from_secs(60);
-    let shutdown = Shutdown::new();
+    let shutdown = CancellationToken::new();
     let retrier = retrier(&store, config, handlers![wake].unwrap(), &shutdown);
     let running = start(&retrier);
     tokio::time::sleep(Duration::from_millis(700)).await; // idle, listening
@@ -206,7 +211,7 @@ async fn singleton_mode_runs_one_instance_at_a_time(pool: PgPool) {
     let store = store(&pool).await;
     let mut config = fast();
     config.singleton = true;
-    let (stop_a, stop_b) = (Shutdown::new(), Shutdown::new());
+    let (stop_a, stop_b) = (CancellationToken::new(), CancellationToken::new());
     let a = retrier(&store, config.clone(), handlers![single].unwrap(), &stop_a);
     let b = retrier(&store, config, handlers![single].unwrap(), &stop_b);
     let (run_a, run_b) = (start(&a), start(&b));
@@ -250,7 +255,7 @@ async fn the_retrier_applies_retention_periodically(pool: PgPool) {
     let mut config = fast();
     config.purge_interval = Duration::from_millis(100);
     config.retention = Some(Duration::from_millis(200));
-    let shutdown = Shutdown::new();
+    let shutdown = CancellationToken::new();
     let retrier = retrier(&store, config, handlers![retained].unwrap(), &shutdown);
     let running = start(&retrier);
     wait_until("succeeded rows to be purged", || async {

@@ -1,4 +1,4 @@
-//! Four OS processes run `dlq_sqlx::PgRetrier` against one PostgreSQL database holding
+//! Four OS processes run `dlq_core::Retrier` on a `PgStore` against one PostgreSQL database holding
 //! 10,000 due rows. One is killed with SIGKILL mid-batch; another is stopped with SIGSTOP past
 //! its lease and then continued. At the end every row is `SUCCEEDED` or dead as its handler
 //! dictated, none is stuck or lost, every event ran at least once, no row got two final

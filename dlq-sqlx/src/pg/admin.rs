@@ -142,7 +142,7 @@ fn diff_json(payload: &Payload) -> serde_json::Value {
 pub(crate) async fn patch_payload(store: &PgStore, id: DlqId, payload: Payload, who: &str) -> StoreResult<()> {
     let inner = &store.inner;
     let payload = park::jsonb_storable(payload);
-    dlq_core::Error::check_payload(&payload, inner.config.max_payload_bytes)?;
+    payload.check_fits(inner.config.max_payload_bytes)?;
     let mut tx = inner.pool.begin().await.map_err(db)?;
     let locked = sqlx::query(inner.sql.patch_lock.sql()).bind(id).fetch_optional(&mut *tx).await.map_err(db)?;
     let Some(current) = locked else { return Err(dlq_core::Error::NotFound(id)) };

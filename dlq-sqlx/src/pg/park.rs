@@ -72,22 +72,37 @@ pub(crate) async fn park(store: &PgStore, letters: Vec<NewDeadLetter>) -> StoreR
     if let Some(capacity) = &inner.capacity {
         capacity.admit(store, letters.len() as u64, deadline).await?;
     }
-    let letters = prepare(letters, inner.config.max_payload_bytes);
-    match tokio::time::timeout_at(deadline, inner.writer.submit(letters)).await {
+    let (letters, bytes) = prepare(letters, inner.config.max_payload_bytes);
+    match tokio::time::timeout_at(deadline, inner.writer.submit(letters, bytes)).await {
         Ok(result) => result,
         Err(_) => Err(dlq_core::Error::Timeout(timeout)),
     }
 }
 
 /// Makes letters storable: payload within the size limit and acceptable to JSONB, text
-/// without NUL bytes (which PostgreSQL `TEXT` rejects).
-pub(crate) fn prepare(letters: Vec<NewDeadLetter>, max_payload: usize) -> Vec<NewDeadLetter> {
-    letters.into_iter().map(|l| prepare_one(l, max_payload)).collect()
+/// without NUL bytes (which PostgreSQL `TEXT` rejects). Also returns the payload bytes, which
+/// size group-commit batches.
+pub(crate) fn prepare(letters: Vec<NewDeadLetter>, max_payload: usize) -> (Vec<NewDeadLetter>, usize) {
+    let mut bytes = 0;
+    let letters = letters
+        .into_iter()
+        .map(|l| {
+            let (letter, len) = prepare_one(l, max_payload);
+            bytes += len;
+            letter
+        })
+        .collect();
+    (letters, bytes)
 }
 
-fn prepare_one(mut letter: NewDeadLetter, max_payload: usize) -> NewDeadLetter {
+/// One letter made storable, and its payload's size as stored.
+fn prepare_one(mut letter: NewDeadLetter, max_payload: usize) -> (NewDeadLetter, usize) {
     letter.payload = jsonb_storable(letter.payload);
-    letter = letter.fit(max_payload);
+    // The size is measured once; only a payload over the limit is measured again, to be cut.
+    let len = letter.payload.len();
+    if len > max_payload || letter.payload.is_truncated() {
+        letter = letter.fit(max_payload);
+    }
     clean(&mut letter.event_type);
     clean(&mut letter.handler);
     if let Some(key) = &mut letter.dedupe_key {
@@ -108,7 +123,7 @@ fn prepare_one(mut letter: NewDeadLetter, max_payload: usize) -> NewDeadLetter {
     let f = &mut letter.failure;
     [&mut f.kind, &mut f.reason, &mut f.fingerprint].into_iter().chain(f.chain.iter_mut()).for_each(clean);
     f.stacktrace.iter_mut().for_each(clean);
-    letter
+    (letter, len.min(max_payload))
 }
 
 /// Replaces NUL characters, which PostgreSQL text and JSONB strings cannot hold.
@@ -297,6 +312,8 @@ async fn resolve_duplicates(
 
 struct Job {
     letters: Vec<NewDeadLetter>,
+    /// The letters' payload bytes.
+    bytes: usize,
     reply: oneshot::Sender<Result<Vec<Parked>, SharedError>>,
 }
 
@@ -325,9 +342,9 @@ impl GroupCommit {
     }
 
     /// Queues letters and waits for their ids (or the batch's error).
-    pub(crate) async fn submit(&self, letters: Vec<NewDeadLetter>) -> StoreResult<Vec<Parked>> {
+    pub(crate) async fn submit(&self, letters: Vec<NewDeadLetter>, bytes: usize) -> StoreResult<Vec<Parked>> {
         let (reply, answer) = oneshot::channel();
-        self.tx.send(Job { letters, reply }).await.map_err(|_| dlq_core::Error::store(WriterGone))?;
+        self.tx.send(Job { letters, bytes, reply }).await.map_err(|_| dlq_core::Error::store(WriterGone))?;
         match answer.await {
             Ok(result) => result.map_err(dlq_core::Error::store),
             Err(_) => Err(dlq_core::Error::store(WriterGone)),
@@ -338,10 +355,6 @@ impl GroupCommit {
 /// Payload bytes past which a group-commit batch takes no more jobs: large payloads go in
 /// statements of their own, far below PostgreSQL's 1 GiB message limit.
 const MAX_BATCH_BYTES: usize = 16 << 20;
-
-fn payload_bytes(job: &Job) -> usize {
-    job.letters.iter().map(|l| l.payload.len()).sum()
-}
 
 /// How many times the writer yields, when nothing is queued, before it writes what it has:
 /// enough for parkers woken by the previous batch's answers to queue their next letters.
@@ -374,7 +387,7 @@ impl Writer {
     /// just answered) do so, then lingers for more: up to `max_batch` rows.
     async fn collect(&self, first: Job, rx: &mut mpsc::Receiver<Job>) -> Vec<Job> {
         let mut rows = first.letters.len();
-        let mut bytes = payload_bytes(&first);
+        let mut bytes = first.bytes;
         let mut jobs = vec![first];
         let deadline = Instant::now() + self.linger;
         let mut yields = 0;
@@ -393,7 +406,7 @@ impl Writer {
             };
             let Some(job) = next else { break };
             rows += job.letters.len();
-            bytes += payload_bytes(&job);
+            bytes += job.bytes;
             jobs.push(job);
         }
         jobs
@@ -445,13 +458,14 @@ mod tests {
         assert!(matches!(jsonb_storable(nul), Payload::Raw { truncated: None, .. }));
         let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::TRANSIENT, "io", "x".into(), vec![], None);
         let big = Payload::Json(serde_json::json!({"a": "x".repeat(100)}));
-        let letter = prepare_one(NewDeadLetter::new("t", big, failure.clone()), 10);
+        let (letter, len) = prepare_one(NewDeadLetter::new("t", big, failure.clone()), 10);
+        assert_eq!(len, 10);
         let Payload::Raw { bytes, truncated: Some(t) } = letter.payload else { panic!() };
         assert_eq!(bytes.len(), 10);
         assert_eq!(t.original_len, 108); // {"a":"…"}
         assert_eq!(letter.dead_reason, Some(dlq_core::DeadReason::TooLarge));
         let small = Payload::Json(serde_json::json!([1, 2]));
-        let letter = prepare_one(NewDeadLetter::new("t", small.clone(), failure), 5);
+        let (letter, _) = prepare_one(NewDeadLetter::new("t", small.clone(), failure), 5);
         assert_eq!((letter.payload, letter.dead_reason), (small, None));
     }
 

@@ -210,7 +210,7 @@ pub(super) async fn discard(pool: &SqlitePool, filter: ListFilter, actor: &str) 
 }
 
 pub(super) async fn patch_payload(pool: &SqlitePool, id: DlqId, payload: Payload, actor: &str) -> StoreResult<()> {
-    Error::check_payload(&payload, dlq_core::DEFAULT_MAX_PAYLOAD_BYTES)?;
+    payload.check_fits(dlq_core::DEFAULT_MAX_PAYLOAD_BYTES)?;
     let at = codec::now_micros();
     let mut tx = begin(pool).await?;
     let row = sqlx::query(SELECT_ONE).bind(id).fetch_optional(&mut *tx).await.map_err(sql)?;

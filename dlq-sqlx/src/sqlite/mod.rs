@@ -225,7 +225,7 @@ impl SqliteStore {
     /// # }).unwrap();
     /// ```
     pub async fn park_in(&self, conn: &mut SqliteConnection, letter: NewDeadLetter) -> StoreResult<Parked> {
-        let parked = write::park_in(conn, &[letter]).await?;
+        let parked = write::park_in(conn, vec![letter]).await?;
         self.wake();
         parked.into_iter().next().ok_or_else(|| codec::decode_error("park returned no row"))
     }
@@ -249,7 +249,7 @@ impl SqliteStore {
         conn: &mut SqliteConnection,
         letters: Vec<NewDeadLetter>,
     ) -> StoreResult<Vec<Parked>> {
-        let parked = write::park_in(conn, &letters).await?;
+        let parked = write::park_in(conn, letters).await?;
         self.wake();
         Ok(parked)
     }

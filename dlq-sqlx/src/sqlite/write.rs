@@ -66,25 +66,19 @@ pub(super) async fn park(pool: &SqlitePool, letters: Vec<NewDeadLetter>) -> Stor
         return Ok(Vec::new());
     }
     let mut tx = begin(pool).await?;
-    let parked = park_in(&mut tx, &letters).await?;
+    let parked = park_in(&mut tx, letters).await?;
     tx.commit().await.map_err(sql)?;
     Ok(parked)
 }
 
 /// Parks letters on the caller's connection (in the caller's transaction, if one is open).
-pub(super) async fn park_in(conn: &mut SqliteConnection, letters: &[NewDeadLetter]) -> StoreResult<Vec<Parked>> {
+pub(super) async fn park_in(conn: &mut SqliteConnection, letters: Vec<NewDeadLetter>) -> StoreResult<Vec<Parked>> {
     let at = codec::now_micros();
     let mut parked = Vec::with_capacity(letters.len());
     for letter in letters {
         // A payload over the limit is cut and parked dead (`too_large`), never retried.
-        let fitted;
-        let letter = if letter.payload.len() > DEFAULT_MAX_PAYLOAD_BYTES || letter.payload.is_truncated() {
-            fitted = letter.clone().fit(DEFAULT_MAX_PAYLOAD_BYTES);
-            &fitted
-        } else {
-            letter
-        };
-        let mut one = park_one(conn, letter, at).await?;
+        let letter = letter.fit(DEFAULT_MAX_PAYLOAD_BYTES);
+        let mut one = park_one(conn, &letter, at).await?;
         one.truncated = letter.payload.is_truncated();
         parked.push(one);
     }
