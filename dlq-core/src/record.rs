@@ -222,6 +222,10 @@ impl Payload {
     }
 
     /// The payload's size in bytes: the JSON text's length, or the raw bytes kept.
+    ///
+    /// ```
+    /// assert_eq!(dlq_core::Payload::Json(serde_json::json!({"a": 1})).len(), 7); // {"a":1}
+    /// ```
     pub fn len(&self) -> usize {
         match self {
             Self::Json(v) => json_len(v),

@@ -202,6 +202,16 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
 
     /// The name it claims under (`lease_owner`) and its heartbeat row's key: the configured
     /// `owner`, or `host:pid:<random>`.
+    ///
+    /// ```
+    /// use dlq_core::{MemoryStore, Registry, Retrier, RetrierConfig};
+    /// use std::sync::Arc;
+    ///
+    /// let config = RetrierConfig::from_json_str(r#"{"owner": "worker-1"}"#)?;
+    /// let retrier = Retrier::with_registry(Arc::new(MemoryStore::new()), Registry::default()).config(config);
+    /// assert_eq!(retrier.owner(), "worker-1");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// ```
     pub fn owner(&self) -> &str {
         &self.owner
     }

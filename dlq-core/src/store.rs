@@ -118,6 +118,20 @@ pub trait DeadLetterStore: Send + Sync + 'static {
 }
 
 /// A held singleton lock ([`DeadLetterStore::try_lock_singleton`]).
+///
+/// ```
+/// use dlq_core::{DeadLetterStore, MemoryStore};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let store = MemoryStore::new();
+/// let mut lock = store.try_lock_singleton().await?.expect("free");
+/// assert!(store.try_lock_singleton().await?.is_none(), "one holder at a time");
+/// assert!(lock.still_held().await);
+/// lock.release().await;
+/// assert!(store.try_lock_singleton().await?.is_some());
+/// # Ok::<(), dlq_core::Error>(())
+/// # }).unwrap();
+/// ```
 pub trait SingletonLock: Send {
     /// Whether the lock still holds (one round trip; `false` when the connection died).
     fn still_held(&mut self) -> BoxFuture<'_, bool>;
