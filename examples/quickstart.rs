@@ -17,6 +17,11 @@
 //! ```sh
 //! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo run --example quickstart
 //! ```
+//!
+//! To be the operator yourself (the README's "On call" walkthrough), set
+//! `DLQ_QUICKSTART_ON_CALL=1`: the poison event stays parked, and the service keeps its
+//! retrier running until Ctrl-C, so that `dlq` in another terminal can inspect, patch and
+//! redrive it (`DATABASE_URL=sqlite://dlq-quickstart.db dlq stats`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,7 +67,7 @@ async fn handle_payment(p: Payment, State(ledger): State<Ledger>) -> Result<(), 
     Ok(())
 }
 
-async fn open_store() -> Result<Arc<dyn DeadLetterStore>, Box<dyn std::error::Error>> {
+async fn open_store() -> Result<Arc<dyn DeadLetterStore>, dlq_core::Error> {
     Ok(match std::env::var("DATABASE_URL") {
         Ok(url) => {
             println!("store: PostgreSQL at {url}");
@@ -116,8 +121,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = RetrierConfig::from_json_str(r#"{"poll-interval": "100ms"}"#)?;
     // `State<Ledger>` comes from the context; without it the retrier refuses to start.
     let context = Context::new().with(ledger.clone());
-    let retrier =
-        Retrier::with_registry(Arc::clone(&store), handlers![handle_payment]?).config(config).context(context);
+    let retrier = Retrier::new(Arc::clone(&store), handlers![handle_payment]?).config(config).context(context);
     let running = tokio::spawn({
         let (retrier, shutdown) = (retrier.clone(), shutdown.clone());
         async move { retrier.run_until(shutdown.cancelled_owned()).await }
@@ -126,6 +130,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ledger.down.store(false, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(800)).await;
     show(&*store, &parked).await?;
+
+    if std::env::var_os("DLQ_QUICKSTART_ON_CALL").is_some_and(|v| !v.is_empty()) {
+        println!("\n4. on call: the poison event waits for you; the retrier runs until Ctrl-C");
+        println!("   try: DATABASE_URL=sqlite://dlq-quickstart.db dlq stats (or your DATABASE_URL)");
+        tokio::signal::ctrl_c().await?;
+        shutdown.cancel();
+        let stats = running.await??;
+        println!("\nretrier: {} succeeded, {} retried, {} dead", stats.succeeded, stats.retried, stats.dead);
+        return Ok(());
+    }
 
     println!("\n4. an operator repairs the poison payment's currency and redrives it");
     let dead = store.list(ListFilter::default().ids(parked.iter().copied()).status(Status::FailedPermanently)).await?;

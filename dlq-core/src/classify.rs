@@ -12,21 +12,21 @@ use std::time::Duration;
 /// | [`Permanent`](ErrorClass::Permanent) | this event can't succeed as it is (validation, decode) | parked `FAILED_PERMANENTLY` at once |
 /// | [`Fatal`](ErrorClass::Fatal) | the whole pipeline is broken (bad credentials) | not parked; returned to the caller |
 ///
+/// An error's own hint of when to retry (an HTTP `Retry-After`, say) is not part of the class:
+/// [`Classify::retry_after`] and the [`Transient::after`] marker give it, and
+/// [`FailureInfo::retry_after`] carries it.
+///
 /// ```
 /// use dlq_core::ErrorClass;
-/// use std::time::Duration;
 ///
-/// let class = ErrorClass::Transient { retry_after: Some(Duration::from_secs(30)) };
+/// let class = ErrorClass::Transient;
 /// assert!(class.is_transient());
 /// assert_eq!(class.name(), "transient");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorClass {
-    /// Retry later; `retry_after` overrides the policy's backoff for the next attempt.
-    Transient {
-        /// The error's own hint (an HTTP `Retry-After`, say), used instead of the backoff.
-        retry_after: Option<Duration>,
-    },
+    /// Retry later, after the policy's backoff (or the error's retry-after hint).
+    Transient,
     /// Park as dead now: retrying the same event cannot help.
     Permanent,
     /// Do not park: the caller must stop.
@@ -34,9 +34,6 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    /// A transient class with no retry-after hint.
-    pub const TRANSIENT: Self = Self::Transient { retry_after: None };
-
     /// The lowercase name stored in the `error_class` column.
     ///
     /// ```
@@ -44,7 +41,7 @@ impl ErrorClass {
     /// ```
     pub const fn name(self) -> &'static str {
         match self {
-            Self::Transient { .. } => "transient",
+            Self::Transient => "transient",
             Self::Permanent => "permanent",
             Self::Fatal => "fatal",
         }
@@ -53,10 +50,10 @@ impl ErrorClass {
     /// Whether this is [`ErrorClass::Transient`].
     ///
     /// ```
-    /// assert!(dlq_core::ErrorClass::TRANSIENT.is_transient());
+    /// assert!(dlq_core::ErrorClass::Transient.is_transient());
     /// ```
     pub const fn is_transient(self) -> bool {
-        matches!(self, Self::Transient { .. })
+        matches!(self, Self::Transient)
     }
 }
 
@@ -82,7 +79,7 @@ impl fmt::Display for ErrorClass {
 ///     fn classify(&self) -> ErrorClass {
 ///         match self {
 ///             PaymentError::BadCurrency(_) => ErrorClass::Permanent,
-///             PaymentError::LedgerDown => ErrorClass::TRANSIENT,
+///             PaymentError::LedgerDown => ErrorClass::Transient,
 ///         }
 ///     }
 ///     fn kind(&self) -> &'static str {
@@ -108,6 +105,28 @@ pub trait Classify {
     fn kind(&self) -> &'static str {
         short_type_name::<Self>()
     }
+
+    /// How long to wait before the next attempt, when the error knows better than the
+    /// handler's backoff (an HTTP `Retry-After`, a rate limiter's reset time). Used only for
+    /// [`ErrorClass::Transient`] errors.
+    ///
+    /// ```
+    /// use dlq_core::{Classify, ErrorClass};
+    /// use std::time::Duration;
+    ///
+    /// #[derive(Debug)]
+    /// struct RateLimited { reset_in: Duration }
+    ///
+    /// impl Classify for RateLimited {
+    ///     fn classify(&self) -> ErrorClass { ErrorClass::Transient }
+    ///     fn retry_after(&self) -> Option<Duration> { Some(self.reset_in) }
+    /// }
+    ///
+    /// assert_eq!(RateLimited { reset_in: Duration::from_secs(9) }.retry_after(), Some(Duration::from_secs(9)));
+    /// ```
+    fn retry_after(&self) -> Option<Duration> {
+        None
+    }
 }
 
 type BoxDynError = Box<dyn StdError + Send + Sync + 'static>;
@@ -129,11 +148,12 @@ pub struct Permanent(pub BoxDynError);
 /// Marks an error as [`ErrorClass::Transient`], with an optional retry-after hint.
 ///
 /// ```
-/// use dlq_core::{classify_error, ErrorClass, Transient};
+/// use dlq_core::{classify_error, retry_after_hint, ErrorClass, Transient};
 /// use std::time::Duration;
 ///
 /// let err = Transient::after(std::io::Error::other("429"), Duration::from_secs(5));
-/// assert_eq!(classify_error(&err), ErrorClass::Transient { retry_after: Some(Duration::from_secs(5)) });
+/// assert_eq!(classify_error(&err), ErrorClass::Transient);
+/// assert_eq!(retry_after_hint(&err), Some(Duration::from_secs(5)));
 /// ```
 #[derive(Debug)]
 pub struct Transient {
@@ -181,7 +201,7 @@ impl Transient {
 }
 
 macro_rules! marker_error {
-    ($ty:ident, $field:tt, $class:expr) => {
+    ($ty:ident, $field:tt, $class:expr $(, $hint:ident)?) => {
         impl fmt::Display for $ty {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 self.$field.fmt(f)
@@ -194,18 +214,20 @@ macro_rules! marker_error {
         }
         impl Classify for $ty {
             fn classify(&self) -> ErrorClass {
-                #[allow(clippy::redundant_closure_call, reason = "one macro for three markers")]
-                ($class)(self)
+                $class
             }
+            $(fn retry_after(&self) -> Option<Duration> {
+                self.$hint
+            })?
             fn kind(&self) -> &'static str {
                 stringify!($ty)
             }
         }
     };
 }
-marker_error!(Permanent, 0, |_: &Permanent| ErrorClass::Permanent);
-marker_error!(Transient, error, |t: &Transient| ErrorClass::Transient { retry_after: t.retry_after });
-marker_error!(Fatal, 0, |_: &Fatal| ErrorClass::Fatal);
+marker_error!(Permanent, 0, ErrorClass::Permanent);
+marker_error!(Transient, error, ErrorClass::Transient, retry_after);
+marker_error!(Fatal, 0, ErrorClass::Fatal);
 
 /// Wraps errors in the class markers; works on any error, and the marked error can go into
 /// an `anyhow::Error` or a `Box<dyn Error>` and still be found by [`classify_error`].
@@ -248,7 +270,7 @@ impl<E: StdError + Send + Sync + 'static> MarkError for E {
 ///
 /// let bad_json = serde_json::from_str::<u32>("\"x\"").unwrap_err();
 /// assert_eq!(classify_error(&bad_json), ErrorClass::Permanent);
-/// assert_eq!(classify_error(&std::io::Error::other("timeout")), ErrorClass::TRANSIENT);
+/// assert_eq!(classify_error(&std::io::Error::other("timeout")), ErrorClass::Transient);
 /// ```
 pub fn classify_error(error: &(dyn StdError + 'static)) -> ErrorClass {
     let mut saw_json = false;
@@ -260,7 +282,29 @@ pub fn classify_error(error: &(dyn StdError + 'static)) -> ErrorClass {
         saw_json |= err.is::<serde_json::Error>();
         current = err.source();
     }
-    if saw_json { ErrorClass::Permanent } else { ErrorClass::TRANSIENT }
+    if saw_json { ErrorClass::Permanent } else { ErrorClass::Transient }
+}
+
+/// The retry-after hint of the first [`Transient`] marker in `error`'s `source()` chain, if
+/// it has one (see [`Transient::after`]).
+///
+/// ```
+/// use dlq_core::{retry_after_hint, Transient};
+/// use std::time::Duration;
+///
+/// let err = Transient::after(std::io::Error::other("429 Too Many Requests"), Duration::from_secs(30));
+/// assert_eq!(retry_after_hint(&err), Some(Duration::from_secs(30)));
+/// assert_eq!(retry_after_hint(&std::io::Error::other("timeout")), None);
+/// ```
+pub fn retry_after_hint(error: &(dyn StdError + 'static)) -> Option<Duration> {
+    let mut current = Some(error);
+    while let Some(err) = current {
+        if let Some(marker) = err.downcast_ref::<Transient>() {
+            return marker.retry_after;
+        }
+        current = err.source();
+    }
+    None
 }
 
 fn marker_class(err: &(dyn StdError + 'static)) -> Option<ErrorClass> {
@@ -292,7 +336,7 @@ pub(crate) fn short_type_name<T: ?Sized>() -> &'static str {
 /// use dlq_core::{ErrorClass, FailureInfo};
 ///
 /// let io = std::io::Error::other("connection refused by 10.0.0.7:5432");
-/// let info = FailureInfo::from_error(ErrorClass::TRANSIENT, "io::Error", &io);
+/// let info = FailureInfo::from_error(ErrorClass::Transient, "io::Error", &io);
 /// assert_eq!(info.reason, "connection refused by 10.0.0.7:5432");
 /// assert_eq!(info.chain, vec!["connection refused by 10.0.0.7:5432".to_string()]);
 /// assert_eq!(info.fingerprint.len(), 16);
@@ -312,30 +356,53 @@ pub struct FailureInfo {
     pub stacktrace: Option<String>,
     /// A hash of the kind and the message with numbers and ids masked, to group alike failures.
     pub fingerprint: String,
+    /// The error's own hint of when to retry (see [`Classify::retry_after`]), used instead of
+    /// the handler's backoff for a transient failure.
+    pub retry_after: Option<Duration>,
 }
 
-/// The longest `reason` kept, in bytes; longer messages are cut at a character boundary.
-pub const MAX_REASON_BYTES: usize = 8 * 1024;
-/// The longest stack trace kept, in bytes.
-pub const MAX_STACKTRACE_BYTES: usize = 64 * 1024;
-/// The most chain entries kept.
-pub const MAX_CHAIN_LEN: usize = 32;
-
 impl FailureInfo {
-    /// Builds the record of a failure from the error and its `source()` chain.
+    /// The longest `reason` (and chain entry) kept, in bytes; longer messages are cut at a
+    /// character boundary.
+    pub const MAX_REASON_BYTES: usize = 8 * 1024;
+    /// The longest stack trace kept, in bytes.
+    pub const MAX_STACKTRACE_BYTES: usize = 64 * 1024;
+    /// The most chain entries kept.
+    pub const MAX_CHAIN_LEN: usize = 32;
+
+    /// Builds the record of a failure from the error and its `source()` chain, with the
+    /// retry-after hint of a [`Transient`] marker in the chain, if any.
     pub fn from_error(class: ErrorClass, kind: &str, error: &(dyn StdError + 'static)) -> Self {
         let mut chain = Vec::new();
         let mut current = Some(error);
         while let Some(err) = current {
-            if chain.len() == MAX_CHAIN_LEN {
+            if chain.len() == Self::MAX_CHAIN_LEN {
                 chain.push("… (chain cut)".to_owned());
                 break;
             }
-            chain.push(bounded(&err.to_string(), MAX_REASON_BYTES));
+            chain.push(bounded(&err.to_string(), Self::MAX_REASON_BYTES));
             current = err.source();
         }
         let reason = chain.first().cloned().unwrap_or_default();
-        Self::new(class, kind, reason, chain, None)
+        Self::new(class, kind, reason, chain, None).with_retry_after(retry_after_hint(error))
+    }
+
+    /// Sets the retry-after hint (see [`Classify::retry_after`]); `None` keeps the current one.
+    ///
+    /// ```
+    /// use dlq_core::{ErrorClass, FailureInfo};
+    /// use std::time::Duration;
+    ///
+    /// let info = FailureInfo::new(ErrorClass::Transient, "http", "429".into(), vec![], None)
+    ///     .with_retry_after(Some(Duration::from_secs(30)));
+    /// assert_eq!(info.retry_after, Some(Duration::from_secs(30)));
+    /// ```
+    #[must_use]
+    pub fn with_retry_after(mut self, retry_after: Option<Duration>) -> Self {
+        if retry_after.is_some() {
+            self.retry_after = retry_after;
+        }
+        self
     }
 
     /// Builds the record of a failure from its parts; text is bounded and NUL-free.
@@ -348,17 +415,17 @@ impl FailureInfo {
     /// ```
     pub fn new(class: ErrorClass, kind: &str, reason: String, chain: Vec<String>, stacktrace: Option<String>) -> Self {
         let kind = bounded(kind, 256);
-        let reason = bounded(&reason, MAX_REASON_BYTES);
-        let chain = chain.iter().map(|c| bounded(c, MAX_REASON_BYTES)).collect();
-        let stacktrace = stacktrace.map(|s| bounded(&s, MAX_STACKTRACE_BYTES));
+        let reason = bounded(&reason, Self::MAX_REASON_BYTES);
+        let chain = chain.iter().map(|c| bounded(c, Self::MAX_REASON_BYTES)).collect();
+        let stacktrace = stacktrace.map(|s| bounded(&s, Self::MAX_STACKTRACE_BYTES));
         let fingerprint = fingerprint(&kind, &reason);
-        Self { class, kind, reason, chain, stacktrace, fingerprint }
+        Self { class, kind, reason, chain, stacktrace, fingerprint, retry_after: None }
     }
 }
 
 /// Cuts `text` to at most `max` bytes on a character boundary and replaces NUL bytes,
 /// which PostgreSQL `TEXT` rejects.
-pub fn bounded(text: &str, max: usize) -> String {
+pub(crate) fn bounded(text: &str, max: usize) -> String {
     let mut end = text.len().min(max);
     while !text.is_char_boundary(end) {
         end -= 1;
@@ -565,14 +632,19 @@ mod tests {
     #[test]
     fn unknown_errors_are_transient() {
         let err = Outer(Box::new(std::io::Error::other("503")));
-        assert_eq!(classify_error(&err), ErrorClass::TRANSIENT);
+        assert_eq!(classify_error(&err), ErrorClass::Transient);
     }
 
     #[test]
     fn transient_hint_survives_the_walk() {
         let inner: BoxDynError = Box::new(Transient::after(std::io::Error::other("429"), Duration::from_secs(9)));
         let err = Outer(inner);
-        assert_eq!(classify_error(&err), ErrorClass::Transient { retry_after: Some(Duration::from_secs(9)) });
+        assert_eq!(classify_error(&err), ErrorClass::Transient);
+        assert_eq!(retry_after_hint(&err), Some(Duration::from_secs(9)));
+        assert_eq!(
+            FailureInfo::from_error(ErrorClass::Transient, "Outer", &err).retry_after,
+            Some(Duration::from_secs(9))
+        );
     }
 
     #[test]
@@ -587,8 +659,8 @@ mod tests {
     #[test]
     fn huge_message_is_bounded() {
         let msg = "x".repeat(5 * 1024 * 1024);
-        let info = FailureInfo::new(ErrorClass::TRANSIENT, "k", msg, vec![], None);
-        assert!(info.reason.len() <= MAX_REASON_BYTES + 32);
+        let info = FailureInfo::new(ErrorClass::Transient, "k", msg, vec![], None);
+        assert!(info.reason.len() <= FailureInfo::MAX_REASON_BYTES + 32);
     }
 
     #[test]
@@ -757,7 +829,7 @@ mod tests {
 
     #[test]
     fn fingerprint_reads_many_unpaired_quotes_in_linear_time() {
-        let message = " \"a".repeat(MAX_REASON_BYTES / 3);
+        let message = " \"a".repeat(FailureInfo::MAX_REASON_BYTES / 3);
         assert_eq!(masked(&message), message);
         assert_eq!(fingerprint("k", &message).len(), 16);
     }

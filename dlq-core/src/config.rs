@@ -4,9 +4,13 @@
 use std::path::Path;
 use std::time::Duration;
 
+use figment::providers::{Env, Format, Json, Serialized, Toml};
+use figment::{Figment, Provider};
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use std::collections::BTreeMap;
+
+use crate::{BreakerConfig, Error};
 
 /// How a [`Retrier`](crate::Retrier) runs: the `dlq.retry` section of a configuration.
 ///
@@ -51,6 +55,7 @@ pub struct RetrierConfig {
     /// returns at once.
     pub enabled: bool,
     /// Overrides the retry limit stored with each row (the reference design uses 240).
+    #[serde(deserialize_with = "de_opt_count")]
     pub max_retries: Option<u32>,
     /// Rows claimed at once.
     pub batch_size: usize,
@@ -84,6 +89,11 @@ pub struct RetrierConfig {
     pub purge_interval: Duration,
     /// Recorded as `lease_owner` and in the heartbeat row; `host:pid:<random>` when empty.
     pub owner: String,
+    /// The circuit breaker and limits of every event type without an entry in `breakers`;
+    /// `None` (the default): no breaker. See [`BreakerConfig`] and `docs/BREAKER.md`.
+    pub breaker: Option<BreakerConfig>,
+    /// The circuit breaker and limits of named event types.
+    pub breakers: BTreeMap<String, BreakerConfig>,
 }
 
 impl Default for RetrierConfig {
@@ -103,28 +113,32 @@ impl Default for RetrierConfig {
             retention: Some(Duration::from_secs(7 * 24 * 3600)),
             purge_interval: Duration::from_secs(3600),
             owner: String::new(),
+            breaker: None,
+            breakers: BTreeMap::new(),
         }
     }
 }
 
-#[derive(Deserialize)]
-struct Document {
-    dlq: Section,
-}
-
-#[derive(Deserialize)]
-struct Section {
-    retry: RetrierConfig,
-}
-
 impl RetrierConfig {
+    /// The breaker of `event_type`: its entry in `breakers`, else `breaker`.
+    ///
+    /// ```
+    /// let config = dlq_core::RetrierConfig::from_json_str(r#"{"breakers": {"payment": "20% of 10 in 30s"}}"#)?;
+    /// assert_eq!(config.breaker_for("payment").unwrap().threshold_percent, 20);
+    /// assert!(config.breaker_for("refund").is_none());
+    /// # Ok::<(), dlq_core::Error>(())
+    /// ```
+    pub fn breaker_for(&self, event_type: &str) -> Option<&BreakerConfig> {
+        self.breakers.get(event_type).or(self.breaker.as_ref())
+    }
+
     /// Parses JSON: either `{"dlq": {"retry": {...}}}` or the `retry` object itself.
     ///
     /// # Errors
     /// [`Error::Config`] naming the key (`dlq.retry.batch-size`) whose value is wrong, or the
     /// unknown key.
     pub fn from_json_str(json: &str) -> Result<Self, Error> {
-        Self::parse_json(json, None)
+        Self::load(Json::string(json), None)
     }
 
     /// Parses TOML: either a `[dlq.retry]` table or the keys at the top level.
@@ -140,10 +154,11 @@ impl RetrierConfig {
     /// # Ok::<(), dlq_core::Error>(())
     /// ```
     pub fn from_toml_str(toml: &str) -> Result<Self, Error> {
-        Self::parse_toml(toml, None)
+        Self::load(Toml::string(toml), None)
     }
 
-    /// Reads a `.json` or `.toml` file (by its extension; JSON otherwise).
+    /// Reads a `.json` or `.toml` file (by its extension; JSON otherwise). Combine it with the
+    /// environment as `RetrierConfig::from_file(path)?.with_env()?`.
     ///
     /// # Errors
     /// [`Error::ConfigFile`] when the file cannot be read; [`Error::Config`] naming the file
@@ -151,11 +166,12 @@ impl RetrierConfig {
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
         let shown = path.display().to_string();
+        // Read it here: a missing file is an error, not an empty configuration.
         let text = std::fs::read_to_string(path).map_err(|source| Error::ConfigFile { path: shown.clone(), source })?;
         if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("toml")) {
-            Self::parse_toml(&text, Some(shown))
+            Self::load(Toml::string(&text), Some(shown))
         } else {
-            Self::parse_json(&text, Some(shown))
+            Self::load(Json::string(&text), Some(shown))
         }
     }
 
@@ -172,52 +188,20 @@ impl RetrierConfig {
     /// `off`, `none` or `never` unset `fixed-rate`, `retention` and `max-retries`.
     ///
     /// # Errors
-    /// [`Error::Config`] naming the variable whose value does not parse.
-    pub fn with_env(self) -> Result<Self, Error> {
-        self.with_vars(|name| std::env::var(name).ok())
-    }
-
-    /// Like [`with_env`](Self::with_env), reading variables through `var` (for tests).
-    ///
-    /// # Errors
-    /// [`Error::Config`] naming the variable whose value does not parse.
+    /// [`Error::Config`] naming the variable whose value does not parse, or an unknown
+    /// `DLQ_RETRY_*` variable (a typo would otherwise be ignored).
     ///
     /// ```
-    /// let config = dlq_core::RetrierConfig::default().with_vars(|name| match name {
-    ///     "DLQ_RETRY_FIXED_RATE" => Some("21600000".into()),
-    ///     "DLQ_RETRY_ENABLED" => Some("false".into()),
-    ///     "DLQ_RETRY_SHUTDOWN_GRACE" => Some("1m".into()),
-    ///     _ => None,
-    /// })?;
-    /// assert_eq!(config.fixed_rate, Some(std::time::Duration::from_secs(21600)));
-    /// assert_eq!(config.shutdown_grace, std::time::Duration::from_secs(60));
-    /// assert!(!config.enabled);
+    /// // DLQ_RETRY_BATCH_SIZE=20 DLQ_RETRY_FIXED_RATE=6h DLQ_RETRY_RETENTION=off
+    /// let config = dlq_core::RetrierConfig::from_toml_str("lease = \"1m\"")?.with_env()?;
+    /// assert_eq!(config.lease, std::time::Duration::from_secs(60));
     /// # Ok::<(), dlq_core::Error>(())
     /// ```
-    pub fn with_vars(self, var: impl Fn(&str) -> Option<String>) -> Result<Self, Error> {
-        // The config as the JSON its deserializer reads back: its keys are every field.
-        let mut fields = match serde_json::to_value(&self).map_err(Error::Serialize)? {
-            serde_json::Value::Object(fields) => fields,
-            _ => serde_json::Map::new(), // a struct always serializes to an object
-        };
-        let keys: Vec<String> = fields.keys().cloned().collect();
-        for key in keys {
-            let name = format!("DLQ_RETRY_{}", key.replace('-', "_").to_ascii_uppercase());
-            let Some(text) = var(&name).filter(|v| !v.trim().is_empty()) else { continue };
-            let value = env_value(&text);
-            // Check each variable alone, so the error names it.
-            let one = serde_json::Value::Object(std::iter::once((key.clone(), value.clone())).collect());
-            serde_json::from_value::<Self>(one).map_err(|e| Error::Config {
-                key: name,
-                file: None,
-                reason: format!("{e} (value {text:?})"),
-            })?;
-            fields.insert(key, value);
-        }
-        serde_json::from_value(fields.into()).map_err(|e| Error::Config {
-            key: "DLQ_RETRY_*".into(),
-            file: None,
-            reason: e.to_string(),
+    pub fn with_env(self) -> Result<Self, Error> {
+        let env = Env::prefixed(ENV_PREFIX).map(|key| key.as_str().replace('_', "-").into());
+        Figment::from(Serialized::defaults(self)).merge(env).extract().map_err(|e| {
+            let key = format!("{ENV_PREFIX}{}", e.path.join("_").replace('-', "_").to_ascii_uppercase());
+            Error::Config { key, file: None, reason: e.kind.to_string() }
         })
     }
 
@@ -225,6 +209,12 @@ impl RetrierConfig {
     ///
     /// # Errors
     /// [`Error::Config`] naming the key.
+    ///
+    /// ```
+    /// let config = dlq_core::RetrierConfig::from_json_str(r#"{"batch-size": 0}"#)?;
+    /// assert!(config.validate().unwrap_err().to_string().contains("batch-size"));
+    /// # Ok::<(), dlq_core::Error>(())
+    /// ```
     pub fn validate(&self) -> Result<(), Error> {
         let zero = |key: &str| Error::Config { key: key.into(), file: None, reason: "must be above zero".into() };
         let durations = [
@@ -237,6 +227,12 @@ impl RetrierConfig {
         if let Some((key, _)) = durations.into_iter().find(|(_, d)| d.is_zero()) {
             return Err(zero(key));
         }
+        if let Some(breaker) = &self.breaker {
+            breaker.validate("breaker")?;
+        }
+        for (event_type, breaker) in &self.breakers {
+            breaker.validate(&format!("breakers.{event_type}"))?;
+        }
         let counts = [("batch-size", self.batch_size), ("concurrency", self.concurrency), ("workers", self.workers)];
         match counts.into_iter().find(|(_, n)| *n == 0) {
             Some((key, _)) => Err(zero(key)),
@@ -244,57 +240,33 @@ impl RetrierConfig {
         }
     }
 
-    fn parse_json(json: &str, file: Option<String>) -> Result<Self, Error> {
-        let value: serde_json::Value = serde_json::from_str(json).map_err(|e| Error::Config {
-            key: String::new(),
-            file: file.clone(),
-            reason: e.to_string(),
-        })?;
-        if value.get("dlq").is_some() {
-            let doc: Document = path_error(serde_path_to_error::deserialize(value), &file)?;
-            return Ok(doc.dlq.retry);
-        }
-        path_error(serde_path_to_error::deserialize(value), &file)
-    }
-
-    fn parse_toml(text: &str, file: Option<String>) -> Result<Self, Error> {
-        let value: toml::Table = text.parse().map_err(|e: toml::de::Error| Error::Config {
-            key: String::new(),
-            file: file.clone(),
-            reason: e.to_string(),
-        })?;
-        if value.contains_key("dlq") {
-            let doc: Document = path_error(serde_path_to_error::deserialize(value), &file)?;
-            return Ok(doc.dlq.retry);
-        }
-        path_error(serde_path_to_error::deserialize(value), &file)
+    /// The defaults, overridden by `source`'s `dlq.retry` section or, without a `dlq` key, by
+    /// its top level.
+    fn load(source: impl Provider, file: Option<String>) -> Result<Self, Error> {
+        let source = Figment::from(source);
+        let (source, prefix) =
+            if source.contains("dlq") { (source.focus("dlq.retry"), "dlq.retry.") } else { (source, "") };
+        Figment::from(Serialized::defaults(Self::default())).merge(source).extract().map_err(|e| Error::Config {
+            key: if e.path.is_empty() { String::new() } else { format!("{prefix}{}", e.path.join(".")) },
+            file,
+            reason: e.kind.to_string(),
+        })
     }
 }
 
-fn path_error<T, E: std::fmt::Display>(
-    result: Result<T, serde_path_to_error::Error<E>>,
-    file: &Option<String>,
-) -> Result<T, Error> {
-    result.map_err(|e| Error::Config { key: e.path().to_string(), file: file.clone(), reason: e.inner().to_string() })
-}
+/// The prefix of the environment variables [`RetrierConfig::with_env`] reads.
+const ENV_PREFIX: &str = "DLQ_RETRY_";
 
-/// An environment value as JSON: a number or boolean when it reads as one, text otherwise.
-fn env_value(text: &str) -> serde_json::Value {
-    let text = text.trim();
-    match text {
-        "off" | "none" | "never" | "null" => serde_json::Value::Null,
-        _ => serde_json::from_str::<serde_json::Value>(text)
-            .ok()
-            .filter(|v| v.is_number() || v.is_boolean())
-            .unwrap_or_else(|| serde_json::Value::String(text.to_owned())),
-    }
+/// `off`, `none`, `never` and `null`: no value, for the optional keys.
+fn is_off(text: &str) -> bool {
+    ["off", "none", "never", "null"].iter().any(|off| text.trim().eq_ignore_ascii_case(off))
 }
 
 fn millis(d: &Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(millis(d))
 }
 
@@ -322,11 +294,33 @@ fn de_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Er
     parse(RawDuration::deserialize(d)?).map_err(serde::de::Error::custom)
 }
 
-fn de_opt_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    Option::<RawDuration>::deserialize(d)?.map(parse).transpose().map_err(serde::de::Error::custom)
+pub(crate) fn de_opt_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    match Option::<RawDuration>::deserialize(d)? {
+        Some(RawDuration::Text(text)) if is_off(&text) => Ok(None),
+        raw => raw.map(parse).transpose().map_err(serde::de::Error::custom),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawCount {
+    Count(u32),
+    Text(String),
+}
+
+fn de_opt_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    match Option::<RawCount>::deserialize(d)? {
+        None => Ok(None),
+        Some(RawCount::Count(n)) => Ok(Some(n)),
+        Some(RawCount::Text(text)) if is_off(&text) => Ok(None),
+        Some(RawCount::Text(text)) => {
+            Err(serde::de::Error::custom(format!("expected a number or \"off\", found {text:?}")))
+        }
+    }
 }
 
 #[cfg(test)]
+#[allow(clippy::result_large_err, reason = "figment::Jail closures return figment::Error")]
 mod tests {
     use super::*;
 
@@ -358,21 +352,49 @@ mod tests {
 
     #[test]
     fn env_covers_every_key_and_names_the_variable() {
-        let err =
-            RetrierConfig::default().with_vars(|n| (n == "DLQ_RETRY_BATCH_SIZE").then(|| "fifty".into())).unwrap_err();
-        assert!(err.to_string().contains("DLQ_RETRY_BATCH_SIZE"), "{err}");
-        let config = RetrierConfig::default()
-            .with_vars(|n| match n {
-                "DLQ_RETRY_MAX_RETRIES" => Some("3".into()),
-                "DLQ_RETRY_RETENTION" => Some("off".into()),
-                "DLQ_RETRY_OWNER" => Some("worker-1".into()),
-                "DLQ_RETRY_PURGE_INTERVAL" => Some("1h 30m".into()),
-                _ => None,
-            })
-            .unwrap();
-        assert_eq!((config.max_retries, config.retention), (Some(3), None));
-        assert_eq!((config.owner.as_str(), config.purge_interval), ("worker-1", Duration::from_secs(5400)));
-        assert_eq!(config.batch_size, 50, "untouched keys keep their values");
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("DLQ_RETRY_BATCH_SIZE", "fifty");
+            let err = RetrierConfig::from_env().unwrap_err();
+            assert!(err.to_string().contains("DLQ_RETRY_BATCH_SIZE"), "{err}");
+
+            jail.set_env("DLQ_RETRY_BATCH_SIZE", "20");
+            jail.set_env("DLQ_RETRY_MAX_RETRIES", "3");
+            jail.set_env("DLQ_RETRY_RETENTION", "off");
+            jail.set_env("DLQ_RETRY_OWNER", "worker-1");
+            jail.set_env("DLQ_RETRY_PURGE_INTERVAL", "1h 30m");
+            jail.set_env("DLQ_RETRY_FIXED_RATE", "21600000");
+            jail.set_env("DLQ_RETRY_ENABLED", "false");
+            let config =
+                RetrierConfig::from_toml_str("lease = \"1m\"\nheartbeat = \"2s\"").unwrap().with_env().unwrap();
+            assert_eq!((config.batch_size, config.max_retries, config.retention), (20, Some(3), None));
+            assert_eq!((config.owner.as_str(), config.purge_interval), ("worker-1", Duration::from_secs(5400)));
+            assert_eq!((config.fixed_rate, config.enabled), (Some(Duration::from_secs(21600)), false));
+            assert_eq!((config.lease, config.heartbeat), (Duration::from_secs(60), Duration::from_secs(2)), "kept");
+            assert_eq!(config.concurrency, 16, "untouched keys keep their defaults");
+
+            jail.set_env("DLQ_RETRY_MAX_RETRIES", "off");
+            jail.set_env("DLQ_RETRY_BACH_SIZE", "7");
+            let err = RetrierConfig::from_env().unwrap_err();
+            assert!(err.to_string().contains("DLQ_RETRY_BACH_SIZE"), "a typo is an error: {err}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn every_field_round_trips_through_the_environment_names() {
+        // A new field is read from the environment without a list to update: the names come
+        // from the serialized keys.
+        let keys = serde_json::to_value(RetrierConfig::default()).unwrap();
+        let keys: Vec<String> = keys.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys.len(), 16, "{keys:?}");
+        figment::Jail::expect_with(|jail| {
+            for key in &keys {
+                jail.set_env(format!("DLQ_RETRY_{}", key.replace('-', "_").to_ascii_uppercase()), "nonsense value");
+            }
+            let err = RetrierConfig::from_env().unwrap_err();
+            assert!(err.to_string().contains("DLQ_RETRY_"), "{err}");
+            Ok(())
+        });
     }
 
     #[test]

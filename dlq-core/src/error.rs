@@ -124,6 +124,22 @@ pub enum Error {
         /// The feature.
         what: &'static str,
     },
+    /// A bulk operation's cursor was moved by another process: this batch was rolled back.
+    #[error("operation {operation} was advanced by another process; nothing was moved by this batch")]
+    Conflict {
+        /// The operation.
+        operation: i64,
+    },
+    /// No bulk operation has this id.
+    #[error("operation {0} not found")]
+    OperationNotFound(i64),
+    /// No audit entry has this id.
+    #[error("audit entry {0} not found")]
+    AuditNotFound(i64),
+    /// An operator's request cannot be carried out as given (a missing reason, a patch that
+    /// does not apply, an audit entry that cannot be undone).
+    #[error("{0}")]
+    Invalid(String),
     /// An event could not be serialized for parking.
     #[error("event could not be serialized: {0}")]
     Serialize(#[source] serde_json::Error),

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use crate::classify::{ErrorClass, FailureInfo};
 use crate::record::{DlqId, Payload};
-use crate::store::BoxFuture;
+use futures_util::future::BoxFuture;
 
 /// Typed values handed to handlers through [`State<T>`] arguments: one value per type.
 ///
@@ -102,6 +102,7 @@ impl Attempt {
 }
 
 /// One run of a registered handler by a retrier or [`Dispatcher`](crate::Dispatcher).
+#[doc(hidden)]
 #[derive(Debug, Clone)]
 pub struct Invocation {
     /// The event, as stored.
@@ -113,6 +114,7 @@ pub struct Invocation {
 }
 
 /// Handler arguments after the event: [`State<T>`] and [`Attempt`].
+#[doc(hidden)]
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a `#[dead_letter]` handler argument",
     label = "unsupported handler argument",
@@ -141,7 +143,7 @@ impl<T: Clone + Send + Sync + 'static> FromInvocation for State<T> {
         invocation.context.get::<T>().cloned().map(State).ok_or_else(|| {
             let name = std::any::type_name::<T>();
             FailureInfo::new(
-                ErrorClass::TRANSIENT,
+                ErrorClass::Transient,
                 "missing_state",
                 format!("no `{name}` in the retrier's context: add it with `Context::with`"),
                 Vec::new(),
@@ -158,6 +160,7 @@ impl FromInvocation for Attempt {
 }
 
 /// What one run of a registered handler came to.
+#[doc(hidden)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum HandlerOutcome {
     /// The handler returned `Ok`.
@@ -169,43 +172,107 @@ pub enum HandlerOutcome {
 }
 
 /// The type-erased entry point of a registered handler.
+#[doc(hidden)]
 pub type DispatchFn = fn(Invocation) -> BoxFuture<'static, HandlerOutcome>;
 
-/// A handler's registration: made by `#[dead_letter]`, collected by `inventory`.
+/// Whether a payload deserializes into a registered handler's event type, without running it.
+#[doc(hidden)]
+pub type CheckFn = fn(&Payload) -> Result<(), String>;
+
+/// A handler's registration: made by `#[dead_letter]`, collected by `inventory`, listed by
+/// a [`Registry`](crate::Registry).
 ///
 /// ```
 /// let reg = dlq_core::registry().unwrap().get("doc-registration").unwrap();
-/// assert_eq!(reg.policy.max_retries, 3);
+/// assert_eq!(reg.event_type(), "doc-registration");
+/// assert_eq!(reg.policy().max_retries, 3);
+/// assert!(reg.handler().ends_with("::handle"));
 /// # #[dlq_core::dead_letter(event_type = "doc-registration", max_retries = 3)]
 /// # async fn handle(n: u32) -> Result<(), std::io::Error> { Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Registration {
-    /// The event type it handles.
-    pub event_type: &'static str,
-    /// `module::path::fn_name`.
-    pub handler: &'static str,
-    /// The source file.
-    pub file: &'static str,
-    /// The source line.
-    pub line: u32,
-    /// The retry policy of its attribute.
-    pub policy: crate::RetryPolicy,
-    /// Runs the handler on a stored payload.
-    pub dispatch: DispatchFn,
-    /// The first `State<T>` argument whose `T` is missing from a context, if any.
-    pub missing_state: fn(&Context) -> Option<&'static str>,
+    pub(crate) event_type: &'static str,
+    pub(crate) handler: &'static str,
+    pub(crate) file: &'static str,
+    pub(crate) line: u32,
+    pub(crate) policy: crate::RetryPolicy,
+    pub(crate) dispatch: DispatchFn,
+    pub(crate) check: CheckFn,
+    pub(crate) missing_state: fn(&Context) -> Option<&'static str>,
 }
 
-/// A [`Registration::missing_state`] for handlers without `State<T>` arguments.
-pub fn needs_no_state(_: &Context) -> Option<&'static str> {
+/// A `check` for hand-made registrations in tests: every payload decodes.
+#[cfg(test)]
+pub(crate) fn accepts_any(_: &Payload) -> Result<(), String> {
+    Ok(())
+}
+
+/// A `missing_state` for handlers without `State<T>` arguments.
+pub(crate) fn needs_no_state(_: &Context) -> Option<&'static str> {
     None
 }
 
 impl Registration {
+    /// Made by the generated code only (see `__private::registration`).
+    pub(crate) const fn new(
+        event_type: &'static str,
+        handler: &'static str,
+        (file, line): (&'static str, u32),
+        policy: crate::RetryPolicy,
+        (dispatch, check): (DispatchFn, CheckFn),
+        missing_state: Option<fn(&Context) -> Option<&'static str>>,
+    ) -> Self {
+        let missing_state = match missing_state {
+            Some(f) => f,
+            None => needs_no_state,
+        };
+        Self { event_type, handler, file, line, policy, dispatch, check, missing_state }
+    }
+
+    /// The event type it handles.
+    pub const fn event_type(&self) -> &'static str {
+        self.event_type
+    }
+
+    /// The handler's path, `module::path::fn_name`.
+    pub const fn handler(&self) -> &'static str {
+        self.handler
+    }
+
+    /// The retry policy of its attribute.
+    pub const fn policy(&self) -> &crate::RetryPolicy {
+        &self.policy
+    }
+
     /// `file:line` of the handler.
     pub fn site(&self) -> String {
         format!("{}:{}", self.file, self.line)
+    }
+
+    /// Whether `payload` deserializes into the handler's event type, checked without running
+    /// the handler: what `dlq redrive --validate` asks before it moves a row. `Err` says why
+    /// it does not (the same reason a retrier would park it with, as `undecodable`).
+    ///
+    /// ```
+    /// use dlq_core::Payload;
+    ///
+    /// #[derive(serde::Serialize, serde::Deserialize)]
+    /// struct Payment { id: u64, currency: String }
+    ///
+    /// #[dlq_core::dead_letter(event_type = "doc-check-payload")]
+    /// async fn handle(p: Payment) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// let reg = <handle as dlq_core::Handler>::registration();
+    /// assert!(reg.check_payload(&Payload::Json(serde_json::json!({"id": 7, "currency": "USD"}))).is_ok());
+    /// let err = reg.check_payload(&Payload::Json(serde_json::json!({"id": "7"}))).unwrap_err();
+    /// assert!(err.contains("invalid type"), "{err}");
+    /// ```
+    ///
+    /// # Errors
+    /// Why the payload does not deserialize into the event type.
+    pub fn check_payload(&self, payload: &Payload) -> Result<(), String> {
+        (self.check)(payload)
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use crate::Error;
 use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration};
-use crate::record::{DeadReason, DlqId, NewDeadLetter, Payload, SourceMeta};
+use crate::record::{DeadReason, DlqId, NewDeadLetter, Parked, Payload, SourceMeta};
 use crate::registry::Registry;
 use crate::store::DeadLetterStore;
 
@@ -67,6 +67,18 @@ pub enum HandlerError<E> {
         /// The handler's error.
         error: E,
     },
+    /// The handler failed inside a [`Scope::defer_park`] scope: nothing is parked yet. Park
+    /// `letter` yourself, typically inside the caller's own database transaction
+    /// (`PgStore::park_in`, `SqliteStore::park_in`), so the dead letter commits or rolls back
+    /// with the rest of the caller's work.
+    Deferred {
+        /// The dead letter to park, with its state, retry schedule, source and dedupe key set.
+        letter: Box<NewDeadLetter>,
+        /// How the error was classified.
+        class: ErrorClass,
+        /// The handler's error.
+        error: E,
+    },
     /// Parking failed: do not acknowledge the event upstream.
     ParkFailed {
         /// The handler's error.
@@ -95,6 +107,7 @@ impl<E> HandlerError<E> {
         match self {
             Self::Parked { error, .. }
             | Self::TooLarge { error, .. }
+            | Self::Deferred { error, .. }
             | Self::Fatal { error }
             | Self::ParkFailed { error, .. } => error,
         }
@@ -105,6 +118,7 @@ impl<E> HandlerError<E> {
         match self {
             Self::Parked { error, .. }
             | Self::TooLarge { error, .. }
+            | Self::Deferred { error, .. }
             | Self::Fatal { error }
             | Self::ParkFailed { error, .. } => error,
         }
@@ -118,6 +132,7 @@ impl<E: fmt::Display> fmt::Display for HandlerError<E> {
             Self::TooLarge { id, error, .. } => {
                 write!(f, "{error} (event over the store's payload limit: not saved; dead letter {id} records it)")
             }
+            Self::Deferred { error, .. } => write!(f, "{error} (dead letter not parked yet: the caller parks it)"),
             Self::Fatal { error } => write!(f, "fatal: {error} (not parked)"),
             Self::ParkFailed { error, store_error } => write!(f, "{error} (parking failed: {store_error})"),
         }
@@ -214,6 +229,7 @@ pub struct Scope {
     store: Option<SharedStore>,
     source: Option<SourceMeta>,
     dedupe_key: Option<String>,
+    defer_park: bool,
 }
 
 impl fmt::Debug for Scope {
@@ -222,6 +238,7 @@ impl fmt::Debug for Scope {
             .field("store", &self.store.is_some())
             .field("source", &self.source)
             .field("dedupe_key", &self.dedupe_key)
+            .field("defer_park", &self.defer_park)
             .finish()
     }
 }
@@ -251,6 +268,36 @@ impl Scope {
     #[must_use]
     pub fn dedupe_key(mut self, key: impl Into<String>) -> Self {
         self.dedupe_key = Some(key.into());
+        self
+    }
+
+    /// Parks nothing: a failing handler returns [`HandlerError::Deferred`] with the dead
+    /// letter instead, for the caller to park in its own transaction, so that the business
+    /// write and the dead letter commit together or not at all. Fatal errors are still
+    /// [`HandlerError::Fatal`].
+    ///
+    /// ```
+    /// use dlq_core::{dead_letter, DeadLetterStore, HandlerError, MemoryStore, Scope};
+    ///
+    /// #[dead_letter(event_type = "doc-defer")]
+    /// async fn handle(n: u64) -> Result<(), std::io::Error> { Err(std::io::Error::other("ledger down")) }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// match Scope::new().defer_park().run(handle(7)).await {
+    ///     Err(HandlerError::Deferred { letter, .. }) => {
+    ///         // With PostgreSQL: `pg_store.park_in(&mut tx, *letter).await?` before `tx.commit()`.
+    ///         store.park(*letter).await?;
+    ///     }
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// assert_eq!(store.len(), 1);
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    #[must_use]
+    pub fn defer_park(mut self) -> Self {
+        self.defer_park = true;
         self
     }
 
@@ -286,12 +333,13 @@ pub(crate) fn letter_for(reg: &Registration, payload: Payload, failure: FailureI
         ErrorClass::Permanent | ErrorClass::Fatal => {
             letter.retry(std::time::Duration::ZERO, policy.max_retries).dead(DeadReason::Permanent)
         }
-        ErrorClass::Transient { .. } if policy.max_retries == 0 => {
+        ErrorClass::Transient if policy.max_retries == 0 => {
             letter.retry(std::time::Duration::ZERO, 0).dead(DeadReason::RetriesExhausted)
         }
-        ErrorClass::Transient { retry_after } => {
-            let delay = retry_after.unwrap_or_else(|| policy.backoff.next_delay(1));
-            letter.retry(delay, policy.max_retries)
+        ErrorClass::Transient => {
+            let delay = letter.failure.retry_after.unwrap_or_else(|| policy.backoff.next_delay(1));
+            // While the type's circuit is open, no sooner than its next probe.
+            letter.retry(crate::circuit::live_delay(reg.event_type, delay), policy.max_retries)
         }
     }
 }
@@ -307,9 +355,18 @@ pub(crate) async fn park_failure<E>(
     if class == ErrorClass::Fatal {
         return HandlerError::Fatal { error };
     }
+    if SCOPE.try_with(|s| s.defer_park).unwrap_or(false) {
+        return match payload {
+            Ok(payload) => {
+                let letter = Box::new(Scope::apply_current(letter_for(reg, payload, failure)));
+                HandlerError::Deferred { letter, class, error }
+            }
+            Err(store_error) => HandlerError::ParkFailed { error, store_error },
+        };
+    }
     let parked = async {
         let store = current_store()?;
-        store.park(Scope::apply_current(letter_for(reg, payload?, failure))).await
+        park_observed(&*store, Scope::apply_current(letter_for(reg, payload?, failure))).await
     };
     match parked.await {
         Ok(p) if p.truncated => {
@@ -323,9 +380,44 @@ pub(crate) async fn park_failure<E>(
         Ok(p) => HandlerError::Parked { id: p.id, class, error },
         Err(store_error) => {
             tracing::error!(event_type = reg.event_type, %store_error, "dead letter could not be parked");
+            if matches!(store_error, Error::NoStore | Error::Serialize(_)) {
+                // It never reached a store; `park_observed` counts the failures that did.
+                crate::observe::park_failed(reg.event_type);
+            }
             HandlerError::ParkFailed { error, store_error }
         }
     }
+}
+
+/// Parks `letter` in a `dlq.park` span (fields `event_type`, `class`, `dead_reason`,
+/// `dlq_id`) and counts it: `dlq_parked_total`, or `dlq_park_failures_total` when the store
+/// did not take it.
+pub(crate) async fn park_observed(store: &dyn DeadLetterStore, mut letter: NewDeadLetter) -> Result<Parked, Error> {
+    use tracing::Instrument as _;
+    if letter.source.trace_context.is_none() {
+        letter.source.trace_context = crate::otel::current_traceparent();
+    }
+    let event_type = letter.event_type.clone();
+    let (class, dead_reason) = (letter.failure.class, letter.dead_reason);
+    let span = tracing::info_span!(
+        "dlq.park",
+        event_type = %event_type,
+        class = class.name(),
+        dead_reason = dead_reason.map(DeadReason::as_str),
+        dlq_id = tracing::field::Empty,
+    );
+    let result = store.park(letter).instrument(span.clone()).await;
+    match &result {
+        Ok(parked) => {
+            span.record("dlq_id", parked.id);
+            crate::observe::parked(&event_type, class, dead_reason);
+        }
+        Err(error) => {
+            span.in_scope(|| tracing::warn!(%error, "park failed"));
+            crate::observe::park_failed(&event_type);
+        }
+    }
+    result
 }
 
 /// What [`Dispatcher::dispatch`] did with one raw event.
@@ -364,14 +456,14 @@ pub enum Dispatched {
 /// is dropped. A store error is returned, so the caller does not acknowledge the event.
 ///
 /// ```
-/// use dlq_core::{dead_letter, Dispatched, Dispatcher, MemoryStore};
+/// use dlq_core::{dead_letter, handlers, Dispatched, Dispatcher, MemoryStore};
 /// use std::sync::Arc;
 ///
 /// #[dead_letter(event_type = "doc-dispatch")]
 /// async fn handle(amount: u64) -> Result<(), std::io::Error> { Ok(()) }
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// let dispatcher = Dispatcher::new(Arc::new(MemoryStore::new()))?;
+/// let dispatcher = Dispatcher::new(Arc::new(MemoryStore::new()), handlers![handle]?);
 /// assert_eq!(dispatcher.dispatch("doc-dispatch", b"42").await?, Dispatched::Succeeded);
 /// let bad = dispatcher.dispatch("doc-dispatch", b"\"not a number\"").await?;
 /// assert!(matches!(bad, Dispatched::Parked { dead_reason: Some(dlq_core::DeadReason::Undecodable), .. }));
@@ -392,16 +484,19 @@ impl fmt::Debug for Dispatcher {
 }
 
 impl Dispatcher {
-    /// A dispatcher over every registered handler, parking into `store`.
+    /// A dispatcher over every `#[dead_letter]` handler linked into the binary (found
+    /// through `inventory`), parking into `store`. Prefer [`new`](Self::new) with an explicit
+    /// [`handlers!`](crate::handlers) list.
     ///
     /// # Errors
     /// A duplicate event type in the registry.
-    pub fn new(store: Arc<dyn DeadLetterStore>) -> Result<Self, Error> {
-        Ok(Self::with_registry(store, crate::registry()?.clone()))
+    pub fn discover(store: Arc<dyn DeadLetterStore>) -> Result<Self, Error> {
+        Ok(Self::new(store, crate::registry()?.clone()))
     }
 
-    /// A dispatcher over the handlers of `registry` only (see [`handlers!`](crate::handlers)).
-    pub fn with_registry(store: Arc<dyn DeadLetterStore>, registry: Registry) -> Self {
+    /// A dispatcher over the handlers of `registry` (see [`handlers!`](crate::handlers)),
+    /// parking into `store`.
+    pub fn new(store: Arc<dyn DeadLetterStore>, registry: Registry) -> Self {
         Self { store, registry, context: Arc::new(Context::new()) }
     }
 
@@ -426,6 +521,42 @@ impl Dispatcher {
     /// # Errors
     /// The store's error when a failure could not be parked.
     pub async fn dispatch_from(&self, event_type: &str, bytes: &[u8], source: SourceMeta) -> Result<Dispatched, Error> {
+        let key = source.dedupe_key();
+        self.dispatch_keyed(event_type, bytes, source, key).await
+    }
+
+    /// Runs the handler for `event_type` on `bytes` that came from `source`, with `dedupe_key`
+    /// as the event's identity (a JetStream `stream/sequence`, an event id): a second failure
+    /// of the same event returns the first dead letter. `None` parks without a key.
+    ///
+    /// ```
+    /// use dlq_core::{dead_letter, handlers, Dispatched, Dispatcher, MemoryStore, SourceMeta};
+    /// use std::sync::Arc;
+    ///
+    /// #[dead_letter(event_type = "doc-keyed")]
+    /// async fn handle(amount: u64) -> Result<(), std::io::Error> { Err(std::io::Error::other("down")) }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// let dispatcher = Dispatcher::new(store.clone(), handlers![handle]?);
+    /// let from = SourceMeta::jetstream("PAYMENTS", "payments.eu", 42);
+    /// for _ in 0..2 {
+    ///     dispatcher.dispatch_keyed("doc-keyed", b"5", from.clone(), from.dedupe_key()).await?;
+    /// }
+    /// assert_eq!(store.len(), 1);
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// The store's error when a failure could not be parked.
+    pub async fn dispatch_keyed(
+        &self,
+        event_type: &str,
+        bytes: &[u8],
+        source: SourceMeta,
+        dedupe_key: Option<String>,
+    ) -> Result<Dispatched, Error> {
         // The handler decodes the whole input; only the store cuts a payload over its limit.
         let payload = Payload::from_bytes(bytes);
         let Ok(reg) = self.registry.get(event_type) else {
@@ -439,7 +570,7 @@ impl Dispatcher {
             let letter = NewDeadLetter::new(event_type, payload, failure.clone())
                 .with_source(source)
                 .dead(DeadReason::NoHandler);
-            return self.park(letter, failure).await;
+            return self.park(letter, dedupe_key, failure).await;
         };
         let invocation =
             Invocation { payload: payload.clone(), context: Arc::clone(&self.context), attempt: Attempt::first() };
@@ -457,12 +588,18 @@ impl Dispatcher {
                 (letter, failure)
             }
         };
-        self.park(letter.with_source(source), failure).await
+        self.park(letter.with_source(source), dedupe_key, failure).await
     }
 
-    async fn park(&self, letter: NewDeadLetter, failure: FailureInfo) -> Result<Dispatched, Error> {
+    async fn park(
+        &self,
+        mut letter: NewDeadLetter,
+        key: Option<String>,
+        failure: FailureInfo,
+    ) -> Result<Dispatched, Error> {
+        letter.dedupe_key = key;
         let dead_reason = letter.dead_reason;
-        let parked = self.store.park(letter).await?;
+        let parked = park_observed(&*self.store, letter).await?;
         Ok(if parked.truncated {
             Dispatched::TooLarge { id: parked.id, failure }
         } else {
@@ -546,7 +683,7 @@ mod tests {
                 Err(outcome) => outcome,
                 Ok(s) if s == "ok" => HandlerOutcome::Succeeded,
                 Ok(s) if s == "fatal" => HandlerOutcome::Failed(failure(ErrorClass::Fatal)),
-                Ok(_) => HandlerOutcome::Failed(failure(ErrorClass::TRANSIENT)),
+                Ok(_) => HandlerOutcome::Failed(failure(ErrorClass::Transient)),
             }
         })
     }
@@ -558,6 +695,7 @@ mod tests {
         line: line!(),
         policy: RetryPolicy::new(5, Backoff::fixed(Duration::from_secs(30))),
         dispatch: echo,
+        check: crate::handler::accepts_any,
         missing_state: crate::handler::needs_no_state,
     };
 
@@ -575,7 +713,7 @@ mod tests {
     #[tokio::test]
     async fn transient_failure_is_parked_pending_with_backoff() {
         let store = Arc::new(MemoryStore::new());
-        let err = with_store(store.clone(), park_failure(&ECHO, payload(), failure(ErrorClass::TRANSIENT), "e")).await;
+        let err = with_store(store.clone(), park_failure(&ECHO, payload(), failure(ErrorClass::Transient), "e")).await;
         let id = err.dlq_id().expect("parked");
         let row = store.get_now(id).unwrap();
         assert_eq!((row.status, row.max_retries, row.handler.as_str()), (Status::Pending, 5, "tests::echo"));
@@ -594,7 +732,7 @@ mod tests {
     async fn zero_retries_parks_transient_failures_dead() {
         let store = Arc::new(MemoryStore::new());
         let err =
-            with_store(store.clone(), park_failure(&NO_RETRIES, payload(), failure(ErrorClass::TRANSIENT), ())).await;
+            with_store(store.clone(), park_failure(&NO_RETRIES, payload(), failure(ErrorClass::Transient), ())).await;
         let row = store.get_now(err.dlq_id().unwrap()).unwrap();
         assert_eq!(row.dead_reason, Some(DeadReason::RetriesExhausted));
     }
@@ -610,7 +748,7 @@ mod tests {
     #[tokio::test]
     async fn store_down_is_reported_not_swallowed() {
         let err =
-            with_store(Arc::new(DownStore), park_failure(&ECHO, payload(), failure(ErrorClass::TRANSIENT), "e")).await;
+            with_store(Arc::new(DownStore), park_failure(&ECHO, payload(), failure(ErrorClass::Transient), "e")).await;
         let HandlerError::ParkFailed { store_error, error } = err else { panic!("{err:?}") };
         assert_eq!(error, "e");
         assert!(store_error.to_string().contains("connection refused"), "{store_error}");
@@ -620,13 +758,13 @@ mod tests {
     async fn unserializable_event_is_reported_not_swallowed() {
         let store = Arc::new(MemoryStore::new());
         let bad = Err(Error::Serialize(serde_json::from_str::<u8>("x").unwrap_err()));
-        let err = with_store(store.clone(), park_failure(&ECHO, bad, failure(ErrorClass::TRANSIENT), "e")).await;
+        let err = with_store(store.clone(), park_failure(&ECHO, bad, failure(ErrorClass::Transient), "e")).await;
         assert!(matches!(err, HandlerError::ParkFailed { store_error: Error::Serialize(_), .. }));
         assert!(store.is_empty());
     }
 
     fn dispatcher(store: Arc<dyn DeadLetterStore>) -> Dispatcher {
-        Dispatcher::with_registry(store, Registry::from_registrations([&ECHO]).unwrap())
+        Dispatcher::new(store, Registry::from_registrations([&ECHO]).unwrap())
     }
 
     #[tokio::test]
@@ -681,7 +819,7 @@ mod tests {
 
     #[tokio::test]
     async fn no_store_installed_is_reported() {
-        let err = park_failure(&ECHO, payload(), failure(ErrorClass::TRANSIENT), ()).await;
+        let err = park_failure(&ECHO, payload(), failure(ErrorClass::Transient), ()).await;
         assert!(matches!(err, HandlerError::ParkFailed { store_error: Error::NoStore, .. }));
     }
 }

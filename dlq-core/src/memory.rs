@@ -10,12 +10,18 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::Error;
+use crate::action::{
+    ActionKind, BatchAction, BatchReport, Operation, OperationState, PatchRequest, Refusal, Refused, patch_diff,
+    refusal,
+};
 use crate::record::RetrierHeartbeat;
 use crate::record::{
-    AttemptRecord, AuditEntry, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter, DlqId, FailureGroup,
-    Lease, ListFilter, NewDeadLetter, Parked, Payload, SettleReport, Settlement, StatsRow, Status,
+    AttemptRecord, AuditEntry, AuditNote, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter, DlqId,
+    FailureGroup, Lease, ListFilter, NewDeadLetter, Order, Parked, Payload, SettleReport, Settlement, StatsRow, Status,
 };
-use crate::store::{BoxFuture, DeadLetterStore, SingletonLock, StoreResult};
+use crate::store::{
+    BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits, DeadLetterStore, SingletonLock, StoreResult,
+};
 
 /// A [`DeadLetterStore`] in process memory, with the same semantics as the SQL stores:
 /// leases with fencing tokens, dedupe keys, attempt history and audit log.
@@ -25,19 +31,21 @@ use crate::store::{BoxFuture, DeadLetterStore, SingletonLock, StoreResult};
 /// tokio's, so tests with a paused clock (`tokio::time::pause`) control when rows fall due.
 ///
 /// ```
-/// use dlq_core::{ClaimRequest, DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload, Settlement, Status};
-/// use std::time::Duration;
+/// use dlq_core::{dead_letter, with_store, DeadLetterStore, ListFilter, MemoryStore, Status};
+/// use std::sync::Arc;
+///
+/// #[dead_letter(event_type = "doc-memory", max_retries = 5)]
+/// async fn handle(amount: i64) -> Result<(), std::io::Error> {
+///     Err(std::io::Error::other("ledger down"))
+/// }
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// let store = MemoryStore::new();
-/// let failure = FailureInfo::new(ErrorClass::TRANSIENT, "io", "ledger down".into(), vec![], None);
-/// store.park(NewDeadLetter::new("payment", Payload::Json(serde_json::json!({"id": 1})), failure)).await?;
+/// let store = Arc::new(MemoryStore::new());
+/// let err = with_store(store.clone(), handle(42)).await.unwrap_err();
+/// assert!(err.is_parked());
 ///
-/// let claimed = store.claim(ClaimRequest {
-///     event_types: vec!["payment".into()], limit: 10, lease: Duration::from_secs(30), owner: "me".into(),
-/// }).await?;
-/// store.settle(vec![Settlement::Succeeded { lease: claimed[0].lease }]).await?;
-/// assert_eq!(store.get(claimed[0].lease.id).await?.unwrap().status, Status::Succeeded);
+/// let parked = store.list(ListFilter::default().status(Status::Pending)).await?;
+/// assert_eq!((parked.len(), parked[0].failure.reason.as_str()), (1, "ledger down"));
 /// # Ok::<(), dlq_core::Error>(())
 /// # }).unwrap();
 /// ```
@@ -61,6 +69,9 @@ struct Inner {
     attempts: Vec<AttemptRecord>,
     audit: Vec<AuditEntry>,
     retriers: BTreeMap<String, RetrierHeartbeat>,
+    operations: BTreeMap<i64, Operation>,
+    circuits: BTreeMap<String, Circuit>,
+    circuit_log: Vec<CircuitLogEntry>,
 }
 
 #[derive(Debug, Clone)]
@@ -72,9 +83,13 @@ struct Row {
 /// Wall-clock time that advances with tokio's clock, so a paused test clock moves it too.
 pub(crate) fn now() -> DateTime<Utc> {
     static BASE: OnceLock<(DateTime<Utc>, std::time::Instant)> = OnceLock::new();
-    let (wall, instant) = *BASE.get_or_init(|| (Utc::now(), std::time::Instant::now()));
-    let elapsed = tokio::time::Instant::now().into_std().saturating_duration_since(instant);
-    wall + chrono::Duration::from_std(elapsed).unwrap_or(chrono::TimeDelta::MAX)
+    let (wall, origin) = *BASE.get_or_init(|| (Utc::now(), std::time::Instant::now()));
+    // A paused clock stands where it was paused, which may be before the origin (its runtime
+    // started before this process first read the time): it counts back from the origin, or it
+    // would stand still until it passed the origin while tokio's clock moved on.
+    let tokio_now = tokio::time::Instant::now().into_std();
+    let delta = |d| chrono::Duration::from_std(d).unwrap_or(chrono::TimeDelta::MAX);
+    wall + delta(tokio_now.saturating_duration_since(origin)) - delta(origin.saturating_duration_since(tokio_now))
 }
 
 fn later(at: DateTime<Utc>, delay: Duration) -> DateTime<Utc> {
@@ -247,11 +262,99 @@ impl Inner {
     }
 
     fn matching(&self, filter: &ListFilter) -> Vec<DlqId> {
-        self.rows.values().rev().filter(|r| filter.matches(&r.letter)).map(|r| r.letter.id).collect()
+        let rows = self.rows.values().filter(|r| filter.matches(&r.letter)).map(|r| r.letter.id);
+        match filter.order {
+            Order::NewestFirst => rows.rev().collect(),
+            Order::OldestFirst => rows.collect(),
+        }
     }
 
-    fn record(&mut self, dlq_id: DlqId, action: &str, actor: &str, diff: serde_json::Value, at: DateTime<Utc>) {
-        self.audit.push(AuditEntry { dlq_id, action: action.into(), actor: actor.into(), diff, at });
+    fn record(
+        &mut self,
+        dlq_id: DlqId,
+        action: &str,
+        note: &AuditNote,
+        diff: serde_json::Value,
+        at: DateTime<Utc>,
+    ) -> i64 {
+        let id = self.audit.last().map_or(1, |a| a.id + 1);
+        let (actor, reason) = (note.actor.clone(), note.reason.clone());
+        self.audit.push(AuditEntry { id, dlq_id, action: action.into(), actor, reason, diff, at });
+        id
+    }
+
+    fn apply(&mut self, batch: &BatchAction) -> StoreResult<BatchReport> {
+        if let Some(step) = &batch.step {
+            let op = self.operations.get(&step.operation).ok_or(Error::OperationNotFound(step.operation))?;
+            if op.cursor != step.from {
+                return Err(Error::Conflict { operation: step.operation });
+            }
+        }
+        let mut report = BatchReport::default();
+        for &id in &batch.ids {
+            let Some(row) = self.rows.get(&id) else {
+                report.refused.push(Refusal { id, why: Refused::NotFound });
+                continue;
+            };
+            let l = &row.letter;
+            let why = refusal(batch.action, l.status, l.payload.is_truncated(), l.redrive_count, batch.max_redrives);
+            match why {
+                Some(why) => report.refused.push(Refusal { id, why }),
+                None => report.moved.push(id),
+            }
+        }
+        let to = match batch.action {
+            ActionKind::Redrive => Status::Pending,
+            ActionKind::Discard => Status::Discarded,
+        };
+        let at = now();
+        for id in &report.moved {
+            self.move_row(*id, to, batch.action.as_str(), &batch.note, at);
+        }
+        if let Some(step) = &batch.step {
+            if let Some(op) = self.operations.get_mut(&step.operation) {
+                op.cursor = step.to;
+                op.moved += report.moved.len() as u64;
+                op.refused += report.refused.len() as u64 + step.refused_before;
+                op.updated_at = at;
+            }
+        }
+        Ok(report)
+    }
+
+    fn move_row(&mut self, id: DlqId, to: Status, action: &str, note: &AuditNote, at: DateTime<Utc>) {
+        let Some(row) = self.rows.get_mut(&id) else { return };
+        let l = &mut row.letter;
+        let from = l.status;
+        l.status = to;
+        l.updated_at = at;
+        if to == Status::Pending {
+            l.retry_after = at;
+            l.retry_count = 0;
+            l.dead_reason = None;
+            l.redrive_count += 1;
+        }
+        let diff = serde_json::json!({ "status": [from.as_str(), to.as_str()] });
+        self.record(id, action, note, diff, at);
+    }
+
+    fn patch(&mut self, request: PatchRequest) -> StoreResult<i64> {
+        request.payload.check_fits(DEFAULT_MAX_PAYLOAD_BYTES)?;
+        let id = request.id;
+        let row = self.rows.get_mut(&id).ok_or(Error::NotFound(id))?;
+        if row.letter.status == Status::Processing {
+            return Err(Error::InvalidState {
+                id,
+                status: Status::Processing,
+                action: "patch",
+                needs: "any status but PROCESSING",
+            });
+        }
+        let at = now();
+        let diff = patch_diff(&row.letter.payload, &request.payload, request.patch.as_ref(), request.undo_of);
+        row.letter.payload = request.payload;
+        row.letter.updated_at = at;
+        Ok(self.record(id, "patch", &request.note, diff, at))
     }
 
     fn transition(&mut self, filter: &ListFilter, actor: &str, action: &str, to: Status) -> Vec<DlqId> {
@@ -271,20 +374,9 @@ impl Inner {
             })
             .take(filter.limit)
             .collect();
+        let note = AuditNote { actor: actor.to_owned(), reason: None };
         for id in &ids {
-            let Some(row) = self.rows.get_mut(id) else { continue };
-            let l = &mut row.letter;
-            let from = l.status;
-            l.status = to;
-            l.updated_at = at;
-            if to == Status::Pending {
-                l.retry_after = at;
-                l.retry_count = 0;
-                l.dead_reason = None;
-                l.redrive_count += 1;
-            }
-            let diff = serde_json::json!({ "status": [from.as_str(), to.as_str()] });
-            self.record(*id, action, actor, diff, at);
+            self.move_row(*id, to, action, &note, at);
         }
         ids
     }
@@ -389,12 +481,22 @@ impl DeadLetterStore for MemoryStore {
     }
 
     fn stats(&self) -> BoxFuture<'_, StoreResult<Vec<StatsRow>>> {
-        let mut counts: BTreeMap<(String, Status), u64> = BTreeMap::new();
+        let at = now();
+        let mut rows: BTreeMap<(String, Status), StatsRow> = BTreeMap::new();
         for row in self.lock().rows.values() {
-            *counts.entry((row.letter.event_type.clone(), row.letter.status)).or_default() += 1;
+            let l = &row.letter;
+            let stats = rows.entry((l.event_type.clone(), l.status)).or_insert_with(|| StatsRow {
+                event_type: l.event_type.clone(),
+                status: l.status,
+                count: 0,
+                oldest_due: None,
+            });
+            stats.count += 1;
+            if l.status == Status::Pending && l.retry_after <= at {
+                stats.oldest_due = Some(stats.oldest_due.map_or(l.retry_after, |o| o.min(l.retry_after)));
+            }
         }
-        let rows = counts.into_iter().map(|((event_type, status), count)| StatsRow { event_type, status, count });
-        ready(Ok(rows.collect()))
+        ready(Ok(rows.into_values().collect()))
     }
 
     fn groups(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<Vec<FailureGroup>>> {
@@ -408,14 +510,26 @@ impl DeadLetterStore for MemoryStore {
             let key = (l.failure.fingerprint.clone(), l.event_type.clone());
             groups
                 .entry(key)
+                .and_modify(|g| {
+                    g.count += 1;
+                    if l.id > g.sample_id {
+                        g.sample_id = l.id;
+                        l.failure.kind.clone_into(&mut g.kind);
+                        l.failure.reason.clone_into(&mut g.sample_reason);
+                    }
+                    g.first_seen = g.first_seen.min(l.created_at);
+                    g.last_seen = g.last_seen.max(l.created_at);
+                })
                 .or_insert_with(|| FailureGroup {
                     fingerprint: l.failure.fingerprint.clone(),
                     event_type: l.event_type.clone(),
                     kind: l.failure.kind.clone(),
                     sample_reason: l.failure.reason.clone(),
-                    count: 0,
-                })
-                .count += 1;
+                    sample_id: l.id,
+                    count: 1,
+                    first_seen: l.created_at,
+                    last_seen: l.created_at,
+                });
         }
         let mut groups: Vec<_> = groups.into_values().collect();
         groups.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.fingerprint.cmp(&b.fingerprint)));
@@ -444,28 +558,91 @@ impl DeadLetterStore for MemoryStore {
     }
 
     fn patch_payload(&self, id: DlqId, payload: Payload, actor: &str) -> BoxFuture<'_, StoreResult<()>> {
-        if let Err(e) = payload.check_fits(DEFAULT_MAX_PAYLOAD_BYTES) {
-            return ready(Err(e));
+        let note = AuditNote { actor: actor.to_owned(), reason: None };
+        let request = PatchRequest { id, payload, note, patch: None, undo_of: None };
+        ready(self.lock().patch(request).map(drop))
+    }
+
+    fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
+        ready(self.lock().patch(request))
+    }
+
+    fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {
+        let found = self.lock().matching(&filter).len().min(filter.limit);
+        ready(Ok(found as u64))
+    }
+
+    fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
+        ready(Ok(self.lock().audit.iter().find(|a| a.id == id).cloned()))
+    }
+
+    fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {
+        let report = self.lock().apply(&batch);
+        if batch.action == ActionKind::Redrive {
+            self.inner.work.notify_waiters();
         }
+        ready(report)
+    }
+
+    fn create_operation(
+        &self,
+        action: ActionKind,
+        spec: serde_json::Value,
+        note: AuditNote,
+    ) -> BoxFuture<'_, StoreResult<Operation>> {
         let at = now();
         let mut inner = self.lock();
-        let result = match inner.rows.get_mut(&id) {
-            None => Err(Error::NotFound(id)),
-            Some(row) if row.letter.status == Status::Processing => Err(Error::InvalidState {
-                id,
-                status: Status::Processing,
-                action: "patch",
-                needs: "any status but PROCESSING",
-            }),
-            Some(row) => {
-                let diff = serde_json::json!({ "payload": { "old": payload_json(&row.letter.payload), "new": payload_json(&payload) } });
-                row.letter.payload = payload;
-                row.letter.updated_at = at;
-                inner.record(id, "patch", actor, diff, at);
-                Ok(())
-            }
+        let id = inner.operations.keys().next_back().map_or(1, |id| id + 1);
+        let op = Operation {
+            id,
+            action,
+            spec,
+            note,
+            cursor: 0,
+            moved: 0,
+            refused: 0,
+            state: OperationState::Running,
+            created_at: at,
+            updated_at: at,
         };
+        inner.operations.insert(id, op.clone());
+        ready(Ok(op))
+    }
+
+    fn operation(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<Operation>>> {
+        ready(Ok(self.lock().operations.get(&id).cloned()))
+    }
+
+    fn set_operation_state(&self, id: i64, state: OperationState) -> BoxFuture<'_, StoreResult<()>> {
+        let mut inner = self.lock();
+        let result = inner.operations.get_mut(&id).map(|op| op.state = state).ok_or(Error::OperationNotFound(id));
         ready(result)
+    }
+
+    fn circuits(&self) -> BoxFuture<'_, StoreResult<Circuits>> {
+        let circuits = self.lock().circuits.values().cloned().collect();
+        ready(Ok(Circuits::new(now(), circuits)))
+    }
+
+    fn write_circuit(&self, write: CircuitWrite) -> BoxFuture<'_, StoreResult<Option<Circuit>>> {
+        let at = now();
+        let mut inner = self.lock();
+        let current =
+            inner.circuits.get(&write.event_type).cloned().unwrap_or_else(|| Circuit::closed(&write.event_type));
+        let Some(next) = write.applied_to(&current, at) else { return ready(Ok(None)) };
+        inner.circuit_log.push(CircuitLogEntry::new(&write, current.state, at));
+        inner.circuits.insert(write.event_type, next.clone());
+        ready(Ok(Some(next)))
+    }
+
+    fn circuit_log(
+        &self,
+        event_type: Option<String>,
+        limit: usize,
+    ) -> BoxFuture<'_, StoreResult<Vec<CircuitLogEntry>>> {
+        let inner = self.lock();
+        let wanted = |e: &&CircuitLogEntry| event_type.as_ref().is_none_or(|t| &e.event_type == t);
+        ready(Ok(inner.circuit_log.iter().rev().filter(wanted).take(limit).cloned().collect()))
     }
 
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
@@ -491,15 +668,7 @@ impl DeadLetterStore for MemoryStore {
 /// (which was already applied to `retry_after`).
 fn stored(mut failure: crate::FailureInfo) -> crate::FailureInfo {
     if failure.class.is_transient() {
-        failure.class = crate::ErrorClass::TRANSIENT;
+        failure.class = crate::ErrorClass::Transient;
     }
     failure
-}
-
-/// A payload as JSON for audit diffs: raw bytes as lossy text.
-pub(crate) fn payload_json(payload: &Payload) -> serde_json::Value {
-    match payload {
-        Payload::Json(v) => v.clone(),
-        Payload::Raw { bytes, .. } => serde_json::Value::String(String::from_utf8_lossy(bytes).into_owned()),
-    }
 }

@@ -156,7 +156,7 @@ impl Payload {
     /// [`Payload::Json`]; anything else is kept as [`Payload::Raw`].
     pub fn from_bytes(bytes: &[u8]) -> Self {
         match serde_json::from_slice::<serde_json::Value>(bytes) {
-            Ok(value) if jsonb_safe(&value) => Self::Json(value),
+            Ok(value) if nul_free(&value) => Self::Json(value),
             _ => Self::Raw { bytes: bytes.to_vec(), truncated: None },
         }
     }
@@ -167,10 +167,25 @@ impl Payload {
     /// The event's `Serialize` implementation failed.
     pub fn from_event<T: Serialize + ?Sized>(event: &T) -> Result<Self, serde_json::Error> {
         let value = serde_json::to_value(event)?;
-        if jsonb_safe(&value) {
+        if nul_free(&value) {
             return Ok(Self::Json(value));
         }
         Ok(Self::Raw { bytes: serde_json::to_vec(&value)?, truncated: None })
+    }
+
+    /// Whether this is JSON with a NUL character (`\u0000`) in a string or key: valid JSON,
+    /// but PostgreSQL's `jsonb` cannot hold it, so a store keeps it as raw bytes.
+    /// [`from_bytes`](Self::from_bytes) and [`from_event`](Self::from_event) already return
+    /// such input as [`Payload::Raw`]; only a hand-built [`Payload::Json`] can hold one.
+    ///
+    /// ```
+    /// use dlq_core::Payload;
+    ///
+    /// assert!(Payload::Json(serde_json::json!({"name": "a\u{0}b"})).has_nul_char());
+    /// assert!(!Payload::from_bytes(br#"{"a":"\u0000"}"#).has_nul_char()); // already raw
+    /// ```
+    pub fn has_nul_char(&self) -> bool {
+        matches!(self, Self::Json(value) if !nul_free(value))
     }
 
     /// The payload as a store keeps it under a limit of `max_bytes`: itself when it fits,
@@ -271,13 +286,13 @@ fn json_len(value: &serde_json::Value) -> usize {
     }
 }
 
-/// Whether PostgreSQL's JSONB accepts this value: it rejects `\u0000` in any string or key.
-pub fn jsonb_safe(value: &serde_json::Value) -> bool {
+/// Whether `value` holds no NUL character (`\u0000`) in any string or key.
+fn nul_free(value: &serde_json::Value) -> bool {
     use serde_json::Value;
     match value {
         Value::String(s) => !s.contains('\0'),
-        Value::Array(items) => items.iter().all(jsonb_safe),
-        Value::Object(map) => map.iter().all(|(k, v)| !k.contains('\0') && jsonb_safe(v)),
+        Value::Array(items) => items.iter().all(nul_free),
+        Value::Object(map) => map.iter().all(|(k, v)| !k.contains('\0') && nul_free(v)),
         _ => true,
     }
 }
@@ -308,23 +323,50 @@ impl SourceMeta {
         Self { topic: Some(topic.to_owned()), partition: Some(partition), offset: Some(offset), ..Self::default() }
     }
 
-    /// A dedupe key `topic/partition/offset`, when all three are known.
+    /// A NATS JetStream message: `subject` as the topic and the stream sequence as the offset
+    /// (no partition). Its dedupe key is `stream/sequence`, the message's identity in the
+    /// stream, kept in the `Nats-Stream` header so the row says which stream it came from.
+    ///
+    /// ```
+    /// let src = dlq_core::SourceMeta::jetstream("PAYMENTS", "payments.eu", 42);
+    /// assert_eq!((src.topic.as_deref(), src.partition, src.offset), (Some("payments.eu"), None, Some(42)));
+    /// assert_eq!(src.dedupe_key().as_deref(), Some("PAYMENTS/42"));
+    /// ```
+    pub fn jetstream(stream: &str, subject: &str, stream_sequence: u64) -> Self {
+        let mut headers = BTreeMap::new();
+        headers.insert(JETSTREAM_STREAM_HEADER.to_owned(), stream.to_owned());
+        Self {
+            topic: Some(subject.to_owned()),
+            offset: Some(i64::try_from(stream_sequence).unwrap_or(i64::MAX)),
+            headers,
+            ..Self::default()
+        }
+    }
+
+    /// The event's identity: `topic/partition/offset` when all three are known, or
+    /// `stream/sequence` for a JetStream source ([`jetstream`](Self::jetstream)).
     ///
     /// ```
     /// let src = dlq_core::SourceMeta::kafka("payments", 3, 42);
     /// assert_eq!(src.dedupe_key().as_deref(), Some("payments/3/42"));
     /// ```
     pub fn dedupe_key(&self) -> Option<String> {
+        if let (None, Some(stream)) = (self.partition, self.headers.get(JETSTREAM_STREAM_HEADER)) {
+            return Some(format!("{stream}/{}", self.offset?));
+        }
         Some(format!("{}/{}/{}", self.topic.as_ref()?, self.partition?, self.offset?))
     }
 }
+
+/// The header of a [`SourceMeta::jetstream`] source that names its stream.
+const JETSTREAM_STREAM_HEADER: &str = "Nats-Stream";
 
 /// A failed event about to be parked.
 ///
 /// ```
 /// use dlq_core::{ErrorClass, FailureInfo, NewDeadLetter, Payload, RetryPolicy};
 ///
-/// let failure = FailureInfo::new(ErrorClass::TRANSIENT, "io", "ledger down".into(), vec![], None);
+/// let failure = FailureInfo::new(ErrorClass::Transient, "io", "ledger down".into(), vec![], None);
 /// let letter = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({"amount": 5})), failure)
 ///     .with_dedupe_key("payments/0/17");
 /// assert_eq!(letter.status(), dlq_core::Status::Pending);
@@ -414,7 +456,7 @@ impl NewDeadLetter {
     /// ```
     /// use dlq_core::{DeadReason, ErrorClass, FailureInfo, NewDeadLetter, Payload, Status};
     ///
-    /// let failure = FailureInfo::new(ErrorClass::TRANSIENT, "io", "down".into(), vec![], None);
+    /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
     /// let letter = NewDeadLetter::new("upload", Payload::from_bytes(&[7; 64]), failure).fit(16);
     /// assert_eq!((letter.status(), letter.dead_reason), (Status::FailedPermanently, Some(DeadReason::TooLarge)));
     /// assert!(letter.payload.is_truncated());
@@ -497,7 +539,7 @@ impl DeadLetter {
     /// ```
     /// use dlq_core::{DeadLetter, ErrorClass, FailureInfo, Payload, Status};
     ///
-    /// let failure = FailureInfo::new(ErrorClass::TRANSIENT, "io", "down".into(), vec![], None);
+    /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
     /// let mut row = DeadLetter::new(7, "payment", Payload::Json(serde_json::json!({})), failure, chrono::Utc::now());
     /// row.status = Status::Succeeded;
     /// assert_eq!(row.id, 7);
@@ -652,26 +694,69 @@ pub struct AttemptRecord {
 /// One operator action in the audit log (`dlq_audit`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditEntry {
+    /// The entry's own id: `dlq undo ID` names it.
+    pub id: i64,
     /// The row.
     pub dlq_id: DlqId,
-    /// `redrive`, `patch`, `discard`.
+    /// `redrive`, `patch`, `discard` (an undo is a `patch` whose diff names `undo_of`).
     pub action: String,
     /// Who did it.
     pub actor: String,
+    /// Why, as the operator said it.
+    pub reason: Option<String>,
     /// What changed, as JSON (`{"status": ["FAILED_PERMANENTLY", "PENDING"]}`, a payload diff).
     pub diff: serde_json::Value,
     /// When.
     pub at: DateTime<Utc>,
 }
 
+/// Who does an operator action and why: written to every audit entry the action makes.
+///
+/// ```
+/// let note = dlq_core::AuditNote::new("alice", "ledger fixed in INC-42");
+/// assert_eq!(note.reason.as_deref(), Some("ledger fixed in INC-42"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditNote {
+    /// The operator (the OS user, or the console's authenticated user).
+    pub actor: String,
+    /// Why; required by the admin layer for discard, patch and undo.
+    pub reason: Option<String>,
+}
+
+impl AuditNote {
+    /// A note with a reason.
+    pub fn new(actor: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self { actor: actor.into(), reason: Some(reason.into()) }
+    }
+}
+
+/// The order rows are listed in; keyset pagination ([`ListFilter::after`]) follows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    /// Highest id first (the default: what an operator wants to see).
+    #[default]
+    NewestFirst,
+    /// Lowest id first (what a bulk action walks, its cursor the last id done).
+    OldestFirst,
+}
+
 /// Which rows an admin read or action applies to. Empty fields match everything.
+///
+/// Pagination is by keyset: pass the last id of a page as [`after`](Self::after) to get the
+/// next one, in [`order`](Self::order). Stores answer with an index range on the id, never an
+/// `OFFSET`.
 ///
 /// ```
 /// use dlq_core::{ListFilter, Status};
-/// let f = ListFilter::default().status(Status::FailedPermanently).event_type("payment");
+/// let f = ListFilter::default().status(Status::FailedPermanently).event_type("payment").reason_contains("USD");
 /// assert_eq!(f.limit, 100);
+/// let next_page = f.clone().after(1_204);
+/// assert_eq!(next_page.after, Some(1_204));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ListFilter {
     /// Only this status.
     pub status: Option<Status>,
@@ -681,13 +766,37 @@ pub struct ListFilter {
     pub fingerprint: Option<String>,
     /// Only these ids.
     pub ids: Vec<DlqId>,
-    /// At most this many rows (newest first).
+    /// Only this error kind (exact).
+    pub kind: Option<String>,
+    /// Only rows whose error reason contains this text (case-sensitive).
+    pub reason: Option<String>,
+    /// Only rows parked at or after this time.
+    pub since: Option<DateTime<Utc>>,
+    /// Only rows parked before this time.
+    pub until: Option<DateTime<Utc>>,
+    /// Only rows strictly past this id in [`order`](Self::order) (keyset pagination).
+    pub after: Option<DlqId>,
+    /// Newest first (the default) or oldest first.
+    pub order: Order,
+    /// At most this many rows.
     pub limit: usize,
 }
 
 impl Default for ListFilter {
     fn default() -> Self {
-        Self { status: None, event_type: None, fingerprint: None, ids: Vec::new(), limit: 100 }
+        Self {
+            status: None,
+            event_type: None,
+            fingerprint: None,
+            ids: Vec::new(),
+            kind: None,
+            reason: None,
+            since: None,
+            until: None,
+            after: None,
+            order: Order::NewestFirst,
+            limit: 100,
+        }
     }
 }
 
@@ -716,6 +825,42 @@ impl ListFilter {
         self.ids = ids.into_iter().collect();
         self
     }
+    /// Only rows whose error kind is `kind`.
+    #[must_use]
+    pub fn kind(mut self, kind: &str) -> Self {
+        self.kind = Some(kind.to_owned());
+        self
+    }
+    /// Only rows whose error reason contains `text`.
+    #[must_use]
+    pub fn reason_contains(mut self, text: &str) -> Self {
+        self.reason = Some(text.to_owned());
+        self
+    }
+    /// Only rows parked at or after `at`.
+    #[must_use]
+    pub const fn since(mut self, at: DateTime<Utc>) -> Self {
+        self.since = Some(at);
+        self
+    }
+    /// Only rows parked before `at`.
+    #[must_use]
+    pub const fn until(mut self, at: DateTime<Utc>) -> Self {
+        self.until = Some(at);
+        self
+    }
+    /// Only rows past `id` in the filter's order (the next page after a page ending at `id`).
+    #[must_use]
+    pub const fn after(mut self, id: DlqId) -> Self {
+        self.after = Some(id);
+        self
+    }
+    /// Lists oldest first.
+    #[must_use]
+    pub const fn oldest_first(mut self) -> Self {
+        self.order = Order::OldestFirst;
+        self
+    }
     /// At most `limit` rows.
     #[must_use]
     pub const fn limit(mut self, limit: usize) -> Self {
@@ -723,12 +868,35 @@ impl ListFilter {
         self
     }
 
+    /// The open id range `(lower, upper)` the filter's keyset leaves, for SQL
+    /// (`id > lower AND id < upper`).
+    ///
+    /// ```
+    /// use dlq_core::ListFilter;
+    /// assert_eq!(ListFilter::default().after(10).id_range(), (i64::MIN, 10));
+    /// assert_eq!(ListFilter::default().oldest_first().after(10).id_range(), (10, i64::MAX));
+    /// ```
+    pub fn id_range(&self) -> (DlqId, DlqId) {
+        match (self.order, self.after) {
+            (_, None) => (DlqId::MIN, DlqId::MAX),
+            (Order::NewestFirst, Some(id)) => (DlqId::MIN, id),
+            (Order::OldestFirst, Some(id)) => (id, DlqId::MAX),
+        }
+    }
+
     /// Whether `letter` passes the filter (the limit aside).
     pub fn matches(&self, letter: &DeadLetter) -> bool {
+        let (lower, upper) = self.id_range();
         self.status.is_none_or(|s| s == letter.status)
             && self.event_type.as_ref().is_none_or(|t| *t == letter.event_type)
             && self.fingerprint.as_ref().is_none_or(|f| *f == letter.failure.fingerprint)
             && (self.ids.is_empty() || self.ids.contains(&letter.id))
+            && self.kind.as_ref().is_none_or(|k| *k == letter.failure.kind)
+            && self.reason.as_ref().is_none_or(|r| letter.failure.reason.contains(r.as_str()))
+            && self.since.is_none_or(|t| letter.created_at >= t)
+            && self.until.is_none_or(|t| letter.created_at < t)
+            && letter.id > lower
+            && letter.id < upper
     }
 }
 
@@ -741,10 +909,13 @@ pub struct StatsRow {
     pub status: Status,
     /// How many rows.
     pub count: u64,
+    /// For `PENDING`: the oldest `retry_after` that has passed, so `now - oldest_due` is how
+    /// long the oldest due row has waited for a retrier; `None` when no row is due.
+    pub oldest_due: Option<DateTime<Utc>>,
 }
 
-/// A group of alike failures, for `dlq groups`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A group of alike failures, for `dlq stats` and the console's group page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FailureGroup {
     /// The shared fingerprint.
     pub fingerprint: String,
@@ -752,17 +923,23 @@ pub struct FailureGroup {
     pub event_type: String,
     /// The error kind.
     pub kind: String,
-    /// One message of the group.
+    /// One message of the group (the newest row's).
     pub sample_reason: String,
+    /// The newest row of the group.
+    pub sample_id: DlqId,
     /// How many rows.
     pub count: u64,
+    /// When the group's oldest row was parked.
+    pub first_seen: DateTime<Utc>,
+    /// When its newest row was parked.
+    pub last_seen: DateTime<Utc>,
 }
 
 impl ErrorClass {
     /// Parses a stored class name; a stored transient class has no hint.
     pub fn from_name(name: &str) -> Option<Self> {
         match name {
-            "transient" => Some(Self::TRANSIENT),
+            "transient" => Some(Self::Transient),
             "permanent" => Some(Self::Permanent),
             "fatal" => Some(Self::Fatal),
             _ => None,
@@ -777,7 +954,7 @@ impl ErrorClass {
 /// assert_eq!(beat.pid, std::process::id() as i32);
 /// assert_eq!(beat.event_types, ["payment"]);
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RetrierHeartbeat {
     /// The retrier's owner name, also its `lease_owner`.
     pub owner: String,

@@ -169,7 +169,9 @@ macro_rules! handlers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BoxFuture, HandlerOutcome, Invocation, RetryPolicy};
+    use crate::__private::{HandlerOutcome, Invocation};
+    use crate::RetryPolicy;
+    use crate::store::BoxFuture;
 
     fn noop(_: Invocation) -> BoxFuture<'static, HandlerOutcome> {
         Box::pin(async { HandlerOutcome::Succeeded })
@@ -183,6 +185,7 @@ mod tests {
             line,
             policy: RetryPolicy::DEFAULT,
             dispatch: noop,
+            check: crate::handler::accepts_any,
             missing_state: crate::handler::needs_no_state,
         }
     }

@@ -1,18 +1,21 @@
 //! The retrier engine: claims due dead letters, runs their handlers, writes the outcomes.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use futures_util::stream::{self, StreamExt};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::Error;
 use crate::RetrierConfig;
+use crate::breakers::Breakers;
 use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration};
 use crate::memory::now;
@@ -99,7 +102,7 @@ impl Counters {
 ///   retrier has no upstream to stop.
 ///
 /// ```
-/// use dlq_core::{dead_letter, with_store, MemoryStore, Retrier, Status};
+/// use dlq_core::{dead_letter, handlers, with_store, MemoryStore, Retrier, Status};
 /// use std::sync::Arc;
 ///
 /// #[dead_letter(event_type = "doc-retrier", backoff = "none")]
@@ -115,7 +118,7 @@ impl Counters {
 /// let store = Arc::new(MemoryStore::new());
 /// let id = with_store(store.clone(), flaky(1)).await.unwrap_err().dlq_id().unwrap();
 ///
-/// let retrier = Retrier::new(store.clone())?;
+/// let retrier = Retrier::new(store.clone(), handlers![flaky]?);
 /// retrier.run_once().await?;
 /// assert_eq!(store.get_now(id).unwrap().status, Status::Succeeded);
 /// # Ok::<(), dlq_core::Error>(())
@@ -128,6 +131,7 @@ pub struct Retrier<S: ?Sized> {
     config: RetrierConfig,
     owner: Arc<str>,
     counters: Arc<Counters>,
+    breakers: Arc<Breakers>,
 }
 
 impl<S: ?Sized> Clone for Retrier<S> {
@@ -139,6 +143,7 @@ impl<S: ?Sized> Clone for Retrier<S> {
             config: self.config.clone(),
             owner: Arc::clone(&self.owner),
             counters: Arc::clone(&self.counters),
+            breakers: Arc::clone(&self.breakers),
         }
     }
 }
@@ -153,23 +158,42 @@ impl<S: ?Sized> std::fmt::Debug for Retrier<S> {
 }
 
 impl<S: DeadLetterStore + ?Sized> Retrier<S> {
-    /// A retrier over every registered handler, with the default configuration.
+    /// A retrier over every `#[dead_letter]` handler linked into the binary (found through
+    /// `inventory`, see [`registry()`](crate::registry())), with the default configuration.
+    ///
+    /// Convenient, but it runs whatever handlers the linker kept: prefer [`new`](Self::new)
+    /// with an explicit [`handlers!`](crate::handlers) list, which the compiler checks.
     ///
     /// # Errors
     /// A duplicate event type in the registry.
-    pub fn new(store: Arc<S>) -> Result<Self, Error> {
-        Ok(Self::with_registry(store, crate::registry()?.clone()))
+    pub fn discover(store: Arc<S>) -> Result<Self, Error> {
+        Ok(Self::new(store, crate::registry()?.clone()))
     }
 
-    /// A retrier over the handlers of `registry` only (see [`handlers!`](crate::handlers)).
-    pub fn with_registry(store: Arc<S>, registry: Registry) -> Self {
+    /// A retrier over the handlers of `registry`, built with [`handlers!`](crate::handlers),
+    /// with the default configuration.
+    ///
+    /// ```
+    /// use dlq_core::{dead_letter, handlers, MemoryStore, Retrier};
+    /// use std::sync::Arc;
+    ///
+    /// #[dead_letter(event_type = "doc-retrier-new")]
+    /// async fn handle_refund(amount: u64) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// let retrier = Retrier::new(Arc::new(MemoryStore::new()), handlers![handle_refund]?);
+    /// # Ok::<(), dlq_core::Error>(())
+    /// ```
+    pub fn new(store: Arc<S>, registry: Registry) -> Self {
+        let config = RetrierConfig::default();
+        let breakers = Arc::new(Breakers::new(&config, registry.event_types()));
         Self {
             store,
             registry,
             context: Arc::new(Context::new()),
-            config: RetrierConfig::default(),
+            config,
             owner: default_owner().into(),
             counters: Arc::default(),
+            breakers,
         }
     }
 
@@ -179,6 +203,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         if !config.owner.is_empty() {
             self.owner = config.owner.as_str().into();
         }
+        self.breakers = Arc::new(Breakers::new(&config, self.registry.event_types()));
         self.config = config;
         self
     }
@@ -208,7 +233,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// use std::sync::Arc;
     ///
     /// let config = RetrierConfig::from_json_str(r#"{"owner": "worker-1"}"#)?;
-    /// let retrier = Retrier::with_registry(Arc::new(MemoryStore::new()), Registry::default()).config(config);
+    /// let retrier = Retrier::new(Arc::new(MemoryStore::new()), Registry::default()).config(config);
     /// assert_eq!(retrier.owner(), "worker-1");
     /// # Ok::<(), dlq_core::Error>(())
     /// ```
@@ -249,10 +274,10 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// let registry = dlq_core::handlers![post]?;
     ///
     /// // A handler's `State<Ledger>` missing from the context is a configuration error.
-    /// let err = Retrier::with_registry(store.clone(), registry.clone()).run_until(async {}).await.unwrap_err();
+    /// let err = Retrier::new(store.clone(), registry.clone()).run_until(async {}).await.unwrap_err();
     /// assert!(matches!(err, dlq_core::Error::MissingState { .. }), "{err}");
     ///
-    /// let retrier = Retrier::with_registry(store, registry).context(Context::new().with(Ledger));
+    /// let retrier = Retrier::new(store, registry).context(Context::new().with(Ledger));
     /// let shutdown = tokio_util::sync::CancellationToken::new();
     /// let running = tokio::spawn({
     ///     let (retrier, shutdown) = (retrier.clone(), shutdown.clone());
@@ -271,6 +296,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         }
         self.config.validate()?;
         self.registry.check_context(&self.context)?;
+        crate::observe::describe_metrics();
         let beat = RetrierHeartbeat::new(&self.owner, self.registry.event_types(), self.config.singleton);
         let expire_after = self.config.heartbeat.saturating_mul(3);
         if let Err(error) = self.store.heartbeat(&beat, expire_after).await {
@@ -310,8 +336,12 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         futures_util::future::join_all(loops).await;
     }
 
+    /// Refreshes the heartbeat, then the row and retrier gauges (one `stats()` and one
+    /// `retriers()` call), every `heartbeat`.
     async fn keep_beating(&self, mut beat: RetrierHeartbeat, expire_after: Duration, stop: &CancellationToken) {
+        let mut gauges = crate::StoreGauges::default();
         loop {
+            self.refresh_gauges(&mut gauges).await;
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(self.config.heartbeat) => {}
@@ -320,6 +350,12 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             if let Err(error) = self.store.heartbeat(&beat, expire_after).await {
                 tracing::warn!(%error, "could not refresh the retrier's heartbeat");
             }
+        }
+    }
+
+    async fn refresh_gauges(&self, gauges: &mut crate::StoreGauges) {
+        if let Some(beats) = gauges.refresh_handling(&*self.store, self.registry.event_types()).await {
+            self.breakers.share(&beats);
         }
     }
 
@@ -391,7 +427,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                     };
                     if !full {
                         tokio::select! {
-                            () = self.store.wait_for_work(self.config.poll_interval) => {}
+                            () = self.store.wait_for_work(self.breakers.wait_hint(self.config.poll_interval)) => {}
                             () = stop.cancelled() => {}
                         }
                     }
@@ -425,25 +461,52 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         if stop.is_cancelled() || self.registry.is_empty() {
             return Ok(0);
         }
-        let request = ClaimRequest {
-            event_types: self.registry.event_types().map(str::to_owned).collect(),
-            limit: self.config.batch_size.max(1),
-            lease: self.config.lease,
-            owner: self.owner.to_string(),
-        };
-        let claimed = self.store.claim(request).await.inspect_err(|e| self.store_error(e))?;
+        self.breakers.refresh(&*self.store).await;
+        let plan = self.breakers.plan(self.registry.event_types(), self.config.batch_size.max(1));
+        let mut claimed = Vec::new();
+        if !plan.free.is_empty() {
+            claimed = match self.claim(plan.free, self.config.batch_size.max(1)).await {
+                Ok(rows) => rows,
+                Err(error) => {
+                    plan.limited.iter().for_each(|(t, reserved)| self.breakers.unreserve(t, *reserved));
+                    return Err(error);
+                }
+            };
+        }
+        // Once rows are claimed, a failing claim of another type must not strand them: it is
+        // counted and logged (in `claim`) and the batch goes on.
+        let mut limited: Vec<(String, usize)> = Vec::new();
+        for (event_type, reserved) in plan.limited {
+            let got = self.claim(vec![event_type.clone()], reserved).await.unwrap_or_default();
+            self.breakers.unreserve(&event_type, reserved - got.len());
+            limited.push((event_type, got.len()));
+            claimed.extend(got);
+        }
+        let mut trials = HashSet::new();
+        for circuit in plan.trials {
+            if let Ok(Some(trial)) = self.take_trial(&circuit).await {
+                trials.insert(trial.letter.id);
+                claimed.push(trial);
+            }
+        }
         let n = claimed.len();
         if n == 0 {
             return Ok(0);
         }
         Counters::add(&self.counters.claimed, n as u64);
-        let outcomes = self.run_batch(claimed, stop).await;
-        let kinds: Vec<(DlqId, &AtomicU64)> = outcomes.iter().map(|o| (o.lease().id, self.counter_for(o))).collect();
+        // What the metrics need of each row once its outcome is known.
+        let rows: HashMap<DlqId, (String, DateTime<Utc>)> =
+            claimed.iter().map(|c| (c.letter.id, (c.letter.event_type.clone(), c.letter.first_failed_at))).collect();
+        let outcomes = self.run_batch(claimed, &trials, stop).await;
+        limited.iter().for_each(|(t, n)| self.breakers.finished(t, *n));
+        let kinds: Vec<(DlqId, &AtomicU64, &'static str)> =
+            outcomes.iter().map(|o| (o.lease().id, self.counter_for(o), o.outcome_name())).collect();
         let report = match self.store.settle(outcomes).await {
             Ok(report) => report,
             Err(error) => {
                 // Nothing was written: the rows keep their lease and run again once it expires.
                 Counters::add(&self.counters.unwritten, n as u64);
+                rows.values().for_each(|(event_type, _)| crate::observe::retried(event_type, "unwritten"));
                 self.store_error(&error);
                 return Err(error);
             }
@@ -451,8 +514,16 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         // Each claimed row is counted once: by its outcome, or as fenced when the store
         // refused to write it.
         let fenced: HashSet<DlqId> = report.fenced.iter().copied().collect();
-        for (id, counter) in kinds {
-            Counters::add(if fenced.contains(&id) { &self.counters.fenced } else { counter }, 1);
+        let now = Utc::now();
+        for (id, counter, outcome) in kinds {
+            let is_fenced = fenced.contains(&id);
+            Counters::add(if is_fenced { &self.counters.fenced } else { counter }, 1);
+            if let Some((event_type, first_failed_at)) = rows.get(&id) {
+                crate::observe::retried(event_type, if is_fenced { "fenced" } else { outcome });
+                if !is_fenced && outcome == "succeeded" {
+                    crate::observe::recovered(event_type, now - *first_failed_at);
+                }
+            }
         }
         if !report.fenced.is_empty() {
             tracing::warn!(
@@ -463,6 +534,33 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             );
         }
         Ok(n)
+    }
+
+    /// One claim of `event_types`, at most `limit` rows.
+    async fn claim(&self, event_types: Vec<String>, limit: usize) -> Result<Vec<Claimed>, Error> {
+        let request = ClaimRequest { event_types, limit, lease: self.config.lease, owner: self.owner.to_string() };
+        let span = tracing::debug_span!("dlq.claim", batch_size = request.limit, claimed = tracing::field::Empty);
+        let started = std::time::Instant::now();
+        let claimed = self.store.claim(request).instrument(span.clone()).await.inspect_err(|e| self.store_error(e))?;
+        crate::observe::claim_took(started.elapsed());
+        span.record("claimed", claimed.len());
+        Ok(claimed)
+    }
+
+    /// Takes the trial of an open circuit (compare-and-set: one retrier wins) and claims its
+    /// one row; with no row due, closes the circuit again.
+    async fn take_trial(&self, circuit: &crate::Circuit) -> Result<Option<Claimed>, Error> {
+        let t = &circuit.event_type;
+        if !self.breakers.commit(&*self.store, self.breakers.trial(circuit, &self.owner)).await {
+            return Ok(None);
+        }
+        let claimed = self.claim(vec![t.clone()], 1).await?.pop();
+        if claimed.is_none() {
+            let mut close = self.breakers.after_trial(t, None, &self.owner);
+            close.reason = "no due row to try: closed".into();
+            self.breakers.commit(&*self.store, close).await;
+        }
+        Ok(claimed)
     }
 
     fn counter_for(&self, outcome: &Settlement) -> &AtomicU64 {
@@ -476,15 +574,24 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
 
     fn store_error(&self, error: &Error) {
         Counters::add(&self.counters.store_errors, 1);
+        crate::observe::store_error();
         tracing::warn!(%error, "dead-letter store call failed; retrying later");
     }
 
     /// Runs every claimed row; on shutdown, waits out the grace period and releases the rest.
-    async fn run_batch(&self, claimed: Vec<Claimed>, stop: &CancellationToken) -> Vec<Settlement> {
+    async fn run_batch(
+        &self,
+        claimed: Vec<Claimed>,
+        trials: &HashSet<DlqId>,
+        stop: &CancellationToken,
+    ) -> Vec<Settlement> {
         let leases: Vec<_> = claimed.iter().map(|c| c.lease).collect();
         let mut outcomes: Vec<Option<Settlement>> = vec![None; claimed.len()];
         let runs = stream::iter(claimed.into_iter().enumerate())
-            .map(|(i, c)| self.run_one(c).map(move |s| (i, s)))
+            .map(|(i, c)| {
+                let trial = trials.contains(&c.letter.id);
+                self.run_one(c, trial).map(move |s| (i, s))
+            })
             .buffer_unordered(self.config.concurrency.max(1));
         let mut runs = std::pin::pin!(runs);
         let grace = async {
@@ -504,14 +611,22 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         outcomes.into_iter().zip(leases).map(|(o, lease)| o.unwrap_or(Settlement::Release { lease })).collect()
     }
 
-    async fn run_one(&self, claimed: Claimed) -> Settlement {
+    async fn run_one(&self, claimed: Claimed, trial: bool) -> Settlement {
         let Claimed { letter, lease } = claimed;
         let Ok(reg) = self.registry.get(&letter.event_type) else {
             return Settlement::Release { lease };
         };
+        if !trial && !self.breakers.admits(&letter.event_type) {
+            // Its circuit opened or it was paused since the claim: not run, nothing counted.
+            return Settlement::Release { lease };
+        }
         if letter.payload.is_truncated() {
             // Only the first bytes are stored: no run can succeed. Stores park such rows dead;
-            // this covers rows written otherwise.
+            // this covers rows written otherwise. As a trial it says nothing of the downstream:
+            // the circuit closes rather than wait for the trial's hold to expire.
+            if trial {
+                self.circuit_after(&letter.event_type, true, None).await;
+            }
             let reason = "the stored payload was cut to the store's size limit; patch in the whole event".to_owned();
             let failure = FailureInfo::new(ErrorClass::Permanent, "too_large", reason, Vec::new(), None);
             return Settlement::Dead { lease, reason: DeadReason::TooLarge, failure, counts: false };
@@ -525,11 +640,50 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                 first_failed_at: Some(letter.first_failed_at),
             },
         };
-        let outcome = self.invoke(reg, invocation).await;
-        let span_id = letter.id;
-        let settlement = decide(&letter, reg, self.config.max_retries, outcome, lease);
-        tracing::debug!(id = span_id, outcome = settlement.outcome_name(), "retry finished");
+        let span = tracing::info_span!(
+            "dlq.retry",
+            dlq_id = letter.id,
+            event_type = %letter.event_type,
+            attempt = letter.retry_count + 1,
+            outcome = tracing::field::Empty,
+            error = tracing::field::Empty,
+            trace_context = letter.source.trace_context.as_deref(),
+        );
+        if let Some(traceparent) = &letter.source.trace_context {
+            crate::otel::link(&span, traceparent);
+        }
+        let started = std::time::Instant::now();
+        let outcome = self.invoke(reg, invocation).instrument(span.clone()).await;
+        crate::observe::handler_took(&letter.event_type, started.elapsed());
+        let transient = match &outcome {
+            HandlerOutcome::Failed(failure) => (failure.class != ErrorClass::Permanent).then(|| failure.reason.clone()),
+            _ => None,
+        };
+        let mut settlement = decide(&letter, reg, self.config.max_retries, outcome, lease);
+        if self.circuit_after(&letter.event_type, trial, transient.as_deref()).await {
+            // The type's circuit is open: the failure is the outage's, not the row's.
+            settlement = Settlement::Release { lease };
+        }
+        span.record("outcome", settlement.outcome_name());
+        if let Some(failure) = settlement.failure() {
+            span.record("error", failure.reason.as_str());
+        }
         settlement
+    }
+
+    /// Feeds one outcome of `event_type` to its breaker (a trial's decides the circuit).
+    /// Returns whether a transient failure should be released uncounted because the circuit
+    /// is (now) open.
+    async fn circuit_after(&self, event_type: &str, trial: bool, transient: Option<&str>) -> bool {
+        let write = if trial {
+            Some(self.breakers.after_trial(event_type, transient, &self.owner))
+        } else {
+            self.breakers.record(event_type, transient.is_some(), transient.unwrap_or(""), &self.owner)
+        };
+        if let Some(write) = write {
+            self.breakers.commit(&*self.store, write).await;
+        }
+        transient.is_some() && (trial || !self.breakers.admits(event_type))
     }
 
     async fn invoke(&self, reg: &Registration, invocation: Invocation) -> HandlerOutcome {
@@ -539,9 +693,10 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                 Ok(result) => result,
                 Err(_) => {
                     Counters::add(&self.counters.timeouts, 1);
+                    crate::observe::retry_timed_out(reg.event_type);
                     let reason = format!("attempt timed out after {limit:?}");
                     return HandlerOutcome::Failed(FailureInfo::new(
-                        ErrorClass::TRANSIENT,
+                        ErrorClass::Transient,
                         "timeout",
                         reason,
                         Vec::new(),
@@ -553,13 +708,14 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         };
         result.unwrap_or_else(|panic| {
             Counters::add(&self.counters.panics, 1);
+            crate::observe::retry_panicked(reg.event_type);
             let message = panic
                 .downcast_ref::<&str>()
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "non-string panic payload".to_owned());
             HandlerOutcome::Failed(FailureInfo::new(
-                ErrorClass::TRANSIENT,
+                ErrorClass::Transient,
                 "panic",
                 format!("handler panicked: {message}"),
                 Vec::new(),
@@ -575,7 +731,7 @@ fn decide(
     reg: &Registration,
     max_retries_override: Option<u32>,
     outcome: HandlerOutcome,
-    lease: crate::Lease,
+    lease: crate::store::Lease,
 ) -> Settlement {
     let failure = match outcome {
         HandlerOutcome::Succeeded => return Settlement::Succeeded { lease },
@@ -592,7 +748,7 @@ fn decide(
             tracing::error!(id = letter.id, reason = %failure.reason, "fatal error in a retried handler; recorded as transient");
             None
         }
-        ErrorClass::Transient { retry_after } => retry_after,
+        ErrorClass::Transient => failure.retry_after,
     };
     let retries = letter.retry_count + 1;
     let max_retries = max_retries_override.unwrap_or(letter.max_retries);
@@ -628,3 +784,7 @@ fn later(at: chrono::DateTime<chrono::Utc>, delay: Duration) -> chrono::DateTime
 #[cfg(test)]
 #[path = "retrier_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "breaker_tests.rs"]
+mod breaker_tests;

@@ -26,7 +26,7 @@ struct Script {
     hint_ms: Option<u64>,
 }
 
-fn scripted(inv: Invocation) -> crate::BoxFuture<'static, HandlerOutcome> {
+fn scripted(inv: Invocation) -> crate::store::BoxFuture<'static, HandlerOutcome> {
     Box::pin(async move {
         let script: Script = match crate::__private::decode(&inv.payload) {
             Ok(s) => s,
@@ -38,11 +38,12 @@ fn scripted(inv: Invocation) -> crate::BoxFuture<'static, HandlerOutcome> {
         let class = if script.permanent {
             ErrorClass::Permanent
         } else if inv.attempt.retry_count < script.fail {
-            ErrorClass::Transient { retry_after: script.hint_ms.map(Duration::from_millis) }
+            ErrorClass::Transient
         } else {
             return HandlerOutcome::Succeeded;
         };
-        HandlerOutcome::Failed(FailureInfo::new(class, "Scripted", "scripted failure".into(), vec![], None))
+        let info = FailureInfo::new(class, "Scripted", "scripted failure".into(), vec![], None);
+        HandlerOutcome::Failed(info.with_retry_after(script.hint_ms.map(Duration::from_millis)))
     })
 }
 
@@ -60,6 +61,7 @@ static SCRIPTED: Registration = Registration {
     line: line!(),
     policy: POLICY,
     dispatch: scripted,
+    check: crate::handler::accepts_any,
     missing_state: crate::handler::needs_no_state,
 };
 
@@ -70,16 +72,17 @@ static AGED: Registration = Registration {
     line: line!(),
     policy: RetryPolicy { max_retries: 100, max_age: Some(Duration::from_secs(25)), ..POLICY },
     dispatch: scripted,
+    check: crate::handler::accepts_any,
     missing_state: crate::handler::needs_no_state,
 };
 
 fn retrier(store: &Arc<MemoryStore>) -> Retrier<MemoryStore> {
     let registry = Registry::from_registrations([&SCRIPTED, &AGED]).unwrap();
-    Retrier::with_registry(Arc::clone(store), registry)
+    Retrier::new(Arc::clone(store), registry)
 }
 
 async fn park(store: &MemoryStore, event_type: &str, payload: serde_json::Value) -> crate::DlqId {
-    let failure = FailureInfo::new(ErrorClass::TRANSIENT, "Scripted", "first failure".into(), vec![], None);
+    let failure = FailureInfo::new(ErrorClass::Transient, "Scripted", "first failure".into(), vec![], None);
     let letter = NewDeadLetter::new(event_type, Payload::Json(payload), failure).retry(Duration::ZERO, 3);
     store.park(letter).await.unwrap().id
 }
@@ -360,27 +363,27 @@ async fn singleton_on_a_store_without_a_lock_refuses_to_start() {
     }
     impl DeadLetterStore for NoLock {
         delegate! {
-            park(l: NewDeadLetter) -> crate::BoxFuture<'_, crate::StoreResult<crate::Parked>>;
-            park_many(l: Vec<NewDeadLetter>) -> crate::BoxFuture<'_, crate::StoreResult<Vec<crate::Parked>>>;
-            claim(r: ClaimRequest) -> crate::BoxFuture<'_, crate::StoreResult<Vec<Claimed>>>;
-            settle(o: Vec<Settlement>) -> crate::BoxFuture<'_, crate::StoreResult<crate::SettleReport>>;
-            get(id: DlqId) -> crate::BoxFuture<'_, crate::StoreResult<Option<DeadLetter>>>;
-            list(f: crate::ListFilter) -> crate::BoxFuture<'_, crate::StoreResult<Vec<DeadLetter>>>;
-            stats() -> crate::BoxFuture<'_, crate::StoreResult<Vec<crate::StatsRow>>>;
-            groups(f: crate::ListFilter) -> crate::BoxFuture<'_, crate::StoreResult<Vec<crate::FailureGroup>>>;
-            attempts(id: DlqId) -> crate::BoxFuture<'_, crate::StoreResult<Vec<crate::AttemptRecord>>>;
-            audit(id: DlqId) -> crate::BoxFuture<'_, crate::StoreResult<Vec<crate::AuditEntry>>>;
-            redrive(f: crate::ListFilter, a: &str) -> crate::BoxFuture<'_, crate::StoreResult<Vec<DlqId>>>;
-            discard(f: crate::ListFilter, a: &str) -> crate::BoxFuture<'_, crate::StoreResult<Vec<DlqId>>>;
-            patch_payload(id: DlqId, p: Payload, a: &str) -> crate::BoxFuture<'_, crate::StoreResult<()>>;
-            purge(d: Duration) -> crate::BoxFuture<'_, crate::StoreResult<u64>>;
-            heartbeat(b: &RetrierHeartbeat, d: Duration) -> crate::BoxFuture<'_, crate::StoreResult<()>>;
-            remove_heartbeat(o: &str) -> crate::BoxFuture<'_, crate::StoreResult<()>>;
-            retriers() -> crate::BoxFuture<'_, crate::StoreResult<Vec<RetrierHeartbeat>>>;
+            park(l: NewDeadLetter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::Parked>>;
+            park_many(l: Vec<NewDeadLetter>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::Parked>>>;
+            claim(r: ClaimRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<Claimed>>>;
+            settle(o: Vec<Settlement>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::SettleReport>>;
+            get(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<DeadLetter>>>;
+            list(f: crate::ListFilter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<DeadLetter>>>;
+            stats() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::StatsRow>>>;
+            groups(f: crate::ListFilter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::FailureGroup>>>;
+            attempts(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::AttemptRecord>>>;
+            audit(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::AuditEntry>>>;
+            redrive(f: crate::ListFilter, a: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<DlqId>>>;
+            discard(f: crate::ListFilter, a: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<DlqId>>>;
+            patch_payload(id: DlqId, p: Payload, a: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
+            purge(d: Duration) -> crate::store::BoxFuture<'_, crate::store::StoreResult<u64>>;
+            heartbeat(b: &RetrierHeartbeat, d: Duration) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
+            remove_heartbeat(o: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
+            retriers() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<RetrierHeartbeat>>>;
         }
     }
     let registry = Registry::from_registrations([&SCRIPTED]).unwrap();
-    let r = Retrier::with_registry(Arc::new(NoLock(MemoryStore::new())), registry)
+    let r = Retrier::new(Arc::new(NoLock(MemoryStore::new())), registry)
         .config(RetrierConfig { singleton: true, ..RetrierConfig::default() });
     let err = r.run_until(std::future::pending()).await.unwrap_err();
     assert!(matches!(err, Error::Unsupported { .. }), "{err}");

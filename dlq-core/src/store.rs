@@ -1,18 +1,52 @@
-//! The storage contract every backend (memory, PostgreSQL, SQLite) keeps.
+//! For store implementers: the types of the claim/settle cycle a retrier drives, beside
+//! [`DeadLetterStore`] itself. Applications never need them.
+//!
+//! A retrier claims due rows ([`ClaimRequest`] → [`Claimed`], each under a [`Lease`]), runs
+//! their handlers, and writes every outcome back as a [`Settlement`] fenced by the lease's
+//! token ([`SettleReport`] counts the fenced ones). A new store passes the conformance suite
+//! of `dlq_core::testing` when it keeps this contract.
+//!
+//! ```
+//! use dlq_core::store::{ClaimRequest, Settlement};
+//! use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload, Status};
+//! use std::time::Duration;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let store = MemoryStore::new();
+//! let failure = FailureInfo::new(ErrorClass::Transient, "io", "ledger down".into(), vec![], None);
+//! let id = store.park(NewDeadLetter::new("payment", Payload::Json(1.into()), failure)).await?.id;
+//!
+//! let request = ClaimRequest {
+//!     event_types: vec!["payment".into()],
+//!     limit: 10,
+//!     lease: Duration::from_secs(30),
+//!     owner: "retrier-1".into(),
+//! };
+//! let claimed = store.claim(request).await?;
+//! assert_eq!(claimed[0].letter.id, id);
+//!
+//! let report = store.settle(vec![Settlement::Succeeded { lease: claimed[0].lease }]).await?;
+//! assert_eq!((report.applied, report.fenced.len()), (1, 0));
+//! assert_eq!(store.get(id).await?.unwrap().status, Status::Succeeded);
+//! # Ok::<(), dlq_core::Error>(())
+//! # }).unwrap();
+//! ```
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 use crate::Error;
-use crate::record::{
-    AttemptRecord, AuditEntry, ClaimRequest, Claimed, DeadLetter, DlqId, FailureGroup, ListFilter, NewDeadLetter,
-    Parked, Payload, RetrierHeartbeat, SettleReport, Settlement, StatsRow,
+pub use crate::action::{
+    ActionKind, BatchAction, BatchReport, Operation, OperationState, OperationStep, PatchRequest, Refusal, Refused,
+    TableHealth, patch_diff, payload_from_diff, refusal,
 };
-
-/// A boxed, sendable future: the return type of [`DeadLetterStore`] methods, so the trait
-/// stays usable as `dyn DeadLetterStore`.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+use crate::record::{
+    AttemptRecord, AuditEntry, AuditNote, DeadLetter, DlqId, FailureGroup, ListFilter, NewDeadLetter, Parked, Payload,
+    RetrierHeartbeat, StatsRow,
+};
+pub use crate::record::{ClaimRequest, Claimed, Lease, SettleReport, Settlement};
+/// A boxed, sendable future (from `futures-util`): the return type of [`DeadLetterStore`]
+/// methods, so the trait stays usable as `dyn DeadLetterStore`.
+pub use futures_util::future::BoxFuture;
 
 /// The result type of store operations.
 pub type StoreResult<T> = Result<T, Error>;
@@ -92,11 +126,75 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// Deletes `SUCCEEDED` and `DISCARDED` rows last updated more than `older_than` ago.
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>>;
 
+    /// Counts the rows matching `filter`, at most `filter.limit` (a bounded count: growth over
+    /// a window, a dry run's size).
+    fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(async move { Ok(self.list(filter).await?.len() as u64) })
+    }
+
+    /// One audit entry by its id (what `dlq undo` reads).
+    fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
+        let _ = id;
+        Box::pin(async { Err(unsupported("reading audit entries by id")) })
+    }
+
+    /// Applies one batch of an operator action in one transaction: locks the rows, refuses
+    /// those [`refusal`] rules out (and ids that do not exist), moves the others, audits each
+    /// with the note, and moves the operation's cursor when the batch belongs to one
+    /// ([`OperationStep`], compare-and-set: [`Error::Conflict`] rolls the batch back).
+    fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {
+        let _ = batch;
+        Box::pin(async { Err(unsupported("batched operator actions")) })
+    }
+
+    /// Replaces a row's payload (not while `PROCESSING`), auditing the note, the old and new
+    /// payloads ([`patch_diff`]), the patch and the entry undone. Returns the audit entry's id.
+    fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
+        let _ = request;
+        Box::pin(async { Err(unsupported("audited patches")) })
+    }
+
+    /// Stores a new bulk operation, `running`, cursor 0.
+    fn create_operation(
+        &self,
+        action: ActionKind,
+        spec: serde_json::Value,
+        note: AuditNote,
+    ) -> BoxFuture<'_, StoreResult<Operation>> {
+        let _ = (action, spec, note);
+        Box::pin(async { Err(unsupported("resumable operations")) })
+    }
+
+    /// Reads a bulk operation.
+    fn operation(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<Operation>>> {
+        let _ = id;
+        Box::pin(async { Err(unsupported("resumable operations")) })
+    }
+
+    /// Sets a bulk operation's state.
+    fn set_operation_state(&self, id: i64, state: OperationState) -> BoxFuture<'_, StoreResult<()>> {
+        let _ = (id, state);
+        Box::pin(async { Err(unsupported("resumable operations")) })
+    }
+
+    /// The vacuum state of the events table, for stores that have one (PostgreSQL): dead
+    /// tuples slow every claim until a vacuum removes them. The default knows nothing.
+    fn table_health(&self) -> BoxFuture<'_, StoreResult<Option<TableHealth>>> {
+        Box::pin(async { Ok(None) })
+    }
+
     /// The largest payload this store keeps whole, in bytes
     /// ([`DEFAULT_MAX_PAYLOAD_BYTES`](crate::DEFAULT_MAX_PAYLOAD_BYTES) unless configured).
     /// A larger one is cut and parked dead ([`DeadReason::TooLarge`](crate::DeadReason::TooLarge)).
     fn max_payload_bytes(&self) -> usize {
         crate::DEFAULT_MAX_PAYLOAD_BYTES
+    }
+
+    /// How full the store is, when it has a row limit (`None` otherwise, the default).
+    /// [`health`](crate::health()) and the retriers' saturation gauge read it; a store may
+    /// count its rows to answer, so it is not called per park.
+    fn capacity(&self) -> BoxFuture<'_, StoreResult<Option<crate::Capacity>>> {
+        Box::pin(async { Ok(None) })
     }
 
     /// Inserts or refreshes the heartbeat row of `beat.owner`, and removes the rows of
@@ -109,12 +207,43 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// The heartbeat rows of the retriers sharing this store, oldest first.
     fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<RetrierHeartbeat>>>;
 
+    /// Every circuit written so far, with the store's clock (see `docs/BREAKER.md`). Types
+    /// never written are closed. The default has no circuits ([`Error::Unsupported`]): the
+    /// retrier then keeps its breakers in its own process.
+    fn circuits(&self) -> BoxFuture<'_, StoreResult<Circuits>> {
+        Box::pin(async { Err(unsupported("circuits")) })
+    }
+
+    /// Writes one circuit by compare-and-set ([`CircuitWrite::applied_to`]) and appends the
+    /// change to the circuit log, in one transaction: `Some(circuit)` as written, `None` when
+    /// the stored version was not `write.expected_version` (nothing written).
+    fn write_circuit(&self, write: CircuitWrite) -> BoxFuture<'_, StoreResult<Option<Circuit>>> {
+        let _ = write;
+        Box::pin(async { Err(unsupported("circuits")) })
+    }
+
+    /// The last `limit` circuit changes, newest first, of one type or of all.
+    fn circuit_log(
+        &self,
+        event_type: Option<String>,
+        limit: usize,
+    ) -> BoxFuture<'_, StoreResult<Vec<CircuitLogEntry>>> {
+        let _ = (event_type, limit);
+        Box::pin(async { Err(unsupported("circuits")) })
+    }
+
     /// Tries to take the store-wide lock of `singleton` mode: `Some` while this process holds
     /// it, `None` when another one does. The default says the store has no such lock
     /// ([`Error::Unsupported`]), and a retrier configured as a singleton refuses to start.
     fn try_lock_singleton(&self) -> BoxFuture<'_, StoreResult<Option<Box<dyn SingletonLock>>>> {
         Box::pin(async { Err(Error::Unsupported { store: "this store", what: "singleton mode (use PostgreSQL)" }) })
     }
+}
+
+pub use crate::circuit::{Circuit, CircuitLogEntry, CircuitWrite, Circuits};
+
+fn unsupported(what: &'static str) -> Error {
+    Error::Unsupported { store: "this store", what }
 }
 
 /// A held singleton lock ([`DeadLetterStore::try_lock_singleton`]).

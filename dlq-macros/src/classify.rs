@@ -38,7 +38,7 @@ impl Class {
 
     fn tokens(self, private: &TokenStream) -> TokenStream {
         match self {
-            Self::Transient => quote!(#private::ErrorClass::TRANSIENT),
+            Self::Transient => quote!(#private::ErrorClass::Transient),
             Self::Permanent => quote!(#private::ErrorClass::Permanent),
             Self::Fatal => quote!(#private::ErrorClass::Fatal),
         }
@@ -213,7 +213,7 @@ mod tests {
             enum E { A, #[dlq(permanent)] B(u8), #[dlq(fatal)] C { x: u8 }, D }
         });
         assert!(
-            out.contains("Self :: A { .. } | Self :: D { .. } => :: dlq_core :: __private :: ErrorClass :: TRANSIENT"),
+            out.contains("Self :: A { .. } | Self :: D { .. } => :: dlq_core :: __private :: ErrorClass :: Transient"),
             "{out}"
         );
         assert!(out.contains("Self :: C { .. } => \"E::C\""), "{out}");

@@ -176,7 +176,8 @@ fn inner(handler: &Handler) -> TokenStream {
 }
 
 /// The type-erased entry point of the registry: decodes the event, extracts the other
-/// arguments, runs the body and reports the outcome.
+/// arguments, runs the body and reports the outcome; and beside it the decode alone, for
+/// `Registration::check_payload`.
 fn dispatch(paths: &Paths, handler: &Handler) -> TokenStream {
     let p = &paths.private;
     let names = handler.arg_names();
@@ -214,6 +215,13 @@ fn dispatch(paths: &Paths, handler: &Handler) -> TokenStream {
                     #p::Result::Ok(_) => #p::HandlerOutcome::Succeeded,
                     #p::Result::Err(__dlq_err) => #p::HandlerOutcome::Failed(#classify),
                 }
+            })
+        }
+
+        fn __dlq_check(__dlq_payload: &#p::Payload) -> #p::Result<(), #p::String> {
+            #p::checked({
+                use #p::{ViaDeserialize as _, ViaNotDeserializable as _};
+                (&&#p::Decoder::<#event_ty>::new()).__dlq_decode(__dlq_payload)
             })
         }
     }
@@ -256,18 +264,20 @@ fn registration(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
     let line = respan(quote!(#p::line!()), span);
     let event_type = &args.event_type;
     let policy = policy(paths, args);
-    let missing =
-        if handler.extras.is_empty() { quote!(#p::needs_no_state) } else { quote!(Self::__dlq_missing_state) };
+    let missing = if handler.extras.is_empty() {
+        quote!(#p::Option::None)
+    } else {
+        quote!(#p::Option::Some(Self::__dlq_missing_state))
+    };
     quote! {
-        const __DLQ_REGISTRATION: #p::Registration = #p::Registration {
-            event_type: #event_type,
-            handler: #p::concat!(#p::module_path!(), #path),
-            file: #file,
-            line: #line,
-            policy: #policy,
-            dispatch: Self::__dlq_dispatch,
-            missing_state: #missing,
-        };
+        const __DLQ_REGISTRATION: #p::Registration = #p::registration(
+            #event_type,
+            #p::concat!(#p::module_path!(), #path),
+            (#file, #line),
+            #policy,
+            (Self::__dlq_dispatch, Self::__dlq_check),
+            #missing,
+        );
     }
 }
 
@@ -424,7 +434,7 @@ mod tests {
         )
         .to_string();
         assert!(out.contains("pub struct handle { }"), "{out}");
-        assert!(out.contains("event_type : \"payment\""), "{out}");
+        assert!(out.contains("registration (\"payment\""), "{out}");
         assert!(out.contains("__dlq_policy . max_retries = 240"), "{out}");
         assert!(!out.contains("compile_error"), "{out}");
     }

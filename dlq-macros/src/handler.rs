@@ -5,8 +5,8 @@ use proc_macro2::{Ident, Span, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{
-    Attribute, FnArg, GenericArgument, Item, ItemFn, Pat, PatIdent, PatType, PathArguments, ReturnType, Safety,
-    Signature, Type, TypePath,
+    Attribute, FnArg, GenericArgument, Item, ItemFn, Pat, PatIdent, PatType, PathArguments, ReturnType, Signature,
+    Type, TypePath,
 };
 
 use crate::errors::Errors;
@@ -128,7 +128,7 @@ fn check_signature(sig: &Signature, errors: &mut Errors) {
     if let Some(constness) = &sig.constness {
         errors.push(syn::Error::new_spanned(constness, format!("{ATTR}: a handler cannot be a `const fn`")));
     }
-    if let Safety::Unsafe(unsafety) = &sig.safety {
+    if let Some(unsafety) = &sig.unsafety {
         errors.push(syn::Error::new_spanned(unsafety, format!("{ATTR}: a handler cannot be `unsafe`")));
     }
     if let Some(abi) = &sig.abi {

@@ -120,14 +120,16 @@ mod handlers;
 ///     async fn __dlq_inner(p: Payment, State(_ledger): State<Ledger>) -> Result<(), PaymentError> { /* .. */ }
 ///     // The registry's entry point: decode, extract, run, classify.
 ///     fn __dlq_dispatch(invocation: Invocation) -> BoxFuture<'static, HandlerOutcome> { /* .. */ }
-///     const __DLQ_REGISTRATION: Registration = Registration {
-///         event_type: "payment",
-///         handler: concat!(module_path!(), "::handle_payment"),
-///         file: file!(),
-///         line: line!(), // of the function's name
-///         policy: { let mut policy = RetryPolicy::DEFAULT; policy.max_retries = 240; /* .. */ policy },
-///         dispatch: Self::__dlq_dispatch,
-///     };
+///     // The decode alone, for `Registration::check_payload` (`dlq redrive --validate`).
+///     fn __dlq_check(payload: &Payload) -> Result<(), String> { /* .. */ }
+///     const __DLQ_REGISTRATION: Registration = registration(
+///         "payment",
+///         concat!(module_path!(), "::handle_payment"),
+///         (file!(), line!()), // of the function's name
+///         { let mut policy = RetryPolicy::DEFAULT; policy.max_retries = 240; /* .. */ policy },
+///         (Self::__dlq_dispatch, Self::__dlq_check),
+///         Some(Self::__dlq_missing_state), // the first `State<T>` its context lacks
+///     );
 /// }
 ///
 /// impl Handler for handle_payment { /* EVENT_TYPE, registration() */ }
@@ -187,7 +189,7 @@ pub fn dead_letter(args: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// let err = PaymentError::BadCurrency("USD ".into());
 /// assert_eq!((err.classify(), err.kind()), (ErrorClass::Permanent, "PaymentError::BadCurrency"));
-/// assert_eq!(PaymentError::LedgerDown.classify(), ErrorClass::TRANSIENT);
+/// assert_eq!(PaymentError::LedgerDown.classify(), ErrorClass::Transient);
 ///
 /// #[derive(Debug, thiserror::Error, Classify)]
 /// #[error("payload failed validation")]

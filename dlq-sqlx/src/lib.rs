@@ -1,13 +1,32 @@
 //! PostgreSQL and SQLite stores for `dlq`, and their migrations.
 //!
-//! - [`PgStore`]: the production store. Failures from many tasks are group-committed into
-//!   multi-row inserts; [`PgStore::park_in`] joins the caller's transaction; retriers claim
-//!   with `FOR UPDATE SKIP LOCKED`, hold rows under leases with fencing tokens, wake on
-//!   `LISTEN/NOTIFY`, and elect a singleton with an advisory lock. Timestamps come from the
-//!   database clock only.
-//! - [`SqliteStore`]: the embedded default, one local file, the same semantics on one host
-//!   (no singleton mode: run one retrier process, or use PostgreSQL).
-//! - [`MIGRATOR`] / [`SQLITE_MIGRATOR`]: the schemas, applied by the stores on connect.
+//! - [`PgStore`] ([`postgres`] module, feature `postgres`): the production store. Failures
+//!   from many tasks are group-committed into multi-row inserts; [`PgStore::park_in`] joins
+//!   the caller's transaction; retriers claim with `FOR UPDATE SKIP LOCKED`, hold rows under
+//!   leases with fencing tokens, wake on `LISTEN/NOTIFY`, and elect a singleton with an
+//!   advisory lock. Timestamps come from the database clock only.
+//! - [`SqliteStore`] ([`sqlite`] module, feature `sqlite`): the embedded default, one local
+//!   file, the same semantics on one host (no singleton mode: run one retrier process, or use
+//!   PostgreSQL).
+//! - [`postgres::MIGRATOR`] / [`sqlite::MIGRATOR`]: the schemas, applied by the stores on
+//!   connect.
+//!
+//! # Features
+//! Both backends are on by default. A PostgreSQL-only service turns SQLite off, and with it
+//! the bundled `libsqlite3` build:
+//!
+//! ```toml
+//! dlq-sqlx = { version = "0.1", default-features = false, features = ["postgres"] }
+//! ```
+//!
+//! Each backend is a module laid out as sqlx's are (`sqlx::postgres::PgPool`, re-exported as
+//! `sqlx::PgPool`): [`postgres`] and [`sqlite`], with the stores and [`PgConfig`]
+//! re-exported here.
+//!
+//! Every fallible function of this crate returns [`dlq_core::Error`], as the stores' trait
+//! methods do: an invalid schema name is [`Config`](dlq_core::Error::Config) with key
+//! `schema`, a database or migration failure is [`Store`](dlq_core::Error::Store) with the
+//! sqlx error as its source. One `?` serves a whole `main`.
 //!
 //! The retrier is [`dlq_core::Retrier`] on either store: the same engine, configuration,
 //! heartbeats and retention everywhere.
@@ -25,7 +44,7 @@
 //!     Ok(())
 //! }
 //!
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn demo() -> Result<(), dlq_core::Error> {
 //! let url = "postgres://postgres@127.0.0.1:5432/app";
 //! // Parking: the live path parks every failure of an annotated handler here.
 //! let store = Arc::new(PgStore::connect_with(url, PgConfig::default().schema("dlq")).await?);
@@ -33,7 +52,7 @@
 //!
 //! // Retrying: any number of processes may run this; `"singleton": true` elects one.
 //! let config = RetrierConfig::from_json_str(r#"{"batch-size": 50, "max-retries": 240}"#)?.with_env()?;
-//! let retrier = Retrier::with_registry(store, dlq_core::handlers![handle_payment]?).config(config);
+//! let retrier = Retrier::new(store, dlq_core::handlers![handle_payment]?).config(config);
 //! let shutdown = CancellationToken::new();
 //! let stats = retrier.run_until(shutdown.cancelled_owned()).await?; // until `shutdown.cancel()`
 //! println!("{} retried, {} succeeded", stats.claimed, stats.succeeded);
@@ -44,26 +63,31 @@
 //! The PostgreSQL tests (`tests/pg_*.rs`) use `#[sqlx::test]`, which creates a fresh database
 //! per test: run them with `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres`.
 
-mod error;
+#[cfg(feature = "postgres")]
 mod pg;
 
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
-pub use sqlite::{SQLITE_MIGRATOR, SqliteStore};
 
-#[cfg(feature = "conformance")]
-pub mod conformance;
+#[cfg(feature = "postgres")]
+pub use postgres::{PgConfig, PgStore};
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
 
-pub use error::Error;
-pub use pg::{Overflow, PgConfig, PgStore, migrate, validate_schema};
+/// A migration that could not be applied: the source of the [`dlq_core::Error::Store`] that
+/// building a store or [`postgres::migrate`] returns, with sqlx's error as its own source.
+#[derive(Debug, thiserror::Error)]
+#[error("migrating the dead-letter schema{} failed", schema.as_ref().map(|s| format!(" `{s}`")).unwrap_or_default())]
+struct MigrationFailed {
+    /// The PostgreSQL schema migrated (none for SQLite).
+    schema: Option<String>,
+    #[source]
+    source: sqlx::migrate::MigrateError,
+}
 
-/// The PostgreSQL schema, embedded from `migrations/postgres/`. The migrations are
-/// schema-unqualified: [`migrate`] (and [`PgStore::from_pool`]) run them with `search_path`
-/// set to the configured schema. Use it directly in tests:
-/// `#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]` (the `public` schema).
-///
-/// ```no_run
-/// # async fn demo(pool: sqlx::PgPool) -> Result<(), sqlx::migrate::MigrateError> {
-/// dlq_sqlx::MIGRATOR.run(&pool).await?; // into the connection's current schema
-/// # Ok(()) }
-/// ```
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+/// A failed migration as the store error every constructor returns.
+fn migration_failed(schema: Option<&str>, source: sqlx::migrate::MigrateError) -> dlq_core::Error {
+    dlq_core::Error::store(MigrationFailed { schema: schema.map(str::to_owned), source })
+}

@@ -2,13 +2,8 @@
 
 use dlq_core::MemoryStore;
 
-macro_rules! memory_tests {
-    ($($name:ident),* $(,)?) => {$(
-        #[tokio::test]
-        async fn $name() {
-            dlq_sqlx::conformance::$name(&MemoryStore::new()).await;
-        }
-    )*};
+async fn memory_store() -> MemoryStore {
+    MemoryStore::new()
 }
 
-dlq_sqlx::conformance_suite!(memory_tests);
+dlq_core::store_conformance_tests!(memory_store);

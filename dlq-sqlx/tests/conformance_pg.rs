@@ -5,14 +5,10 @@
 use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::PgPool;
 
-macro_rules! pg_tests {
-    ($($name:ident),* $(,)?) => {$(
-        #[sqlx::test(migrations = false)]
-        async fn $name(pool: PgPool) {
-            let store = PgStore::from_pool(pool, PgConfig::default().max_payload_bytes(8 << 20)).await.expect("PgStore with migrations");
-            dlq_sqlx::conformance::$name(&store).await;
-        }
-    )*};
+dlq_core::store_conformance_tests! {
+    #[sqlx::test(migrations = false)]
+    async fn pg_store(pool: PgPool) -> PgStore {
+        let config = PgConfig::default().max_payload_bytes(8 << 20);
+        PgStore::from_pool(pool, config).await.expect("PgStore with migrations")
+    }
 }
-
-dlq_sqlx::conformance_suite!(pg_tests);

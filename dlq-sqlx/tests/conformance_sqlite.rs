@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use dlq_core::DeadLetterStore;
+use dlq_core::testing::{Fixture, conformance};
 use dlq_sqlx::SqliteStore;
 
 /// A fresh database file, removed (with its WAL files) when dropped.
@@ -41,25 +42,36 @@ impl Drop for TempDb {
     }
 }
 
-macro_rules! sqlite_tests {
-    ($($name:ident),* $(,)?) => {$(
-        #[tokio::test]
-        async fn $name() {
-            let db = TempDb::new(stringify!($name));
-            let store = db.store().await;
-            dlq_sqlx::conformance::$name(&store).await;
-            store.pool().close().await;
-        }
-    )*};
+/// A store on a fresh file; a passed test closes the pool before the file goes.
+struct SqliteFixture {
+    store: SqliteStore,
+    _db: TempDb,
 }
 
-dlq_sqlx::conformance_suite!(sqlite_tests);
+impl Fixture for SqliteFixture {
+    type Store = SqliteStore;
+
+    fn store(&self) -> &SqliteStore {
+        &self.store
+    }
+
+    async fn teardown(self) {
+        self.store.pool().close().await;
+    }
+}
+
+async fn sqlite_store() -> SqliteFixture {
+    let db = TempDb::new("conformance");
+    SqliteFixture { store: db.store().await, _db: db }
+}
+
+dlq_core::store_conformance_tests!(sqlite_store);
 
 #[tokio::test]
 async fn in_memory_store_passes_a_round_trip() {
     let store = SqliteStore::in_memory().await.expect("in-memory store");
-    dlq_sqlx::conformance::park_and_get(&store).await;
-    dlq_sqlx::conformance::settle_retry_not_due_until_delay(&store).await;
+    conformance::park_and_get(&store).await;
+    conformance::settle_retry_not_due_until_delay(&store).await;
 }
 
 #[tokio::test]
@@ -69,7 +81,7 @@ async fn connect_url_creates_the_file_in_wal_mode_and_reopens_it() {
     let store = SqliteStore::connect(&url).await.expect("connect");
     let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode").fetch_one(store.pool()).await.expect("pragma");
     assert_eq!(mode, "wal");
-    dlq_sqlx::conformance::park_many_keeps_order(&store).await;
+    conformance::park_many_keeps_order(&store).await;
     store.pool().close().await;
     let reopened = SqliteStore::connect(&url).await.expect("reconnect; migrations already applied");
     assert_eq!(reopened.list(dlq_core::ListFilter::default()).await.expect("list").len(), 5, "rows survive");
@@ -98,7 +110,7 @@ async fn open_default_child() {
         return;
     }
     let store = SqliteStore::open_default().await.expect("open_default");
-    dlq_sqlx::conformance::park_and_get(&store).await;
+    conformance::park_and_get(&store).await;
     store.pool().close().await;
 }
 
@@ -130,10 +142,11 @@ async fn park_in_commits_with_the_callers_transaction() {
 /// is claimed twice and no call fails with "database is locked".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_stores_share_one_file() {
-    use dlq_core::{ClaimRequest, ErrorClass, FailureInfo, NewDeadLetter, Payload, Settlement, Status};
+    use dlq_core::store::{ClaimRequest, Settlement};
+    use dlq_core::{ErrorClass, FailureInfo, NewDeadLetter, Payload, Status};
     let db = TempDb::new("shared");
     let (a, b) = (db.store().await, db.store().await);
-    let failure = FailureInfo::new(ErrorClass::TRANSIENT, "io", "down".into(), vec![], None);
+    let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
     let letters: Vec<_> =
         (0..200).map(|n| NewDeadLetter::new("t", Payload::Json(serde_json::json!(n)), failure.clone())).collect();
     a.park_many(letters).await.expect("park_many");

@@ -10,9 +10,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use dlq_core::store::{ClaimRequest, Claimed, Lease, Settlement};
 use dlq_core::{
-    ClaimRequest, Claimed, DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, Lease, ListFilter, MemoryStore,
-    NewDeadLetter, Payload, Settlement, Status,
+    DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter, Payload,
+    Status,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use proptest::prelude::*;
@@ -84,7 +85,7 @@ struct Pair<'a> {
 }
 
 fn failure(step: usize) -> FailureInfo {
-    FailureInfo::new(ErrorClass::TRANSIENT, "io", format!("down at step {step}"), vec![], None)
+    FailureInfo::new(ErrorClass::Transient, "io", format!("down at step {step}"), vec![], None)
 }
 
 fn request(mask: u8, limit: usize, expiring: bool) -> ClaimRequest {

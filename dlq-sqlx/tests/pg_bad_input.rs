@@ -5,9 +5,10 @@ mod pg_support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dlq_core::store::Settlement;
 use dlq_core::{
-    DeadLetterStore, DeadReason, Dispatched, Dispatcher, ErrorClass, FailureInfo, ListFilter, MAX_REASON_BYTES,
-    NewDeadLetter, Payload, Registry, Settlement, SourceMeta, Status, dead_letter, handlers,
+    DeadLetterStore, DeadReason, Dispatched, Dispatcher, ErrorClass, FailureInfo, ListFilter, NewDeadLetter, Payload,
+    Registry, SourceMeta, Status, dead_letter, handlers,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use pg_support::*;
@@ -33,7 +34,7 @@ fn registry() -> Registry {
 }
 
 async fn dispatch_raw(store: &PgStore, bytes: &[u8]) -> (i64, Option<DeadReason>) {
-    let dispatcher = Dispatcher::with_registry(Arc::new(store.clone()), registry());
+    let dispatcher = Dispatcher::new(Arc::new(store.clone()), registry());
     match dispatcher.dispatch("bad-input-payment", bytes).await.expect("parked") {
         Dispatched::Parked { id, dead_reason, .. } => (id, dead_reason),
         other => panic!("expected a parked event, got {other:?}"),
@@ -47,7 +48,7 @@ async fn stored_raw(store: &PgStore, id: i64) -> Vec<u8> {
     }
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn bytes_that_are_not_json_are_parked_raw_and_undecodable(pool: PgPool) {
     let store = store(&pool).await;
     let bytes = b"\xff\xfe\x00 definitely not json \x80";
@@ -59,7 +60,7 @@ async fn bytes_that_are_not_json_are_parked_raw_and_undecodable(pool: PgPool) {
     assert_eq!(row.failure.kind, "undecodable");
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn json_with_a_nul_escape_is_stored_raw(pool: PgPool) {
     let store = store(&pool).await;
     let bytes = br#"{"id": 7, "currency": "US\u0000D "}"#; // the handler fails: trailing space
@@ -75,7 +76,7 @@ async fn json_with_a_nul_escape_is_stored_raw(pool: PgPool) {
     assert_eq!(serde_json::from_slice::<serde_json::Value>(&stored_raw(&store, id).await).unwrap(), value);
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn nesting_past_serdes_limit_is_stored_raw(pool: PgPool) {
     let store = store(&pool).await;
     let deep = format!("{}{}", "[".repeat(300), "]".repeat(300));
@@ -84,12 +85,12 @@ async fn nesting_past_serdes_limit_is_stored_raw(pool: PgPool) {
     assert_eq!(stored_raw(&store, id).await, deep.as_bytes());
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn payloads_over_the_limit_are_truncated_with_length_and_hash(pool: PgPool) {
     let store = store_with(&pool, PgConfig::default().max_payload_bytes(1024)).await;
     let big = serde_json::json!({"id": 1, "blob": "x".repeat(10_000)});
     let original = serde_json::to_vec(&big).unwrap();
-    let letter = NewDeadLetter::new("payment", Payload::Json(big), failure(ErrorClass::TRANSIENT, "down"));
+    let letter = NewDeadLetter::new("payment", Payload::Json(big), failure(ErrorClass::Transient, "down"));
     let id = store.park(letter).await.unwrap().id;
     let Payload::Raw { bytes, truncated: Some(t) } = store.get(id).await.unwrap().unwrap().payload else {
         panic!("expected a truncated payload");
@@ -106,24 +107,24 @@ async fn payloads_over_the_limit_are_truncated_with_length_and_hash(pool: PgPool
         .unwrap();
     assert!(flagged);
     let raw = Payload::Raw { bytes: vec![0xab; 5000], truncated: None };
-    let id = store.park(NewDeadLetter::new("payment", raw, failure(ErrorClass::TRANSIENT, "down"))).await.unwrap().id;
+    let id = store.park(NewDeadLetter::new("payment", raw, failure(ErrorClass::Transient, "down"))).await.unwrap().id;
     assert!(store.get(id).await.unwrap().unwrap().payload.is_truncated());
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn huge_and_invalid_error_text_is_bounded_and_replaced_on_retry(pool: PgPool) {
     let store = store(&pool).await;
     let huge = "E".repeat(4 * 1024 * 1024);
-    let mut info = FailureInfo::new(ErrorClass::TRANSIENT, "io", huge.clone(), vec![huge.clone()], Some(huge.clone()));
-    assert!(info.reason.len() < MAX_REASON_BYTES + 64);
+    let mut info = FailureInfo::new(ErrorClass::Transient, "io", huge.clone(), vec![huge.clone()], Some(huge.clone()));
+    assert!(info.reason.len() < FailureInfo::MAX_REASON_BYTES + 64);
     info.reason.push('\0'); // fields are public: the store still cleans them
     let id = store.park(NewDeadLetter::new("payment", Payload::Json(serde_json::json!(1)), info)).await.unwrap().id;
     let row = store.get(id).await.unwrap().unwrap();
-    assert!(row.failure.reason.len() < MAX_REASON_BYTES + 64 && !row.failure.reason.contains('\0'));
+    assert!(row.failure.reason.len() < FailureInfo::MAX_REASON_BYTES + 64 && !row.failure.reason.contains('\0'));
     assert!(row.failure.stacktrace.unwrap().len() < 70 * 1024);
 
     let invalid = String::from_utf8_lossy(b"bad \xff\xfe bytes and a \0 nul").into_owned();
-    let second = FailureInfo::new(ErrorClass::TRANSIENT, "io", invalid, vec!["x\0y".into()], Some("t\0".into()));
+    let second = FailureInfo::new(ErrorClass::Transient, "io", invalid, vec!["x\0y".into()], Some("t\0".into()));
     let claimed = claim(&store, &["payment"], 1).await;
     let report = store
         .settle(vec![Settlement::Retry { lease: claimed[0].lease, delay: Duration::ZERO, failure: second.clone() }])
@@ -138,7 +139,7 @@ async fn huge_and_invalid_error_text_is_bounded_and_replaced_on_retry(pool: PgPo
 
 const HOSTILE: &str = "'; DROP TABLE dlq_events; -- \"q\" \\ $1 %_ {schema} ' OR '1'='1 \u{1F4A5}";
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn sql_metacharacters_round_trip_exactly_in_every_text_field(pool: PgPool) {
     let store = store(&pool).await;
     let info =
@@ -169,11 +170,26 @@ async fn sql_metacharacters_round_trip_exactly_in_every_text_field(pool: PgPool)
     assert_eq!(store.get(id).await.unwrap().unwrap().payload, raw);
     let dup = store.park(NewDeadLetter::new(HOSTILE, payload, info).with_dedupe_key(HOSTILE)).await.unwrap();
     assert_eq!((dup.id, dup.deduplicated), (id, true));
-    let tables: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'dlq_%'")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(tables, 4);
+    let circuit =
+        dlq_core::admin::Admin::new(Arc::new(store.clone()), HOSTILE).pause_type(HOSTILE, HOSTILE).await.unwrap();
+    assert_eq!((circuit.event_type.as_str(), circuit.pause_reason.as_deref()), (HOSTILE, Some(HOSTILE)));
+    let log = store.circuit_log(Some(HOSTILE.into()), 5).await.unwrap();
+    assert_eq!((log[0].actor.as_str(), log[0].reason.as_str()), (HOSTILE, HOSTILE));
+    let tables: Vec<String> =
+        sqlx::query_scalar("SELECT tablename::text FROM pg_tables WHERE tablename LIKE 'dlq_%' ORDER BY 1")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let expected = [
+        "dlq_attempts",
+        "dlq_audit",
+        "dlq_circuit_log",
+        "dlq_circuits",
+        "dlq_events",
+        "dlq_operations",
+        "dlq_retriers",
+    ];
+    assert_eq!(tables, expected, "none dropped");
 }
 
 #[sqlx::test(migrations = false)]
@@ -181,9 +197,9 @@ async fn hostile_schema_names_are_rejected_and_a_plain_one_works(pool: PgPool) {
     for hostile in ["dlq\"; DROP SCHEMA public CASCADE; --", "a b", "pg_temp", "", "x.y", "Ω", "1abc"] {
         let config = PgConfig::default().schema(hostile);
         let err = PgStore::from_pool(pool.clone(), config.clone()).await.unwrap_err();
-        assert!(matches!(err, dlq_sqlx::Error::InvalidSchema { .. }), "{hostile:?}: {err}");
+        assert!(matches!(&err, dlq_core::Error::Config { key, .. } if key == "schema"), "{hostile:?}: {err}");
         assert!(err.to_string().contains("invalid schema name"), "{err}");
-        assert!(dlq_sqlx::migrate(&pool, hostile).await.is_err());
+        assert!(dlq_sqlx::postgres::migrate(&pool, hostile).await.is_err());
         assert!(PgStore::connect_with("postgres://postgres@127.0.0.1:1/x", config).await.is_err());
     }
     let schemas: Vec<String> =
@@ -204,7 +220,23 @@ async fn hostile_schema_names_are_rejected_and_a_plain_one_works(pool: PgPool) {
         sqlx::query_scalar("SELECT to_regclass('public.dlq_events') IS NOT NULL").fetch_one(&pool).await.unwrap();
     assert!(!public, "the tables live in the configured schema only");
     // Running the migrations again is a no-op.
-    dlq_sqlx::migrate(&pool, "Tenant_A").await.unwrap();
+    dlq_sqlx::postgres::migrate(&pool, "Tenant_A").await.unwrap();
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_modified_migration_fails_naming_the_schema_with_sqlx_as_the_cause(pool: PgPool) {
+    dlq_sqlx::postgres::migrate(&pool, "dlq").await.unwrap();
+    sqlx::query("UPDATE dlq._sqlx_migrations SET checksum = '\\x00' WHERE version = 1").execute(&pool).await.unwrap();
+    let err = PgStore::from_pool(pool, PgConfig::default().schema("dlq")).await.unwrap_err();
+    assert!(matches!(err, dlq_core::Error::Store(_)), "{err:?}");
+    assert!(err.to_string().contains("migrating the dead-letter schema `dlq` failed"), "{err}");
+    let mut chain = Vec::new();
+    let mut source = std::error::Error::source(&err);
+    while let Some(cause) = source {
+        chain.push(cause.to_string());
+        source = cause.source();
+    }
+    assert!(chain.iter().any(|c| c.contains("previously applied but has been modified")), "{chain:?}");
 }
 
 #[tokio::test]
@@ -225,7 +257,7 @@ async fn park_while_postgres_is_unreachable_fails_within_the_timeout() {
         matches!(result, Err(dlq_core::HandlerError::ParkFailed { .. })),
         "the caller learns parking failed: {result:?}"
     );
-    let dispatcher = Dispatcher::with_registry(Arc::new(store.clone()), registry());
+    let dispatcher = Dispatcher::new(Arc::new(store.clone()), registry());
     assert!(dispatcher.dispatch("bad-input-payment", b"not json").await.is_err(), "do not ack");
     let mut tasks = Vec::new();
     for n in 0..20 {

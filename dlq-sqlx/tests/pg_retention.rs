@@ -5,12 +5,13 @@ mod pg_support;
 
 use std::time::{Duration, Instant};
 
-use dlq_core::{DeadLetterStore, DeadReason, ListFilter, Settlement, Status};
-use dlq_sqlx::{Overflow, PgConfig};
+use dlq_core::store::Settlement;
+use dlq_core::{DeadLetterStore, DeadReason, ListFilter, Status};
+use dlq_sqlx::postgres::{Overflow, PgConfig};
 use pg_support::*;
 use sqlx::PgPool;
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn reject_refuses_parks_past_max_entries(pool: PgPool) {
     let store = store_with(&pool, PgConfig::default().max_entries(3, Overflow::Reject)).await;
     assert_eq!(store.saturation(), 0.0);
@@ -25,7 +26,7 @@ async fn reject_refuses_parks_past_max_entries(pool: PgPool) {
     store.park(letter("payment", 10)).await.expect("room again after a purge");
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn drop_oldest_deletes_old_finished_and_dead_rows_but_never_pending_ones(pool: PgPool) {
     let store = store_with(&pool, PgConfig::default().max_entries(4, Overflow::DropOldest)).await;
     let dead = store.park(letter("payment", 1).dead(DeadReason::Permanent)).await.unwrap().id;
@@ -51,7 +52,7 @@ async fn drop_oldest_deletes_old_finished_and_dead_rows_but_never_pending_ones(p
     assert!(matches!(err, dlq_core::Error::Full { .. }), "only pending rows left: {err}");
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn block_waits_for_room_up_to_the_park_timeout(pool: PgPool) {
     let config = PgConfig::default().max_entries(2, Overflow::Block).park_timeout(Duration::from_secs(5));
     let store = store_with(&pool, config).await;
@@ -78,7 +79,7 @@ async fn block_waits_for_room_up_to_the_park_timeout(pool: PgPool) {
     assert!(start.elapsed() < Duration::from_secs(1), "gave up within the timeout: {:?}", start.elapsed());
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn saturation_gauge_follows_the_count(pool: PgPool) {
     let store = store_with(&pool, PgConfig::default().max_entries(10, Overflow::Reject)).await;
     store.park_many((0..4).map(|n| letter("payment", n)).collect()).await.unwrap();
@@ -88,7 +89,7 @@ async fn saturation_gauge_follows_the_count(pool: PgPool) {
     assert_eq!(store_with(&pool, PgConfig::default()).await.saturation(), 0.0, "no limit, no saturation");
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn retention_purges_only_old_succeeded_and_discarded_rows(pool: PgPool) {
     let store = store_with(&pool, PgConfig::default()).await;
     let ids: Vec<_> = store

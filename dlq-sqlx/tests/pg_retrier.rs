@@ -46,7 +46,7 @@ fn retrier(
     handlers: Registry,
     shutdown: &CancellationToken,
 ) -> (PgRetrier, CancellationToken) {
-    (Retrier::with_registry(std::sync::Arc::new(store.clone()), handlers).config(config), shutdown.clone())
+    (Retrier::new(std::sync::Arc::new(store.clone()), handlers).config(config), shutdown.clone())
 }
 
 fn start(
@@ -58,7 +58,7 @@ fn start(
 
 /// A pending row of `event_type` whose payload is the number `n`, due at once.
 fn job(event_type: &str, n: u64) -> NewDeadLetter {
-    NewDeadLetter::new(event_type, Payload::Json(serde_json::json!(n)), failure(dlq_core::ErrorClass::TRANSIENT, "x"))
+    NewDeadLetter::new(event_type, Payload::Json(serde_json::json!(n)), failure(dlq_core::ErrorClass::Transient, "x"))
         .retry(Duration::ZERO, 5)
 }
 
@@ -73,7 +73,7 @@ async fn flaky(n: u64) -> Result<(), std::io::Error> {
     Ok(())
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn drains_retries_and_keeps_a_heartbeat_until_shutdown(pool: PgPool) {
     let store = store(&pool).await;
     store.park_many((0..40).map(|n| job("pg-retrier-flaky", n)).collect()).await.unwrap();
@@ -108,11 +108,11 @@ async fn panics(n: u64) -> Result<(), std::io::Error> {
     Ok(())
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn bad_stored_payloads_orphans_and_panics_are_handled(pool: PgPool) {
     let store = store(&pool).await;
     let pending = |event_type: &str, payload: serde_json::Value| {
-        NewDeadLetter::new(event_type, Payload::Json(payload), failure(dlq_core::ErrorClass::TRANSIENT, "x"))
+        NewDeadLetter::new(event_type, Payload::Json(payload), failure(dlq_core::ErrorClass::Transient, "x"))
             .retry(Duration::ZERO, 5)
     };
     let undecodable = store.park(pending("pg-retrier-typed", serde_json::json!({"not": "a number"}))).await.unwrap().id;
@@ -147,7 +147,7 @@ async fn fixed(n: u64) -> Result<(), std::io::Error> {
     Ok(())
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn fixed_rate_runs_one_batch_per_period(pool: PgPool) {
     let store = store(&pool).await;
     store.park_many((0..5).map(|n| job("pg-retrier-fixed", n)).collect()).await.unwrap();
@@ -167,7 +167,7 @@ async fn fixed_rate_runs_one_batch_per_period(pool: PgPool) {
     let mut off = fast();
     off.enabled = false;
     let start = Instant::now();
-    let stats = Retrier::with_registry(std::sync::Arc::new(store.clone()), handlers![fixed].unwrap())
+    let stats = Retrier::new(std::sync::Arc::new(store.clone()), handlers![fixed].unwrap())
         .config(off)
         .run_until(std::future::pending())
         .await
@@ -182,7 +182,7 @@ async fn wake(n: u64) -> Result<(), std::io::Error> {
     Ok(())
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn a_park_wakes_an_idle_retrier_long_before_its_poll_interval(pool: PgPool) {
     let store = store(&pool).await;
     let mut config = fast();
@@ -206,7 +206,7 @@ async fn single(n: u64) -> Result<(), std::io::Error> {
     Ok(())
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn singleton_mode_runs_one_instance_at_a_time(pool: PgPool) {
     let store = store(&pool).await;
     let mut config = fast();
@@ -247,7 +247,7 @@ async fn retained(n: u64) -> Result<(), std::io::Error> {
     Ok(())
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn the_retrier_applies_retention_periodically(pool: PgPool) {
     let store = store_with(&pool, PgConfig::default()).await;
     let ids = store.park_many((0..3).map(|n| job("pg-retrier-retention", n)).collect()).await.unwrap();

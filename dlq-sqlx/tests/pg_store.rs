@@ -6,21 +6,21 @@ mod pg_support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use dlq_core::store::Settlement;
 use dlq_core::{
-    DeadLetterStore, DeadReason, ErrorClass, FailureInfo, ListFilter, NewDeadLetter, Payload, Settlement, SourceMeta,
-    Status,
+    DeadLetterStore, DeadReason, ErrorClass, FailureInfo, ListFilter, NewDeadLetter, Payload, SourceMeta, Status,
 };
 use pg_support::*;
 use sqlx::PgPool;
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn park_then_get_round_trips_every_field(pool: PgPool) {
     let store = store(&pool).await;
     let mut source = SourceMeta::kafka("payments", 3, 1_204_331);
     source.headers = BTreeMap::from([("content-type".to_owned(), "application/json".to_owned())]);
     source.trace_context = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned());
     let mut failure = FailureInfo::new(
-        ErrorClass::TRANSIENT,
+        ErrorClass::Transient,
         "PaymentError::LedgerDown",
         "ledger unavailable".into(),
         vec!["ledger unavailable".into(), "connection refused".into()],
@@ -53,7 +53,7 @@ async fn park_then_get_round_trips_every_field(pool: PgPool) {
     assert_eq!((attempts[0].attempt, attempts[0].outcome.as_str()), (0, "failed"));
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn dedupe_key_returns_the_first_row_in_input_order(pool: PgPool) {
     let store = store(&pool).await;
     let first = store.park(letter("payment", 1).with_dedupe_key("k1")).await.unwrap();
@@ -78,7 +78,7 @@ async fn dedupe_key_returns_the_first_row_in_input_order(pool: PgPool) {
     assert_eq!(store.list(ListFilter::default()).await.unwrap().len(), 4);
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn claim_takes_due_rows_of_known_types_oldest_first(pool: PgPool) {
     let store = store(&pool).await;
     let later = store.park(letter("payment", 1)).await.unwrap().id;
@@ -106,7 +106,7 @@ async fn claim_takes_due_rows_of_known_types_oldest_first(pool: PgPool) {
     assert_eq!(claim(&store, &["refund", "payment"], 1).await.len(), 1);
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn expired_leases_are_reclaimed_and_the_old_token_is_fenced(pool: PgPool) {
     let store = store(&pool).await;
     let id = store.park(letter("payment", 1)).await.unwrap().id;
@@ -129,7 +129,7 @@ async fn expired_leases_are_reclaimed_and_the_old_token_is_fenced(pool: PgPool) 
     assert_eq!((row.lease_owner, row.lease_until), (None, None));
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn a_batch_of_outcomes_settles_each_kind(pool: PgPool) {
     let store = store(&pool).await;
     let ids: Vec<_> = store.park_many((0..5).map(|n| letter("payment", n)).collect()).await.unwrap();
@@ -137,7 +137,7 @@ async fn a_batch_of_outcomes_settles_each_kind(pool: PgPool) {
     assert_eq!(claimed.len(), 5);
     let lease = |i: usize| claimed.iter().find(|c| c.letter.id == ids[i].id).unwrap().lease;
     let retry_failure =
-        FailureInfo::new(ErrorClass::TRANSIENT, "http", "503 from ledger".into(), vec!["503".into()], None);
+        FailureInfo::new(ErrorClass::Transient, "http", "503 from ledger".into(), vec!["503".into()], None);
     let dead_failure = FailureInfo::new(ErrorClass::Permanent, "validation", "bad currency".into(), vec![], None);
     let before = db_now(&pool).await;
     let report = store
@@ -192,7 +192,7 @@ async fn a_batch_of_outcomes_settles_each_kind(pool: PgPool) {
     assert_eq!(store.attempts(ids[0].id).await.unwrap()[1].outcome, "succeeded");
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn operators_redrive_discard_patch_and_purge_with_audit(pool: PgPool) {
     let store = store(&pool).await;
     let dead = store.park(letter("payment", 1).dead(DeadReason::Permanent)).await.unwrap().id;
@@ -234,7 +234,7 @@ async fn operators_redrive_discard_patch_and_purge_with_audit(pool: PgPool) {
     );
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn list_stats_and_groups(pool: PgPool) {
     let store = store(&pool).await;
     let bad = |n: i64| {
@@ -264,7 +264,7 @@ async fn list_stats_and_groups(pool: PgPool) {
     assert_eq!(only.len(), 1);
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn concurrent_parks_are_group_committed_and_each_caller_gets_its_own_id(pool: PgPool) {
     let store = store(&pool).await;
     let tasks: Vec<_> = (0..200)
@@ -285,7 +285,7 @@ async fn concurrent_parks_are_group_committed_and_each_caller_gets_its_own_id(po
     assert!(statements < 200, "200 parks were written by {statements} transactions");
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn park_in_commits_and_rolls_back_with_the_callers_transaction(pool: PgPool) {
     let store = store(&pool).await;
     let mut tx = pool.begin().await.unwrap();
@@ -306,7 +306,7 @@ async fn park_in_commits_and_rolls_back_with_the_callers_transaction(pool: PgPoo
     assert_eq!((again.id, again.deduplicated), (parked[1].id, true));
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn a_park_wakes_a_waiting_retrier(pool: PgPool) {
     let store = store(&pool).await;
     store.wait_for_work(Duration::from_millis(300)).await; // starts the listener
@@ -324,7 +324,7 @@ async fn a_park_wakes_a_waiting_retrier(pool: PgPool) {
     assert!(waited < Duration::from_secs(5), "woke after {waited:?}");
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn concurrent_claims_never_overlap(pool: PgPool) {
     let store = store(&pool).await;
     store.park_many((0..300).map(|n| letter("payment", n)).collect()).await.unwrap();
@@ -351,13 +351,13 @@ async fn concurrent_claims_never_overlap(pool: PgPool) {
     assert_eq!((all.len(), unique.len()), (300, 300));
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn attempt_zero_is_copied_once_when_a_retry_replaces_the_error(pool: PgPool) {
     let store = store(&pool).await;
     let id = store.park(letter("payment", 1)).await.unwrap().id;
     for n in 1..=3 {
         let claimed = claim(&store, &["payment"], 1).await;
-        let failure = FailureInfo::new(ErrorClass::TRANSIENT, "http", format!("failure {n}"), vec![], None);
+        let failure = FailureInfo::new(ErrorClass::Transient, "http", format!("failure {n}"), vec![], None);
         let retry = Settlement::Retry { lease: claimed[0].lease, delay: Duration::ZERO, failure };
         assert_eq!(store.settle(vec![retry]).await.unwrap().applied, 1);
     }
@@ -375,7 +375,7 @@ async fn attempt_zero_is_copied_once_when_a_retry_replaces_the_error(pool: PgPoo
     assert_eq!(store.get(id).await.unwrap().unwrap().failure.reason, "failure 3");
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn a_success_stays_in_the_history_through_patch_and_discard(pool: PgPool) {
     let store = store(&pool).await;
     let id = store.park(letter("payment", 1)).await.unwrap().id;
@@ -394,7 +394,7 @@ async fn a_success_stays_in_the_history_through_patch_and_discard(pool: PgPool) 
     assert_eq!(summary(store.attempts(id).await.unwrap()), expected);
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn a_burst_of_parks_wakes_retriers_a_few_times_not_once_per_batch(pool: PgPool) {
     let store = store(&pool).await;
     let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await.unwrap();
@@ -413,13 +413,13 @@ async fn a_burst_of_parks_wakes_retriers_a_few_times_not_once_per_batch(pool: Pg
     assert!(received <= windows as usize * 2 && received < 60, "{received} notifications for 60 parks in {burst:?}");
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::MIGRATOR")]
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn the_dlq_history_view_shows_what_attempts_returns(pool: PgPool) {
     let store = store(&pool).await;
     let retried = store.park(letter("payment", 1)).await.unwrap().id;
     let fresh = store.park(letter("payment", 2)).await.unwrap().id;
     let claimed = claim(&store, &["payment"], 1).await;
-    let failure = FailureInfo::new(ErrorClass::TRANSIENT, "http", "503".into(), vec![], None);
+    let failure = FailureInfo::new(ErrorClass::Transient, "http", "503".into(), vec![], None);
     store.settle(vec![Settlement::Retry { lease: claimed[0].lease, delay: Duration::ZERO, failure }]).await.unwrap();
     let claimed = claim(&store, &["payment"], 2).await;
     let lease = claimed.iter().find(|c| c.lease.id == retried).unwrap().lease;
@@ -449,4 +449,56 @@ async fn the_dlq_history_view_shows_what_attempts_returns(pool: PgPool) {
             .await
             .unwrap();
     assert_eq!(outcomes, ["failed", "retry", "succeeded"]);
+}
+
+/// Heap tuples one call of the claim's PENDING branch (`dlq_claim_pending`, migration 0007)
+/// fetches, read from the session's statistics counters not yet flushed (they may still hold
+/// an earlier call's: the bound below leaves room for that, and is far below every due row).
+async fn tuples_read_by_a_pending_claim(pool: &PgPool, limit: i32) -> (i64, i64, i64) {
+    let mut tx = pool.begin().await.unwrap();
+    let claimed: i64 = sqlx::query_scalar("SELECT count(*) FROM dlq_claim_pending(ARRAY['burst'], $1)")
+        .bind(limit)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    let (seq_tup_read, idx_tup_fetch): (i64, i64) = sqlx::query_as(
+        "SELECT seq_tup_read, idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relid = 'dlq_events'::regclass",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.rollback().await.unwrap();
+    (claimed, seq_tup_read, idx_tup_fetch)
+}
+
+/// Issue 12: right after a burst of parks, before any ANALYZE, the planner used to read every
+/// due row (a bitmap heap scan and a sort) to claim 50. The claim walks the partial index in
+/// order and stops at the batch, with or without statistics.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_claim_after_a_burst_reads_the_batch_not_every_due_row(pool: PgPool) {
+    sqlx::query(
+        "INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, fingerprint, retry_after)
+         SELECT 'burst', to_jsonb(g), 'transient', 'io', 'down', 'f', now() - interval '1 second'
+         FROM generate_series(1, 20000) AS g",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let (claimed, seq, fetched) = tuples_read_by_a_pending_claim(&pool, 50).await;
+    assert_eq!((claimed, seq), (50, 0));
+    assert!(fetched < 1000, "without statistics a claim of 50 fetched {fetched} rows");
+
+    sqlx::query("ANALYZE dlq_events").execute(&pool).await.unwrap();
+    let (claimed, seq, fetched) = tuples_read_by_a_pending_claim(&pool, 50).await;
+    assert_eq!((claimed, seq), (50, 0));
+    assert!(fetched < 1000, "with statistics a claim of 50 fetched {fetched} rows");
+
+    // The whole claim still takes the oldest due rows first.
+    let store = store(&pool).await;
+    let ids: Vec<i64> = claim(&store, &["burst"], 50).await.iter().map(|c| c.letter.id).collect();
+    let oldest: Vec<i64> = sqlx::query_scalar("SELECT id FROM dlq_events ORDER BY retry_after, id LIMIT 50")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(ids, oldest);
 }

@@ -67,8 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.owner = format!("mp-worker-{}", std::process::id());
 
     let store = dlq_sqlx::PgStore::from_pool(pool.clone(), dlq_sqlx::PgConfig::default()).await?;
-    let retrier =
-        Retrier::with_registry(Arc::new(store), handlers![run_job]?).config(config).context(Context::new().with(pool));
+    let retrier = Retrier::new(Arc::new(store), handlers![run_job]?).config(config).context(Context::new().with(pool));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     println!("ready");
     let stats = retrier

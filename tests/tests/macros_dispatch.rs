@@ -77,7 +77,7 @@ use payments::{Ledger, Payment};
 
 fn dispatcher(store: &Arc<MemoryStore>, ledger_down: bool) -> Dispatcher {
     let context = Context::new().with(Ledger { down: ledger_down });
-    Dispatcher::new(store.clone()).unwrap().context(context)
+    Dispatcher::discover(store.clone()).unwrap().context(context)
 }
 
 fn parked(outcome: Dispatched, store: &MemoryStore) -> dlq_core::DeadLetter {
@@ -97,21 +97,21 @@ fn line_of(needle: &str) -> u32 {
 fn both_handlers_register_with_their_sites_and_policies() {
     let registry = dlq_core::registry().unwrap();
     let payment = registry.get("macros-payment").unwrap();
-    assert_eq!(payment.handler, "macros_dispatch::payments::handle_payment");
-    assert!(payment.file.ends_with("macros_dispatch.rs"), "{}", payment.file);
-    assert_eq!(payment.line, line_of("pub(crate) async fn handle_payment("));
-    assert_eq!(payment.policy.max_retries, 5);
-    assert_eq!(payment.policy.backoff.kind, BackoffKind::Fixed);
+    assert_eq!(payment.handler(), "macros_dispatch::payments::handle_payment");
+    let site = format!("macros_dispatch.rs:{}", line_of("pub(crate) async fn handle_payment("));
+    assert!(payment.site().ends_with(&site), "{}", payment.site());
+    assert_eq!(payment.policy().max_retries, 5);
+    assert_eq!(payment.policy().backoff.kind, BackoffKind::Fixed);
     assert_eq!(
-        (payment.policy.backoff.base, payment.policy.backoff.max),
+        (payment.policy().backoff.base, payment.policy().backoff.max),
         (Duration::from_secs(30), Duration::from_secs(30))
     );
-    assert_eq!(payment.policy.timeout, Some(Duration::from_secs(10)));
-    assert_eq!(payment.policy.max_age, None);
+    assert_eq!(payment.policy().timeout, Some(Duration::from_secs(10)));
+    assert_eq!(payment.policy().max_age, None);
 
     let refund = registry.get("macros-refund").unwrap();
-    assert_eq!(refund.handler, "macros_dispatch::refunds::handle_refund");
-    assert_eq!(refund.policy, dlq_core::RetryPolicy::DEFAULT);
+    assert_eq!(refund.handler(), "macros_dispatch::refunds::handle_refund");
+    assert_eq!(*refund.policy(), dlq_core::RetryPolicy::DEFAULT);
 
     let pinned = dlq_core::handlers![payments::handle_payment, refunds::handle_refund].unwrap();
     assert_eq!(pinned.event_types().collect::<Vec<_>>(), ["macros-payment", "macros-refund"]);
@@ -133,7 +133,7 @@ async fn transient_failure_is_parked_pending() {
     let outcome = dispatcher(&store, true).dispatch("macros-payment", br#"{"id":2,"currency":"EUR"}"#).await;
     let letter = parked(outcome.unwrap(), &store);
     assert_eq!(letter.status, Status::Pending);
-    assert_eq!(letter.failure.class, ErrorClass::TRANSIENT);
+    assert_eq!(letter.failure.class, ErrorClass::Transient);
     assert_eq!(letter.failure.kind, "PaymentError::LedgerDown");
     assert_eq!(letter.failure.reason, "ledger unavailable");
     assert_eq!(letter.handler, "macros_dispatch::payments::handle_payment");
@@ -184,7 +184,7 @@ async fn undecodable_bytes_are_parked_raw() {
 #[tokio::test]
 async fn missing_state_is_a_transient_failure() {
     let store = Arc::new(MemoryStore::new());
-    let no_context = Dispatcher::new(store.clone()).unwrap();
+    let no_context = Dispatcher::discover(store.clone()).unwrap();
     let outcome = no_context.dispatch("macros-payment", br#"{"id":4,"currency":"EUR"}"#).await;
     let letter = parked(outcome.unwrap(), &store);
     assert_eq!((letter.status, letter.failure.kind.as_str()), (Status::Pending, "missing_state"));

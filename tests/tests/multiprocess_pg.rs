@@ -105,7 +105,7 @@ async fn seed(pool: &PgPool) -> PgStore {
             .iter()
             .map(|n| {
                 let payload = json!({ "n": n, "fail_first": n % 5 == 0, "poison": n % 97 == 0 });
-                let failure = FailureInfo::new(ErrorClass::TRANSIENT, "Seed", "first failure".into(), vec![], None);
+                let failure = FailureInfo::new(ErrorClass::Transient, "Seed", "first failure".into(), vec![], None);
                 NewDeadLetter::new("mp-job", Payload::Json(payload), failure).retry(Duration::ZERO, 5)
             })
             .collect();

@@ -37,7 +37,7 @@ fn five_mb(id: u64) -> Upload {
 
 async fn drain(store: Arc<dyn DeadLetterStore>) -> dlq_core::RetrierStats {
     let config = RetrierConfig::from_json_str(r#"{"poll-interval": "50ms", "heartbeat": "100ms"}"#).unwrap();
-    let retrier = Retrier::with_registry(store, handlers![handle_upload].unwrap()).config(config);
+    let retrier = Retrier::new(store, handlers![handle_upload].unwrap()).config(config);
     let stop = CancellationToken::new();
     let running = tokio::spawn({
         let (retrier, stop) = (retrier.clone(), stop.clone());
@@ -92,7 +92,7 @@ async fn event_over_the_limit_is_reported_too_large_not_parked(pool: PgPool) {
     assert!(row.payload.is_truncated());
 
     // The consumer-loop path decodes the whole input and reports the same way.
-    let dispatcher = Dispatcher::with_registry(store.clone(), handlers![always_down].unwrap());
+    let dispatcher = Dispatcher::new(store.clone(), handlers![always_down].unwrap());
     let bytes = serde_json::to_vec(&five_mb(3)).unwrap();
     let out = dispatcher.dispatch("nel-always-down", &bytes).await.unwrap();
     assert!(matches!(out, Dispatched::TooLarge { .. }), "{out:?}");
@@ -102,7 +102,7 @@ async fn event_over_the_limit_is_reported_too_large_not_parked(pool: PgPool) {
 async fn dispatcher_decodes_events_over_one_mebibyte() {
     FAILED_ONCE.lock().unwrap().insert(4); // past the first, failing call
     let store = Arc::new(SqliteStore::in_memory().await.unwrap());
-    let dispatcher = Dispatcher::with_registry(store, handlers![handle_upload].unwrap());
+    let dispatcher = Dispatcher::new(store, handlers![handle_upload].unwrap());
     let bytes = serde_json::to_vec(&five_mb(4)).unwrap();
     assert_eq!(dispatcher.dispatch("nel-upload", &bytes).await.unwrap(), Dispatched::Succeeded);
 }
@@ -132,7 +132,7 @@ async fn post(n: u64, _ledger: State<Ledger>) -> Result<(), std::io::Error> {
 #[tokio::test]
 async fn missing_state_stops_the_retrier_at_start_up_instead_of_burning_retries() {
     let store = Arc::new(SqliteStore::in_memory().await.unwrap());
-    let retrier = Retrier::with_registry(store, handlers![post].unwrap());
+    let retrier = Retrier::new(store, handlers![post].unwrap());
     let err = retrier.run_until(std::future::pending()).await.unwrap_err();
     let message = err.to_string();
     assert!(message.contains("no_event_lost::post") && message.contains("Ledger"), "{message}");

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
+use dlq_core::store::{PatchRequest, StoreResult, patch_diff};
 use dlq_core::{
-    AttemptRecord, AuditEntry, DeadLetter, DlqId, FailureGroup, ListFilter, Payload, StatsRow, Status, StoreResult,
+    AttemptRecord, AuditEntry, DeadLetter, DlqId, FailureGroup, ListFilter, Order, Payload, StatsRow, Status,
 };
 use sqlx::Row;
 use sqlx::postgres::{PgArguments, PgRow};
@@ -19,17 +20,25 @@ fn limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// Binds a filter as `$1..$5` (status, event type, fingerprint, ids, limit).
+/// Binds a filter as `$1..$11` (status, event type, fingerprint, ids, limit, kind, reason
+/// substring, since, until, and the keyset's open id range), as `sql/filter.sql` reads them.
 fn bind_filter<'q>(
     query: Query<'q, sqlx::Postgres, PgArguments>,
     f: &ListFilter,
 ) -> Query<'q, sqlx::Postgres, PgArguments> {
+    let (lower, upper) = f.id_range();
     query
         .bind(f.status.map(Status::as_str))
         .bind(f.event_type.as_deref())
         .bind(f.fingerprint.as_deref())
         .bind(&f.ids)
         .bind(limit(f.limit))
+        .bind(f.kind.as_deref())
+        .bind(f.reason.as_deref())
+        .bind(f.since)
+        .bind(f.until)
+        .bind(lower)
+        .bind(upper)
 }
 
 pub(crate) async fn get(store: &PgStore, id: DlqId) -> StoreResult<Option<DeadLetter>> {
@@ -38,9 +47,19 @@ pub(crate) async fn get(store: &PgStore, id: DlqId) -> StoreResult<Option<DeadLe
 }
 
 pub(crate) async fn list(store: &PgStore, filter: ListFilter) -> StoreResult<Vec<DeadLetter>> {
-    let query = bind_filter(sqlx::query(store.inner.sql.list.sql()), &filter);
+    let statement = match filter.order {
+        Order::NewestFirst => &store.inner.sql.list,
+        Order::OldestFirst => &store.inner.sql.list_oldest,
+    };
+    let query = bind_filter(sqlx::query(statement.sql()), &filter);
     let rows = query.fetch_all(&store.inner.pool).await.map_err(db)?;
     rows.iter().map(row::letter).collect()
+}
+
+pub(crate) async fn count(store: &PgStore, filter: ListFilter) -> StoreResult<u64> {
+    let query = bind_filter(sqlx::query(store.inner.sql.count_matching.sql()), &filter);
+    let n: i64 = query.fetch_one(&store.inner.pool).await.map_err(db)?.try_get(0).map_err(db)?;
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 pub(crate) async fn stats(store: &PgStore) -> StoreResult<Vec<StatsRow>> {
@@ -52,6 +71,7 @@ pub(crate) async fn stats(store: &PgStore) -> StoreResult<Vec<StatsRow>> {
                 event_type: r.try_get("event_type").map_err(db)?,
                 status: r.try_get::<String, _>("status").map_err(db)?.parse()?,
                 count: u64::try_from(r.try_get::<i64, _>("count").map_err(db)?).unwrap_or(0),
+                oldest_due: r.try_get("oldest_due").map_err(db)?,
             })
         })
         .collect::<StoreResult<Vec<_>>>()?;
@@ -69,7 +89,10 @@ pub(crate) async fn groups(store: &PgStore, filter: ListFilter) -> StoreResult<V
                 event_type: r.try_get("event_type").map_err(db)?,
                 kind: r.try_get("error_kind").map_err(db)?,
                 sample_reason: r.try_get("error_reason").map_err(db)?,
+                sample_id: r.try_get("newest").map_err(db)?,
                 count: u64::try_from(r.try_get::<i64, _>("count").map_err(db)?).unwrap_or(0),
+                first_seen: r.try_get("first_seen").map_err(db)?,
+                last_seen: r.try_get("last_seen").map_err(db)?,
             })
         })
         .collect()
@@ -92,11 +115,13 @@ pub(crate) async fn attempts(store: &PgStore, id: DlqId) -> StoreResult<Vec<Atte
     rows.iter().map(attempt).collect::<Result<_, _>>().map_err(db)
 }
 
-fn audit_entry(r: &PgRow) -> Result<AuditEntry, sqlx::Error> {
+pub(crate) fn audit_entry(r: &PgRow) -> Result<AuditEntry, sqlx::Error> {
     Ok(AuditEntry {
+        id: r.try_get("id")?,
         dlq_id: r.try_get("dlq_id")?,
         action: r.try_get("action")?,
         actor: r.try_get("actor")?,
+        reason: r.try_get("reason")?,
         diff: r.try_get("diff")?,
         at: r.try_get("at")?,
     })
@@ -107,7 +132,7 @@ pub(crate) async fn audit(store: &PgStore, id: DlqId) -> StoreResult<Vec<AuditEn
     rows.iter().map(audit_entry).collect::<Result<_, _>>().map_err(db)
 }
 
-fn actor(actor: &str) -> String {
+pub(crate) fn actor(actor: &str) -> String {
     let mut actor = actor.to_owned();
     park::clean(&mut actor);
     actor
@@ -127,20 +152,9 @@ pub(crate) async fn discard(store: &PgStore, filter: ListFilter, who: &str) -> S
     rows.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>().map_err(db)
 }
 
-/// A payload as JSON for an audit diff: raw bytes as lossy text, without NUL (which JSONB rejects).
-fn diff_json(payload: &Payload) -> serde_json::Value {
-    match payload {
-        Payload::Json(value) => value.clone(),
-        Payload::Raw { bytes, .. } => {
-            let mut text = String::from_utf8_lossy(bytes).into_owned();
-            park::clean(&mut text);
-            serde_json::Value::String(text)
-        }
-    }
-}
-
-pub(crate) async fn patch_payload(store: &PgStore, id: DlqId, payload: Payload, who: &str) -> StoreResult<()> {
+pub(crate) async fn patch(store: &PgStore, request: PatchRequest) -> StoreResult<i64> {
     let inner = &store.inner;
+    let PatchRequest { id, payload, note, patch, undo_of } = request;
     let payload = park::jsonb_storable(payload);
     payload.check_fits(inner.config.max_payload_bytes)?;
     let mut tx = inner.pool.begin().await.map_err(db)?;
@@ -151,24 +165,26 @@ pub(crate) async fn patch_payload(store: &PgStore, id: DlqId, payload: Payload, 
         return Err(dlq_core::Error::InvalidState { id, status, action: "patch", needs: "any status but PROCESSING" });
     }
     let old = row::payload(&current)?;
-    let diff = serde_json::json!({ "payload": { "old": diff_json(&old), "new": diff_json(&payload) } });
+    let diff = patch_diff(&old, &payload, patch.as_ref(), undo_of);
     let (json, raw, truncated) = match payload {
         Payload::Json(value) => (Some(value), None, None),
         Payload::Raw { bytes, truncated } => (None, Some(bytes), truncated),
     };
-    sqlx::query(inner.sql.patch_write.sql())
+    let entry: i64 = sqlx::query_scalar(inner.sql.patch_write.sql())
         .bind(id)
         .bind(json)
         .bind(raw)
         .bind(truncated.is_some())
         .bind(truncated.as_ref().map(|t| i64::try_from(t.original_len).unwrap_or(i64::MAX)))
         .bind(truncated.map(|t| t.original_sha256))
-        .bind(actor(who))
+        .bind(actor(&note.actor))
         .bind(diff)
-        .execute(&mut *tx)
+        .bind(note.reason.as_deref().map(actor))
+        .fetch_one(&mut *tx)
         .await
         .map_err(db)?;
-    tx.commit().await.map_err(db)
+    tx.commit().await.map_err(db)?;
+    Ok(entry)
 }
 
 /// Rows deleted per statement, so that no purge holds locks or grows WAL for long.

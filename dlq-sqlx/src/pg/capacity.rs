@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use dlq_core::StoreResult;
+use dlq_core::store::StoreResult;
 use tokio::time::Instant;
 
 use super::{PgStore, admin};
@@ -17,7 +17,7 @@ use super::{PgStore, admin};
 /// What a park does when the table holds `max_entries` rows.
 ///
 /// ```
-/// use dlq_sqlx::{Overflow, PgConfig};
+/// use dlq_sqlx::postgres::{Overflow, PgConfig};
 /// let config = PgConfig::default().max_entries(10_000, Overflow::Block);
 /// assert_eq!(config.overflow, Overflow::Block);
 /// ```
@@ -32,7 +32,8 @@ pub enum Overflow {
     /// remain, the park is refused with [`dlq_core::Error::Full`].
     DropOldest,
     /// Wait for room (made by retention, a purge or an operator) until the park timeout,
-    /// then refuse with [`dlq_core::Error::Full`].
+    /// then refuse with [`dlq_core::Error::Full`] or [`dlq_core::Error::Timeout`] (whichever
+    /// the deadline meets first); either way the caller learns the event was not parked.
     Block,
 }
 
@@ -72,6 +73,11 @@ impl Capacity {
         ratio
     }
 
+    /// The limit as `dlq_core` reports it, for `entries` rows.
+    pub(crate) fn report(&self, entries: u64) -> dlq_core::Capacity {
+        dlq_core::Capacity { entries, max_entries: self.max, blocks_when_full: self.policy == Overflow::Block }
+    }
+
     /// Records an exact count.
     pub(crate) fn observe(&self, count: u64) {
         let mut state = self.lock();
@@ -104,20 +110,27 @@ impl Capacity {
             }
             let full = dlq_core::Error::Full { entries, max: self.max };
             match self.policy {
-                Overflow::Reject => return Err(full),
+                Overflow::Reject => {
+                    dlq_core::record_overflow("reject", "rejected", n);
+                    return Err(full);
+                }
                 Overflow::DropOldest => {
                     let excess = entries.saturating_add(n).saturating_sub(self.max);
                     let dropped = bounded(deadline, timeout, admin::drop_oldest(store, excess)).await?;
                     if dropped == 0 {
+                        dlq_core::record_overflow("drop_oldest", "rejected", n);
                         return Err(full);
                     }
+                    dlq_core::record_overflow("drop_oldest", "dropped", dropped);
                     tracing::info!(dropped, max_entries = self.max, "dropped the oldest dead and finished rows");
                     self.observe(entries.saturating_sub(dropped));
                 }
                 Overflow::Block => {
                     if Instant::now() + BLOCK_POLL >= deadline {
+                        dlq_core::record_overflow("block", "rejected", n);
                         return Err(full);
                     }
+                    dlq_core::record_overflow("block", "blocked", n);
                     tokio::time::sleep(BLOCK_POLL).await;
                 }
             }

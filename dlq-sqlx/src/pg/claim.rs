@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use dlq_core::{ClaimRequest, Claimed, Lease, SettleReport, Settlement, StoreResult};
+use dlq_core::store::{ClaimRequest, Claimed, Lease, SettleReport, Settlement, StoreResult};
 use sqlx::Row;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
@@ -103,27 +103,27 @@ impl Outcomes {
     }
 }
 
-/// Writes every outcome of a batch: successes with one lean statement (`sql/succeed.sql`),
-/// the other outcomes with one general statement (`sql/settle.sql`). An outcome whose token
-/// no longer holds its row (lease expired and reclaimed, or already settled) changes nothing
-/// and is reported in [`SettleReport::fenced`].
+/// Writes every outcome of a batch in one statement: a batch of successes only with the lean
+/// `sql/succeed.sql`, any other batch whole with the general `sql/settle.sql` (one round trip
+/// and one durable commit per batch, however its outcomes mix). An outcome whose token no
+/// longer holds its row (lease expired and reclaimed, or already settled) changes nothing and
+/// is reported in [`SettleReport::fenced`].
 pub(crate) async fn settle(store: &PgStore, outcomes: Vec<Settlement>) -> StoreResult<SettleReport> {
     // A lease presented twice: the first outcome is sent, the others are reported fenced.
     let mut seen = HashSet::with_capacity(outcomes.len());
-    let (successes, others): (Vec<&Settlement>, Vec<&Settlement>) =
-        outcomes.iter().filter(|s| seen.insert(s.lease())).partition(|s| matches!(s, Settlement::Succeeded { .. }));
+    let unique: Vec<&Settlement> = outcomes.iter().filter(|s| seen.insert(s.lease())).collect();
     let mut written: HashMap<(i64, Uuid), u32> = HashMap::with_capacity(outcomes.len());
-    if !successes.is_empty() {
-        let leases = successes.iter().map(|s| s.lease());
-        let (ids, tokens): (Vec<i64>, Vec<Uuid>) = leases.map(|l| (l.id, l.token)).unzip();
-        let query = sqlx::query(store.inner.sql.succeed.sql()).bind(ids).bind(tokens);
-        record(&mut written, query.fetch_all(&store.inner.pool).await.map_err(dlq_core::Error::store)?)?;
-    }
-    if !others.is_empty() {
-        let due_again = others.iter().any(|s| matches!(s, Settlement::Retry { .. } | Settlement::Release { .. }));
+    if unique.iter().all(|s| matches!(s, Settlement::Succeeded { .. })) {
+        if !unique.is_empty() {
+            let (ids, tokens): (Vec<i64>, Vec<Uuid>) = unique.iter().map(|s| (s.lease().id, s.lease().token)).unzip();
+            let query = sqlx::query(store.inner.sql.succeed.sql()).bind(ids).bind(tokens);
+            record(&mut written, query.fetch_all(&store.inner.pool).await.map_err(dlq_core::Error::store)?)?;
+        }
+    } else {
+        let due_again = unique.iter().any(|s| matches!(s, Settlement::Retry { .. } | Settlement::Release { .. }));
         let wake = due_again && store.inner.debounce.notify_now();
         let mut o = Outcomes::default();
-        others.into_iter().for_each(|s| o.push(s));
+        unique.into_iter().for_each(|s| o.push(s));
         let rows = o.query(store, wake).fetch_all(&store.inner.pool).await.map_err(dlq_core::Error::store)?;
         record(&mut written, rows)?;
     }

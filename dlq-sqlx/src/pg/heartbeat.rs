@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use dlq_core::{BoxFuture, RetrierHeartbeat, SingletonLock, StoreResult};
+use dlq_core::RetrierHeartbeat;
+use dlq_core::store::{BoxFuture, SingletonLock, StoreResult};
 use sqlx::postgres::{PgAdvisoryLock, PgAdvisoryLockGuard, PgConnection};
 use sqlx::{Connection, Either, Row};
 

@@ -10,9 +10,11 @@
 
 mod admin;
 mod capacity;
+mod circuits;
 mod claim;
 mod heartbeat;
 mod notify;
+mod ops;
 mod park;
 mod row;
 mod schema;
@@ -20,24 +22,38 @@ mod schema;
 use std::sync::Arc;
 use std::time::Duration;
 
+use dlq_core::store::{
+    ActionKind, BatchAction, BatchReport, BoxFuture, ClaimRequest, Claimed, Operation, OperationState, PatchRequest,
+    SettleReport, Settlement, StoreResult,
+};
 use dlq_core::{
-    AttemptRecord, AuditEntry, BoxFuture, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter,
-    DeadLetterStore, DlqId, FailureGroup, ListFilter, NewDeadLetter, Parked, Payload, RetrierHeartbeat, SettleReport,
-    Settlement, StatsRow, StoreResult,
+    AttemptRecord, AuditEntry, AuditNote, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter, DeadLetterStore, DlqId, FailureGroup,
+    ListFilter, NewDeadLetter, Parked, Payload, RetrierHeartbeat, StatsRow,
 };
 use sqlx::PgPool;
+use sqlx::migrate::MigrateError;
 use sqlx::postgres::{PgConnection, PgPoolOptions};
 
 pub use capacity::Overflow;
 pub use schema::validate_schema;
 
-use crate::Error;
+/// The PostgreSQL schema, embedded from `migrations/postgres/`. The migrations are
+/// schema-unqualified: [`migrate`] (and [`PgStore::from_pool`]) run them with `search_path`
+/// set to the configured schema. Use it directly in tests:
+/// `#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]` (the `public` schema).
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+/// dlq_sqlx::postgres::MIGRATOR.run(&pool).await?; // into the connection's current schema
+/// # Ok(()) }
+/// ```
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// How a [`PgStore`] behaves: where its tables are, how parking batches and times out, and
 /// how many rows it keeps.
 ///
 /// ```
-/// use dlq_sqlx::{Overflow, PgConfig};
+/// use dlq_sqlx::postgres::{Overflow, PgConfig};
 /// use std::time::Duration;
 ///
 /// let config = PgConfig::default()
@@ -51,7 +67,7 @@ use crate::Error;
 pub struct PgConfig {
     /// The schema holding the tables (validated by [`validate_schema`]); `public` by default.
     pub schema: String,
-    /// Whether [`PgStore::from_pool`] applies the embedded migrations ([`MIGRATOR`](crate::MIGRATOR)).
+    /// Whether [`PgStore::from_pool`] applies the embedded migrations ([`MIGRATOR`]).
     pub run_migrations: bool,
     /// The longest a park may take, queueing and admission included; past it the caller gets
     /// [`dlq_core::Error::Timeout`] (or `Full` while waiting for room), never a hang. A park
@@ -151,9 +167,9 @@ impl PgConfig {
 /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload};
 /// use dlq_sqlx::PgStore;
 ///
-/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn demo() -> Result<(), dlq_core::Error> {
 /// let store = PgStore::connect("postgres://postgres@127.0.0.1/app").await?;
-/// let failure = FailureInfo::new(ErrorClass::TRANSIENT, "io", "ledger down".into(), vec![], None);
+/// let failure = FailureInfo::new(ErrorClass::Transient, "io", "ledger down".into(), vec![], None);
 /// let letter = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({"id": 7})), failure)
 ///     .with_dedupe_key("payments/3/1204331");
 /// let parked = store.park(letter).await?;
@@ -185,9 +201,9 @@ impl PgStore {
     /// Connects with the default configuration and applies the migrations.
     ///
     /// # Errors
-    /// [`Error::Database`] when PostgreSQL cannot be reached, [`Error::Migrate`] when the
-    /// migrations fail.
-    pub async fn connect(url: &str) -> Result<Self, Error> {
+    /// [`dlq_core::Error::Store`] when PostgreSQL cannot be reached or the migrations fail
+    /// (the sqlx error is its source).
+    pub async fn connect(url: &str) -> StoreResult<Self> {
         Self::connect_with(url, PgConfig::default()).await
     }
 
@@ -195,10 +211,16 @@ impl PgStore {
     /// so with `run_migrations` off no connection is made until the first call.
     ///
     /// # Errors
-    /// [`Error::InvalidSchema`], [`Error::Database`], [`Error::Migrate`].
-    pub async fn connect_with(url: &str, config: PgConfig) -> Result<Self, Error> {
+    /// [`dlq_core::Error::Config`] (key `schema`) for a schema name that is not a plain
+    /// identifier; [`dlq_core::Error::Store`] for a bad URL, an unreachable database or a
+    /// failed migration.
+    pub async fn connect_with(url: &str, config: PgConfig) -> StoreResult<Self> {
         validate_schema(&config.schema)?;
-        let pool = PgPoolOptions::new().max_connections(10).acquire_timeout(config.park_timeout).connect_lazy(url)?;
+        let pool = PgPoolOptions::new()
+            .max_connections(10)
+            .acquire_timeout(config.park_timeout)
+            .connect_lazy(url)
+            .map_err(dlq_core::Error::store)?;
         Self::from_pool(pool, config).await
     }
 
@@ -207,9 +229,9 @@ impl PgStore {
     /// Must be called inside a tokio runtime: it starts the group-commit writer.
     ///
     /// # Errors
-    /// [`Error::InvalidSchema`] for a schema name that is not a plain identifier, and the
-    /// migrator's errors.
-    pub async fn from_pool(pool: PgPool, config: PgConfig) -> Result<Self, Error> {
+    /// [`dlq_core::Error::Config`] (key `schema`) for a schema name that is not a plain
+    /// identifier; [`dlq_core::Error::Store`] when the migrations fail.
+    pub async fn from_pool(pool: PgPool, config: PgConfig) -> StoreResult<Self> {
         validate_schema(&config.schema)?;
         let sql = Arc::new(schema::Sql::new(&config.schema));
         if config.run_migrations {
@@ -310,28 +332,30 @@ impl PgStore {
     }
 }
 
-/// Applies the embedded migrations ([`MIGRATOR`](crate::MIGRATOR)) in `schema`, creating the
+/// Applies the embedded migrations ([`MIGRATOR`]) in `schema`, creating the
 /// schema first if needed. Runs on a connection of its own whose `search_path` is the
 /// schema, so the migrations (and sqlx's `_sqlx_migrations` table) land there.
 ///
 /// # Errors
-/// [`Error::InvalidSchema`], [`Error::Database`], [`Error::Migrate`].
+/// [`dlq_core::Error::Config`] (key `schema`) for a schema name that is not a plain
+/// identifier; [`dlq_core::Error::Store`] when no connection can be had or a migration fails
+/// ("migrating the dead-letter schema `dlq` failed", with sqlx's error as the source).
 ///
 /// ```no_run
-/// # async fn demo(pool: sqlx::PgPool) -> Result<(), dlq_sqlx::Error> {
-/// dlq_sqlx::migrate(&pool, "dlq").await?;
+/// # async fn demo(pool: sqlx::PgPool) -> Result<(), dlq_core::Error> {
+/// dlq_sqlx::postgres::migrate(&pool, "dlq").await?;
 /// # Ok(()) }
 /// ```
-pub async fn migrate(pool: &PgPool, schema: &str) -> Result<(), Error> {
+pub async fn migrate(pool: &PgPool, schema: &str) -> StoreResult<()> {
     validate_schema(schema)?;
     let sql = schema::Sql::new(schema);
-    let mut conn = pool.acquire().await?.detach();
+    let mut conn = pool.acquire().await.map_err(dlq_core::Error::store)?.detach();
     let result = migrate_on(&mut conn, schema, &sql.quoted_schema).await;
     let _ = sqlx::Connection::close(conn).await;
-    result
+    result.map_err(|err| crate::migration_failed(Some(schema), err))
 }
 
-async fn migrate_on(conn: &mut PgConnection, schema: &str, quoted: &str) -> Result<(), Error> {
+async fn migrate_on(conn: &mut PgConnection, schema: &str, quoted: &str) -> Result<(), MigrateError> {
     let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
         .bind(schema)
         .fetch_one(&mut *conn)
@@ -344,7 +368,7 @@ async fn migrate_on(conn: &mut PgConnection, schema: &str, quoted: &str) -> Resu
     sqlx::query(sqlx::AssertSqlSafe(search_path)).execute(&mut *conn).await?;
     // `run_direct` is `Migrator::run` without the `Acquire` bound, whose higher-ranked
     // lifetime makes callers' futures fail to prove `Send` (sqlx documents the workaround).
-    crate::MIGRATOR.run_direct(None, conn, false).await?;
+    MIGRATOR.run_direct(None, conn, false).await?;
     Ok(())
 }
 
@@ -407,8 +431,48 @@ impl DeadLetterStore for PgStore {
     }
 
     fn patch_payload(&self, id: DlqId, payload: Payload, actor: &str) -> BoxFuture<'_, StoreResult<()>> {
-        let actor = actor.to_owned();
-        Box::pin(async move { admin::patch_payload(self, id, payload, &actor).await })
+        let note = AuditNote { actor: actor.to_owned(), reason: None };
+        let request = PatchRequest { id, payload, note, patch: None, undo_of: None };
+        Box::pin(async move { admin::patch(self, request).await.map(drop) })
+    }
+
+    fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
+        Box::pin(admin::patch(self, request))
+    }
+
+    fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(admin::count(self, filter))
+    }
+
+    fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
+        Box::pin(ops::audit_one(self, id))
+    }
+
+    /// One transaction per batch; a redrive wakes retriers with `NOTIFY` on commit.
+    fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {
+        Box::pin(ops::apply(self, batch))
+    }
+
+    fn create_operation(
+        &self,
+        action: ActionKind,
+        spec: serde_json::Value,
+        note: AuditNote,
+    ) -> BoxFuture<'_, StoreResult<Operation>> {
+        Box::pin(ops::create(self, action, spec, note))
+    }
+
+    fn operation(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<Operation>>> {
+        Box::pin(ops::get(self, id))
+    }
+
+    fn set_operation_state(&self, id: i64, state: OperationState) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(ops::set_state(self, id, state))
+    }
+
+    /// `max_entries` with an exact count when set, and the table's dead tuples and vacuum state.
+    fn table_health(&self) -> BoxFuture<'_, StoreResult<Option<dlq_core::store::TableHealth>>> {
+        Box::pin(ops::table_health(self))
     }
 
     /// Also refreshes the saturation gauge when `max_entries` is set (retriers call this
@@ -427,6 +491,15 @@ impl DeadLetterStore for PgStore {
         self.inner.config.max_payload_bytes
     }
 
+    fn capacity(&self) -> BoxFuture<'_, StoreResult<Option<dlq_core::Capacity>>> {
+        Box::pin(async move {
+            let Some(capacity) = &self.inner.capacity else { return Ok(None) };
+            let entries = self.entries().await?;
+            capacity.observe(entries);
+            Ok(Some(capacity.report(entries)))
+        })
+    }
+
     fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>> {
         let beat = beat.clone();
         Box::pin(async move { self.beat(&beat, expire_after).await })
@@ -441,8 +514,29 @@ impl DeadLetterStore for PgStore {
         Box::pin(self.heartbeats())
     }
 
+    /// `dlq_circuits`, compared against the database clock.
+    fn circuits(&self) -> BoxFuture<'_, StoreResult<dlq_core::store::Circuits>> {
+        Box::pin(circuits::all(self))
+    }
+
+    /// One statement: the compare-and-set write and its log line.
+    fn write_circuit(
+        &self,
+        write: dlq_core::store::CircuitWrite,
+    ) -> BoxFuture<'_, StoreResult<Option<dlq_core::store::Circuit>>> {
+        Box::pin(circuits::write(self, write))
+    }
+
+    fn circuit_log(
+        &self,
+        event_type: Option<String>,
+        limit: usize,
+    ) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::CircuitLogEntry>>> {
+        Box::pin(circuits::log(self, event_type, limit))
+    }
+
     /// A PostgreSQL advisory lock named after the schema, on a connection of its own.
-    fn try_lock_singleton(&self) -> BoxFuture<'_, StoreResult<Option<Box<dyn dlq_core::SingletonLock>>>> {
+    fn try_lock_singleton(&self) -> BoxFuture<'_, StoreResult<Option<Box<dyn dlq_core::store::SingletonLock>>>> {
         Box::pin(self.lock_singleton())
     }
 }

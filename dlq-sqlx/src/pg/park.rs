@@ -11,7 +11,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlq_core::{NewDeadLetter, Parked, Payload, Status, StoreResult, jsonb_safe};
+use dlq_core::store::StoreResult;
+use dlq_core::{NewDeadLetter, Parked, Payload, Status};
 use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgPool};
 use tokio::sync::{mpsc, oneshot};
@@ -135,12 +136,11 @@ pub(crate) fn clean(text: &mut String) {
 
 /// A payload as JSONB can hold it: JSON containing `\u0000` becomes raw bytes.
 pub(crate) fn jsonb_storable(payload: Payload) -> Payload {
-    match payload {
-        Payload::Json(value) if !jsonb_safe(&value) => {
-            Payload::Raw { bytes: serde_json::to_vec(&value).unwrap_or_default(), truncated: None }
-        }
-        other => other,
+    if !payload.has_nul_char() {
+        return payload;
     }
+    // Serializing a `Value` cannot fail: its map keys are strings.
+    Payload::Raw { bytes: payload.to_bytes(), truncated: None }
 }
 
 /// The columns of a batch, one array per column, for `unnest`.
@@ -456,7 +456,7 @@ mod tests {
     fn payload_normalization() {
         let nul = Payload::Json(serde_json::json!({"a": "x\u{0}y"}));
         assert!(matches!(jsonb_storable(nul), Payload::Raw { truncated: None, .. }));
-        let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::TRANSIENT, "io", "x".into(), vec![], None);
+        let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
         let big = Payload::Json(serde_json::json!({"a": "x".repeat(100)}));
         let (letter, len) = prepare_one(NewDeadLetter::new("t", big, failure.clone()), 10);
         assert_eq!(len, 10);

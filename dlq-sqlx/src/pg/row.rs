@@ -1,28 +1,155 @@
-//! Decoding `dlq_events` rows into [`DeadLetter`]s.
+//! Decoding `dlq_events` rows into [`DeadLetter`]s: private row types derive
+//! [`sqlx::FromRow`] for the columns as stored, and a conversion step turns them into the
+//! `dlq_core` records (class and status names, the JSON chain and headers, counts).
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use dlq_core::{DeadLetter, DeadReason, ErrorClass, FailureInfo, Payload, SourceMeta, Status, Truncation};
-use sqlx::Row;
+use sqlx::FromRow;
 use sqlx::postgres::PgRow;
 
 type Result<T> = std::result::Result<T, dlq_core::Error>;
 
-fn get<'r, T>(row: &'r PgRow, column: &str) -> Result<T>
-where
-    T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
-{
-    row.try_get(column).map_err(dlq_core::Error::store)
+/// The payload columns, as read by every `SELECT` of a row and by the patch lock.
+#[derive(FromRow)]
+pub(crate) struct PayloadRow {
+    payload: Option<serde_json::Value>,
+    payload_raw: Option<Vec<u8>>,
+    payload_truncated: bool,
+    payload_original_len: Option<i64>,
+    payload_sha256: Option<String>,
 }
 
-fn count(row: &PgRow, column: &str) -> Result<u32> {
-    Ok(u32::try_from(get::<i32>(row, column)?).unwrap_or(0))
+impl PayloadRow {
+    /// The stored payload: the raw bytes when there are any, the JSON value otherwise.
+    pub(crate) fn into_payload(self) -> Payload {
+        let Some(bytes) = self.payload_raw else {
+            return Payload::Json(self.payload.unwrap_or(serde_json::Value::Null));
+        };
+        let truncated = self.payload_truncated.then(|| Truncation {
+            original_len: u64::try_from(self.payload_original_len.unwrap_or(0)).unwrap_or(0),
+            original_sha256: self.payload_sha256.unwrap_or_default(),
+        });
+        Payload::Raw { bytes, truncated }
+    }
 }
 
-/// A stored class name back to its class (a transient class loses its retry-after hint).
-pub(crate) fn class(name: &str) -> Result<ErrorClass> {
+/// The failure columns.
+#[derive(FromRow)]
+struct FailureRow {
+    error_class: String,
+    error_kind: String,
+    error_reason: String,
+    error_chain: serde_json::Value,
+    error_stacktrace: Option<String>,
+    fingerprint: String,
+}
+
+impl FailureRow {
+    /// The failure exactly as stored (not bounded again).
+    fn into_failure(self) -> Result<FailureInfo> {
+        // `FailureInfo` is non-exhaustive: start from a blank one (built once) and fill it in.
+        static BLANK: LazyLock<FailureInfo> =
+            LazyLock::new(|| FailureInfo::new(ErrorClass::Transient, "", String::new(), Vec::new(), None));
+        let mut info = BLANK.clone();
+        info.class = class(&self.error_class)?;
+        info.kind = self.error_kind;
+        info.reason = self.error_reason;
+        info.chain = match self.error_chain {
+            serde_json::Value::Array(items) => {
+                items.into_iter().map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)).collect()
+            }
+            _ => Vec::new(),
+        };
+        info.stacktrace = self.error_stacktrace;
+        info.fingerprint = self.fingerprint;
+        Ok(info)
+    }
+}
+
+/// The source metadata columns.
+#[derive(FromRow)]
+struct SourceRow {
+    source_topic: Option<String>,
+    source_partition: Option<i32>,
+    source_offset: Option<i64>,
+    source_headers: serde_json::Value,
+    trace_context: Option<String>,
+}
+
+impl From<SourceRow> for SourceMeta {
+    fn from(row: SourceRow) -> Self {
+        let headers: BTreeMap<String, String> = serde_json::from_value(row.source_headers).unwrap_or_default();
+        Self {
+            topic: row.source_topic,
+            partition: row.source_partition,
+            offset: row.source_offset,
+            headers,
+            trace_context: row.trace_context,
+        }
+    }
+}
+
+/// A whole `dlq_events` row (extra columns, such as a claim's `lease_token`, are ignored).
+#[derive(FromRow)]
+struct EventRow {
+    id: i64,
+    event_type: String,
+    handler: String,
+    #[sqlx(flatten)]
+    payload: PayloadRow,
+    #[sqlx(flatten)]
+    failure: FailureRow,
+    status: String,
+    // The schema checks the counts are not negative.
+    #[sqlx(try_from = "i32")]
+    retry_count: u32,
+    #[sqlx(try_from = "i32")]
+    max_retries: u32,
+    retry_after: DateTime<Utc>,
+    dead_reason: Option<String>,
+    lease_owner: Option<String>,
+    lease_until: Option<DateTime<Utc>>,
+    dedupe_key: Option<String>,
+    #[sqlx(flatten)]
+    source: SourceRow,
+    #[sqlx(try_from = "i32")]
+    redrive_count: u32,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    first_failed_at: DateTime<Utc>,
+    last_attempt_at: Option<DateTime<Utc>>,
+}
+
+impl TryFrom<EventRow> for DeadLetter {
+    type Error = dlq_core::Error;
+
+    fn try_from(row: EventRow) -> Result<Self> {
+        let failure = row.failure.into_failure()?;
+        let mut l = Self::new(row.id, &row.event_type, row.payload.into_payload(), failure, row.created_at);
+        l.handler = row.handler;
+        l.status = row.status.parse::<Status>()?;
+        l.retry_count = row.retry_count;
+        l.max_retries = row.max_retries;
+        l.retry_after = row.retry_after;
+        l.dead_reason = row.dead_reason.map(|r| r.parse::<DeadReason>()).transpose()?;
+        // The column keeps the last holder; the record reports a holder only while it holds.
+        l.lease_owner = if l.status == Status::Processing { row.lease_owner } else { None };
+        l.lease_until = row.lease_until;
+        l.dedupe_key = row.dedupe_key;
+        l.source = row.source.into();
+        l.redrive_count = row.redrive_count;
+        l.updated_at = row.updated_at;
+        l.first_failed_at = row.first_failed_at;
+        l.last_attempt_at = row.last_attempt_at;
+        Ok(l)
+    }
+}
+
+/// A stored class name back to its class.
+fn class(name: &str) -> Result<ErrorClass> {
     ErrorClass::from_name(name).ok_or_else(|| dlq_core::Error::Parse {
         what: "ErrorClass",
         value: name.to_owned(),
@@ -32,75 +159,10 @@ pub(crate) fn class(name: &str) -> Result<ErrorClass> {
 
 /// The payload columns of a row.
 pub(crate) fn payload(row: &PgRow) -> Result<Payload> {
-    if let Some(bytes) = get::<Option<Vec<u8>>>(row, "payload_raw")? {
-        let truncated = if get::<bool>(row, "payload_truncated")? {
-            Some(Truncation {
-                original_len: u64::try_from(get::<Option<i64>>(row, "payload_original_len")?.unwrap_or(0)).unwrap_or(0),
-                original_sha256: get::<Option<String>>(row, "payload_sha256")?.unwrap_or_default(),
-            })
-        } else {
-            None
-        };
-        return Ok(Payload::Raw { bytes, truncated });
-    }
-    let value: Option<serde_json::Value> = get(row, "payload")?;
-    Ok(Payload::Json(value.unwrap_or(serde_json::Value::Null)))
-}
-
-/// The failure columns of a row, exactly as stored (not bounded again).
-fn failure(row: &PgRow) -> Result<FailureInfo> {
-    let class = class(&get::<String>(row, "error_class")?)?;
-    let chain: serde_json::Value = get(row, "error_chain")?;
-    let chain = match chain {
-        serde_json::Value::Array(items) => {
-            items.into_iter().map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)).collect()
-        }
-        _ => Vec::new(),
-    };
-    // `FailureInfo` is non-exhaustive: start from a blank one (built once) and fill it in.
-    static BLANK: LazyLock<FailureInfo> =
-        LazyLock::new(|| FailureInfo::new(ErrorClass::TRANSIENT, "", String::new(), Vec::new(), None));
-    let mut info = BLANK.clone();
-    info.class = class;
-    info.kind = get(row, "error_kind")?;
-    info.reason = get(row, "error_reason")?;
-    info.chain = chain;
-    info.stacktrace = get(row, "error_stacktrace")?;
-    info.fingerprint = get(row, "fingerprint")?;
-    Ok(info)
-}
-
-fn source(row: &PgRow) -> Result<SourceMeta> {
-    let headers: serde_json::Value = get(row, "source_headers")?;
-    let headers: BTreeMap<String, String> = serde_json::from_value(headers).unwrap_or_default();
-    Ok(SourceMeta {
-        topic: get(row, "source_topic")?,
-        partition: get(row, "source_partition")?,
-        offset: get(row, "source_offset")?,
-        headers,
-        trace_context: get(row, "trace_context")?,
-    })
+    Ok(PayloadRow::from_row(row).map_err(dlq_core::Error::store)?.into_payload())
 }
 
 /// A whole `dlq_events` row.
 pub(crate) fn letter(row: &PgRow) -> Result<DeadLetter> {
-    let created_at: DateTime<Utc> = get(row, "created_at")?;
-    let event_type: String = get(row, "event_type")?;
-    let mut l = DeadLetter::new(get(row, "id")?, &event_type, payload(row)?, failure(row)?, created_at);
-    l.handler = get(row, "handler")?;
-    l.status = get::<String>(row, "status")?.parse::<Status>()?;
-    l.retry_count = count(row, "retry_count")?;
-    l.max_retries = count(row, "max_retries")?;
-    l.retry_after = get(row, "retry_after")?;
-    l.dead_reason = get::<Option<String>>(row, "dead_reason")?.map(|r| r.parse::<DeadReason>()).transpose()?;
-    // The column keeps the last holder; the record reports a holder only while it holds.
-    l.lease_owner = if l.status == Status::Processing { get(row, "lease_owner")? } else { None };
-    l.lease_until = get(row, "lease_until")?;
-    l.dedupe_key = get(row, "dedupe_key")?;
-    l.source = source(row)?;
-    l.redrive_count = count(row, "redrive_count")?;
-    l.updated_at = get(row, "updated_at")?;
-    l.first_failed_at = get(row, "first_failed_at")?;
-    l.last_attempt_at = get(row, "last_attempt_at")?;
-    Ok(l)
+    EventRow::from_row(row).map_err(dlq_core::Error::store)?.try_into()
 }

@@ -9,8 +9,6 @@ use std::sync::Arc;
 
 use sqlx::AssertSqlSafe;
 
-use crate::Error;
-
 /// The longest identifier PostgreSQL keeps (`NAMEDATALEN - 1`).
 const MAX_IDENTIFIER_BYTES: usize = 63;
 
@@ -19,17 +17,24 @@ const MAX_IDENTIFIER_BYTES: usize = 63;
 /// `pg_` name. Anything else (quotes, semicolons, spaces, `..`) is rejected rather than escaped.
 ///
 /// # Errors
-/// [`Error::InvalidSchema`] saying what is wrong.
+/// [`dlq_core::Error::Config`] with key `schema`, saying what is wrong.
 ///
 /// ```
-/// assert!(dlq_sqlx::validate_schema("dlq").is_ok());
-/// assert!(dlq_sqlx::validate_schema("payments_dlq2").is_ok());
+/// let err = dlq_sqlx::postgres::validate_schema("a; DROP TABLE x").unwrap_err();
+/// assert!(matches!(&err, dlq_core::Error::Config { key, .. } if key == "schema"));
+/// assert!(err.to_string().contains("invalid schema name"), "{err}");
+///
+/// assert!(dlq_sqlx::postgres::validate_schema("dlq").is_ok());
+/// assert!(dlq_sqlx::postgres::validate_schema("payments_dlq2").is_ok());
 /// for hostile in ["", "dlq\"; DROP SCHEMA public CASCADE; --", "a b", "pg_catalog", "1abc", "x.y"] {
-///     assert!(dlq_sqlx::validate_schema(hostile).is_err(), "{hostile}");
+///     assert!(dlq_sqlx::postgres::validate_schema(hostile).is_err(), "{hostile}");
 /// }
 /// ```
-pub fn validate_schema(name: &str) -> Result<(), Error> {
-    let invalid = |reason| Err(Error::InvalidSchema { name: name.to_owned(), reason });
+pub fn validate_schema(name: &str) -> Result<(), dlq_core::Error> {
+    let invalid = |reason: &str| {
+        let reason = format!("invalid schema name {name:?}: {reason}");
+        Err(dlq_core::Error::Config { key: "schema".into(), file: None, reason })
+    };
     let Some(first) = name.chars().next() else {
         return invalid("it is empty");
     };
@@ -99,7 +104,7 @@ macro_rules! statements {
                 let quoted = format!("\"{schema}\"");
                 Self {
                     channel: channel_name(schema),
-                    $($name: Stmt(include_str!(concat!("sql/", $file)).replace("{schema}", &quoted).into()),)*
+                    $($name: Stmt(render(include_str!(concat!("sql/", $file)), &quoted).into()),)*
                     quoted_schema: quoted,
                     claims: std::sync::Mutex::default(),
                 }
@@ -123,6 +128,28 @@ statements! {
     get = "get.sql";
     /// Filtered rows, newest first.
     list = "list.sql";
+    /// Filtered rows, oldest first.
+    list_oldest = "list_oldest.sql";
+    /// Filtered rows, counted up to a limit.
+    count_matching = "count_matching.sql";
+    /// One audit entry by id.
+    audit_entry = "audit_entry.sql";
+    /// Lock the rows of an action batch.
+    action_lock = "action_lock.sql";
+    /// Redrive locked, checked rows.
+    redrive_ids = "redrive_ids.sql";
+    /// Discard locked, checked rows.
+    discard_ids = "discard_ids.sql";
+    /// Store a bulk operation.
+    op_insert = "op_insert.sql";
+    /// Read a bulk operation.
+    op_get = "op_get.sql";
+    /// Move an operation's cursor with its batch.
+    op_advance = "op_advance.sql";
+    /// Set an operation's state.
+    op_state = "op_state.sql";
+    /// The events table's vacuum state.
+    table_health = "table_health.sql";
     /// Counts by type and status.
     stats = "stats.sql";
     /// Failure groups.
@@ -151,6 +178,24 @@ statements! {
     heartbeat_remove = "heartbeat_remove.sql";
     /// The heartbeat rows.
     retriers = "retriers.sql";
+    /// Every circuit, with the database clock.
+    circuits = "circuits.sql";
+    /// The first write of a circuit, logged.
+    circuit_insert = "circuit_insert.sql";
+    /// A compare-and-set write of a circuit, logged.
+    circuit_update = "circuit_update.sql";
+    /// The circuit log, newest first.
+    circuit_log = "circuit_log.sql";
+}
+
+/// The `WHERE` clause of a `ListFilter` (see `admin::bind_filter`), shared by the statements
+/// that select by filter.
+const FILTER: &str = include_str!("sql/filter.sql");
+
+/// A statement's text for a quoted schema: `{filter}` and `{schema}` filled in, both our own
+/// text (no value is ever put into SQL).
+fn render(template: &str, quoted_schema: &str) -> String {
+    template.replace("{filter}", FILTER.trim_end()).replace("{schema}", quoted_schema)
 }
 
 /// `dlq_events` for the `public` schema, `dlq_events.<schema>` otherwise (at most 63 bytes:
@@ -175,13 +220,14 @@ mod tests {
         assert!(sql.claim_with_limit(usize::MAX).0.contains(&format!("LIMIT {}", i64::MAX)));
         assert_eq!(sql.channel, "dlq_events.tenant_a");
         assert_eq!(Sql::new("public").channel, "dlq_events");
+        assert!(sql.list.0.contains("id > $10::int8") && !sql.list.0.contains("{filter}"));
     }
 
     #[test]
     fn hostile_names_are_rejected() {
         for name in ["x\"y", "x;y", "x'y", "x y", "x-y", "é", "x\0", "PG_toast", &"a".repeat(64)] {
             let err = validate_schema(name).unwrap_err();
-            assert!(matches!(err, Error::InvalidSchema { .. }), "{name}: {err}");
+            assert!(matches!(&err, dlq_core::Error::Config { key, .. } if key == "schema"), "{name}: {err}");
         }
         assert!(validate_schema(&"a".repeat(63)).is_ok());
     }

@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use dlq_core::store::StoreResult;
+use dlq_core::store::{PatchRequest, patch_diff};
 use dlq_core::{
-    AttemptRecord, AuditEntry, DeadLetter, DlqId, Error, FailureGroup, ListFilter, Payload, StatsRow, Status,
-    StoreResult,
+    AttemptRecord, AuditEntry, AuditNote, DeadLetter, DlqId, Error, FailureGroup, ListFilter, Order, StatsRow, Status,
 };
 use sqlx::Row;
 use sqlx::sqlite::{SqlitePool, SqliteRow};
@@ -13,11 +14,14 @@ use sqlx::sqlite::{SqlitePool, SqliteRow};
 use super::codec::{self, PayloadColumns, event_columns, sql};
 use super::write::begin;
 
-/// The `WHERE` clause of a [`ListFilter`], bound as `?1`..`?4` by [`bind_filter`].
+/// The `WHERE` clause of a [`ListFilter`], bound as `?1`..`?4` and `?6`..`?11` by
+/// [`bind_filter`] (`?5` is the limit); the keyset is the open id range `(?10, ?11)`.
 macro_rules! filter_clause {
     () => {
         "(?1 IS NULL OR status = ?1) AND (?2 IS NULL OR event_type = ?2) AND (?3 IS NULL OR fingerprint = ?3) \
-         AND (json_array_length(?4) = 0 OR id IN (SELECT value FROM json_each(?4)))"
+         AND (json_array_length(?4) = 0 OR id IN (SELECT value FROM json_each(?4))) \
+         AND (?6 IS NULL OR error_kind = ?6) AND (?7 IS NULL OR instr(error_reason, ?7) > 0) \
+         AND (?8 IS NULL OR created_at >= ?8) AND (?9 IS NULL OR created_at < ?9) AND id > ?10 AND id < ?11"
     };
 }
 
@@ -26,11 +30,20 @@ const SELECT_ONE: &str = concat!("SELECT ", event_columns!(), " FROM dlq_events 
 const SELECT_LIST: &str =
     concat!("SELECT ", event_columns!(), " FROM dlq_events WHERE ", filter_clause!(), " ORDER BY id DESC LIMIT ?5");
 
-const SELECT_STATS: &str = "SELECT event_type, status, count(*) FROM dlq_events GROUP BY event_type, status";
+const SELECT_LIST_OLDEST: &str =
+    concat!("SELECT ", event_columns!(), " FROM dlq_events WHERE ", filter_clause!(), " ORDER BY id ASC LIMIT ?5");
+
+const COUNT: &str = concat!("SELECT count(*) FROM (SELECT 1 FROM dlq_events WHERE ", filter_clause!(), " LIMIT ?5)");
+
+/// `?1` is now, in unix microseconds like every stored time.
+const SELECT_STATS: &str = "SELECT event_type, status, count(*), \
+     min(CASE WHEN status = 'PENDING' AND retry_after <= ?1 THEN retry_after END) \
+     FROM dlq_events GROUP BY event_type, status";
 
 /// Kind and reason are the newest row's (SQLite takes bare columns from the `max()` row).
 const SELECT_GROUPS: &str = concat!(
-    "SELECT fingerprint, event_type, error_kind, error_reason, max(id), count(*) AS n FROM dlq_events WHERE ",
+    "SELECT fingerprint, event_type, error_kind, error_reason, max(id), count(*) AS n, min(created_at), \
+     max(created_at) FROM dlq_events WHERE ",
     filter_clause!(),
     " AND status IN ('PENDING', 'FAILED_PERMANENTLY') GROUP BY fingerprint, event_type \
      ORDER BY n DESC, fingerprint, event_type LIMIT ?5"
@@ -39,9 +52,14 @@ const SELECT_GROUPS: &str = concat!(
 const SELECT_ATTEMPTS: &str = "SELECT dlq_id, attempt, outcome, error_class, error_reason, owner, at \
      FROM dlq_attempts WHERE dlq_id = ?1 ORDER BY id";
 
-const SELECT_AUDIT: &str = "SELECT dlq_id, action, actor, diff, at FROM dlq_audit WHERE dlq_id = ?1 ORDER BY id";
+const SELECT_AUDIT: &str =
+    "SELECT id, dlq_id, action, actor, reason, diff, at FROM dlq_audit WHERE dlq_id = ?1 ORDER BY id";
 
-const INSERT_AUDIT: &str = "INSERT INTO dlq_audit (dlq_id, action, actor, diff, at) VALUES (?1, ?2, ?3, ?4, ?5)";
+pub(super) const SELECT_AUDIT_ENTRY: &str =
+    "SELECT id, dlq_id, action, actor, reason, diff, at FROM dlq_audit WHERE id = ?1";
+
+const INSERT_AUDIT: &str =
+    "INSERT INTO dlq_audit (dlq_id, action, actor, diff, at, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
 const SELECT_REDRIVABLE: &str = concat!(
     "SELECT id, status FROM dlq_events WHERE ",
@@ -71,13 +89,20 @@ const PURGE_EVENTS: &str = "DELETE FROM dlq_events WHERE status IN ('SUCCEEDED',
 
 type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
 
-fn bind_filter<'q>(query: Query<'q>, filter: &ListFilter) -> Query<'q> {
+pub(super) fn bind_filter<'q>(query: Query<'q>, filter: &ListFilter) -> Query<'q> {
+    let (lower, upper) = filter.id_range();
     query
         .bind(filter.status.map(Status::as_str))
         .bind(filter.event_type.clone())
         .bind(filter.fingerprint.clone())
         .bind(codec::json_list(&filter.ids))
         .bind(codec::limit(filter.limit))
+        .bind(filter.kind.clone())
+        .bind(filter.reason.clone())
+        .bind(filter.since.map(|t| t.timestamp_micros()))
+        .bind(filter.until.map(|t| t.timestamp_micros()))
+        .bind(lower)
+        .bind(upper)
 }
 
 pub(super) async fn get(pool: &SqlitePool, id: DlqId) -> StoreResult<Option<DeadLetter>> {
@@ -86,16 +111,32 @@ pub(super) async fn get(pool: &SqlitePool, id: DlqId) -> StoreResult<Option<Dead
 }
 
 pub(super) async fn list(pool: &SqlitePool, filter: ListFilter) -> StoreResult<Vec<DeadLetter>> {
-    let rows = bind_filter(sqlx::query(SELECT_LIST), &filter).fetch_all(pool).await.map_err(sql)?;
+    let statement = match filter.order {
+        Order::NewestFirst => SELECT_LIST,
+        Order::OldestFirst => SELECT_LIST_OLDEST,
+    };
+    let rows = bind_filter(sqlx::query(statement), &filter).fetch_all(pool).await.map_err(sql)?;
     rows.iter().map(codec::letter).collect()
 }
 
+pub(super) async fn count(pool: &SqlitePool, filter: ListFilter) -> StoreResult<u64> {
+    let n: i64 =
+        bind_filter(sqlx::query(COUNT), &filter).fetch_one(pool).await.map_err(sql)?.try_get(0).map_err(sql)?;
+    Ok(u64::try_from(n).unwrap_or_default())
+}
+
 pub(super) async fn stats(pool: &SqlitePool) -> StoreResult<Vec<StatsRow>> {
-    let rows: Vec<(String, String, i64)> = sqlx::query_as(SELECT_STATS).fetch_all(pool).await.map_err(sql)?;
+    let rows: Vec<(String, String, i64, Option<i64>)> =
+        sqlx::query_as(SELECT_STATS).bind(codec::now_micros()).fetch_all(pool).await.map_err(sql)?;
     let mut stats = rows
         .into_iter()
-        .map(|(event_type, status, count)| {
-            Ok(StatsRow { event_type, status: status.parse()?, count: u64::try_from(count).unwrap_or_default() })
+        .map(|(event_type, status, count, oldest)| {
+            Ok(StatsRow {
+                event_type,
+                status: status.parse()?,
+                count: u64::try_from(count).unwrap_or_default(),
+                oldest_due: oldest.map(codec::time).transpose()?,
+            })
         })
         .collect::<StoreResult<Vec<_>>>()?;
     // `Status` orders by lifecycle, not by name.
@@ -112,7 +153,10 @@ pub(super) async fn groups(pool: &SqlitePool, filter: ListFilter) -> StoreResult
                 event_type: row.try_get(1).map_err(sql)?,
                 kind: row.try_get(2).map_err(sql)?,
                 sample_reason: row.try_get(3).map_err(sql)?,
+                sample_id: row.try_get(4).map_err(sql)?,
                 count: u64::try_from(row.try_get::<i64, _>(5).map_err(sql)?).unwrap_or_default(),
+                first_seen: codec::time(row.try_get(6).map_err(sql)?)?,
+                last_seen: codec::time(row.try_get(7).map_err(sql)?)?,
             })
         })
         .collect()
@@ -135,12 +179,14 @@ pub(super) async fn attempts(pool: &SqlitePool, id: DlqId) -> StoreResult<Vec<At
     rows.iter().map(attempt).collect()
 }
 
-fn audit_entry(row: &SqliteRow) -> StoreResult<AuditEntry> {
+pub(super) fn audit_entry(row: &SqliteRow) -> StoreResult<AuditEntry> {
     let diff: String = row.try_get("diff").map_err(sql)?;
     Ok(AuditEntry {
+        id: row.try_get("id").map_err(sql)?,
         dlq_id: row.try_get("dlq_id").map_err(sql)?,
         action: row.try_get("action").map_err(sql)?,
         actor: row.try_get("actor").map_err(sql)?,
+        reason: row.try_get("reason").map_err(sql)?,
         diff: serde_json::from_str(&diff).map_err(|e| codec::decode_error(format!("audit diff: {e}")))?,
         at: codec::time(row.try_get("at").map_err(sql)?)?,
     })
@@ -175,30 +221,33 @@ async fn transition(pool: &SqlitePool, t: &Transition, filter: &ListFilter, acto
     for (id, from) in &rows {
         sqlx::query(t.update).bind(id).bind(at).execute(&mut *tx).await.map_err(sql)?;
         let diff = serde_json::json!({ "status": [from, t.to.as_str()] });
-        insert_audit(&mut tx, *id, t.action, actor, &diff, at).await?;
+        let note = AuditNote { actor: actor.to_owned(), reason: None };
+        insert_audit(&mut tx, *id, t.action, &note, &diff, at).await?;
     }
     tx.commit().await.map_err(sql)?;
     Ok(rows.into_iter().map(|(id, _)| id).collect())
 }
 
-async fn insert_audit(
+/// Appends an audit entry; returns its id.
+pub(super) async fn insert_audit(
     tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
     id: DlqId,
     action: &str,
-    actor: &str,
+    note: &AuditNote,
     diff: &serde_json::Value,
     at: i64,
-) -> StoreResult<()> {
-    sqlx::query(INSERT_AUDIT)
+) -> StoreResult<i64> {
+    let done = sqlx::query(INSERT_AUDIT)
         .bind(id)
         .bind(action.to_owned())
-        .bind(actor.to_owned())
+        .bind(note.actor.clone())
         .bind(diff.to_string())
         .bind(at)
+        .bind(note.reason.clone())
         .execute(&mut **tx)
         .await
         .map_err(sql)?;
-    Ok(())
+    Ok(done.last_insert_rowid())
 }
 
 pub(super) async fn redrive(pool: &SqlitePool, filter: ListFilter, actor: &str) -> StoreResult<Vec<DlqId>> {
@@ -209,7 +258,8 @@ pub(super) async fn discard(pool: &SqlitePool, filter: ListFilter, actor: &str) 
     transition(pool, &DISCARD, &filter, actor).await
 }
 
-pub(super) async fn patch_payload(pool: &SqlitePool, id: DlqId, payload: Payload, actor: &str) -> StoreResult<()> {
+pub(super) async fn patch(pool: &SqlitePool, request: PatchRequest) -> StoreResult<i64> {
+    let PatchRequest { id, payload, note, patch, undo_of } = request;
     payload.check_fits(dlq_core::DEFAULT_MAX_PAYLOAD_BYTES)?;
     let at = codec::now_micros();
     let mut tx = begin(pool).await?;
@@ -235,11 +285,10 @@ pub(super) async fn patch_payload(pool: &SqlitePool, id: DlqId, payload: Payload
         .execute(&mut *tx)
         .await
         .map_err(sql)?;
-    let diff = serde_json::json!({
-        "payload": { "old": codec::payload_json(&old.payload), "new": codec::payload_json(&payload) }
-    });
-    insert_audit(&mut tx, id, "patch", actor, &diff, at).await?;
-    tx.commit().await.map_err(sql)
+    let diff = patch_diff(&old.payload, &payload, patch.as_ref(), undo_of);
+    let entry = insert_audit(&mut tx, id, "patch", &note, &diff, at).await?;
+    tx.commit().await.map_err(sql)?;
+    Ok(entry)
 }
 
 pub(super) async fn purge(pool: &SqlitePool, older_than: Duration) -> StoreResult<u64> {

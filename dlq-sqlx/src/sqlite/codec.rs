@@ -5,10 +5,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use dlq_core::{
-    DeadLetter, DeadReason, Error, ErrorClass, FailureInfo, Payload, SourceMeta, Status, StoreResult, Truncation,
-};
-use sqlx::Row;
+use dlq_core::store::StoreResult;
+use dlq_core::{DeadLetter, DeadReason, Error, ErrorClass, FailureInfo, Payload, SourceMeta, Status, Truncation};
+use sqlx::FromRow;
 use sqlx::sqlite::SqliteRow;
 
 /// The columns of `dlq_events` that [`letter`] reads, for `SELECT` and `RETURNING`.
@@ -67,10 +66,6 @@ pub(super) fn limit(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
-fn count(value: i64, column: &str) -> StoreResult<u32> {
-    u32::try_from(value).map_err(|_| decode_error(format!("{column} {value} out of range")))
-}
-
 /// The payload columns: `payload` (JSON text), `payload_raw`, `payload_truncated`,
 /// `payload_original_len`, `payload_sha256`.
 pub(super) struct PayloadColumns {
@@ -99,22 +94,29 @@ impl PayloadColumns {
     }
 }
 
-fn payload(row: &SqliteRow) -> StoreResult<Payload> {
-    if let Some(json) = row.try_get::<Option<String>, _>("payload").map_err(sql)? {
-        let value = serde_json::from_str(&json).map_err(|e| decode_error(format!("stored payload: {e}")))?;
-        return Ok(Payload::Json(value));
+/// The payload columns as stored.
+#[derive(FromRow)]
+struct PayloadRow {
+    #[sqlx(json(nullable))]
+    payload: Option<serde_json::Value>,
+    payload_raw: Option<Vec<u8>>,
+    payload_truncated: bool,
+    payload_original_len: Option<i64>,
+    payload_sha256: Option<String>,
+}
+
+impl From<PayloadRow> for Payload {
+    /// The JSON value when there is one, the raw bytes otherwise.
+    fn from(row: PayloadRow) -> Self {
+        if let Some(value) = row.payload {
+            return Self::Json(value);
+        }
+        let truncated = row.payload_truncated.then(|| Truncation {
+            original_len: u64::try_from(row.payload_original_len.unwrap_or_default()).unwrap_or_default(),
+            original_sha256: row.payload_sha256.unwrap_or_default(),
+        });
+        Self::Raw { bytes: row.payload_raw.unwrap_or_default(), truncated }
     }
-    let bytes: Vec<u8> = row.try_get::<Option<Vec<u8>>, _>("payload_raw").map_err(sql)?.unwrap_or_default();
-    let truncated = if row.try_get::<bool, _>("payload_truncated").map_err(sql)? {
-        let len: i64 = row.try_get::<Option<i64>, _>("payload_original_len").map_err(sql)?.unwrap_or_default();
-        Some(Truncation {
-            original_len: u64::try_from(len).unwrap_or_default(),
-            original_sha256: row.try_get::<Option<String>, _>("payload_sha256").map_err(sql)?.unwrap_or_default(),
-        })
-    } else {
-        None
-    };
-    Ok(Payload::Raw { bytes, truncated })
 }
 
 /// The failure columns: `error_class`, `error_kind`, `error_reason`, `error_chain` (JSON
@@ -141,76 +143,120 @@ impl FailureColumns {
     }
 }
 
-fn failure(row: &SqliteRow) -> StoreResult<FailureInfo> {
-    let class: String = row.try_get("error_class").map_err(sql)?;
-    let class = ErrorClass::from_name(&class).ok_or_else(|| decode_error(format!("error_class `{class}`")))?;
-    let chain: String = row.try_get("error_chain").map_err(sql)?;
-    let chain: Vec<String> = serde_json::from_str(&chain).map_err(|e| decode_error(format!("error_chain: {e}")))?;
-    // `new` bounds and fingerprints; the stored values are kept exactly as they are.
-    let mut info = FailureInfo::new(class, "", String::new(), Vec::new(), None);
-    info.kind = row.try_get("error_kind").map_err(sql)?;
-    info.reason = row.try_get("error_reason").map_err(sql)?;
-    info.chain = chain;
-    info.stacktrace = row.try_get("error_stacktrace").map_err(sql)?;
-    info.fingerprint = row.try_get("fingerprint").map_err(sql)?;
-    Ok(info)
+/// The failure columns as stored.
+#[derive(FromRow)]
+struct FailureRow {
+    error_class: String,
+    error_kind: String,
+    error_reason: String,
+    #[sqlx(json)]
+    error_chain: Vec<String>,
+    error_stacktrace: Option<String>,
+    fingerprint: String,
 }
 
-fn source(row: &SqliteRow) -> StoreResult<SourceMeta> {
-    let headers: String = row.try_get("source_headers").map_err(sql)?;
-    let headers: BTreeMap<String, String> =
-        serde_json::from_str(&headers).map_err(|e| decode_error(format!("source_headers: {e}")))?;
-    Ok(SourceMeta {
-        topic: row.try_get("source_topic").map_err(sql)?,
-        partition: row.try_get("source_partition").map_err(sql)?,
-        offset: row.try_get("source_offset").map_err(sql)?,
-        headers,
-        trace_context: row.try_get("trace_context").map_err(sql)?,
-    })
+impl TryFrom<FailureRow> for FailureInfo {
+    type Error = Error;
+
+    fn try_from(row: FailureRow) -> StoreResult<Self> {
+        let class = ErrorClass::from_name(&row.error_class)
+            .ok_or_else(|| decode_error(format!("error_class `{}`", row.error_class)))?;
+        // `new` bounds and fingerprints; the stored values are kept exactly as they are.
+        let mut info = Self::new(class, "", String::new(), Vec::new(), None);
+        info.kind = row.error_kind;
+        info.reason = row.error_reason;
+        info.chain = row.error_chain;
+        info.stacktrace = row.error_stacktrace;
+        info.fingerprint = row.fingerprint;
+        Ok(info)
+    }
 }
 
-fn optional_time(row: &SqliteRow, column: &str) -> StoreResult<Option<DateTime<Utc>>> {
-    row.try_get::<Option<i64>, _>(column).map_err(sql)?.map(time).transpose()
+/// The source metadata columns as stored.
+#[derive(FromRow)]
+struct SourceRow {
+    source_topic: Option<String>,
+    source_partition: Option<i32>,
+    source_offset: Option<i64>,
+    #[sqlx(json)]
+    source_headers: BTreeMap<String, String>,
+    trace_context: Option<String>,
 }
 
-fn required_time(row: &SqliteRow, column: &str) -> StoreResult<DateTime<Utc>> {
-    time(row.try_get(column).map_err(sql)?)
+impl From<SourceRow> for SourceMeta {
+    fn from(row: SourceRow) -> Self {
+        Self {
+            topic: row.source_topic,
+            partition: row.source_partition,
+            offset: row.source_offset,
+            headers: row.source_headers,
+            trace_context: row.trace_context,
+        }
+    }
+}
+
+/// A row of `dlq_events` selected with [`event_columns!`]: times in unix microseconds.
+#[derive(FromRow)]
+struct EventRow {
+    id: i64,
+    event_type: String,
+    handler: String,
+    #[sqlx(flatten)]
+    payload: PayloadRow,
+    #[sqlx(flatten)]
+    failure: FailureRow,
+    status: String,
+    #[sqlx(try_from = "i64")]
+    retry_count: u32,
+    #[sqlx(try_from = "i64")]
+    max_retries: u32,
+    retry_after: i64,
+    dead_reason: Option<String>,
+    lease_owner: Option<String>,
+    lease_until: Option<i64>,
+    dedupe_key: Option<String>,
+    #[sqlx(flatten)]
+    source: SourceRow,
+    #[sqlx(try_from = "i64")]
+    redrive_count: u32,
+    created_at: i64,
+    updated_at: i64,
+    first_failed_at: i64,
+    last_attempt_at: Option<i64>,
+}
+
+impl TryFrom<EventRow> for DeadLetter {
+    type Error = Error;
+
+    fn try_from(row: EventRow) -> StoreResult<Self> {
+        let mut l =
+            Self::new(row.id, &row.event_type, row.payload.into(), row.failure.try_into()?, time(row.created_at)?);
+        l.handler = row.handler;
+        l.status = row.status.parse::<Status>()?;
+        l.retry_count = row.retry_count;
+        l.max_retries = row.max_retries;
+        l.retry_after = time(row.retry_after)?;
+        l.dead_reason = row.dead_reason.map(|r| r.parse()).transpose()?;
+        l.lease_owner = row.lease_owner;
+        l.lease_until = row.lease_until.map(time).transpose()?;
+        l.dedupe_key = row.dedupe_key;
+        l.source = row.source.into();
+        l.redrive_count = row.redrive_count;
+        l.updated_at = time(row.updated_at)?;
+        l.first_failed_at = time(row.first_failed_at)?;
+        l.last_attempt_at = row.last_attempt_at.map(time).transpose()?;
+        Ok(l)
+    }
 }
 
 /// Reads a row of `dlq_events` selected with [`event_columns!`].
 pub(super) fn letter(row: &SqliteRow) -> StoreResult<DeadLetter> {
-    let id: i64 = row.try_get("id").map_err(sql)?;
-    let event_type: String = row.try_get("event_type").map_err(sql)?;
-    let created_at = required_time(row, "created_at")?;
-    let mut l = DeadLetter::new(id, &event_type, payload(row)?, failure(row)?, created_at);
-    l.handler = row.try_get("handler").map_err(sql)?;
-    l.status = row.try_get::<String, _>("status").map_err(sql)?.parse::<Status>()?;
-    l.retry_count = count(row.try_get("retry_count").map_err(sql)?, "retry_count")?;
-    l.max_retries = count(row.try_get("max_retries").map_err(sql)?, "max_retries")?;
-    l.retry_after = required_time(row, "retry_after")?;
-    l.dead_reason = row.try_get::<Option<String>, _>("dead_reason").map_err(sql)?.map(|r| r.parse()).transpose()?;
-    l.lease_owner = row.try_get("lease_owner").map_err(sql)?;
-    l.lease_until = optional_time(row, "lease_until")?;
-    l.dedupe_key = row.try_get("dedupe_key").map_err(sql)?;
-    l.source = source(row)?;
-    l.redrive_count = count(row.try_get("redrive_count").map_err(sql)?, "redrive_count")?;
-    l.updated_at = required_time(row, "updated_at")?;
-    l.first_failed_at = required_time(row, "first_failed_at")?;
-    l.last_attempt_at = optional_time(row, "last_attempt_at")?;
-    Ok(l)
+    EventRow::from_row(row).map_err(sql)?.try_into()
 }
 
 /// The dead reason column value.
 pub(super) fn dead_reason(reason: Option<DeadReason>) -> Option<&'static str> {
     reason.map(DeadReason::as_str)
-}
-
-/// A payload as JSON for audit diffs: raw bytes as lossy text (as `MemoryStore` records it).
-pub(super) fn payload_json(payload: &Payload) -> serde_json::Value {
-    match payload {
-        Payload::Json(v) => v.clone(),
-        Payload::Raw { bytes, .. } => serde_json::Value::String(String::from_utf8_lossy(bytes).into_owned()),
-    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use dlq_core::{RetrierHeartbeat, StoreResult};
+use dlq_core::RetrierHeartbeat;
+use dlq_core::store::StoreResult;
 use sqlx::Row;
 use sqlx::sqlite::SqlitePool;
 

@@ -1,8 +1,13 @@
-//! `SqliteStore`: the embedded default store, one file on the local disk.
+//! SQLite (feature `sqlite`): [`SqliteStore`], the embedded default store, one file on the
+//! local disk, and its schema's [`MIGRATOR`].
+//!
+//! [`SqliteStore`] is also re-exported at the crate root.
 
 mod admin;
+mod circuits;
 mod codec;
 mod heartbeat;
+mod ops;
 mod write;
 
 use std::path::Path;
@@ -10,10 +15,13 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use dlq_core::store::{
+    ActionKind, BatchAction, BatchReport, BoxFuture, ClaimRequest, Claimed, Operation, OperationState, PatchRequest,
+    SettleReport, Settlement, StoreResult,
+};
 use dlq_core::{
-    AttemptRecord, AuditEntry, BoxFuture, ClaimRequest, Claimed, DeadLetter, DeadLetterStore, DlqId, Error,
-    FailureGroup, ListFilter, NewDeadLetter, Parked, Payload, RetrierHeartbeat, SettleReport, Settlement, StatsRow,
-    StoreResult,
+    AttemptRecord, AuditEntry, AuditNote, DeadLetter, DeadLetterStore, DlqId, Error, FailureGroup, ListFilter,
+    NewDeadLetter, Parked, Payload, RetrierHeartbeat, StatsRow,
 };
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
@@ -28,11 +36,11 @@ use tokio::sync::Notify;
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let pool = sqlx::SqlitePool::connect("sqlite::memory:").await?;
-/// dlq_sqlx::SQLITE_MIGRATOR.run(&pool).await?;
+/// dlq_sqlx::sqlite::MIGRATOR.run(&pool).await?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```
-pub static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
+pub static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
 
 /// The file [`SqliteStore::open_default`] opens when `DLQ_SQLITE_PATH` is not set.
 ///
@@ -59,13 +67,14 @@ const FILE_POOL_SIZE: u32 = 4;
 /// when retriers run on several hosts.
 ///
 /// ```
-/// use dlq_core::{ClaimRequest, DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload, Settlement, Status};
+/// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload, Status};
+/// use dlq_core::store::{ClaimRequest, Settlement};
 /// use dlq_sqlx::SqliteStore;
 /// use std::time::Duration;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let store = SqliteStore::in_memory().await?;
-/// let failure = FailureInfo::new(ErrorClass::TRANSIENT, "io", "ledger down".into(), vec![], None);
+/// let failure = FailureInfo::new(ErrorClass::Transient, "io", "ledger down".into(), vec![], None);
 /// let id = store.park(NewDeadLetter::new("payment", Payload::Json(serde_json::json!({"id": 1})), failure)).await?.id;
 ///
 /// let request = ClaimRequest { event_types: vec!["payment".into()], limit: 10, lease: Duration::from_secs(30), owner: "me".into() };
@@ -83,7 +92,7 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens (with `?mode=rwc`, creates) the database at `url`, e.g. `sqlite://dlq.db?mode=rwc`,
-    /// in WAL mode with a busy timeout, and runs [`SQLITE_MIGRATOR`].
+    /// in WAL mode with a busy timeout, and runs [`MIGRATOR`].
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -101,7 +110,7 @@ impl SqliteStore {
     }
 
     /// Opens (creating it if missing) `$DLQ_SQLITE_PATH`, or [`DEFAULT_SQLITE_PATH`] (`dlq.db`)
-    /// in the current directory, and runs [`SQLITE_MIGRATOR`].
+    /// in the current directory, and runs [`MIGRATOR`].
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), dlq_core::Error> {
@@ -114,7 +123,7 @@ impl SqliteStore {
         Self::open(Path::new(&path)).await
     }
 
-    /// Opens (creating it if missing) the database file at `path` and runs [`SQLITE_MIGRATOR`].
+    /// Opens (creating it if missing) the database file at `path` and runs [`MIGRATOR`].
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -129,7 +138,7 @@ impl SqliteStore {
     }
 
     /// Opens a database with these options (WAL mode and the busy timeout are added), and runs
-    /// [`SQLITE_MIGRATOR`].
+    /// [`MIGRATOR`].
     ///
     /// ```
     /// use sqlx::sqlite::SqliteConnectOptions;
@@ -173,12 +182,12 @@ impl SqliteStore {
         Self::migrated(pool.map_err(Error::store)?).await
     }
 
-    /// Wraps a pool whose database already has the schema ([`SQLITE_MIGRATOR`]).
+    /// Wraps a pool whose database already has the schema ([`MIGRATOR`]).
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect("sqlite::memory:").await?;
-    /// dlq_sqlx::SQLITE_MIGRATOR.run(&pool).await?;
+    /// dlq_sqlx::sqlite::MIGRATOR.run(&pool).await?;
     /// let store = dlq_sqlx::SqliteStore::from_pool(pool);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
@@ -237,7 +246,7 @@ impl SqliteStore {
     /// use dlq_core::{ErrorClass, FailureInfo, NewDeadLetter, Payload};
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = dlq_sqlx::SqliteStore::in_memory().await?;
-    /// let failure = FailureInfo::new(ErrorClass::TRANSIENT, "io", "down".into(), vec![], None);
+    /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
     /// let letters = vec![NewDeadLetter::new("payment", Payload::Json(serde_json::json!(1)), failure); 2];
     /// let mut conn = store.pool().acquire().await.map_err(dlq_core::Error::store)?;
     /// assert_eq!(store.park_many_in(&mut conn, letters).await?.len(), 2);
@@ -255,7 +264,7 @@ impl SqliteStore {
     }
 
     async fn migrated(pool: SqlitePool) -> StoreResult<Self> {
-        SQLITE_MIGRATOR.run(&pool).await.map_err(Error::store)?;
+        MIGRATOR.run(&pool).await.map_err(|err| crate::migration_failed(None, err))?;
         Ok(Self::from_pool(pool))
     }
 
@@ -341,8 +350,49 @@ impl DeadLetterStore for SqliteStore {
     }
 
     fn patch_payload(&self, id: DlqId, payload: Payload, actor: &str) -> BoxFuture<'_, StoreResult<()>> {
-        let actor = actor.to_owned();
-        Box::pin(async move { admin::patch_payload(&self.pool, id, payload, &actor).await })
+        let note = AuditNote { actor: actor.to_owned(), reason: None };
+        let request = PatchRequest { id, payload, note, patch: None, undo_of: None };
+        Box::pin(async move { admin::patch(&self.pool, request).await.map(drop) })
+    }
+
+    fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
+        Box::pin(admin::patch(&self.pool, request))
+    }
+
+    fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(admin::count(&self.pool, filter))
+    }
+
+    fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
+        Box::pin(ops::audit_one(&self.pool, id))
+    }
+
+    fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {
+        Box::pin(async move {
+            let redrive = batch.action == ActionKind::Redrive;
+            let report = ops::apply(&self.pool, batch).await?;
+            if redrive {
+                self.wake();
+            }
+            Ok(report)
+        })
+    }
+
+    fn create_operation(
+        &self,
+        action: ActionKind,
+        spec: serde_json::Value,
+        note: AuditNote,
+    ) -> BoxFuture<'_, StoreResult<Operation>> {
+        Box::pin(ops::create(&self.pool, action, spec, note))
+    }
+
+    fn operation(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<Operation>>> {
+        Box::pin(ops::get(&self.pool, id))
+    }
+
+    fn set_operation_state(&self, id: i64, state: OperationState) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(ops::set_state(&self.pool, id, state))
     }
 
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
@@ -361,6 +411,25 @@ impl DeadLetterStore for SqliteStore {
 
     fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<RetrierHeartbeat>>> {
         Box::pin(heartbeat::all(&self.pool))
+    }
+
+    fn circuits(&self) -> BoxFuture<'_, StoreResult<dlq_core::store::Circuits>> {
+        Box::pin(circuits::all(&self.pool))
+    }
+
+    fn write_circuit(
+        &self,
+        write: dlq_core::store::CircuitWrite,
+    ) -> BoxFuture<'_, StoreResult<Option<dlq_core::store::Circuit>>> {
+        Box::pin(circuits::write(&self.pool, write))
+    }
+
+    fn circuit_log(
+        &self,
+        event_type: Option<String>,
+        limit: usize,
+    ) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::CircuitLogEntry>>> {
+        Box::pin(circuits::log(&self.pool, event_type, limit))
     }
 }
 
@@ -400,7 +469,7 @@ mod tests {
         let clone = store.clone();
         let waiter = tokio::spawn(async move { clone.wait_for_work(Duration::from_secs(30)).await });
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::TRANSIENT, "io", "x".into(), vec![], None);
+        let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
         let letter = NewDeadLetter::new("t", Payload::Json(serde_json::json!(1)), failure);
         let id = store.park(letter).await.unwrap().id;
         tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken by the park").unwrap();

@@ -1,10 +1,8 @@
 //! The hot path: parking, claiming and writing outcomes, each in one `BEGIN IMMEDIATE`
 //! transaction (the write lock is taken up front, so no transaction fails on upgrading it).
 
-use dlq_core::{
-    ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, Lease, NewDeadLetter, Parked, SettleReport, Settlement, Status,
-    StoreResult,
-};
+use dlq_core::store::{ClaimRequest, Claimed, Lease, SettleReport, Settlement, StoreResult};
+use dlq_core::{DEFAULT_MAX_PAYLOAD_BYTES, NewDeadLetter, Parked, Status};
 use sqlx::sqlite::{SqliteConnection, SqlitePool};
 use sqlx::{Row, Sqlite, Transaction};
 use uuid::Uuid;

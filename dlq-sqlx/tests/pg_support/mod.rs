@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use dlq_core::{ClaimRequest, Claimed, DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload};
+use dlq_core::store::{ClaimRequest, Claimed};
+use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload};
 use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::PgPool;
 
@@ -29,7 +30,7 @@ pub fn letter(event_type: &str, n: i64) -> NewDeadLetter {
     NewDeadLetter::new(
         event_type,
         Payload::Json(serde_json::json!({ "n": n })),
-        failure(ErrorClass::TRANSIENT, "ledger down"),
+        failure(ErrorClass::Transient, "ledger down"),
     )
     .retry(Duration::ZERO, 5)
 }

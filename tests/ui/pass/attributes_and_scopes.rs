@@ -41,6 +41,6 @@ fn main() {
     let set = dlq_core::handlers![local, with_expect, r#match].unwrap();
     assert_eq!(set.len(), 3);
     let reg = set.get("raw-ident").unwrap();
-    assert!(reg.handler.ends_with("::match"), "{}", reg.handler);
+    assert!(reg.handler().ends_with("::match"), "{}", reg.handler());
     let _ = with_expect(1);
 }

@@ -53,11 +53,11 @@ async fn handle(currency: String) -> Result<(), PaymentError> {
 
 fn main() {
     assert_eq!(PaymentError::BadCurrency("USD ".into()).classify(), ErrorClass::Permanent);
-    assert_eq!(PaymentError::LedgerDown.classify(), ErrorClass::TRANSIENT);
+    assert_eq!(PaymentError::LedgerDown.classify(), ErrorClass::Transient);
     let fatal = PaymentError::Unauthorized { user: "x".into() };
     assert_eq!((fatal.classify(), fatal.kind()), (ErrorClass::Fatal, "PaymentError::Unauthorized"));
     assert_eq!(Validation::Bad(1).classify(), ErrorClass::Permanent);
-    assert_eq!(Validation::<u8>::Busy.classify(), ErrorClass::TRANSIENT);
+    assert_eq!(Validation::<u8>::Busy.classify(), ErrorClass::Transient);
     assert_eq!((Fenced.classify(), Fenced.kind()), (ErrorClass::Fatal, "Fenced"));
     let _ = handle(String::new());
 }

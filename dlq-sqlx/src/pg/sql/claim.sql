@@ -1,22 +1,20 @@
 -- Claims due rows for the given event types: PENDING rows whose retry_after passed, and
 -- PROCESSING rows whose lease expired (their retrier died or stalled), oldest retry_after
--- first. Each branch walks its own partial index in order: the event-type test is written as
--- a CASE so that the planner never prefers the (event_type, status) index, which would read
--- every row in flight. SKIP LOCKED lets retriers claim side by side. The new token fences
--- every outcome write of this claim. The batch size is an integer literal ({limit}), not a
--- parameter: with `LIMIT $n` PostgreSQL plans every claim anew instead of caching one plan.
+-- first. Each branch walks its own partial index in order: the PENDING branch through
+-- dlq_claim_pending() (migration 0007), whose plan is that ordered walk with or without table
+-- statistics, so a claim right after a burst of parks reads `limit` rows, not every due one;
+-- the event-type test is written as a CASE so that the planner never prefers the
+-- (event_type, status) index, which would read every row in flight. SKIP LOCKED lets
+-- retriers claim side by side. The new token fences every outcome write of this claim. The
+-- batch size is an integer literal ({limit}), not a parameter: with `LIMIT $n` PostgreSQL
+-- plans every claim anew instead of caching one plan.
 -- The claim commits asynchronously: a claim lost in a server crash only means the row is
 -- claimed again (at-least-once), and the outcome's durable commit flushes the claim with it.
 WITH async_commit AS MATERIALIZED (
     SELECT set_config('synchronous_commit', 'off', true)
 ),
 pending AS (
-    SELECT id, retry_after FROM {schema}.dlq_events
-    WHERE status = 'PENDING' AND retry_after <= now()
-      AND CASE WHEN event_type = ANY($1::text[]) THEN true ELSE false END
-    ORDER BY retry_after, id
-    LIMIT {limit}
-    FOR UPDATE SKIP LOCKED
+    SELECT id, retry_after FROM {schema}.dlq_claim_pending($1::text[], {limit})
 ),
 expired AS (
     SELECT id, retry_after FROM {schema}.dlq_events

@@ -3,10 +3,7 @@
 WITH target AS (
     SELECT id, status, retry_count, lease_owner, updated_at FROM {schema}.dlq_events
     WHERE status NOT IN ('PROCESSING', 'DISCARDED')
-      AND ($1::text IS NULL OR status = $1)
-      AND ($2::text IS NULL OR event_type = $2)
-      AND ($3::text IS NULL OR fingerprint = $3)
-      AND (cardinality($4::int8[]) = 0 OR id = ANY($4::int8[]))
+      AND {filter}
     ORDER BY id DESC
     LIMIT $5
     FOR UPDATE
@@ -29,7 +26,7 @@ success AS (
 ),
 audited AS (
     INSERT INTO {schema}.dlq_audit (dlq_id, action, actor, diff)
-    SELECT id, 'discard', $6, jsonb_build_object('status', jsonb_build_array(previous, 'DISCARDED'))
+    SELECT id, 'discard', $12, jsonb_build_object('status', jsonb_build_array(previous, 'DISCARDED'))
     FROM moved
 )
 SELECT id FROM moved ORDER BY id DESC

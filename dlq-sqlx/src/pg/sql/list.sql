@@ -1,8 +1,6 @@
--- Rows matching a filter (NULL / empty matches everything), newest first.
+-- Rows matching a filter (filter.sql: NULL / empty matches everything), newest first; the
+-- keyset ($10, $11) is an id range on the primary key, never an OFFSET.
 SELECT * FROM {schema}.dlq_events
-WHERE ($1::text IS NULL OR status = $1)
-  AND ($2::text IS NULL OR event_type = $2)
-  AND ($3::text IS NULL OR fingerprint = $3)
-  AND (cardinality($4::int8[]) = 0 OR id = ANY($4::int8[]))
+WHERE {filter}
 ORDER BY id DESC
 LIMIT $5

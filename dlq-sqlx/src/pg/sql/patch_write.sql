@@ -15,5 +15,6 @@ patched AS (
     WHERE id = $1
     RETURNING id
 )
-INSERT INTO {schema}.dlq_audit (dlq_id, action, actor, diff)
-SELECT id, 'patch', $7, $8 FROM patched
+INSERT INTO {schema}.dlq_audit (dlq_id, action, actor, diff, reason)
+SELECT id, 'patch', $7, $8, $9 FROM patched
+RETURNING id

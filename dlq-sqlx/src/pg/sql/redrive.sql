@@ -4,10 +4,7 @@
 WITH target AS (
     SELECT id, status FROM {schema}.dlq_events
     WHERE status = 'FAILED_PERMANENTLY' AND NOT payload_truncated
-      AND ($1::text IS NULL OR status = $1)
-      AND ($2::text IS NULL OR event_type = $2)
-      AND ($3::text IS NULL OR fingerprint = $3)
-      AND (cardinality($4::int8[]) = 0 OR id = ANY($4::int8[]))
+      AND {filter}
     ORDER BY id DESC
     LIMIT $5
     FOR UPDATE
@@ -26,10 +23,10 @@ moved AS (
 ),
 audited AS (
     INSERT INTO {schema}.dlq_audit (dlq_id, action, actor, diff)
-    SELECT id, 'redrive', $6, jsonb_build_object('status', jsonb_build_array(previous, 'PENDING'))
+    SELECT id, 'redrive', $12, jsonb_build_object('status', jsonb_build_array(previous, 'PENDING'))
     FROM moved
 ),
 wake AS (
-    SELECT pg_notify($7, '') FROM (SELECT 1 FROM moved LIMIT 1) AS any_moved
+    SELECT pg_notify($13, '') FROM (SELECT 1 FROM moved LIMIT 1) AS any_moved
 )
 SELECT id, (SELECT count(*) FROM wake) AS woken FROM moved ORDER BY id DESC

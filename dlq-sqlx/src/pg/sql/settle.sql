@@ -1,8 +1,10 @@
--- Writes a batch of outcomes (all but successes, which succeed.sql writes) in one statement.
+-- Writes a batch of outcomes in one statement (a batch of successes alone goes through the
+-- leaner succeed.sql; a mixed batch comes here whole: one round trip and one commit).
 -- A row changes only while the presented token still holds it (PROCESSING, same token, lease
 -- not expired); ids missing from the result were fenced. Failures replace the stored error
--- (never appended). Every outcome but `released` appends an attempt; retries and releases
--- wake retriers (unless $14 says another write woke them a moment ago).
+-- (never appended). Retries and dead ends append an attempt; a success does not, as in
+-- succeed.sql (the row itself is its last attempt); retries and releases wake retriers
+-- (unless $14 says another write woke them a moment ago).
 --   outcome: succeeded | retry | dead | released;  counts: 1 when the attempt is a retry.
 -- The caller sends each lease once (the first outcome of a lease wins; the others are fenced).
 -- lease_owner is kept as "the retrier that last held the row" (reported only while PROCESSING),
@@ -69,7 +71,7 @@ history AS (
         UNION ALL
         SELECT id, attempt, outcome, error_class, error_reason, lease_owner, now(), 1
         FROM settled
-        WHERE outcome <> 'released'
+        WHERE outcome NOT IN ('released', 'succeeded')
     ) AS h
     ORDER BY k
 ),

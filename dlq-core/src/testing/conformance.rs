@@ -1,90 +1,34 @@
-//! The conformance suite of [`DeadLetterStore`]: one async function per semantic, each taking
-//! a fresh, empty store. `MemoryStore`, `SqliteStore` and `PgStore` all pass it; run it on
-//! your own store to check that it keeps the same contract.
+//! The conformance suite of [`DeadLetterStore`]: one async function per rule of the contract,
+//! each taking a fresh, empty store and panicking (like a test) when the store breaks it.
+//! `MemoryStore`, `SqliteStore` and `PgStore` all pass it; run it on your own store with
+//! [`store_conformance_tests!`](crate::store_conformance_tests), which generates one test per
+//! function.
 //!
-//! Enabled by the `conformance` feature. Each function panics (like a test) when the store
-//! breaks the contract. Time-dependent checks sleep for a few hundred milliseconds, since SQL
-//! stores use real clocks. [`conformance_suite!`](crate::conformance_suite) names every
-//! function, to generate one test per function:
+//! Time-dependent checks sleep for a few hundred milliseconds of real time, since SQL stores
+//! use their database's clock: run the suite with tokio's clock running, not paused.
 //!
 //! ```
 //! use dlq_core::MemoryStore;
+//! use dlq_core::testing::conformance;
 //!
-//! macro_rules! memory_tests {
-//!     ($($name:ident),* $(,)?) => {$(
-//!         #[tokio::test]
-//!         async fn $name() {
-//!             dlq_sqlx::conformance::$name(&MemoryStore::new()).await;
-//!         }
-//!     )*};
-//! }
-//! dlq_sqlx::conformance_suite!(memory_tests);
-//! # fn main() {
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-//! dlq_sqlx::conformance::park_and_get(&MemoryStore::new()).await;
+//! conformance::park_and_get(&MemoryStore::new()).await;
+//! conformance::settle_fences_stale_tokens(&MemoryStore::new()).await;
 //! # });
-//! # }
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use dlq_core::{
-    ClaimRequest, Claimed, DeadLetter, DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, Lease,
-    ListFilter, NewDeadLetter, Payload, Settlement, SourceMeta, StatsRow, Status,
-};
 use serde_json::json;
 use uuid::Uuid;
 
-/// Calls `$callback! { name, name, … }` with the name of every function of the suite, so a
-/// test file generates one test per function (see the [module docs](crate::conformance)).
-///
-/// ```
-/// macro_rules! count {
-///     ($($name:ident),* $(,)?) => { [$(stringify!($name)),*].len() };
-/// }
-/// assert!(dlq_sqlx::conformance_suite!(count) > 20);
-/// ```
-#[macro_export]
-macro_rules! conformance_suite {
-    ($callback:ident) => {
-        $callback! {
-            park_and_get,
-            park_raw_payloads,
-            park_large_payload_whole,
-            park_over_limit_is_dead_and_never_claimed,
-            park_hostile_text,
-            park_dead_on_arrival,
-            park_many_keeps_order,
-            dedupe_returns_first_id,
-            claim_takes_only_due_rows,
-            concurrent_claims_are_disjoint,
-            claim_only_requested_types,
-            claim_limit_and_order,
-            claim_reclaims_expired_leases,
-            settle_succeeded,
-            settle_retry_not_due_until_delay,
-            settle_dead_counts,
-            settle_release,
-            huge_delays_saturate,
-            settle_fences_stale_tokens,
-            settle_same_lease_twice_first_wins,
-            settle_fences_expired_leases,
-            attempt_history,
-            redrive_only_dead_rows,
-            redrive_filter_and_limit,
-            discard_rules,
-            patch_payload_records_diff,
-            purge_by_age,
-            list_filters_newest_first,
-            stats_counts,
-            groups_by_fingerprint,
-            wait_for_work_wakes_on_park,
-            heartbeats_refresh_and_expire,
-        }
-    };
-}
+use crate::store::{ClaimRequest, Claimed, Lease, Settlement};
+use crate::{
+    DeadLetter, DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, ListFilter, NewDeadLetter, Payload,
+    SourceMeta, StatsRow, Status,
+};
 
 /// A long lease: the row stays claimed for the whole test.
 const LONG: Duration = Duration::from_secs(60);
@@ -95,7 +39,7 @@ const PAST_SHORT: Duration = Duration::from_millis(300);
 const ROUNDING: Duration = Duration::from_millis(1);
 
 fn failure(kind: &str, reason: &str) -> FailureInfo {
-    FailureInfo::new(ErrorClass::TRANSIENT, kind, reason.to_owned(), vec![reason.to_owned()], None)
+    FailureInfo::new(ErrorClass::Transient, kind, reason.to_owned(), vec![reason.to_owned()], None)
 }
 
 fn letter(event_type: &str, n: u64) -> NewDeadLetter {
@@ -154,7 +98,7 @@ pub async fn park_and_get<S: DeadLetterStore>(s: &S) {
     };
     let chain = vec!["hydration failed".to_owned(), "connection refused".to_owned()];
     let fail = FailureInfo::new(
-        ErrorClass::TRANSIENT,
+        ErrorClass::Transient,
         "PaymentError::LedgerDown",
         "hydration failed".into(),
         chain,
@@ -298,7 +242,7 @@ pub async fn dedupe_returns_first_id<S: DeadLetterStore>(s: &S) {
     let again = s.park(letter("payment", 2).with_dedupe_key("payments/0/17")).await.expect("park");
     assert_eq!(
         (first.deduplicated, again),
-        (false, dlq_core::Parked { id: first.id, deduplicated: true, truncated: false })
+        (false, crate::Parked { id: first.id, deduplicated: true, truncated: false })
     );
     assert_eq!(get(s, first.id).await.payload, Payload::Json(json!({ "n": 1 })));
     let batch = vec![
@@ -364,11 +308,12 @@ pub async fn claim_only_requested_types<S: DeadLetterStore>(s: &S) {
 
 /// Claims take at most `limit` rows, oldest `retry_after` first, then by id.
 pub async fn claim_limit_and_order<S: DeadLetterStore>(s: &S) {
-    let late = park(s, letter("t", 1).retry(Duration::from_millis(60), 5)).await;
+    // Delays far above the time the parks take, so a loaded machine keeps the order.
+    let late = park(s, letter("t", 1).retry(Duration::from_millis(1600), 5)).await;
     let first = park(s, letter("t", 2)).await;
-    let middle = park(s, letter("t", 3).retry(Duration::from_millis(30), 5)).await;
+    let middle = park(s, letter("t", 3).retry(Duration::from_millis(800), 5)).await;
     let ties = s.park_many(vec![letter("t", 4), letter("t", 5)]).await.expect("park_many");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(1700)).await;
     assert!(s.claim(request(&["t"], 0, LONG, "x")).await.expect("claim").is_empty());
     let a = s.claim(request(&["t"], 2, LONG, "x")).await.expect("claim");
     let b = s.claim(request(&["t"], 2, LONG, "x")).await.expect("claim");
@@ -413,7 +358,7 @@ pub async fn settle_succeeded<S: DeadLetterStore>(s: &S) {
 
 /// `Retry` counts the attempt, records the failure, and is not due before its delay.
 pub async fn settle_retry_not_due_until_delay<S: DeadLetterStore>(s: &S) {
-    let traced = FailureInfo::new(ErrorClass::TRANSIENT, "io", "first".into(), vec!["first".into()], Some("t".into()));
+    let traced = FailureInfo::new(ErrorClass::Transient, "io", "first".into(), vec!["first".into()], Some("t".into()));
     let id = park(s, NewDeadLetter::new("payment", Payload::Json(json!(1)), traced)).await;
     let lease = claim_one(s, "payment").await;
     let second = failure("http", "503 from ledger");
@@ -743,9 +688,14 @@ pub async fn stats_counts<S: DeadLetterStore>(s: &S) {
     claim_one(s, "audit").await;
     let lease = s.claim(request(&["payment"], 1, LONG, "x")).await.expect("claim")[0].lease;
     settle_ok(s, Settlement::Succeeded { lease }).await;
-    let row = |t: &str, status, count| StatsRow { event_type: t.to_owned(), status, count };
+    let stats = s.stats().await.expect("stats");
+    let due: Vec<_> = stats.iter().filter(|r| r.oldest_due.is_some()).map(|r| (&*r.event_type, r.status)).collect();
+    assert_eq!(due, [("payment", Status::Pending)], "only pending rows that are due have an oldest due time");
+    let in_the_past = |t: DateTime<Utc>| t <= Utc::now() + ROUNDING && Utc::now() - t < chrono::Duration::minutes(1);
+    assert!(stats.iter().filter_map(|r| r.oldest_due).all(in_the_past), "{stats:?}");
+    let row = |t: &str, status, count| StatsRow { event_type: t.to_owned(), status, count, oldest_due: None };
     assert_eq!(
-        s.stats().await.expect("stats"),
+        stats.into_iter().map(|r| StatsRow { oldest_due: None, ..r }).collect::<Vec<_>>(),
         vec![
             row("audit", Status::Processing, 1),
             row("payment", Status::Pending, 2),
@@ -799,8 +749,8 @@ pub async fn wait_for_work_wakes_on_park<S: DeadLetterStore>(s: &S) {
 /// Heartbeat rows: inserted, refreshed (keeping `started_at`), removed, and removed for a
 /// retrier that stopped beating.
 pub async fn heartbeats_refresh_and_expire<S: DeadLetterStore>(s: &S) {
-    let a = dlq_core::RetrierHeartbeat::new("host:1:a", ["payment"], false);
-    let b = dlq_core::RetrierHeartbeat::new("host:2:b", ["payment", "refund"], true);
+    let a = crate::RetrierHeartbeat::new("host:1:a", ["payment"], false);
+    let b = crate::RetrierHeartbeat::new("host:2:b", ["payment", "refund"], true);
     s.heartbeat(&a, LONG).await.expect("beat a");
     s.heartbeat(&b, LONG).await.expect("beat b");
     let rows = s.retriers().await.expect("retriers");
@@ -814,4 +764,67 @@ pub async fn heartbeats_refresh_and_expire<S: DeadLetterStore>(s: &S) {
     assert!(close(rows[0].started_at, started, ROUNDING) && rows[0].last_seen > started);
     s.remove_heartbeat("host:1:a").await.expect("remove");
     assert!(s.retriers().await.expect("retriers").is_empty());
+}
+
+/// Circuits: a fresh store has none; a write applies only on the expected version, sets
+/// `open_until` from the store's clock, and is logged (newest first) with actor and reason.
+pub async fn circuits_compare_and_set<S: DeadLetterStore>(s: &S) {
+    use crate::{Circuit, CircuitState};
+    let read = s.circuits().await.expect("circuits");
+    assert!(read.circuits.is_empty(), "a fresh store has no circuits");
+    let closed = read.get("payment");
+    assert_eq!((closed.state, closed.version), (CircuitState::Closed, 0));
+
+    let mut open = closed.write(CircuitState::Open, "retrier-a", "11 of 20 calls failed");
+    open.cool_down = Duration::from_secs(30);
+    open.open_for = Some(Duration::from_secs(30));
+    let written = s.write_circuit(open.clone()).await.expect("write").expect("version 0 matches");
+    assert_eq!((written.state, written.version), (CircuitState::Open, 1));
+    assert!(s.write_circuit(open).await.expect("write").is_none(), "a stale version writes nothing");
+
+    let read = s.circuits().await.expect("circuits");
+    let stored: Circuit = read.get("payment");
+    assert_eq!((stored.state, stored.version, stored.cool_down), (CircuitState::Open, 1, Duration::from_secs(30)));
+    let until = stored.open_until.expect("open_until");
+    let left = (until - read.at).to_std().unwrap_or_default();
+    assert!(left > Duration::from_secs(25) && left <= Duration::from_secs(30), "open for the cool-down: {left:?}");
+    assert_eq!(stored.reason.as_deref(), Some("11 of 20 calls failed"));
+    assert_eq!(read.get("refund").version, 0, "other types untouched");
+
+    let mut pause = stored.write(CircuitState::Open, "alice", "ledger migration");
+    pause.paused = true;
+    pause.paused_by = Some("alice".into());
+    pause.pause_reason = Some("ledger migration".into());
+    pause.logged_as = "paused";
+    let paused = s.write_circuit(pause).await.expect("write").expect("version 1 matches");
+    assert!(paused.paused && paused.version == 2 && paused.paused_by.as_deref() == Some("alice"));
+
+    let log = s.circuit_log(Some("payment".into()), 10).await.expect("log");
+    let steps: Vec<_> = log.iter().map(|e| (e.from.as_str(), e.to.as_str(), e.actor.as_str())).collect();
+    assert_eq!(steps, [("open", "paused", "alice"), ("closed", "open", "retrier-a")], "newest first");
+    assert_eq!(log[0].reason, "ledger migration");
+    assert!(s.circuit_log(Some("refund".into()), 10).await.expect("log").is_empty());
+    assert_eq!(s.circuit_log(None, 1).await.expect("log").len(), 1, "limit");
+}
+
+/// Eight retriers race for the trial of an open circuit: exactly one wins.
+pub async fn circuit_trial_taken_once<S: DeadLetterStore>(s: &S) {
+    use crate::CircuitState;
+    let closed = s.circuits().await.expect("circuits").get("payment");
+    let mut open = closed.write(CircuitState::Open, "retrier-a", "down");
+    open.open_for = Some(Duration::ZERO);
+    let open = s.write_circuit(open).await.expect("write").expect("opened");
+    // Eight retrier processes see the cool-down over and race for the trial.
+    let races = (0..8).map(|i| {
+        let mut trial = open.write(CircuitState::HalfOpen, &format!("retrier-{i}"), "cool-down over");
+        trial.trial_owner = Some(format!("retrier-{i}"));
+        trial.trial_for = Some(LONG);
+        s.write_circuit(trial)
+    });
+    let results = futures_util::future::join_all(races).await;
+    let winners: Vec<_> = results.into_iter().filter_map(|r| r.expect("write")).collect();
+    assert_eq!(winners.len(), 1, "exactly one retrier holds the trial");
+    let stored = s.circuits().await.expect("circuits").get("payment");
+    assert_eq!((stored.state, stored.trial_owner.clone()), (CircuitState::HalfOpen, winners[0].trial_owner.clone()));
+    assert!(stored.trial_until.is_some());
 }

@@ -1,0 +1,311 @@
+//! The command line as clap derive types.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use clap::{Args, Parser, Subcommand};
+use dlq_core::{DlqId, ListFilter, Status};
+
+/// `dlq`: see, group, repair and replay dead letters on PostgreSQL or SQLite.
+///
+/// Exit codes: 0 ok, 1 error, 2 usage, 3 canary stopped.
+#[derive(Debug, Parser)]
+#[command(name = "dlq", version, about, long_about = None)]
+pub struct Cli {
+    /// `postgres://…` or `sqlite://FILE`.
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// The PostgreSQL schema holding the dlq tables.
+    #[arg(long, env = "DLQ_SCHEMA", global = true, default_value = "public")]
+    pub schema: String,
+    /// Who is acting, for the audit log (default: the OS user).
+    #[arg(long, global = true)]
+    pub actor: Option<String>,
+    /// Print one JSON document instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The verb.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The verbs.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Counts by status and type, top failure groups, growth, retriers, orphans, warnings.
+    Stats {
+        /// How many failure groups to show.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+    },
+    /// Lists rows, newest first (keyset pagination with `--after`).
+    Ls(LsArgs),
+    /// Shows one row: payload, error chain, stack trace, source, attempts, audit log.
+    Show {
+        /// The row's id.
+        id: DlqId,
+    },
+    /// Moves FAILED_PERMANENTLY rows back to PENDING, in batches, resumable.
+    Redrive(RedriveArgs),
+    /// Moves rows to DISCARDED (a reason is required), in batches, resumable.
+    Discard(DiscardArgs),
+    /// Repairs a payload with an RFC 6902 JSON Patch, or in `$EDITOR`.
+    Patch(PatchArgs),
+    /// Restores the payload a patch replaced.
+    Undo {
+        /// The patch's audit entry id (from `dlq show`).
+        audit_id: i64,
+        /// Why (default: "undo of audit entry N").
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Deletes SUCCEEDED and DISCARDED rows older than the given age.
+    Purge {
+        /// Age, e.g. `7d`, `12h`.
+        #[arg(long, value_parser = parse_duration)]
+        older_than: Duration,
+    },
+    /// Creates or updates the dlq tables.
+    Migrate,
+    /// Lists the live retriers and the event types they handle.
+    Workers,
+    /// Stops every retrier from claiming an event type (honoured within one poll interval);
+    /// its rows keep their state and retry counts. Audited in the circuit log.
+    Pause {
+        /// The event type, e.g. `payment`.
+        event_type: String,
+        /// Why (kept in the circuit log and shown by `dlq stats`).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Lets retriers claim a paused event type again.
+    Resume {
+        /// The event type.
+        event_type: String,
+        /// Why (default: "resumed by an operator").
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Serves the web console (and /metrics, /healthz); loopback only unless a token is set.
+    Serve(crate::serve::ServeArgs),
+}
+
+/// Filters shared by `ls`, `redrive` and `discard`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct FilterArgs {
+    /// Only this status (PENDING, PROCESSING, SUCCEEDED, FAILED_PERMANENTLY, DISCARDED).
+    #[arg(long, value_parser = parse_status)]
+    pub status: Option<Status>,
+    /// Only this event type.
+    #[arg(long)]
+    pub event_type: Option<String>,
+    /// Only this failure group (fingerprint, from `dlq stats`).
+    #[arg(long, visible_alias = "fingerprint")]
+    pub group: Option<String>,
+    /// Only this error kind.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Only rows whose error reason contains this text.
+    #[arg(long)]
+    pub reason_contains: Option<String>,
+    /// Only rows parked since: a duration ago (`2h`, `30m`) or an RFC 3339 time.
+    #[arg(long, value_parser = parse_when)]
+    pub since: Option<DateTime<Utc>>,
+    /// Only rows parked before: a duration ago or an RFC 3339 time.
+    #[arg(long, value_parser = parse_when)]
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl FilterArgs {
+    /// The store filter.
+    pub fn filter(&self) -> ListFilter {
+        ListFilter {
+            status: self.status,
+            event_type: self.event_type.clone(),
+            fingerprint: self.group.clone(),
+            kind: self.kind.clone(),
+            reason: self.reason_contains.clone(),
+            since: self.since,
+            until: self.until,
+            ..ListFilter::default()
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.filter() == ListFilter::default()
+    }
+}
+
+/// `dlq ls`.
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    /// The filters.
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Only rows whose error reason contains this text (as `--reason-contains`).
+    #[arg(long, conflicts_with = "reason_contains")]
+    pub reason: Option<String>,
+    /// At most this many rows.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+    /// The next page: rows past this id (the last id of the previous page).
+    #[arg(long)]
+    pub after: Option<DlqId>,
+    /// Oldest first.
+    #[arg(long)]
+    pub oldest_first: bool,
+}
+
+/// Which rows a bulk verb applies to, and how it runs.
+#[derive(Debug, Args)]
+pub struct BulkArgs {
+    /// Row ids (or use filters, or `--all`).
+    pub ids: Vec<DlqId>,
+    /// The filters.
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Every row the verb can apply to (needed when no id or filter is given).
+    #[arg(long)]
+    pub all: bool,
+    /// Print what would happen; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Rows per transaction.
+    #[arg(long, default_value_t = 100)]
+    pub batch: usize,
+    /// At most this many rows per second (`200/s` or `200`).
+    #[arg(long, value_parser = parse_rate)]
+    pub rate: Option<f64>,
+    /// Stop after moving this many rows.
+    #[arg(long)]
+    pub max: Option<u64>,
+    /// Continue a stopped or interrupted operation (its stored selection and options).
+    #[arg(long, conflicts_with_all = ["ids", "all", "dry_run"])]
+    pub resume: Option<i64>,
+}
+
+impl BulkArgs {
+    /// The selection, or `None` when nothing selects rows (a usage error unless resuming).
+    pub fn selection(&self) -> Option<ListFilter> {
+        if self.ids.is_empty() && self.filter.is_empty() && !self.all {
+            return None;
+        }
+        Some(ListFilter { ids: self.ids.clone(), ..self.filter.filter() })
+    }
+}
+
+/// `dlq redrive`.
+#[derive(Debug, Args)]
+pub struct RedriveArgs {
+    /// The selection and pacing.
+    #[command(flatten)]
+    pub bulk: BulkArgs,
+    /// Why, for the audit log.
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Redrive this many rows first and go on only while they (and each batch) succeed.
+    #[arg(long)]
+    pub canary: Option<usize>,
+    /// How long a canary waits for its rows' outcome.
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub canary_wait: Duration,
+    /// Refuse rows already redriven this many times (the loop guard).
+    #[arg(long, default_value_t = dlq_core::admin::DEFAULT_MAX_REDRIVES)]
+    pub max_redrives: u32,
+    /// Redrive rows past the loop guard too.
+    #[arg(long)]
+    pub force: bool,
+    /// Refuse rows whose payload does not decode into the handler's event type (in a binary
+    /// that embeds the CLI with its handlers).
+    #[arg(long)]
+    pub validate: bool,
+}
+
+/// `dlq discard`.
+#[derive(Debug, Args)]
+pub struct DiscardArgs {
+    /// The selection and pacing.
+    #[command(flatten)]
+    pub bulk: BulkArgs,
+    /// Why (required unless resuming), for the audit log.
+    #[arg(long, required_unless_present = "resume")]
+    pub reason: Option<String>,
+}
+
+/// `dlq patch`: one row, or with `--group` every `FAILED_PERMANENTLY` row of a failure group.
+#[derive(Debug, Args)]
+pub struct PatchArgs {
+    /// The row's id (or `--group`).
+    #[arg(required_unless_present = "group")]
+    pub id: Option<DlqId>,
+    /// Every FAILED_PERMANENTLY row of this failure group (fingerprint, from `dlq stats`),
+    /// patched row by row, each audited; rows the patch does not fit are refused with the reason.
+    #[arg(long, visible_alias = "fingerprint", conflicts_with = "id", requires = "patch")]
+    pub group: Option<String>,
+    /// An RFC 6902 JSON Patch file, or `-` for standard input (default: edit in `$EDITOR`).
+    #[arg(long)]
+    pub patch: Option<PathBuf>,
+    /// Print what would change; write nothing.
+    #[arg(long, requires = "patch")]
+    pub dry_run: bool,
+    /// With `--group`, rows per page.
+    #[arg(long, default_value_t = 100)]
+    pub batch: usize,
+    /// Why, for the audit log.
+    #[arg(long)]
+    pub reason: String,
+    /// Refuse a patch whose result does not deserialize into the handler's event type (in a
+    /// binary that embeds the CLI with its handlers).
+    #[arg(long)]
+    pub validate: bool,
+}
+
+/// Parses a status name, case-insensitively.
+fn parse_status(text: &str) -> Result<Status, String> {
+    text.to_ascii_uppercase().parse::<Status>().map_err(|e| e.to_string())
+}
+
+/// `2h`, `30m`, `7d` (humantime).
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| format!("`{text}` is not a duration like 30s, 15m, 2h or 7d: {e}"))
+}
+
+/// A duration ago, or an RFC 3339 timestamp.
+pub(crate) fn parse_when(text: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    let ago = humantime::parse_duration(text)
+        .map_err(|_| format!("`{text}` is neither a duration (2h, 30m) nor an RFC 3339 time (2026-05-01T10:00:00Z)"))?;
+    let ago = chrono::Duration::from_std(ago).map_err(|e| format!("`{text}` is too long: {e}"))?;
+    Utc::now().checked_sub_signed(ago).ok_or_else(|| format!("`{text}` is too long ago"))
+}
+
+/// `200/s` or `200`: rows per second, above zero.
+fn parse_rate(text: &str) -> Result<f64, String> {
+    let number = text.strip_suffix("/s").unwrap_or(text);
+    match number.trim().parse::<f64>() {
+        Ok(rate) if rate > 0.0 && rate.is_finite() => Ok(rate),
+        _ => Err(format!("`{text}` is not a rate like 200/s")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_timestamps_and_rates_parse_or_say_why() {
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert!(parse_duration("2 parsecs").unwrap_err().contains("not a duration"));
+        let at = parse_when("2026-05-01T10:00:00Z").unwrap();
+        assert_eq!(at.to_rfc3339(), "2026-05-01T10:00:00+00:00");
+        let hour_ago = parse_when("1h").unwrap();
+        assert!(Utc::now() - hour_ago >= chrono::TimeDelta::hours(1));
+        assert!(parse_when("yesterday").unwrap_err().contains("RFC 3339"));
+        assert_eq!(parse_rate("200/s"), Ok(200.0));
+        assert!(parse_rate("0/s").is_err() && parse_rate("fast").is_err());
+        assert_eq!(parse_status("failed_permanently"), Ok(Status::FailedPermanently));
+    }
+}

@@ -1,0 +1,102 @@
+//! Opening the store named by `--database-url`, and checking its schema is migrated.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dlq_core::DeadLetterStore;
+use dlq_sqlx::{PgConfig, PgStore, SqliteStore};
+use sqlx::sqlite::SqliteConnectOptions;
+
+use crate::Failure;
+
+/// How long connecting to PostgreSQL may take before the CLI gives up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Which store a URL names.
+pub(crate) enum Target<'a> {
+    Postgres(&'a str),
+    Sqlite(&'a str),
+}
+
+pub(crate) fn target(url: &str) -> Result<Target<'_>, Failure> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Target::Postgres(url))
+    } else if url.starts_with("sqlite:") {
+        Ok(Target::Sqlite(url))
+    } else {
+        let scheme = url.split_once(':').map_or("(none)", |(s, _)| s);
+        Err(Failure::usage(format!("unsupported database URL scheme `{scheme}`: use postgres://… or sqlite://FILE")))
+    }
+}
+
+/// Opens the store; `migrate` applies the migrations (and creates a missing SQLite file),
+/// otherwise a schema that is missing or behind is an error that says to run `dlq migrate`.
+pub(crate) async fn open(url: &str, schema: &str, migrate: bool) -> Result<Arc<dyn DeadLetterStore>, Failure> {
+    match target(url)? {
+        Target::Postgres(url) => open_pg(url, schema, migrate).await,
+        Target::Sqlite(url) => open_sqlite(url, migrate).await,
+    }
+}
+
+async fn open_pg(url: &str, schema: &str, migrate: bool) -> Result<Arc<dyn DeadLetterStore>, Failure> {
+    dlq_sqlx::postgres::validate_schema(schema).map_err(|e| Failure::usage(dlq_core::admin::one_line(&e)))?;
+    let config = PgConfig::default().schema(schema).run_migrations(false).park_timeout(CONNECT_TIMEOUT);
+    let store = PgStore::connect_with(url, config).await.map_err(|e| Failure::error(dlq_core::admin::one_line(&e)))?;
+    sqlx::query("SELECT 1").execute(store.pool()).await.map_err(|e| unreachable_pg(&e))?;
+    if migrate {
+        dlq_sqlx::postgres::migrate(store.pool(), schema)
+            .await
+            .map_err(|e| Failure::error(dlq_core::admin::one_line(&e)))?;
+    } else {
+        check_migrated(&store, schema).await?;
+    }
+    Ok(Arc::new(store))
+}
+
+fn unreachable_pg(err: &sqlx::Error) -> Failure {
+    Failure::error(format!("cannot reach PostgreSQL: {}", dlq_core::admin::one_line(err)))
+}
+
+/// The schema has every embedded migration.
+async fn check_migrated(store: &PgStore, schema: &str) -> Result<(), Failure> {
+    let latest = dlq_sqlx::postgres::MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    let applied: Option<i64> = sqlx::query_scalar(
+        "SELECT CASE WHEN to_regclass(format('%I._sqlx_migrations', $1::text)) IS NULL THEN NULL ELSE 0 END::int8",
+    )
+    .bind(schema)
+    .fetch_one(store.pool())
+    .await
+    .map_err(|e| unreachable_pg(&e))?;
+    let behind = |found: &str| {
+        Failure::error(format!("schema `{schema}` {found}: run `dlq migrate` (this dlq needs migration {latest})"))
+    };
+    if applied.is_none() {
+        return Err(behind("has no dlq tables"));
+    }
+    let table = format!("\"{schema}\"._sqlx_migrations");
+    let query = format!("SELECT coalesce(max(version), 0) FROM {table} WHERE success");
+    let version: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(query))
+        .fetch_one(store.pool())
+        .await
+        .map_err(|e| Failure::error(dlq_core::admin::one_line(&e)))?;
+    if version < latest {
+        return Err(behind(&format!("is at migration {version}")));
+    }
+    Ok(())
+}
+
+async fn open_sqlite(url: &str, migrate: bool) -> Result<Arc<dyn DeadLetterStore>, Failure> {
+    let options = SqliteConnectOptions::from_str(url).map_err(|e| Failure::usage(dlq_core::admin::one_line(&e)))?;
+    let path = options.get_filename().to_owned();
+    if !migrate && !path.exists() {
+        return Err(Failure::error(format!(
+            "no SQLite database at {}: run `dlq migrate` to create it",
+            path.display()
+        )));
+    }
+    let store = SqliteStore::connect_with(options.create_if_missing(migrate))
+        .await
+        .map_err(|e| Failure::error(dlq_core::admin::one_line(&e)))?;
+    Ok(Arc::new(store))
+}

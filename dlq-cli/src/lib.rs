@@ -1,0 +1,283 @@
+//! `dlq`, the on-call command line: see, group, repair and replay dead letters safely, on
+//! PostgreSQL (`postgres://…`, with `--schema`) or an SQLite file (`sqlite://FILE`).
+//!
+//! Every verb is a thin shell over [`dlq_core::admin`], the same calls the web console
+//! makes, so both audit the same way (actor and reason on every action).
+//!
+//! ```text
+//! dlq stats                                   # what failed, grouped, and is anyone retrying it?
+//! dlq ls --group 9f2c41d07a3b5e18 --since 2h  # the rows of one failure group
+//! dlq show 1204                               # payload, error chain, attempts, audit log
+//! dlq patch 1204 --patch fix.json --reason "trailing space from POS firmware"
+//! dlq patch --group 9f2c41d07a3b5e18 --patch fix.json --reason "…" --dry-run  # then without
+//! dlq redrive --group 9f2c41d07a3b5e18 --canary 5 --rate 50/s --reason "ledger fixed"
+//! dlq pause payment --reason "ledger migration"  # no retrier claims payments until resumed
+//! dlq resume payment
+//! dlq serve --allow-actions                   # the web console on http://127.0.0.1:8080/
+//! ```
+//!
+//! # Exit codes
+//! | code | meaning |
+//! | --- | --- |
+//! | 0 | done |
+//! | 1 | error: unknown id, store unreachable or not migrated, patch that does not apply, permission denied, … (one line on stderr) |
+//! | 2 | usage: unknown flag, malformed filter, duration, rate or URL (one line on stderr) |
+//! | 3 | a canary stopped the redrive: its rows failed again (or had no outcome in time); the rest stay parked, `--resume` continues |
+//!
+//! # JSON output
+//! `--json` prints one JSON document on stdout per verb (errors still go to stderr):
+//! - `stats`: `{at, counts: [{event_type, pending, processing, succeeded, failed_permanently,
+//!   discarded}], groups: [{fingerprint, event_type, kind, sample_reason, sample_id, count,
+//!   first_seen, last_seen}], growth: {last_5m, last_1h}, retriers: [{owner, host, pid,
+//!   event_types, singleton, started_at, last_seen}], orphans: [{event_type, pending,
+//!   expected_handler}], saturation, capacity: {entries, max_entries, blocks_when_full},
+//!   table: {live_tuples, dead_tuples, autovacuum, last_vacuum}, circuits: [circuit],
+//!   warnings: [text]}` (`capacity` is null without `max_entries`, `table` null on SQLite;
+//!   `circuits` lists the open, half-open and paused types);
+//! - `ls`: `{rows: [row], next}` where `next` is the `--after` of the next page or null; a
+//!   row is `{id, event_type, handler, status, dead_reason, error_class, error_kind,
+//!   error_reason, fingerprint, retry_count, max_retries, redrive_count, retry_after,
+//!   created_at, updated_at}`;
+//! - `show`: a row plus `{payload, payload_raw_hex, payload_truncated, payload_original_len,
+//!   payload_sha256, error_chain, stacktrace, source, lease_owner, dedupe_key, attempts:
+//!   [{attempt, outcome, error_class, error_reason, owner, at}], audit: [{id, action, actor,
+//!   reason, diff, at}]}`;
+//! - `redrive`, `discard`: `{operation, action, dry_run, moved, refused, moved_ids, refusals:
+//!   [{id, reason, …}], state, canary_stop, cursor}`;
+//! - `patch`, `undo`: `{id, audit_id, old, new}`; `patch --group` and `patch --dry-run`:
+//!   `{dry_run, patched: [{id, audit_id, changes: [{path, old, new}]}], refused: [{id,
+//!   reason}]}` (`audit_id` null in a dry run, `old`/`new` null where the value is absent);
+//!   `purge`: `{purged}`; `migrate`:
+//!   `{migrated, schema}`; `workers`: `{retriers: [...]}`;
+//! - `pause`, `resume`: the circuit, `{event_type, state, open_until, cool_down, trial_owner,
+//!   trial_until, paused, paused_by, pause_reason, reason, version, updated_at}` (`state` is
+//!   `closed`, `open` or `half_open`; `cool_down` in seconds; see `docs/BREAKER.md`).
+//!
+//! # Embedding
+//! A service ships the CLI inside its own binary (`myservice dlq stats`) with [`Embedded`]:
+//! its handlers are registered there, so `dlq stats` names the expected handler of each
+//! orphaned type, and `redrive --validate` refuses rows whose payload does not deserialize
+//! into their handler's event type (`patch --validate`, a patch that would produce one).
+//!
+//! ```no_run
+//! use clap::Parser;
+//!
+//! # async fn demo() -> std::process::ExitCode {
+//! let cli = dlq_cli::Cli::parse_from(["myservice-dlq", "stats"]);
+//! let embedded = dlq_cli::Embedded::default().registry(dlq_core::registry().unwrap().clone());
+//! embedded.run(cli).await
+//! # }
+//! ```
+
+mod args;
+mod bulk;
+mod connect;
+mod render;
+mod repair;
+mod serve;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::Parser;
+use dlq_core::admin::{Admin, Validator};
+use dlq_core::{Error, Registry};
+
+pub use args::{BulkArgs, Cli, Command, DiscardArgs, FilterArgs, LsArgs, PatchArgs, RedriveArgs};
+pub use serve::ServeArgs;
+
+/// Runs the CLI on `args` (the program name first) and returns its exit code: what the
+/// `dlq` binary's `main` does.
+///
+/// ```no_run
+/// # async fn demo() {
+/// let code = dlq_cli::run(["dlq", "ls", "--status", "FAILED_PERMANENTLY"]).await;
+/// # }
+/// ```
+pub async fn run<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    Embedded::default().run_from(args).await
+}
+
+/// The CLI inside a service's own binary: its registry (which enables `--validate` on
+/// `redrive` and `patch`: each payload must deserialize into its handler's event type) and,
+/// optionally, a validator of its own.
+#[derive(Clone, Default)]
+pub struct Embedded {
+    registry: Option<Registry>,
+    validator: Option<Validator>,
+}
+
+impl std::fmt::Debug for Embedded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedded").field("registry", &self.registry).finish_non_exhaustive()
+    }
+}
+
+impl Embedded {
+    /// The service's handlers: orphaned types are shown with their expected handler, and
+    /// `--validate` refuses payloads that do not deserialize into their handler's event type.
+    #[must_use]
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// A check of the service's own, run by `--validate` after the registry's decode check;
+    /// `Err(message)` refuses the row (or the patch).
+    #[must_use]
+    pub fn validator(mut self, validator: Validator) -> Self {
+        self.validator = Some(validator);
+        self
+    }
+
+    /// Parses `args` (the program name first) and runs them, as [`run`] does: a service's
+    /// `main` can be this one call.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<std::process::ExitCode, dlq_core::Error> {
+    /// # #[dlq_core::dead_letter(event_type = "doc-embedded")]
+    /// # async fn handle_payment(amount_cents: u64) -> Result<(), std::io::Error> { Ok(()) }
+    /// let embedded = dlq_cli::Embedded::default().registry(dlq_core::handlers![handle_payment]?);
+    /// Ok(embedded.run_from(std::env::args_os()).await)
+    /// # }
+    /// ```
+    pub async fn run_from<I, T>(&self, args: I) -> ExitCode
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        match Cli::try_parse_from(args) {
+            Ok(cli) => self.run(cli).await,
+            Err(err) => {
+                let _ = err.print();
+                ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
+            }
+        }
+    }
+
+    /// Runs a parsed command line; prints its output and returns the exit code.
+    pub async fn run(&self, cli: Cli) -> ExitCode {
+        match self.execute(&cli).await {
+            Ok(code) => code,
+            Err(failure) => {
+                eprintln!("dlq: {}", failure.message.replace('\n', " "));
+                ExitCode::from(failure.code)
+            }
+        }
+    }
+
+    async fn execute(&self, cli: &Cli) -> Result<ExitCode, Failure> {
+        let url = cli.database_url.as_deref().ok_or_else(|| {
+            Failure::usage("no database: pass --database-url or set DATABASE_URL (postgres://… or sqlite://FILE)")
+        })?;
+        if let Command::Serve(args) = &cli.command {
+            serve::check(args)?;
+        }
+        let migrate = matches!(cli.command, Command::Migrate);
+        connect::target(url)?;
+        let store = connect::open(url, &cli.schema, migrate).await?;
+        let mut admin = Admin::new(store, actor(cli.actor.as_deref()));
+        if let Some(registry) = &self.registry {
+            admin = admin.with_registry(registry.clone());
+        }
+        if let Some(validator) = &self.validator {
+            admin = admin.with_validator(validator.clone());
+        }
+        if matches!(&cli.command, Command::Patch(args) if args.validate) {
+            admin = admin.with_patch_validation();
+        }
+        let out = render::Out::new(cli.json);
+        self.verb(cli, &admin, &out).await
+    }
+
+    async fn verb(&self, cli: &Cli, admin: &Admin, out: &render::Out) -> Result<ExitCode, Failure> {
+        match &cli.command {
+            Command::Stats { top } => out.stats(&admin.stats(*top).await?),
+            Command::Ls(args) => {
+                let mut filter = args.filter.filter();
+                filter.reason = args.reason.clone().or(filter.reason);
+                filter.limit = args.limit;
+                filter.after = args.after;
+                if args.oldest_first {
+                    filter = filter.oldest_first();
+                }
+                out.list(&admin.list(filter).await?);
+            }
+            Command::Show { id } => out.show(&admin.show(*id).await?),
+            Command::Redrive(args) => {
+                Self::can_validate(args.validate, admin)?;
+                return bulk::redrive(admin, args, out).await;
+            }
+            Command::Discard(args) => return bulk::discard(admin, args, out).await,
+            Command::Patch(args) => {
+                Self::can_validate(args.validate, admin)?;
+                match repair::patch(admin, args).await? {
+                    repair::Repaired::One(outcome) => out.patched(&outcome),
+                    repair::Repaired::Many(report) => out.patched_many(&report),
+                }
+            }
+            Command::Undo { audit_id, reason } => out.patched(&admin.undo(*audit_id, reason.as_deref()).await?),
+            Command::Purge { older_than } => out.purged(admin.purge(*older_than).await?),
+            Command::Migrate => out.migrated(&cli.schema),
+            Command::Workers => out.workers(&admin.workers().await?),
+            Command::Pause { event_type, reason } => out.circuit(&admin.pause_type(event_type, reason).await?),
+            Command::Resume { event_type, reason } => {
+                out.circuit(&admin.resume_type(event_type, reason.as_deref()).await?);
+            }
+            Command::Serve(args) => serve::run(admin.clone(), args).await?,
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// `--validate` needs the handlers (or a validator): a usage error in the plain binary.
+    fn can_validate(validate: bool, admin: &Admin) -> Result<(), Failure> {
+        if validate && !admin.can_validate() {
+            return Err(Failure::usage(
+                "--validate needs the service's handlers: run the CLI embedded in the service's binary (dlq_cli::Embedded)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `--actor`, or the OS user.
+fn actor(given: Option<&str>) -> String {
+    if let Some(actor) = given.map(str::trim).filter(|a| !a.is_empty()) {
+        return actor.to_owned();
+    }
+    ["USER", "USERNAME", "LOGNAME"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// A failed command: the one line to print and the exit code.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    message: String,
+    code: u8,
+}
+
+impl Failure {
+    pub(crate) fn error(message: impl Into<String>) -> Self {
+        Self { message: message.into(), code: 1 }
+    }
+
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
+        Self { message: message.into(), code: 2 }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(err: Error) -> Self {
+        let mut message = dlq_core::admin::one_line(&err);
+        if message.contains("permission denied") {
+            message.push_str(" (this verb writes: the database role needs write rights on the dlq tables)");
+        }
+        Self::error(message)
+    }
+}

@@ -1,0 +1,100 @@
+//! `dlq patch`: a JSON Patch from a file or standard input, or the payload in `$EDITOR`.
+
+use std::io::Read;
+use std::path::Path;
+
+use dlq_core::admin::{Admin, PatchManyReport, PatchOutcome};
+use dlq_core::{ListFilter, Payload, Status};
+
+use crate::Failure;
+
+/// What `dlq patch` did.
+pub(crate) enum Repaired {
+    /// One row, written.
+    One(PatchOutcome),
+    /// A group, or a dry run.
+    Many(PatchManyReport),
+}
+
+pub(crate) async fn patch(admin: &Admin, args: &crate::PatchArgs) -> Result<Repaired, Failure> {
+    if args.reason.trim().is_empty() {
+        return Err(Failure::usage("patch needs a non-empty --reason: it is kept in the audit log"));
+    }
+    let rows = match (&args.group, args.id) {
+        (Some(group), _) => ListFilter::default().fingerprint(group).status(Status::FailedPermanently),
+        (None, Some(id)) => ListFilter::default().ids([id]),
+        (None, None) => return Err(Failure::usage("say which rows: an id, or --group FP")),
+    };
+    match (&args.patch, args.id) {
+        (Some(source), Some(id)) if !args.dry_run => {
+            Ok(Repaired::One(admin.patch(id, &json(source)?, &args.reason).await?))
+        }
+        (Some(source), _) => {
+            let patch = json(source)?;
+            Ok(Repaired::Many(admin.patch_many(rows, &patch, &args.reason, args.batch, args.dry_run).await?))
+        }
+        (None, Some(id)) => {
+            let current = admin.show(id).await?.letter.payload;
+            let edited = edit(&current)?;
+            if edited == current {
+                return Err(Failure::error("payload unchanged: nothing written"));
+            }
+            Ok(Repaired::One(admin.replace_payload(id, edited, &args.reason).await?))
+        }
+        (None, None) => Err(Failure::usage("--group needs --patch FILE")),
+    }
+}
+
+/// The patch document in `source`.
+fn json(source: &Path) -> Result<serde_json::Value, Failure> {
+    let text = read(source)?;
+    serde_json::from_str(&text).map_err(|e| Failure::error(format!("patch {} is not JSON: {e}", source.display())))
+}
+
+fn read(source: &Path) -> Result<String, Failure> {
+    let mut text = String::new();
+    let read = if source == Path::new("-") {
+        std::io::stdin().read_to_string(&mut text).map(drop)
+    } else {
+        std::fs::read_to_string(source).map(|t| text = t)
+    };
+    read.map_err(|e| Failure::error(format!("cannot read patch {}: {e}", source.display())))?;
+    Ok(text)
+}
+
+/// Writes the payload (pretty JSON, or its bytes) to a temporary file, runs `$VISUAL` or
+/// `$EDITOR` (default `vi`) on it, and reads it back.
+fn edit(payload: &Payload) -> Result<Payload, Failure> {
+    let text = match payload {
+        Payload::Json(value) => serde_json::to_vec_pretty(value).unwrap_or_default(),
+        Payload::Raw { bytes, .. } => bytes.clone(),
+    };
+    let file = std::env::temp_dir().join(format!("dlq-edit-{}.json", std::process::id()));
+    std::fs::write(&file, &text).map_err(|e| Failure::error(format!("cannot write {}: {e}", file.display())))?;
+    let editor = ["VISUAL", "EDITOR"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|v| !v.trim().is_empty()))
+        .unwrap_or_else(|| "vi".to_owned());
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("dlq-editor")
+        .arg(&file)
+        .status();
+    let edited = std::fs::read(&file);
+    let _ = std::fs::remove_file(&file);
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(s) => return Err(Failure::error(format!("editor `{editor}` exited with {s}: nothing written"))),
+        Err(e) => return Err(Failure::error(format!("cannot run editor `{editor}`: {e}"))),
+    }
+    let edited = edited.map_err(|e| Failure::error(format!("cannot read the edited payload: {e}")))?;
+    // Pretty-printing changed only the layout: the same JSON is the same payload.
+    let edited_payload = Payload::from_bytes(&edited);
+    if matches!(payload, Payload::Json(_)) && !matches!(edited_payload, Payload::Json(_)) {
+        let err =
+            serde_json::from_slice::<serde_json::Value>(&edited).err().map_or_else(String::new, |e| e.to_string());
+        return Err(Failure::error(format!("the edited payload is not JSON ({err}): nothing written")));
+    }
+    Ok(edited_payload)
+}

@@ -1,0 +1,547 @@
+//! End to end: the `dlq` binary against a SQLite file and a fresh PostgreSQL database
+//! (`DATABASE_URL`, e.g. `postgres://postgres@127.0.0.1:5432/postgres`; each test creates and
+//! drops its own database), for every verb and the bad-input cases.
+
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::process::{Command as Std, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use dlq_core::{
+    CancellationToken, Classify, DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, ListFilter,
+    NewDeadLetter, Payload, Retrier, RetrierConfig, Status, dead_letter, handlers,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// A database for one test: a SQLite temp file or a PostgreSQL database, dropped at the end.
+struct Db {
+    url: String,
+    pg: Option<(String, String)>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn pg_base() -> String {
+    std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+fn with_database(base: &str, name: &str) -> String {
+    let (head, _) = base.rsplit_once('/').unwrap();
+    format!("{head}/{name}")
+}
+
+impl Db {
+    async fn sqlite() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("dlq.db").display());
+        Self { url, pg: None, _dir: Some(dir) }
+    }
+
+    async fn postgres() -> Self {
+        let base = pg_base();
+        let name = format!("dlq_cli_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let admin = sqlx::PgPool::connect(&base).await.expect("PostgreSQL at DATABASE_URL");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await.unwrap();
+        Self { url: with_database(&base, &name), pg: Some((base, name)), _dir: None }
+    }
+
+    /// The store, migrated.
+    async fn store(&self) -> Arc<dyn DeadLetterStore> {
+        if self.pg.is_some() {
+            Arc::new(dlq_sqlx::PgStore::connect(&self.url).await.unwrap())
+        } else {
+            Arc::new(dlq_sqlx::SqliteStore::connect(&format!("{}?mode=rwc", self.url)).await.unwrap())
+        }
+    }
+
+    fn dlq(&self) -> Command {
+        let mut cmd = Command::cargo_bin("dlq").unwrap();
+        cmd.env("DATABASE_URL", &self.url).env("NO_COLOR", "1").env("USER", "oncall");
+        cmd
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Some((base, name)) = self.pg.take() {
+            let _ =
+                Std::new("psql").args([&base, "-qc", &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")]).output();
+        }
+    }
+}
+
+fn failure(kind: &str, reason: &str) -> FailureInfo {
+    let chain = vec![reason.to_owned(), "caused by: the POS firmware".to_owned()];
+    FailureInfo::new(ErrorClass::Permanent, kind, reason.to_owned(), chain, None)
+}
+
+/// Three dead payments with a bad currency and one pending refund.
+async fn seed(store: &Arc<dyn DeadLetterStore>) -> Vec<DlqId> {
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let payload = Payload::Json(serde_json::json!({ "id": n, "currency": "USD " }));
+        let letter =
+            NewDeadLetter::new("payment", payload, failure("BadCurrency", "currency \"USD \" is not ISO 4217"))
+                .dead(DeadReason::Permanent)
+                .with_source(dlq_core::SourceMeta::kafka("payments", 3, 1_000 + n));
+        ids.push(store.park(letter).await.unwrap().id);
+    }
+    let pending =
+        NewDeadLetter::new("refund", Payload::from_bytes(b"\xff\x00raw"), failure("Timeout", "ledger timed out"));
+    ids.push(store.park(pending.retry(Duration::from_secs(3600), 5)).await.unwrap().id);
+    ids
+}
+
+fn json_of(out: &[u8]) -> Value {
+    serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
+}
+
+fn run_json(db: &Db, args: &[&str]) -> Value {
+    let out = db.dlq().args(args).arg("--json").assert().success().get_output().stdout.clone();
+    json_of(&out)
+}
+
+/// Fails with `code` and one line on stderr containing `want`.
+fn fails(db: &Db, args: &[&str], code: i32, want: &str) {
+    let out = db.dlq().args(args).assert().code(code).get_output().clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(want), "{args:?}: {err}");
+    assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
+}
+
+async fn reads(db: Db) {
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let stats = run_json(&db, &["stats"]);
+    assert_eq!(stats["counts"][0]["event_type"], "payment");
+    assert_eq!(stats["counts"][0]["failed_permanently"], 3);
+    assert_eq!(stats["groups"][0]["count"], 3);
+    assert_eq!(stats["growth"]["last_5m"], 4);
+    assert_eq!(stats["orphans"][0]["event_type"], "refund", "no retrier handles refunds");
+    let group = stats["groups"][0]["fingerprint"].as_str().unwrap().to_owned();
+
+    let page = run_json(&db, &["ls", "--group", &group, "--limit", "2"]);
+    assert_eq!(page["rows"].as_array().unwrap().len(), 2);
+    let next = page["next"].as_i64().unwrap();
+    let rest = run_json(&db, &["ls", "--group", &group, "--limit", "2", "--after", &next.to_string()]);
+    assert_eq!(rest["rows"][0]["id"], ids[0]);
+    assert!(rest["next"].is_null());
+    let by_kind = run_json(&db, &["ls", "--kind", "Timeout", "--since", "1h", "--status", "pending"]);
+    assert_eq!(by_kind["rows"][0]["id"], ids[3]);
+    let by_reason = run_json(&db, &["ls", "--reason", "ISO 4217", "--until", "2000-01-01T00:00:00Z"]);
+    assert!(by_reason["rows"].as_array().unwrap().is_empty());
+
+    let shown = run_json(&db, &["show", &ids[3].to_string()]);
+    assert_eq!(shown["payload_raw_hex"], "ff00726177");
+    assert_eq!(shown["error_chain"][1], "caused by: the POS firmware");
+    assert_eq!(shown["attempts"][0]["attempt"], 0);
+    let human = db.dlq().args(["show", &ids[0].to_string()]).assert().success().get_output().stdout.clone();
+    let human = String::from_utf8(human).unwrap();
+    assert!(human.contains("\"currency\": \"USD \"") && human.contains("payments/3/1000"), "{human}");
+    let workers = run_json(&db, &["workers"]);
+    assert_eq!(workers["retriers"], serde_json::json!([]));
+}
+
+async fn repairs(db: Db) {
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let dir = tempfile::tempdir().unwrap();
+    let patch = dir.path().join("fix.json");
+    std::fs::write(&patch, r#"[{"op": "replace", "path": "/currency", "value": "USD"}]"#).unwrap();
+    let id = ids[0].to_string();
+    let patched = run_json(&db, &["patch", &id, "--patch", patch.to_str().unwrap(), "--reason", "trailing space"]);
+    assert_eq!(patched["new"]["currency"], "USD");
+    let audit_id = patched["audit_id"].as_i64().unwrap().to_string();
+    let entry = &run_json(&db, &["show", &id])["audit"][0];
+    assert_eq!((entry["actor"].as_str(), entry["reason"].as_str()), (Some("oncall"), Some("trailing space")));
+    assert_eq!(entry["diff"]["payload"]["old"]["currency"], "USD ");
+    run_json(&db, &["undo", &audit_id]);
+    assert_eq!(run_json(&db, &["show", &id])["payload"]["currency"], "USD ");
+
+    // The editor path: any command that edits the file in place.
+    db.dlq().args(["patch", &id, "--reason", "edited"]).env("EDITOR", "sed -i -e 's/USD /EUR/'").assert().success();
+    assert_eq!(run_json(&db, &["show", &id])["payload"]["currency"], "EUR");
+
+    let dry = run_json(&db, &["redrive", "--all", "--dry-run"]);
+    assert_eq!((dry["dry_run"].as_bool(), dry["moved"].as_u64()), (Some(true), Some(3)));
+    let done = run_json(&db, &["redrive", &id, &ids[3].to_string(), "--reason", "fixed"]);
+    assert_eq!(done["moved_ids"], serde_json::json!([ids[0]]));
+    assert_eq!(done["refusals"][0]["reason"], "status", "the pending row is reported, not skipped silently");
+    let discarded = run_json(&db, &["discard", "--status", "FAILED_PERMANENTLY", "--reason", "dupes", "--max", "1"]);
+    assert_eq!(discarded["moved"], 1);
+    let guard = store.list(ListFilter::default().status(Status::Pending)).await.unwrap();
+    assert!(guard.iter().any(|l| l.id == ids[0] && l.redrive_count == 1));
+    assert_eq!(run_json(&db, &["purge", "--older-than", "1h"])["purged"], 0);
+    db.dlq().args(["purge", "--older-than", "1h"]).assert().success().stdout("purged 0 rows\n");
+    run_json(&db, &["migrate"]);
+}
+
+async fn group_patch(db: Db) {
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let bad_currency = failure("BadCurrency", "currency \"USD \" is not ISO 4217");
+    let no_currency = Payload::Json(serde_json::json!({ "id": 9 }));
+    let misfit = NewDeadLetter::new("payment", no_currency, bad_currency.clone()).dead(DeadReason::Permanent);
+    let misfit = store.park(misfit).await.unwrap().id;
+    let raw = NewDeadLetter::new("payment", Payload::from_bytes(b"\xff"), bad_currency).dead(DeadReason::Permanent);
+    let raw = store.park(raw).await.unwrap().id;
+    let group = store.get(ids[0]).await.unwrap().unwrap().failure.fingerprint;
+    let dir = tempfile::tempdir().unwrap();
+    let fix = dir.path().join("fix.json");
+    std::fs::write(&fix, r#"[{"op": "replace", "path": "/currency", "value": "USD"}]"#).unwrap();
+    let args = ["patch", "--group", &group, "--patch", fix.to_str().unwrap(), "--reason", "trailing space"];
+
+    // The dry run says what would change, row by row, and writes nothing.
+    let dry = run_json(&db, &[&args[..], &["--dry-run"]].concat());
+    let patched: Vec<_> = dry["patched"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    assert_eq!(patched, ids[..3]);
+    let change = &dry["patched"][0]["changes"][0];
+    assert_eq!(
+        (change["path"].as_str(), change["old"].as_str(), change["new"].as_str()),
+        (Some("/currency"), Some("USD "), Some("USD"))
+    );
+    assert!(dry["patched"][0]["audit_id"].is_null());
+    assert_eq!(dry["refused"][0]["id"].as_i64(), Some(misfit));
+    assert!(dry["refused"][0]["reason"].as_str().unwrap().starts_with("patch does not apply"), "{dry}");
+    assert_eq!(dry["refused"][1]["id"].as_i64(), Some(raw));
+    assert!(dry["refused"][1]["reason"].as_str().unwrap().contains("raw (non-JSON) payload"), "{dry}");
+    let text = snapshot_text(&db, &[&args[..], &["--dry-run"]].concat());
+    assert!(
+        text.starts_with("would patch: 3 rows\n") && text.contains("    /currency: \"USD \" -> \"USD\"\n"),
+        "{text}"
+    );
+    assert_eq!(run_json(&db, &["show", &ids[0].to_string()])["payload"]["currency"], "USD ", "dry: unchanged");
+    assert!(store.audit(ids[0]).await.unwrap().is_empty());
+
+    // Applied: each row written and audited on its own; the misfits refused with the reason.
+    let done = run_json(&db, &args);
+    assert_eq!(done["dry_run"], false);
+    assert_eq!(done["refused"].as_array().unwrap().len(), 2);
+    for (n, id) in ids[..3].iter().enumerate() {
+        let entry = &run_json(&db, &["show", &id.to_string()])["audit"][0];
+        assert_eq!(entry["id"], done["patched"][n]["audit_id"]);
+        assert_eq!((entry["actor"].as_str(), entry["reason"].as_str()), (Some("oncall"), Some("trailing space")));
+        assert_eq!(entry["diff"]["payload"]["old"]["currency"], "USD ");
+        assert_eq!(
+            store.get(*id).await.unwrap().unwrap().payload,
+            Payload::Json(serde_json::json!({"id": n, "currency": "USD"}))
+        );
+    }
+    // Again: nothing left to change, nothing written twice.
+    let again = run_json(&db, &args);
+    assert!(again["patched"].as_array().unwrap().is_empty());
+    assert_eq!(again["refused"][0]["reason"], "the patch changes nothing");
+    assert_eq!(store.audit(ids[0]).await.unwrap().len(), 1);
+    fails(&db, &["patch", "--group", &group, "--reason", "x"], 2, "--patch");
+    fails(
+        &db,
+        &["patch", &ids[0].to_string(), "--group", &group, "--patch", "-", "--reason", "x"],
+        2,
+        "cannot be used with",
+    );
+}
+
+async fn bad_input(db: Db) {
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    fails(&db, &["show", "999999"], 1, "dead letter 999999 not found");
+    fails(&db, &["ls", "--since", "yesterday"], 2, "neither a duration");
+    fails(&db, &["ls", "--status", "BROKEN"], 2, "expected one of");
+    fails(&db, &["purge", "--older-than", "2 parsecs"], 2, "not a duration");
+    fails(&db, &["redrive", "--rate", "fast", "--all"], 2, "not a rate");
+    fails(&db, &["redrive"], 2, "say which rows");
+    fails(&db, &["discard", &ids[0].to_string()], 2, "--reason");
+    fails(&db, &["undo", "424242"], 1, "audit entry 424242 not found");
+    fails(&db, &["redrive", "--resume", "77"], 1, "operation 77 not found");
+    fails(&db, &["redrive", "--all", "--validate"], 2, "--validate needs the service's handlers");
+    std::fs::write(&bad, "not json").unwrap();
+    let id = ids[0].to_string();
+    fails(&db, &["patch", &id, "--patch", bad.to_str().unwrap(), "--reason", "x"], 1, "is not JSON");
+    std::fs::write(&bad, r#"{"op": "add"}"#).unwrap();
+    fails(&db, &["patch", &id, "--patch", bad.to_str().unwrap(), "--reason", "x"], 1, "not an RFC 6902");
+    std::fs::write(&bad, r#"[{"op": "remove", "path": "/nope"}]"#).unwrap();
+    fails(&db, &["patch", &id, "--patch", bad.to_str().unwrap(), "--reason", "x"], 1, "patch does not apply");
+    fails(&db, &["patch", &id, "--patch", "/no/such/file", "--reason", "x"], 1, "cannot read patch");
+    fails(&db, &["patch", &id, "--reason", " ", "--patch", "-"], 2, "non-empty --reason");
+    let mut nothing = db.dlq();
+    nothing.env_remove("DATABASE_URL").args(["stats"]).assert().code(2);
+    fails(&db, &["stats", "--database-url", "mysql://x/y"], 2, "unsupported database URL scheme `mysql`");
+    fails(&db, &["stats", "--database-url", "postgres://nobody@127.0.0.1:1/db"], 1, "cannot reach PostgreSQL");
+}
+
+async fn interrupted_redrive_resumes_without_a_row_lost_or_moved_twice(db: Db) {
+    let store = db.store().await;
+    let letters = (0..12)
+        .map(|n| {
+            NewDeadLetter::new("payment", Payload::Json(n.into()), failure("E", "down")).dead(DeadReason::Permanent)
+        })
+        .collect();
+    store.park_many(letters).await.unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("dlq");
+    let mut child = Std::new(bin)
+        .args(["redrive", "--all", "--batch", "1", "--rate", "4/s", "--reason", "replay", "--json"])
+        .env("DATABASE_URL", &db.url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pending = || store.count(ListFilter::default().status(Status::Pending).limit(usize::MAX));
+    while pending().await.unwrap() < 3 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let moved_before = pending().await.unwrap();
+    assert!(moved_before < 12, "killed mid-run");
+    let done = run_json(&db, &["redrive", "--resume", "1"]);
+    assert_eq!((done["state"].as_str(), done["moved"].as_u64()), (Some("done"), Some(12)));
+    for row in store.list(ListFilter::default().limit(100)).await.unwrap() {
+        assert_eq!((row.status, row.redrive_count), (Status::Pending, 1), "row {}", row.id);
+        assert_eq!(store.audit(row.id).await.unwrap().len(), 1, "row {} audited once", row.id);
+    }
+}
+
+async fn pause_and_resume(db: Db) {
+    let store = db.store().await;
+    seed(&store).await;
+    fails(&db, &["pause", "payment"], 2, "--reason");
+    let paused = run_json(&db, &["pause", "payment", "--reason", "ledger migration until 14:00", "--actor", "alice"]);
+    assert_eq!((paused["paused"].as_bool(), paused["paused_by"].as_str()), (Some(true), Some("alice")));
+    let stats = run_json(&db, &["stats"]);
+    assert_eq!(stats["circuits"][0]["event_type"], "payment");
+    assert_eq!(stats["circuits"][0]["pause_reason"], "ledger migration until 14:00");
+    let warnings = stats["warnings"].to_string();
+    assert!(warnings.contains("paused by alice"), "{warnings}");
+    let human = snapshot_text(&db, &["stats"]);
+    assert!(human.contains("CIRCUITS") && human.contains("by alice: ledger migration"), "{human}");
+    assert!(!store.circuits().await.unwrap().get("payment").is_claimable());
+
+    let resumed = run_json(&db, &["resume", "payment", "--reason", "migration done"]);
+    assert_eq!(resumed["paused"], false);
+    assert!(run_json(&db, &["stats"])["circuits"].as_array().unwrap().is_empty());
+    let log = store.circuit_log(Some("payment".into()), 10).await.unwrap();
+    let steps: Vec<_> = log.iter().map(|e| (e.to.as_str(), e.reason.as_str())).collect();
+    assert_eq!(steps, [("resumed", "migration done"), ("paused", "ledger migration until 14:00")]);
+}
+
+/// Human output, with ids and times masked.
+fn snapshot_text(db: &Db, args: &[&str]) -> String {
+    let out = db.dlq().args(args).assert().success().get_output().stdout.clone();
+    String::from_utf8(out).unwrap()
+}
+
+async fn human_output(db: Db) {
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let mut settings = insta::Settings::clone_current();
+    settings.add_filter(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", "[time]");
+    settings.add_filter(r"\b[0-9a-f]{16}\b", "[group]");
+    settings.add_filter(r"(?m)^(\s*)\d+(\s{2,})", "$1[id]$2");
+    settings.bind(|| {
+        insta::assert_snapshot!("ls", snapshot_text(&db, &["ls"]));
+        insta::assert_snapshot!("show", snapshot_text(&db, &["show", &ids[3].to_string()]));
+        insta::assert_snapshot!("stats", snapshot_text(&db, &["stats"]));
+        insta::assert_snapshot!(
+            "redrive_dry_run",
+            snapshot_text(&db, &["redrive", "--all", "--dry-run"])
+                .replace(&ids[0].to_string(), "[id]")
+                .replace(&ids[1].to_string(), "[id]")
+                .replace(&ids[2].to_string(), "[id]")
+        );
+    });
+}
+
+macro_rules! on_both_stores {
+    ($($check:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test(flavor = "multi_thread")]
+            async fn $check() {
+                super::$check(super::Db::sqlite().await).await;
+            })*
+        }
+        mod pg {
+            $(#[tokio::test(flavor = "multi_thread")]
+            async fn $check() {
+                super::$check(super::Db::postgres().await).await;
+            })*
+        }
+    };
+}
+
+on_both_stores!(
+    reads,
+    repairs,
+    group_patch,
+    bad_input,
+    interrupted_redrive_resumes_without_a_row_lost_or_moved_twice,
+    pause_and_resume
+);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn human_output_sqlite() {
+    human_output(Db::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_migrations_and_read_only_roles_get_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Db { url: format!("sqlite://{}", dir.path().join("none.db").display()), pg: None, _dir: None };
+    fails(&sqlite, &["stats"], 1, "run `dlq migrate` to create it");
+    sqlite.dlq().arg("migrate").assert().success();
+    sqlite.dlq().arg("stats").assert().success();
+
+    let pg = Db::postgres().await;
+    fails(&pg, &["ls"], 1, "has no dlq tables: run `dlq migrate`");
+    pg.dlq().arg("migrate").assert().success();
+    let store = pg.store().await;
+    let ids = seed(&store).await;
+    let role = format!("dlq_ro_{}", pg.pg.as_ref().unwrap().1);
+    let pool = sqlx::PgPool::connect(&pg.url).await.unwrap();
+    for statement in
+        [format!("CREATE ROLE {role} LOGIN"), format!("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")]
+    {
+        sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&pool).await.unwrap();
+    }
+    let read_only = pg.url.replacen("postgres@", &format!("{role}@"), 1);
+    let ro = Db { url: read_only, pg: None, _dir: None };
+    ro.dlq().arg("stats").assert().success();
+    fails(&ro, &["discard", &ids[0].to_string(), "--reason", "x"], 1, "permission denied");
+    drop(pool);
+    drop(pg);
+    let _ = Std::new("psql").args([&pg_base(), "-qc", &format!("DROP ROLE IF EXISTS {role}")]).output();
+}
+
+// ---- canary: a real retrier in this process, over the same database as the `dlq` binary ----
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Payment {
+    id: u64,
+    currency: String,
+}
+
+#[derive(Debug, Classify)]
+enum PaymentError {
+    #[dlq(permanent)]
+    BadCurrency(String),
+}
+
+impl std::fmt::Display for PaymentError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self::BadCurrency(currency) = self;
+        write!(f, "currency {currency:?} is not ISO 4217")
+    }
+}
+
+impl std::error::Error for PaymentError {}
+
+/// The cause is not fixed: every run fails the same way.
+#[dead_letter(event_type = "cli-canary-broken", max_retries = 0, backoff = "none")]
+async fn still_broken(p: Payment) -> Result<(), PaymentError> {
+    Err(PaymentError::BadCurrency(p.currency))
+}
+
+/// Fails on the live path; fixed (succeeds) once the ledger accepts trailing spaces.
+static LEDGER_FIXED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[dead_letter(event_type = "cli-canary-fixed", max_retries = 0, backoff = "none")]
+async fn fixed_later(p: Payment) -> Result<(), PaymentError> {
+    if LEDGER_FIXED.load(Ordering::SeqCst) { Ok(()) } else { Err(PaymentError::BadCurrency(p.currency)) }
+}
+
+/// Parks `n` payments through the live path of `handler` (so the rows carry the fingerprint
+/// the handler's failure really has); returns their ids, oldest first, and their group.
+async fn park_live<F, Fut>(store: &Arc<dyn DeadLetterStore>, n: u64, handler: F) -> (Vec<DlqId>, String)
+where
+    F: Fn(Payment) -> Fut,
+    Fut: Future<Output = Result<(), dlq_core::HandlerError<PaymentError>>>,
+{
+    let mut ids = Vec::new();
+    for id in 0..n {
+        let err = dlq_core::with_store(Arc::clone(store), handler(Payment { id, currency: "USD ".into() }))
+            .await
+            .unwrap_err();
+        ids.push(err.dlq_id().unwrap());
+    }
+    let group = store.get(ids[0]).await.unwrap().unwrap().failure.fingerprint;
+    (ids, group)
+}
+
+/// A retrier over `registry` on `store` until the token is cancelled.
+fn spawn_retrier(
+    store: &Arc<dyn DeadLetterStore>,
+    registry: dlq_core::Registry,
+) -> (CancellationToken, tokio::task::JoinHandle<Result<dlq_core::RetrierStats, dlq_core::Error>>) {
+    let config = RetrierConfig::from_json_str(r#"{"poll-interval": "100ms"}"#).unwrap();
+    let retrier = Retrier::new(Arc::clone(store), registry).config(config);
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move { retrier.run_until(shutdown.cancelled_owned()).await }
+    });
+    (shutdown, running)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn canary_that_fails_the_same_way_stops_with_exit_code_3_and_leaves_the_rest_parked() {
+    let db = Db::postgres().await;
+    let store = db.store().await;
+    let (ids, group) = park_live(&store, 6, still_broken).await;
+    let (shutdown, retrier) = spawn_retrier(&store, handlers![still_broken].unwrap());
+
+    let out = db
+        .dlq()
+        .args(["redrive", "--group", &group, "--canary", "2", "--batch", "2", "--reason", "ledger fixed?"])
+        .assert()
+        .code(3)
+        .get_output()
+        .clone();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("canary stopped: redriven rows failed again; the rest stay parked"), "{text}");
+    for canary in &ids[..2] {
+        assert!(text.contains(&format!("  {canary} FAILED_PERMANENTLY (same failure, group {group})")), "{text}");
+    }
+
+    for row in store.list(ListFilter::default().limit(100)).await.unwrap() {
+        assert_eq!(row.status, Status::FailedPermanently, "row {}", row.id);
+        assert_eq!(row.failure.fingerprint, group, "row {}", row.id);
+        let canary = ids[..2].contains(&row.id);
+        assert_eq!(row.redrive_count, u32::from(canary), "row {}: only the canary moved", row.id);
+    }
+    // The stopped operation continues with a canary again: it stops again, moving two more.
+    let again = db.dlq().args(["redrive", "--resume", "1", "--json"]).assert().code(3).get_output().clone();
+    let again = json_of(&again.stdout);
+    assert_eq!(again["canary_stop"]["kind"], "failed");
+    assert_eq!(again["canary_stop"]["failures"][0]["fingerprint"], group.as_str());
+    assert_eq!(again["canary_stop"]["failures"][0]["same_fingerprint"], true);
+    assert_eq!(again["moved_ids"], serde_json::json!(&ids[2..4]));
+    shutdown.cancel();
+    retrier.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn canary_that_succeeds_lets_the_redrive_proceed_batch_by_batch() {
+    let db = Db::postgres().await;
+    let store = db.store().await;
+    let (ids, group) = park_live(&store, 7, fixed_later).await;
+    LEDGER_FIXED.store(true, Ordering::SeqCst);
+    let (shutdown, retrier) = spawn_retrier(&store, handlers![fixed_later].unwrap());
+
+    let args = ["redrive", "--group", &group, "--canary", "2", "--batch", "3", "--reason", "ledger fixed"];
+    let done = run_json(&db, &args);
+    assert_eq!((done["state"].as_str(), done["moved"].as_u64()), (Some("done"), Some(7)));
+    assert!(done["canary_stop"].is_null(), "{done}");
+    assert_eq!(done["moved_ids"], serde_json::json!(ids));
+    // Each batch was watched to its outcome before the next one moved.
+    for row in store.list(ListFilter::default().limit(100)).await.unwrap() {
+        assert_eq!((row.status, row.redrive_count), (Status::Succeeded, 1), "row {}", row.id);
+    }
+    shutdown.cancel();
+    retrier.await.unwrap().unwrap();
+}

@@ -1,0 +1,104 @@
+//! `dlq serve` end to end: the binary on a SQLite file, spoken to over plain HTTP/1.1: the
+//! console, `/metrics`, `/healthz`, the token, and the refusal to bind a public address
+//! without one.
+
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn dlq(url: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dlq"));
+    cmd.env("DATABASE_URL", url).env_remove("DLQ_WEB_TOKEN");
+    cmd
+}
+
+/// Starts `dlq serve ARGS` on a free loopback port and waits for its address line.
+fn serve(url: &str, args: &[&str]) -> Server {
+    let mut child = dlq(url)
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .args(args)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).unwrap_or_default().to_owned();
+    assert!(!addr.is_empty(), "no address in {line:?}");
+    Server { child, addr }
+}
+
+/// One request; the status line's code and the whole response text.
+fn request(addr: &str, path: &str, extra: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra}\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let code = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (code, text)
+}
+
+fn migrated_sqlite() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("dlq.db").display());
+    assert!(dlq(&url).arg("migrate").status().unwrap().success());
+    (dir, url)
+}
+
+#[test]
+fn serves_the_console_metrics_and_health_read_only() {
+    let (_dir, url) = migrated_sqlite();
+    let server = serve(&url, &[]);
+    let (code, page) = request(&server.addr, "/", "");
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains("content-security-policy") && page.contains("Overview"));
+    let (code, health) = request(&server.addr, "/healthz", "");
+    assert_eq!(code, 200, "{health}");
+    assert!(health.contains("\"status\""));
+    let (code, metrics) = request(&server.addr, "/metrics", "");
+    assert_eq!(code, 200);
+    assert!(metrics.contains("dlq_"), "the dlq metrics are described: {metrics}");
+    let post = {
+        let mut stream = TcpStream::connect(&server.addr).unwrap();
+        let addr = &server.addr;
+        write!(stream, "POST /discard HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://{addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        text
+    };
+    assert!(post.starts_with("HTTP/1.1 403"), "read-only without --allow-actions: {post}");
+}
+
+#[test]
+fn a_token_guards_the_console_and_metrics() {
+    let (_dir, url) = migrated_sqlite();
+    let server = serve(&url, &["--token", "s3cret"]);
+    assert_eq!(request(&server.addr, "/", "").0, 401);
+    assert_eq!(request(&server.addr, "/metrics", "").0, 401);
+    assert_eq!(request(&server.addr, "/", "Authorization: Bearer s3cret\r\n").0, 200);
+    assert_eq!(request(&server.addr, "/metrics", "Authorization: Bearer s3cret\r\n").0, 200);
+    assert_eq!(request(&server.addr, "/healthz", "").0, 200, "probes need no token");
+}
+
+#[test]
+fn a_public_address_needs_a_token() {
+    let (_dir, url) = migrated_sqlite();
+    let out = dlq(&url).args(["serve", "--bind", "0.0.0.0:0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("needs a token") && stderr.contains("DLQ_WEB_TOKEN"), "{stderr}");
+}

@@ -1,0 +1,258 @@
+//! The poison-message incident on a real NATS JetStream server (127.0.0.1:4222, or
+//! `$NATS_URL`) with the dead letters in PostgreSQL (`#[sqlx::test]`, a fresh database each).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_nats::jetstream::{self, consumer, consumer::pull, stream};
+use common::{DbProxy, Ledger, Payment, eventually, handle_payment};
+use dlq_consumers::nats::{JetStreamConsumer, republish};
+use dlq_consumers::{Action, DEDUPE_KEY_HEADER};
+use dlq_core::{
+    CancellationToken, Context, DeadLetterStore, DeadReason, Dispatched, Dispatcher, ListFilter, Retrier,
+    RetrierConfig, Status, handlers,
+};
+use dlq_sqlx::{PgConfig, PgStore};
+use futures_util::StreamExt;
+use sqlx::PgPool;
+
+/// A stream of its own for one test: `DLQ_<name>_<nanos>` on subject `dlqtest.<name>.<nanos>`.
+struct TestStream {
+    js: jetstream::Context,
+    name: String,
+    subject: String,
+}
+
+impl TestStream {
+    async fn new(test: &str) -> Self {
+        let url = std::env::var("NATS_URL").unwrap_or_else(|_| "127.0.0.1:4222".into());
+        let client = async_nats::connect(&url).await.expect("NATS with JetStream at $NATS_URL or 127.0.0.1:4222");
+        let js = jetstream::new(client);
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+        let (name, subject) = (format!("DLQ_{test}_{nanos}"), format!("dlqtest.{test}.{nanos}"));
+        js.create_stream(stream::Config { name: name.clone(), subjects: vec![subject.clone()], ..Default::default() })
+            .await
+            .unwrap();
+        Self { js, name, subject }
+    }
+
+    /// Publishes payments `1..=n`, `poison` among them, and waits until all are stored.
+    async fn publish(&self, n: u64, poison: &[u64]) {
+        let mut acks = Vec::new();
+        for id in 1..=n {
+            let bytes = Payment::new(id, poison.contains(&id)).bytes();
+            acks.push(self.js.publish(self.subject.clone(), bytes.into()).await.unwrap());
+            if acks.len() == 512 {
+                for ack in acks.drain(..) {
+                    ack.await.unwrap();
+                }
+            }
+        }
+        for ack in acks {
+            ack.await.unwrap();
+        }
+    }
+
+    async fn consumer(&self, ack_wait: Duration) -> consumer::PullConsumer {
+        let config = pull::Config { durable_name: Some("ledger".into()), ack_wait, ..Default::default() };
+        self.js.get_stream(&self.name).await.unwrap().get_or_create_consumer("ledger", config).await.unwrap()
+    }
+
+    /// Whether the consumer has delivered and seen acknowledged every message.
+    async fn drained(&self) -> bool {
+        let consumer = self.consumer(Duration::from_secs(30)).await;
+        let info = consumer.get_info().await.unwrap();
+        info.num_pending == 0 && info.num_ack_pending == 0
+    }
+
+    async fn delete(self) {
+        self.js.delete_stream(&self.name).await.unwrap();
+    }
+}
+
+fn adapter(store: Arc<dyn DeadLetterStore>, ledger: &Ledger) -> JetStreamConsumer {
+    let dispatcher =
+        Dispatcher::new(store, handlers![handle_payment].unwrap()).context(Context::new().with(ledger.clone()));
+    JetStreamConsumer::new(dispatcher, "payment").nak_delay(Duration::from_millis(300))
+}
+
+/// `bytes` as a JSON value (PostgreSQL's JSONB keeps no key order).
+fn json(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes).unwrap()
+}
+
+async fn rows(store: &dyn DeadLetterStore) -> Vec<dlq_core::DeadLetter> {
+    store.list(ListFilter::default()).await.unwrap()
+}
+
+/// Runs `adapter` on the consumer's messages in a task until the token is cancelled.
+fn spawn_run(
+    adapter: JetStreamConsumer,
+    consumer: consumer::PullConsumer,
+    stop: &CancellationToken,
+) -> tokio::task::JoinHandle<dlq_consumers::RunStats> {
+    let stop = stop.clone();
+    tokio::spawn(async move {
+        let messages = consumer.messages().await.unwrap();
+        adapter.run(messages, stop.cancelled_owned()).await.unwrap()
+    })
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_poison_message_is_parked_dead_and_the_stream_moves_on(pool: PgPool) {
+    let store: Arc<dyn DeadLetterStore> = Arc::new(PgStore::from_pool(pool, PgConfig::default()).await.unwrap());
+    let stream = TestStream::new("poison").await;
+    stream.publish(10_000, &[4_321]).await;
+    let ledger = Ledger::default();
+
+    let stop = CancellationToken::new();
+    let run = spawn_run(adapter(store.clone(), &ledger), stream.consumer(Duration::from_secs(30)).await, &stop);
+    eventually(Duration::from_secs(120), "the consumer drains the stream", || stream.drained()).await;
+    stop.cancel();
+    let stats = run.await.unwrap();
+
+    assert_eq!((stats.succeeded, stats.parked, stats.retried), (9_999, 1, 0));
+    assert_eq!(ledger.distinct(), 9_999);
+    let rows = rows(&*store).await;
+    assert_eq!(rows.len(), 1, "nothing but the poison is parked");
+    let poison = &rows[0];
+    assert_eq!((poison.status, poison.dead_reason), (Status::FailedPermanently, Some(DeadReason::Permanent)));
+    assert_eq!(poison.source.topic.as_deref(), Some(stream.subject.as_str()));
+    assert_eq!(poison.source.offset, Some(4_321), "the stream sequence");
+    assert_eq!(poison.dedupe_key.as_deref(), Some(format!("{}/4321", stream.name).as_str()));
+    assert_eq!(json(&poison.payload.to_bytes()), json(&Payment::new(4_321, true).bytes()), "the payload, as JSON");
+    stream.delete().await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_redelivery_after_a_crash_before_the_ack_does_not_park_twice(pool: PgPool) {
+    let store: Arc<dyn DeadLetterStore> = Arc::new(PgStore::from_pool(pool, PgConfig::default()).await.unwrap());
+    let stream = TestStream::new("crash").await;
+    stream.publish(20, &[7]).await;
+    let ledger = Ledger::default();
+    let adapter = adapter(store.clone(), &ledger);
+
+    // The first consumer handles 1..=6 and parks 7, then dies before acknowledging 7.
+    let consumer = stream.consumer(Duration::from_secs(1)).await;
+    let mut messages = consumer.messages().await.unwrap();
+    for _ in 1..=6 {
+        let handled = adapter.handle(&messages.next().await.unwrap().unwrap()).await.unwrap();
+        assert_eq!(Action::of_dispatch(&handled), Action::Ack);
+    }
+    let poison = messages.next().await.unwrap().unwrap();
+    let first = adapter.dispatch(&poison).await.unwrap();
+    assert_eq!(Action::of_dispatch(&first), Action::Ack);
+    let Ok(Dispatched::Parked { id: first_id, .. }) = first else { panic!("{first:?}") };
+    drop((poison, messages, consumer)); // the crash: no ack for 7, nor for what was prefetched
+
+    // A new consumer gets 7 again after the ack wait, and the rest.
+    let stop = CancellationToken::new();
+    let run = spawn_run(adapter.clone(), stream.consumer(Duration::from_secs(1)).await, &stop);
+    eventually(Duration::from_secs(30), "the restarted consumer drains the stream", || stream.drained()).await;
+    stop.cancel();
+    let stats = run.await.unwrap();
+
+    assert_eq!(stats.parked, 1, "7 was redelivered and found parked");
+    let rows = rows(&*store).await;
+    assert_eq!(rows.len(), 1, "parked once: {rows:?}");
+    assert_eq!(rows[0].id, first_id);
+    assert_eq!(ledger.distinct(), 19, "every other payment posted at least once");
+    stream.delete().await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn while_the_database_is_down_the_message_is_nakked_and_parked_once_when_it_is_back(pool: PgPool) {
+    let db = pool.connect_options().get_database().unwrap().to_owned();
+    PgStore::from_pool(pool, PgConfig::default()).await.unwrap(); // the schema
+    let proxy = DbProxy::start().await;
+    let config = PgConfig::default().park_timeout(Duration::from_millis(500));
+    let store: Arc<dyn DeadLetterStore> = Arc::new(PgStore::connect_with(&proxy.url(&db), config).await.unwrap());
+    let stream = TestStream::new("dbdown").await;
+    let ledger = Ledger::default();
+
+    proxy.set_up(false);
+    stream.publish(50, &[3]).await;
+    let stop = CancellationToken::new();
+    let run = spawn_run(adapter(store.clone(), &ledger), stream.consumer(Duration::from_secs(30)).await, &stop);
+    eventually(Duration::from_secs(30), "the healthy payments are handled", || async { ledger.distinct() == 49 }).await;
+    tokio::time::sleep(Duration::from_secs(2)).await; // the poison is nakked, redelivered, nakked…
+    assert!(!stream.drained().await, "the poison is not acked while it cannot be parked");
+
+    proxy.set_up(true);
+    eventually(Duration::from_secs(30), "the poison is parked and acked", || stream.drained()).await;
+    stop.cancel();
+    let stats = run.await.unwrap();
+
+    assert!(stats.retried >= 2, "nakked and redelivered: {stats:?}");
+    assert_eq!(stats.parked, 1);
+    let rows = rows(&*store).await;
+    assert_eq!(rows.len(), 1, "parked once: {rows:?}");
+    assert_eq!(rows[0].source.offset, Some(3));
+    stream.delete().await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_ledger_outage_is_parked_acked_and_retried_to_success(pool: PgPool) {
+    let store: Arc<dyn DeadLetterStore> = Arc::new(PgStore::from_pool(pool, PgConfig::default()).await.unwrap());
+    let stream = TestStream::new("outage").await;
+    let ledger = Ledger::default();
+
+    ledger.set_down(true);
+    stream.publish(30, &[]).await;
+    let stop = CancellationToken::new();
+    let run = spawn_run(adapter(store.clone(), &ledger), stream.consumer(Duration::from_secs(30)).await, &stop);
+    eventually(Duration::from_secs(30), "the stream is drained during the outage", || stream.drained()).await;
+    assert_eq!(ledger.distinct(), 0);
+
+    ledger.set_down(false);
+    let config = RetrierConfig::from_json_str(r#"{"poll-interval": "100ms"}"#).unwrap();
+    let retrier = Retrier::new(store.clone(), handlers![handle_payment].unwrap())
+        .config(config)
+        .context(Context::new().with(ledger.clone()));
+    let retrying = tokio::spawn({
+        let stop = stop.clone();
+        async move { retrier.run_until(stop.cancelled_owned()).await.unwrap() }
+    });
+    eventually(Duration::from_secs(30), "every payment is posted", || async { ledger.distinct() == 30 }).await;
+    stop.cancel();
+    let (stats, _) = (run.await.unwrap(), retrying.await.unwrap());
+
+    assert_eq!(stats.parked, 30);
+    let rows = rows(&*store).await;
+    assert_eq!(rows.len(), 30);
+    assert!(rows.iter().all(|r| r.status == Status::Succeeded), "{rows:?}");
+    stream.delete().await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn republish_puts_parked_events_back_on_their_subject_with_the_dedupe_key(pool: PgPool) {
+    let store: Arc<dyn DeadLetterStore> = Arc::new(PgStore::from_pool(pool, PgConfig::default()).await.unwrap());
+    let stream = TestStream::new("republish").await;
+    stream.publish(5, &[2]).await;
+    let ledger = Ledger::default();
+    let adapter = adapter(store.clone(), &ledger);
+    let consumer = stream.consumer(Duration::from_secs(30)).await;
+    let mut messages = consumer.messages().await.unwrap();
+    for _ in 1..=5 {
+        let handled = adapter.handle(&messages.next().await.unwrap().unwrap()).await.unwrap();
+        assert_eq!(Action::of_dispatch(&handled), Action::Ack);
+    }
+    let parked = rows(&*store).await;
+    assert_eq!(parked.len(), 1);
+
+    let filter = ListFilter::default().status(Status::FailedPermanently);
+    let ids = republish(&*store, &stream.js, filter, "test: replay").await.unwrap();
+    assert_eq!(ids, vec![parked[0].id]);
+
+    let replay = messages.next().await.unwrap().unwrap();
+    assert_eq!(replay.info().unwrap().stream_sequence, 6, "appended to the same subject");
+    assert_eq!(json(&replay.payload), json(&Payment::new(2, true).bytes()));
+    let key = replay.headers.as_ref().and_then(|h| h.get(DEDUPE_KEY_HEADER)).map(|v| v.as_str().to_owned());
+    assert_eq!(key, Some(format!("{}/2", stream.name)));
+    let row = store.get(parked[0].id).await.unwrap().unwrap();
+    assert_eq!(row.status, Status::Discarded, "the broker holds the event now");
+    assert_eq!(store.audit(row.id).await.unwrap().len(), 1, "the republish is audited");
+    stream.delete().await;
+}

@@ -1,0 +1,82 @@
+//! The JSON documents of the operator surface: a row as `dlq ls --json` prints it and the web
+//! console's `GET /api/events` answers, a row in full as `dlq show --json` and
+//! `GET /api/events/{id}`. One definition, so the CLI and the console cannot disagree.
+
+use serde_json::{Value, json};
+
+use super::{Detail, PatchOutcome};
+use crate::record::{DeadLetter, Payload};
+
+/// A payload as a JSON value: the document, or raw bytes as their lossy UTF-8 text.
+///
+/// ```
+/// use dlq_core::Payload;
+/// assert_eq!(dlq_core::admin::json::payload(&Payload::from_bytes(b"not json")), "not json");
+/// ```
+pub fn payload(payload: &Payload) -> Value {
+    match payload {
+        Payload::Json(value) => value.clone(),
+        Payload::Raw { bytes, .. } => Value::String(String::from_utf8_lossy(bytes).into_owned()),
+    }
+}
+
+/// A row's summary: `{id, event_type, handler, status, dead_reason, error_class, error_kind,
+/// error_reason, fingerprint, retry_count, max_retries, redrive_count, retry_after,
+/// created_at, updated_at}`.
+///
+/// ```
+/// use dlq_core::{DeadLetter, ErrorClass, FailureInfo, Payload};
+/// let failure = FailureInfo::new(ErrorClass::Permanent, "BadCurrency", "currency".into(), vec![], None);
+/// let row = DeadLetter::new(7, "payment", Payload::from_bytes(b"{}"), failure, chrono::Utc::now());
+/// assert_eq!(dlq_core::admin::json::row(&row)["error_kind"], "BadCurrency");
+/// ```
+pub fn row(l: &DeadLetter) -> Value {
+    json!({
+        "id": l.id, "event_type": l.event_type, "handler": l.handler, "status": l.status,
+        "dead_reason": l.dead_reason, "error_class": l.failure.class.name(), "error_kind": l.failure.kind,
+        "error_reason": l.failure.reason, "fingerprint": l.failure.fingerprint, "retry_count": l.retry_count,
+        "max_retries": l.max_retries, "redrive_count": l.redrive_count, "retry_after": l.retry_after,
+        "created_at": l.created_at, "updated_at": l.updated_at,
+    })
+}
+
+/// A row in full: [`row`] plus `{payload, payload_raw_hex, payload_truncated,
+/// payload_original_len, payload_sha256, error_chain, stacktrace, source, lease_owner,
+/// dedupe_key, attempts: [{attempt, outcome, error_class, error_reason, owner, at}], audit:
+/// [{id, action, actor, reason, diff, at}]}`.
+pub fn detail(detail: &Detail) -> Value {
+    let l = &detail.letter;
+    let mut doc = row(l);
+    let (raw_hex, truncation) = match &l.payload {
+        Payload::Raw { bytes, truncated } => (Some(hex(bytes)), truncated.clone()),
+        Payload::Json(_) => (None, None),
+    };
+    let extra = json!({
+        "payload": payload(&l.payload), "payload_raw_hex": raw_hex,
+        "payload_truncated": truncation.is_some(),
+        "payload_original_len": truncation.as_ref().map(|t| t.original_len),
+        "payload_sha256": truncation.map(|t| t.original_sha256),
+        "error_chain": l.failure.chain, "stacktrace": l.failure.stacktrace, "source": l.source,
+        "lease_owner": l.lease_owner, "dedupe_key": l.dedupe_key,
+        "attempts": detail.attempts.iter().map(|a| json!({
+            "attempt": a.attempt, "outcome": a.outcome, "error_class": a.error_class,
+            "error_reason": a.error_reason, "owner": a.owner, "at": a.at,
+        })).collect::<Vec<_>>(),
+        "audit": detail.audit.iter().map(|a| json!({
+            "id": a.id, "action": a.action, "actor": a.actor, "reason": a.reason, "diff": a.diff, "at": a.at,
+        })).collect::<Vec<_>>(),
+    });
+    if let (Some(doc), Value::Object(extra)) = (doc.as_object_mut(), extra) {
+        doc.extend(extra);
+    }
+    doc
+}
+
+/// What a patch or an undo did: `{id, audit_id, old, new}`.
+pub fn patched(outcome: &PatchOutcome) -> Value {
+    json!({ "id": outcome.id, "audit_id": outcome.audit_id, "old": payload(&outcome.old), "new": payload(&outcome.new) })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

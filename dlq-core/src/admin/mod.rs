@@ -1,0 +1,357 @@
+//! The operator layer: every read and action of the `dlq` command line and the web console,
+//! as library calls over any [`DeadLetterStore`].
+//!
+//! Each action validates its input, runs in bounded transactions, and writes the audit log
+//! with the actor and the reason; the CLI verb and the console button are thin shells over
+//! the same call, so they cannot disagree.
+//!
+//! ```
+//! use dlq_core::admin::{Admin, BulkPlan, Pacing};
+//! use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter, Payload, DeadReason, Status};
+//! use std::sync::Arc;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let store = Arc::new(MemoryStore::new());
+//! let failure = FailureInfo::new(ErrorClass::Permanent, "BadCurrency", "currency \"USD \"".into(), vec![], None);
+//! let payload = Payload::Json(serde_json::json!({"id": 7, "currency": "USD "}));
+//! let id = store.park(NewDeadLetter::new("payment", payload, failure).dead(DeadReason::Permanent)).await?.id;
+//!
+//! let admin = Admin::new(store.clone(), "alice");
+//! // Repair the payload with an RFC 6902 patch, then replay it.
+//! let patch = serde_json::json!([{"op": "replace", "path": "/currency", "value": "USD"}]);
+//! admin.patch(id, &patch, "trailing space from the POS firmware").await?;
+//! let plan = BulkPlan::redrive(ListFilter::default().ids([id]), "currency fixed");
+//! let report = admin.start(plan).await?.run(Pacing::default(), |_| std::ops::ControlFlow::Continue(())).await?;
+//! assert_eq!(report.moved, 1);
+//! assert_eq!(store.get_now(id).unwrap().status, Status::Pending);
+//! # Ok::<(), dlq_core::Error>(())
+//! # }).unwrap();
+//! ```
+
+mod bulk;
+mod circuits;
+pub mod json;
+mod patch;
+mod stats;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+pub use bulk::{
+    Bulk, BulkPlan, BulkProgress, BulkReport, CanaryFailure, CanaryStop, DEFAULT_MAX_REDRIVES, Pacing, Validator,
+};
+pub use patch::{Change, PatchManyReport, PatchRefusal, RowPatch};
+pub use stats::{Growth, Orphan, StatsReport, StatusCounts};
+
+/// An error and its `source()` chain on one line, each cause once: what the CLI and the
+/// console show an operator.
+///
+/// ```
+/// let err = dlq_core::Error::store(std::io::Error::other("connection refused"));
+/// assert_eq!(dlq_core::admin::one_line(&err), "dead-letter store failed: connection refused");
+/// ```
+pub fn one_line(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+use crate::record::{AttemptRecord, AuditEntry, AuditNote, DeadLetter, DlqId, ListFilter, Payload, RetrierHeartbeat};
+use crate::store::{DeadLetterStore, PatchRequest, payload_from_diff};
+use crate::{Error, Registry};
+
+/// The admin layer over one store, acting as one operator.
+///
+/// Cheap to clone. The optional [`Registry`] (set by a service that embeds the CLI or the
+/// console) names the expected handler of orphaned event types and lets a validating redrive
+/// or patch refuse payloads that would not decode into the handler's event type; a
+/// [`Validator`] adds checks of the service's own.
+#[derive(Clone)]
+pub struct Admin {
+    store: Arc<dyn DeadLetterStore>,
+    actor: String,
+    registry: Option<Registry>,
+    validator: Option<Validator>,
+    check_patches: bool,
+}
+
+impl std::fmt::Debug for Admin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admin").field("actor", &self.actor).finish_non_exhaustive()
+    }
+}
+
+/// A page of [`Admin::list`]: the rows, and the id to pass as `after` for the next page.
+#[derive(Debug, Clone)]
+pub struct Page {
+    /// The rows, in the filter's order.
+    pub rows: Vec<DeadLetter>,
+    /// The last row's id when the page was full (there may be more), else `None`.
+    pub next: Option<DlqId>,
+}
+
+/// Everything about one row: [`Admin::show`].
+#[derive(Debug, Clone)]
+pub struct Detail {
+    /// The row.
+    pub letter: DeadLetter,
+    /// Every attempt, oldest first.
+    pub attempts: Vec<AttemptRecord>,
+    /// Every operator action, oldest first.
+    pub audit: Vec<AuditEntry>,
+}
+
+/// What a patch or an undo did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PatchOutcome {
+    /// The row.
+    pub id: DlqId,
+    /// The audit entry written (undo it with [`Admin::undo`]).
+    pub audit_id: i64,
+    /// The payload before.
+    #[serde(skip)]
+    pub old: Payload,
+    /// The payload after.
+    #[serde(skip)]
+    pub new: Payload,
+}
+
+impl Admin {
+    /// The admin layer over `store`, recording `actor` on every audited action.
+    pub fn new(store: Arc<dyn DeadLetterStore>, actor: impl Into<String>) -> Self {
+        Self { store, actor: actor.into(), registry: None, validator: None, check_patches: false }
+    }
+
+    /// Knows the service's handlers: orphaned types are reported with the expected handler,
+    /// and validation ([`check`](Self::check)) decodes payloads into their handler's event type.
+    #[must_use]
+    pub fn with_registry(mut self, registry: Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Checks each row before a redrive with `validator` too (see [`BulkPlan::validate`]).
+    #[must_use]
+    pub fn with_validator(mut self, validator: Validator) -> Self {
+        self.validator = Some(validator);
+        self
+    }
+
+    /// Refuses a patch (or a replaced payload) that [`check`](Self::check) rejects:
+    /// `dlq patch --validate`. Patches then fail with [`Error::Invalid`] when this admin can
+    /// validate nothing (no registry, no validator).
+    #[must_use]
+    pub const fn with_patch_validation(mut self) -> Self {
+        self.check_patches = true;
+        self
+    }
+
+    /// Whether this admin can validate rows: it has a registry or a validator.
+    pub const fn can_validate(&self) -> bool {
+        self.registry.is_some() || self.validator.is_some()
+    }
+
+    /// Why `letter` would fail again as it is, checked without running its handler: with a
+    /// registry, its payload must deserialize into its handler's event type (and a handler
+    /// must be registered for its type); with a validator, the validator must accept it.
+    ///
+    /// ```
+    /// use dlq_core::admin::Admin;
+    /// use dlq_core::{DeadLetter, ErrorClass, FailureInfo, MemoryStore, Payload};
+    /// use std::sync::Arc;
+    ///
+    /// #[dlq_core::dead_letter(event_type = "doc-admin-check")]
+    /// async fn handle(amount_cents: u64) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// let admin = Admin::new(Arc::new(MemoryStore::new()), "alice").with_registry(dlq_core::handlers![handle]?);
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "undecodable", "bad".into(), vec![], None);
+    /// let payload = Payload::Json(serde_json::json!(1004));
+    /// let mut letter = DeadLetter::new(1, "doc-admin-check", payload, failure, chrono::Utc::now());
+    /// assert_eq!(admin.check(&letter), Ok(()));
+    /// letter.payload = Payload::Json(serde_json::json!("10.04"));
+    /// assert!(admin.check(&letter).unwrap_err().contains("does not deserialize into `u64`"));
+    /// # Ok::<(), dlq_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The reason, one line.
+    pub fn check(&self, letter: &DeadLetter) -> Result<(), String> {
+        if let Some(registry) = &self.registry {
+            let registration = registry.get(&letter.event_type).map_err(|e| e.to_string())?;
+            registration.check_payload(&letter.payload)?;
+        }
+        match &self.validator {
+            Some(validator) => validator(letter),
+            None => Ok(()),
+        }
+    }
+
+    /// The same admin acting as another operator: what the web console does per request,
+    /// with the actor its embedding service's auth names.
+    ///
+    /// ```
+    /// let admin = dlq_core::admin::Admin::new(std::sync::Arc::new(dlq_core::MemoryStore::new()), "console");
+    /// assert_eq!(admin.acting_as("alice").actor(), "alice");
+    /// ```
+    #[must_use]
+    pub fn acting_as(&self, actor: impl Into<String>) -> Self {
+        Self { actor: actor.into(), ..self.clone() }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn DeadLetterStore> {
+        &self.store
+    }
+
+    /// The operator recorded in the audit log.
+    pub fn actor(&self) -> &str {
+        &self.actor
+    }
+
+    fn note(&self, reason: Option<&str>) -> AuditNote {
+        AuditNote { actor: self.actor.clone(), reason: reason.map(str::to_owned) }
+    }
+
+    /// One page of rows matching `filter` (keyset: pass [`Page::next`] as `after`).
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn list(&self, filter: ListFilter) -> Result<Page, Error> {
+        let limit = filter.limit;
+        let rows = self.store.list(filter).await?;
+        let next = if rows.len() == limit { rows.last().map(|r| r.id) } else { None };
+        Ok(Page { rows, next })
+    }
+
+    /// A row with its attempts and audit log.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an unknown id; the store's error.
+    pub async fn show(&self, id: DlqId) -> Result<Detail, Error> {
+        let letter = self.store.get(id).await?.ok_or(Error::NotFound(id))?;
+        let attempts = self.store.attempts(id).await?;
+        let audit = self.store.audit(id).await?;
+        Ok(Detail { letter, attempts, audit })
+    }
+
+    /// The live retriers, from their heartbeat rows.
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn workers(&self) -> Result<Vec<RetrierHeartbeat>, Error> {
+        self.store.retriers().await
+    }
+
+    /// Applies an RFC 6902 JSON Patch to a row's JSON payload, audited with `reason`, the
+    /// patch and the original payload.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for an empty reason, a patch that is not RFC 6902, a payload that is
+    /// not JSON, or a patch that does not apply; [`Error::NotFound`]; the store's error.
+    pub async fn patch(&self, id: DlqId, patch: &serde_json::Value, reason: &str) -> Result<PatchOutcome, Error> {
+        let reason = required(reason, "patch")?;
+        let ops = patch::parse(patch)?;
+        let letter = self.store.get(id).await?.ok_or(Error::NotFound(id))?;
+        let new = patch::apply(&letter, &ops)?;
+        self.write_patch(letter, new, reason, Some(patch.clone()), None).await
+    }
+
+    /// Replaces a row's payload whole (what `dlq patch` without `--patch` writes after the
+    /// editor), audited with `reason`.
+    ///
+    /// # Errors
+    /// As [`patch`](Self::patch).
+    pub async fn replace_payload(&self, id: DlqId, payload: Payload, reason: &str) -> Result<PatchOutcome, Error> {
+        let reason = required(reason, "patch")?;
+        let letter = self.store.get(id).await?.ok_or(Error::NotFound(id))?;
+        self.write_patch(letter, payload, reason, None, None).await
+    }
+
+    /// Restores the payload a patch replaced, audited as a patch naming the entry undone.
+    ///
+    /// # Errors
+    /// [`Error::AuditNotFound`]; [`Error::Invalid`] when the entry is not a patch; the
+    /// store's error.
+    pub async fn undo(&self, audit_id: i64, reason: Option<&str>) -> Result<PatchOutcome, Error> {
+        let entry = self.store.audit_entry(audit_id).await?.ok_or(Error::AuditNotFound(audit_id))?;
+        let original =
+            (entry.action == "patch").then(|| payload_from_diff(&entry.diff)).flatten().ok_or_else(|| {
+                Error::Invalid(format!(
+                    "audit entry {audit_id} is a {}, not a patch: only patches can be undone",
+                    entry.action
+                ))
+            })?;
+        let default = format!("undo of audit entry {audit_id}");
+        let reason = reason.filter(|r| !r.trim().is_empty()).unwrap_or(&default);
+        let letter = self.store.get(entry.dlq_id).await?.ok_or(Error::NotFound(entry.dlq_id))?;
+        self.write_patch(letter, original, reason, None, Some(audit_id)).await
+    }
+
+    /// Writes `new` over `letter`'s payload, checked first when patches are validated (an
+    /// undo restores what was there: it is not checked).
+    async fn write_patch(
+        &self,
+        letter: DeadLetter,
+        new: Payload,
+        reason: &str,
+        patch: Option<serde_json::Value>,
+        undo_of: Option<i64>,
+    ) -> Result<PatchOutcome, Error> {
+        let (id, old) = (letter.id, letter.payload.clone());
+        if undo_of.is_none() {
+            self.check_patched(&letter, &new)?;
+        }
+        let note = self.note(Some(reason));
+        let request = PatchRequest { id, payload: new.clone(), note, patch, undo_of };
+        let audit_id = self.store.patch(request).await?;
+        crate::observe::admin_action(if undo_of.is_some() { "undo" } else { "patch" }, 1);
+        Ok(PatchOutcome { id, audit_id, old, new })
+    }
+
+    /// With patch validation on, refuses `new` as `letter`'s payload when it would fail again.
+    fn check_patched(&self, letter: &DeadLetter, new: &Payload) -> Result<(), Error> {
+        if !self.check_patches {
+            return Ok(());
+        }
+        if !self.can_validate() {
+            return Err(Error::Invalid(NO_VALIDATION.into()));
+        }
+        let patched = DeadLetter { payload: new.clone(), ..letter.clone() };
+        self.check(&patched).map_err(|why| {
+            Error::Invalid(format!("the patched payload of dead letter {} would fail again: {why}", letter.id))
+        })
+    }
+
+    /// Deletes `SUCCEEDED` and `DISCARDED` rows last changed more than `older_than` ago.
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn purge(&self, older_than: Duration) -> Result<u64, Error> {
+        let purged = self.store.purge(older_than).await?;
+        crate::observe::admin_action("purge", purged);
+        Ok(purged)
+    }
+}
+
+/// Why a validating action cannot run.
+const NO_VALIDATION: &str = "validation needs the service's handlers (a registry) or a validator: \
+     run it where they are linked (e.g. the CLI embedded with dlq_cli::Embedded)";
+
+/// `reason`, trimmed, or an error saying `action` needs one.
+fn required<'a>(reason: &'a str, action: &str) -> Result<&'a str, Error> {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err(Error::Invalid(format!("{action} needs a reason (--reason): it is kept in the audit log")));
+    }
+    Ok(reason)
+}

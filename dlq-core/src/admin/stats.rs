@@ -1,0 +1,201 @@
+//! `dlq stats`: counts, top groups, growth, retriers, orphans, saturation, table health.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::Admin;
+use crate::Error;
+use crate::record::{FailureGroup, ListFilter, RetrierHeartbeat, Status};
+use crate::store::TableHealth;
+use crate::{Capacity, Circuit, CircuitState};
+
+/// Rows by status for one event type.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StatusCounts {
+    /// The event type.
+    pub event_type: String,
+    /// `PENDING` rows.
+    pub pending: u64,
+    /// `PROCESSING` rows.
+    pub processing: u64,
+    /// `SUCCEEDED` rows.
+    pub succeeded: u64,
+    /// `FAILED_PERMANENTLY` rows.
+    pub failed_permanently: u64,
+    /// `DISCARDED` rows.
+    pub discarded: u64,
+}
+
+impl StatusCounts {
+    fn add(&mut self, status: Status, n: u64) {
+        let slot = match status {
+            Status::Pending => &mut self.pending,
+            Status::Processing => &mut self.processing,
+            Status::Succeeded => &mut self.succeeded,
+            Status::FailedPermanently => &mut self.failed_permanently,
+            Status::Discarded => &mut self.discarded,
+        };
+        *slot += n;
+    }
+}
+
+/// Rows parked recently.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Growth {
+    /// In the last 5 minutes.
+    pub last_5m: u64,
+    /// In the last hour.
+    pub last_1h: u64,
+}
+
+/// An event type with `PENDING` rows that no live retrier handles.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Orphan {
+    /// The event type.
+    pub event_type: String,
+    /// Its pending rows.
+    pub pending: u64,
+    /// The handler that would take it, when the embedding service registers one.
+    pub expected_handler: Option<String>,
+}
+
+/// What `dlq stats` shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatsReport {
+    /// When the report was made.
+    pub at: DateTime<Utc>,
+    /// Rows by event type and status.
+    pub counts: Vec<StatusCounts>,
+    /// The largest failure groups.
+    pub groups: Vec<FailureGroup>,
+    /// Rows parked recently.
+    pub growth: Growth,
+    /// Live retriers.
+    pub retriers: Vec<RetrierHeartbeat>,
+    /// Pending types no live retrier handles.
+    pub orphans: Vec<Orphan>,
+    /// `entries / max_entries`, where the store has a limit.
+    pub saturation: Option<f64>,
+    /// The row limit and how full it is, where the store has one.
+    pub capacity: Option<Capacity>,
+    /// The events table's vacuum state (PostgreSQL).
+    pub table: Option<TableHealth>,
+    /// The circuits that are not plainly closed (open, half-open or paused); empty on a
+    /// store without circuits.
+    pub circuits: Vec<Circuit>,
+    /// Things an operator should act on, in words.
+    pub warnings: Vec<String>,
+}
+
+/// Dead tuples past which the claim slows down noticeably (a warning).
+const DEAD_TUPLES_WARN: u64 = 100_000;
+/// A last vacuum older than this, with dead tuples, is a warning.
+const VACUUM_AGE_WARN: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+
+impl Admin {
+    /// The stats report with the `top` largest failure groups.
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn stats(&self, top: usize) -> Result<StatsReport, Error> {
+        let at = Utc::now();
+        let mut counts: BTreeMap<String, StatusCounts> = BTreeMap::new();
+        for row in self.store.stats().await? {
+            let entry = counts
+                .entry(row.event_type.clone())
+                .or_insert_with(|| StatusCounts { event_type: row.event_type.clone(), ..StatusCounts::default() });
+            entry.add(row.status, row.count);
+        }
+        let groups = self.store.groups(ListFilter::default().limit(top)).await?;
+        let growth = Growth { last_5m: self.parked_since(at, 5).await?, last_1h: self.parked_since(at, 60).await? };
+        let retriers = self.store.retriers().await?;
+        let orphans = self.orphans(&counts, &retriers);
+        let capacity = self.store.capacity().await?;
+        let table = self.store.table_health().await?;
+        let saturation = capacity.map(|c| c.saturation());
+        let circuits = match self.store.circuits().await {
+            Ok(read) => read.circuits.into_iter().filter(|c| !c.is_claimable()).collect(),
+            Err(Error::Unsupported { .. }) => Vec::new(),
+            Err(error) => return Err(error),
+        };
+        let mut report = StatsReport {
+            at,
+            counts: counts.into_values().collect(),
+            groups,
+            growth,
+            retriers,
+            orphans,
+            saturation,
+            capacity,
+            table,
+            circuits,
+            warnings: Vec::new(),
+        };
+        report.warnings = warnings(&report);
+        Ok(report)
+    }
+
+    async fn parked_since(&self, at: DateTime<Utc>, minutes: i64) -> Result<u64, Error> {
+        let since = at - chrono::TimeDelta::minutes(minutes);
+        self.store.count(ListFilter::default().since(since).limit(usize::MAX)).await
+    }
+
+    fn orphans(&self, counts: &BTreeMap<String, StatusCounts>, retriers: &[RetrierHeartbeat]) -> Vec<Orphan> {
+        let handled: BTreeSet<&str> = retriers.iter().flat_map(|r| r.event_types.iter().map(String::as_str)).collect();
+        counts
+            .values()
+            .filter(|c| c.pending > 0 && !handled.contains(c.event_type.as_str()))
+            .map(|c| Orphan {
+                event_type: c.event_type.clone(),
+                pending: c.pending,
+                expected_handler: self
+                    .registry
+                    .as_ref()
+                    .and_then(|r| r.get(&c.event_type).ok())
+                    .map(|reg| format!("{} ({})", reg.handler(), reg.site())),
+            })
+            .collect()
+    }
+}
+
+fn warnings(report: &StatsReport) -> Vec<String> {
+    let mut out = Vec::new();
+    for orphan in &report.orphans {
+        out.push(format!(
+            "{} pending `{}` rows and no live retrier handles that type",
+            orphan.pending, orphan.event_type
+        ));
+    }
+    for c in &report.circuits {
+        if c.paused {
+            let by = c.paused_by.as_deref().unwrap_or("an operator");
+            let why = c.pause_reason.as_deref().unwrap_or("no reason given");
+            out.push(format!("`{}` is paused by {by}: {why} (dlq resume {})", c.event_type, c.event_type));
+        }
+        if c.state != CircuitState::Closed {
+            let why = c.reason.as_deref().unwrap_or("");
+            out.push(format!("`{}` circuit is {}: {why}", c.event_type, c.state));
+        }
+    }
+    if let Some(s) = report.saturation.filter(|s| *s >= crate::SATURATION_WARNING) {
+        out.push(format!("the store is {:.0}% full (max_entries)", s * 100.0));
+    }
+    if let Some(table) = &report.table {
+        if !table.autovacuum {
+            out.push("autovacuum is off for dlq_events: dead tuples from claims will slow every claim".into());
+        }
+        if table.dead_tuples >= DEAD_TUPLES_WARN {
+            out.push(format!("dlq_events has {} dead tuples: run VACUUM dlq_events", table.dead_tuples));
+        }
+        let stale = table.last_vacuum.is_none_or(|t| report.at - t > VACUUM_AGE_WARN);
+        if stale && table.dead_tuples > 0 {
+            let age = table
+                .last_vacuum
+                .map_or_else(|| "never".to_owned(), |t| format!("{}h ago", (report.at - t).num_hours()));
+            out.push(format!("dlq_events was last vacuumed {age} ({} dead tuples)", table.dead_tuples));
+        }
+    }
+    out
+}

@@ -1,0 +1,376 @@
+//! The circuit of each event type as the store keeps it ([`Circuit`]), the compare-and-set
+//! write every change goes through ([`CircuitWrite`]), its log ([`CircuitLogEntry`]), and
+//! what the live path of this process knows of them ([`circuit()`]). The design is in
+//! `docs/BREAKER.md`.
+
+use std::collections::HashMap;
+use std::sync::{OnceLock, RwLock};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::{DeadLetterStore, Error};
+
+/// The breaker state of one event type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CircuitState {
+    /// Retries run.
+    #[default]
+    Closed,
+    /// The downstream looks down: the type is not claimed until `open_until`.
+    Open,
+    /// One trial row runs, on one retrier.
+    HalfOpen,
+}
+
+impl CircuitState {
+    /// `closed`, `open` or `half_open`, as stored.
+    ///
+    /// ```
+    /// assert_eq!(dlq_core::CircuitState::HalfOpen.as_str(), "half_open");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Closed => "closed",
+            Self::Open => "open",
+            Self::HalfOpen => "half_open",
+        }
+    }
+}
+
+impl std::fmt::Display for CircuitState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for CircuitState {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "closed" => Ok(Self::Closed),
+            "open" => Ok(Self::Open),
+            "half_open" => Ok(Self::HalfOpen),
+            other => Err(Error::Invalid(format!("unknown circuit state {other:?}"))),
+        }
+    }
+}
+
+/// One event type's circuit, as stored and shared by every retrier.
+///
+/// ```
+/// let c = dlq_core::Circuit::closed("payment");
+/// assert_eq!((c.state, c.paused, c.version), (dlq_core::CircuitState::Closed, false, 0));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Circuit {
+    /// The event type.
+    pub event_type: String,
+    /// The breaker state.
+    pub state: CircuitState,
+    /// While open: when the next trial may start (the store's clock).
+    pub open_until: Option<DateTime<Utc>>,
+    /// The current cool-down (doubles with each failed trial).
+    #[serde(serialize_with = "ser_secs")]
+    pub cool_down: Duration,
+    /// While half-open: the retrier running the trial.
+    pub trial_owner: Option<String>,
+    /// While half-open: when the trial's hold expires (another retrier may then take it).
+    pub trial_until: Option<DateTime<Utc>>,
+    /// Paused by an operator: not claimed whatever the state.
+    pub paused: bool,
+    /// Who paused it.
+    pub paused_by: Option<String>,
+    /// Why it was paused.
+    pub pause_reason: Option<String>,
+    /// Why the last transition happened.
+    pub reason: Option<String>,
+    /// The compare-and-set token, bumped by every write; 0 for a type never written.
+    pub version: i64,
+    /// The last write (the store's clock).
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref, reason = "the signature serde's `serialize_with` calls")]
+fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+impl Circuit {
+    /// The circuit of a type never written: closed, not paused, version 0.
+    pub fn closed(event_type: &str) -> Self {
+        Self {
+            event_type: event_type.to_owned(),
+            state: CircuitState::Closed,
+            open_until: None,
+            cool_down: Duration::ZERO,
+            trial_owner: None,
+            trial_until: None,
+            paused: false,
+            paused_by: None,
+            pause_reason: None,
+            reason: None,
+            version: 0,
+            updated_at: None,
+        }
+    }
+
+    /// Whether a retrier may claim the type normally (closed and not paused).
+    pub fn is_claimable(&self) -> bool {
+        self.state == CircuitState::Closed && !self.paused
+    }
+
+    /// The write that moves this circuit to `state`, based on this version, by `actor` for
+    /// `reason`; the other fields stay as they are until set on the write.
+    pub fn write(&self, state: CircuitState, actor: &str, reason: impl Into<String>) -> CircuitWrite {
+        CircuitWrite {
+            event_type: self.event_type.clone(),
+            expected_version: self.version,
+            state,
+            open_for: None,
+            cool_down: self.cool_down,
+            trial_owner: None,
+            trial_for: None,
+            paused: self.paused,
+            paused_by: self.paused_by.clone(),
+            pause_reason: self.pause_reason.clone(),
+            reason: reason.into(),
+            actor: actor.to_owned(),
+            logged_as: state.as_str(),
+        }
+    }
+}
+
+/// The circuits of a store and the store's clock when they were read: what
+/// [`DeadLetterStore::circuits`] returns. Times in the circuits compare against `at`, never
+/// against this host's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Circuits {
+    /// The store's clock at the read.
+    pub at: DateTime<Utc>,
+    /// Every circuit ever written, by event type.
+    pub circuits: Vec<Circuit>,
+}
+
+impl Circuits {
+    /// The store's circuits read at `at`.
+    pub fn new(at: DateTime<Utc>, circuits: Vec<Circuit>) -> Self {
+        Self { at, circuits }
+    }
+
+    /// The circuit of `event_type` (closed when never written).
+    pub fn get(&self, event_type: &str) -> Circuit {
+        self.circuits
+            .iter()
+            .find(|c| c.event_type == event_type)
+            .cloned()
+            .unwrap_or_else(|| Circuit::closed(event_type))
+    }
+}
+
+/// A compare-and-set write of one circuit ([`DeadLetterStore::write_circuit`]): applied only
+/// while the stored version is still `expected_version` (0: no row yet), then the version is
+/// bumped and one [`CircuitLogEntry`] appended. Times are relative to the store's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CircuitWrite {
+    /// The event type.
+    pub event_type: String,
+    /// The version this write is based on.
+    pub expected_version: i64,
+    /// The new state.
+    pub state: CircuitState,
+    /// `open_until` = the store's now + this (`None` clears it).
+    pub open_for: Option<Duration>,
+    /// The new cool-down.
+    pub cool_down: Duration,
+    /// The trial's holder.
+    pub trial_owner: Option<String>,
+    /// `trial_until` = the store's now + this (`None` clears it).
+    pub trial_for: Option<Duration>,
+    /// The pause flag.
+    pub paused: bool,
+    /// Who paused.
+    pub paused_by: Option<String>,
+    /// Why it was paused.
+    pub pause_reason: Option<String>,
+    /// Why, for the circuit and its log.
+    pub reason: String,
+    /// Who writes: a retrier's owner name or an operator.
+    pub actor: String,
+    /// What the log calls this change: a state, `paused` or `resumed`.
+    pub logged_as: &'static str,
+}
+
+impl CircuitWrite {
+    /// The circuit after this write over `current` at the store's time `at`, or `None` when
+    /// `current.version` is not the expected one (for store implementations).
+    ///
+    /// ```
+    /// use dlq_core::{Circuit, CircuitState};
+    /// let now = chrono::Utc::now();
+    /// let closed = Circuit::closed("payment");
+    /// let open = closed.write(CircuitState::Open, "retrier-1", "ledger down").applied_to(&closed, now).unwrap();
+    /// assert_eq!((open.state, open.version), (CircuitState::Open, 1));
+    /// assert!(closed.write(CircuitState::Open, "retrier-2", "stale").applied_to(&open, now).is_none());
+    /// ```
+    pub fn applied_to(&self, current: &Circuit, at: DateTime<Utc>) -> Option<Circuit> {
+        if current.version != self.expected_version {
+            return None;
+        }
+        let after = |d: Option<Duration>| d.and_then(|d| chrono::Duration::from_std(d).ok()).map(|d| at + d);
+        Some(Circuit {
+            event_type: self.event_type.clone(),
+            state: self.state,
+            open_until: after(self.open_for),
+            cool_down: self.cool_down,
+            trial_owner: self.trial_owner.clone(),
+            trial_until: after(self.trial_for),
+            paused: self.paused,
+            paused_by: self.paused_by.clone(),
+            pause_reason: self.pause_reason.clone(),
+            reason: Some(self.reason.clone()),
+            version: current.version + 1,
+            updated_at: Some(at),
+        })
+    }
+}
+
+/// One change of a circuit, as logged by the store (the audit of pauses and resumes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct CircuitLogEntry {
+    /// The event type.
+    pub event_type: String,
+    /// The state before (`closed`, `open`, `half_open`).
+    pub from: String,
+    /// What happened: the new state, `paused` or `resumed`.
+    pub to: String,
+    /// Why.
+    pub reason: String,
+    /// Who: a retrier's owner name or an operator.
+    pub actor: String,
+    /// When (the store's clock).
+    pub at: DateTime<Utc>,
+}
+
+impl CircuitLogEntry {
+    /// A log entry read back from a store (for store implementations).
+    pub fn from_parts(
+        event_type: String,
+        from: String,
+        to: String,
+        reason: String,
+        actor: String,
+        at: DateTime<Utc>,
+    ) -> Self {
+        Self { event_type, from, to, reason, actor, at }
+    }
+
+    /// The log entry of `write` over a circuit in state `from` (for store implementations).
+    pub fn new(write: &CircuitWrite, from: CircuitState, at: DateTime<Utc>) -> Self {
+        Self {
+            event_type: write.event_type.clone(),
+            from: from.as_str().to_owned(),
+            to: write.logged_as.to_owned(),
+            reason: write.reason.clone(),
+            actor: write.actor.clone(),
+            at,
+        }
+    }
+}
+
+/// What this process knows of one event type's circuit: [`circuit()`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CircuitView {
+    /// The breaker state.
+    pub state: CircuitState,
+    /// Paused by an operator.
+    pub paused: bool,
+    /// While open: when the next trial may start (tokio's clock).
+    pub probe_at: Option<tokio::time::Instant>,
+}
+
+impl CircuitView {
+    /// Whether the type's downstream is considered down (open or half-open).
+    pub fn is_open(&self) -> bool {
+        self.state != CircuitState::Closed
+    }
+
+    /// How long until the next trial, while open.
+    pub fn next_probe_in(&self) -> Option<Duration> {
+        let at = self.probe_at.filter(|_| self.state == CircuitState::Open)?;
+        Some(at.saturating_duration_since(tokio::time::Instant::now()))
+    }
+}
+
+fn views() -> &'static RwLock<HashMap<String, CircuitView>> {
+    static VIEWS: OnceLock<RwLock<HashMap<String, CircuitView>>> = OnceLock::new();
+    VIEWS.get_or_init(RwLock::default)
+}
+
+/// What this process knows of `event_type`'s circuit: kept up to date by every
+/// [`Retrier`](crate::Retrier) running in the process (within one poll interval), or by
+/// [`refresh_circuits`] in a process that only consumes. Closed when nothing is known.
+///
+/// A consumer can pause its upstream subscription while the type is open instead of parking
+/// thousands of events; the live path itself parks failures of an open type with
+/// `retry_after` at the next probe.
+///
+/// ```
+/// let view = dlq_core::circuit("payment");
+/// if view.is_open() || view.paused {
+///     // stop pulling payments from the broker for a while
+/// }
+/// ```
+pub fn circuit(event_type: &str) -> CircuitView {
+    let views = views().read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    views.get(event_type).copied().unwrap_or_default()
+}
+
+/// Publishes `circuits`, read at `read_at` (tokio's clock), to [`circuit()`].
+pub(crate) fn publish<'a>(circuits: impl Iterator<Item = &'a Circuit>, store_now: DateTime<Utc>) {
+    let local_now = tokio::time::Instant::now();
+    let mut views = views().write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for c in circuits {
+        let probe_at = c.open_until.map(|until| local_now + (until - store_now).to_std().unwrap_or_default());
+        views.insert(c.event_type.clone(), CircuitView { state: c.state, paused: c.paused, probe_at });
+        crate::observe::circuit_state(&c.event_type, c.state, c.paused);
+    }
+}
+
+/// Reads every circuit from `store` and publishes them to [`circuit()`]: for a process that
+/// parks failures but runs no retrier (a retrier does this itself every poll interval).
+///
+/// # Errors
+/// The store's error ([`Error::Unsupported`] for a store without circuits).
+///
+/// ```
+/// use dlq_core::{admin::Admin, MemoryStore};
+/// use std::sync::Arc;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let store = Arc::new(MemoryStore::new());
+/// Admin::new(store.clone(), "alice").pause_type("doc-refresh", "ledger migration").await?;
+/// dlq_core::refresh_circuits(&*store).await?;
+/// assert!(dlq_core::circuit("doc-refresh").paused);
+/// # Ok::<(), dlq_core::Error>(())
+/// # }).unwrap();
+/// ```
+pub async fn refresh_circuits(store: &dyn DeadLetterStore) -> Result<(), Error> {
+    let read = store.circuits().await?;
+    publish(read.circuits.iter(), read.at);
+    Ok(())
+}
+
+/// The live path's delay for a new transient failure of `event_type`: at least until the
+/// circuit's next probe while it is open.
+pub(crate) fn live_delay(event_type: &str, delay: Duration) -> Duration {
+    circuit(event_type).next_probe_in().map_or(delay, |probe| delay.max(probe))
+}

@@ -1,0 +1,145 @@
+//! [`health`]: is the dead-letter pipeline working, from one look at the store.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::record::Status;
+use crate::store::DeadLetterStore;
+
+/// How full a store with a row limit is ([`DeadLetterStore::capacity`]).
+///
+/// ```
+/// let capacity = dlq_core::Capacity { entries: 850, max_entries: 1000, blocks_when_full: false };
+/// assert_eq!(capacity.saturation(), 0.85);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Capacity {
+    /// Rows in the store.
+    pub entries: u64,
+    /// The configured limit.
+    pub max_entries: u64,
+    /// Whether a park waits for room when the store is full (PostgreSQL's `Overflow::Block`),
+    /// so a full store stalls the live path instead of refusing.
+    pub blocks_when_full: bool,
+}
+
+impl Capacity {
+    /// `entries / max_entries`; 1.0 when the limit is 0 and a row exists.
+    pub fn saturation(&self) -> f64 {
+        if self.max_entries == 0 {
+            return if self.entries == 0 { 0.0 } else { 1.0 };
+        }
+        #[allow(clippy::cast_precision_loss, reason = "a ratio: 53 bits of precision are plenty")]
+        let ratio = self.entries as f64 / self.max_entries as f64;
+        ratio
+    }
+}
+
+/// The saturation at which [`health`] reports [`HealthStatus::Degraded`] and a retrier logs
+/// an error (at [`SATURATION_WARNING`] it logs a warning).
+pub const SATURATION_ERROR: f64 = 0.95;
+/// The saturation at which a retrier logs a warning.
+pub const SATURATION_WARNING: f64 = 0.8;
+
+/// The overall verdict of [`health`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthStatus {
+    /// Failures are parked and retried.
+    Healthy,
+    /// Failures are parked, but something needs attention (see [`Health::problems`]).
+    Degraded,
+    /// The store does not answer: failures cannot be parked.
+    Down,
+}
+
+/// What [`health`] found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Health {
+    /// The verdict.
+    pub status: HealthStatus,
+    /// One line per problem, empty when healthy.
+    pub problems: Vec<String>,
+    /// `entries / max_entries` when the store has a row limit.
+    pub saturation: Option<f64>,
+    /// Retriers with a live heartbeat.
+    pub live_retriers: usize,
+    /// Event types with due `PENDING` rows that no live retrier handles.
+    pub orphaned: Vec<String>,
+}
+
+/// Checks the pipeline through `store`: one `stats()`, one `retriers()` and one `capacity()`
+/// call. [`HealthStatus::Down`] when the store does not answer; [`HealthStatus::Degraded`]
+/// when it is [`SATURATION_ERROR`] full (or full with a park policy that blocks), or when due
+/// rows wait for an event type no live retrier handles; healthy otherwise.
+///
+/// ```
+/// use dlq_core::{health, HealthStatus, MemoryStore};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let report = health(&MemoryStore::new()).await;
+/// assert_eq!(report.status, HealthStatus::Healthy);
+/// assert!(report.problems.is_empty());
+/// # });
+/// ```
+pub async fn health(store: &(impl DeadLetterStore + ?Sized)) -> Health {
+    let mut problems = Vec::new();
+    let down = |problems: &mut Vec<String>, what: &str, error: crate::Error| {
+        problems.push(format!("the dead-letter store does not answer ({what}): {error}"));
+    };
+    let stats = store.stats().await.map_err(|e| down(&mut problems, "stats", e)).ok();
+    let retriers = store.retriers().await.map_err(|e| down(&mut problems, "retriers", e)).ok();
+    let capacity = store.capacity().await.map_err(|e| down(&mut problems, "capacity", e)).ok().flatten();
+    let (Some(stats), Some(retriers)) = (stats, retriers) else {
+        return Health { status: HealthStatus::Down, problems, saturation: None, live_retriers: 0, orphaned: vec![] };
+    };
+    let handled: BTreeSet<&str> = retriers.iter().flat_map(|r| r.event_types.iter().map(String::as_str)).collect();
+    let orphaned: Vec<String> = stats
+        .iter()
+        .filter(|s| s.status == Status::Pending && s.oldest_due.is_some() && !handled.contains(s.event_type.as_str()))
+        .map(|s| s.event_type.clone())
+        .collect();
+    for event_type in &orphaned {
+        problems.push(format!("due `{event_type}` rows wait and no live retrier handles `{event_type}`"));
+    }
+    let saturation = capacity.map(|c| c.saturation());
+    if let Some(c) = capacity {
+        if c.saturation() >= SATURATION_ERROR || (c.blocks_when_full && c.entries >= c.max_entries) {
+            let blocked = if c.blocks_when_full { ": parks wait for room" } else { "" };
+            problems.push(format!("the store holds {} of its {} rows{blocked}", c.entries, c.max_entries));
+        }
+    }
+    let status = if problems.is_empty() { HealthStatus::Healthy } else { HealthStatus::Degraded };
+    Health { status, problems, saturation, live_retriers: retriers.len(), orphaned }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload, RetrierHeartbeat};
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn due_rows_without_a_live_retrier_degrade() {
+        let store = MemoryStore::new();
+        let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+        store.park(NewDeadLetter::new("payment", Payload::Json(1.into()), failure)).await.unwrap();
+        let report = health(&store).await;
+        assert_eq!((report.status, report.orphaned.as_slice()), (HealthStatus::Degraded, &["payment".to_owned()][..]));
+        assert!(report.problems[0].contains("no live retrier handles `payment`"), "{report:?}");
+
+        let beat = RetrierHeartbeat::new("r1", ["payment"], false);
+        store.heartbeat(&beat, Duration::from_secs(30)).await.unwrap();
+        let report = health(&store).await;
+        assert_eq!((report.status, report.live_retriers), (HealthStatus::Healthy, 1));
+    }
+
+    #[test]
+    fn saturation_thresholds() {
+        let c = |entries| Capacity { entries, max_entries: 100, blocks_when_full: false };
+        assert!(c(94).saturation() < SATURATION_ERROR && c(95).saturation() >= SATURATION_ERROR);
+        assert!(c(80).saturation() >= SATURATION_WARNING);
+    }
+}

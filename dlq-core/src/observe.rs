@@ -1,0 +1,245 @@
+//! Metrics through the `metrics` facade: names, labels and the calls that record them.
+//!
+//! Every name, type and label is listed in `docs/METRICS.md`; the table there and
+//! [`METRICS`] are kept in step by a test. Labels are bounded: event types, classes, reasons
+//! and outcomes (fixed sets), never ids or error messages.
+
+use std::time::Duration;
+
+use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+
+use crate::record::{DeadReason, Status};
+use crate::{Capacity, ErrorClass, RetrierHeartbeat, SATURATION_ERROR, SATURATION_WARNING, StatsRow};
+
+/// Every metric `dlq` records: name, unit and meaning (also in `docs/METRICS.md`).
+pub const METRICS: &[(&str, &str, &str)] = &[
+    (PARKED, "counter", "events parked by the live path or a dispatcher, by event_type, class and dead_reason"),
+    (PARK_FAILURES, "counter", "events that could not be parked (store down, timeout), by event_type"),
+    (RETRIES, "counter", "retries by event_type and outcome: succeeded, retry, dead, released, fenced, unwritten"),
+    (RETRY_PANICS, "counter", "retries whose handler panicked, by event_type"),
+    (RETRY_TIMEOUTS, "counter", "retries that ran past the handler's timeout, by event_type"),
+    (STORE_ERRORS, "counter", "failed store calls of the retrier (claim, settle)"),
+    (ADMIN_ACTIONS, "counter", "rows changed by operator actions (redrive, discard, patch, undo, purge), by action"),
+    (OVERFLOW, "counter", "parks met by a full store (max_entries), by policy and outcome: rejected, dropped, blocked"),
+    (ROWS, "gauge", "rows by event_type and status, refreshed by each retrier every heartbeat"),
+    (OLDEST_DUE, "gauge", "age in seconds of the oldest PENDING row that is due, by event_type (0 when none)"),
+    (LIVE_RETRIERS, "gauge", "retrier processes whose heartbeat is live"),
+    (SATURATION, "gauge", "rows in the store over its max_entries limit (stores with a limit only)"),
+    (CLAIM_SECONDS, "histogram", "time of one claim round trip, in seconds"),
+    (HANDLER_SECONDS, "histogram", "time of one retried handler run, by event_type, in seconds"),
+    (RECOVERY_SECONDS, "histogram", "time from an event's first failure to its successful retry, by event_type"),
+    (
+        CIRCUIT_TRANSITIONS,
+        "counter",
+        "circuit changes written by this process, by event_type and to: open, half_open, closed, paused, resumed",
+    ),
+    (CIRCUIT_STATE, "gauge", "each event type's circuit as last read: 0 closed, 1 half-open, 2 open, 3 paused"),
+];
+
+pub(crate) const PARKED: &str = "dlq_parked_total";
+pub(crate) const PARK_FAILURES: &str = "dlq_park_failures_total";
+pub(crate) const RETRIES: &str = "dlq_retries_total";
+pub(crate) const RETRY_PANICS: &str = "dlq_retry_panics_total";
+pub(crate) const RETRY_TIMEOUTS: &str = "dlq_retry_timeouts_total";
+pub(crate) const STORE_ERRORS: &str = "dlq_store_errors_total";
+pub(crate) const ADMIN_ACTIONS: &str = "dlq_admin_actions_total";
+pub(crate) const OVERFLOW: &str = "dlq_overflow_total";
+pub(crate) const ROWS: &str = "dlq_rows";
+pub(crate) const OLDEST_DUE: &str = "dlq_oldest_due_seconds";
+pub(crate) const LIVE_RETRIERS: &str = "dlq_live_retriers";
+pub(crate) const SATURATION: &str = "dlq_saturation_ratio";
+pub(crate) const CLAIM_SECONDS: &str = "dlq_claim_duration_seconds";
+pub(crate) const HANDLER_SECONDS: &str = "dlq_handler_duration_seconds";
+pub(crate) const RECOVERY_SECONDS: &str = "dlq_recovery_seconds";
+pub(crate) const CIRCUIT_TRANSITIONS: &str = "dlq_circuit_transitions_total";
+pub(crate) const CIRCUIT_STATE: &str = "dlq_circuit_state";
+
+/// Registers the description and unit of every `dlq` metric with the installed recorder, so
+/// exporters show `# HELP` lines. Call it once after installing a recorder; a
+/// [`Retrier`](crate::Retrier) calls it when it starts. Recording works without it.
+///
+/// ```
+/// dlq_core::describe_metrics(); // a no-op without a recorder
+/// ```
+pub fn describe_metrics() {
+    for &(name, kind, help) in METRICS {
+        let unit = if name.ends_with("_seconds") { Unit::Seconds } else { Unit::Count };
+        match kind {
+            "counter" => describe_counter!(name, unit, help),
+            "gauge" => describe_gauge!(name, unit, help),
+            _ => describe_histogram!(name, unit, help),
+        }
+    }
+}
+
+/// A live-path or dispatcher park.
+pub(crate) fn parked(event_type: &str, class: ErrorClass, dead_reason: Option<DeadReason>) {
+    let reason = dead_reason.map_or("none", DeadReason::as_str);
+    counter!(PARKED, "event_type" => event_type.to_owned(), "class" => class.name(), "dead_reason" => reason)
+        .increment(1);
+}
+
+/// A park the store did not take.
+pub(crate) fn park_failed(event_type: &str) {
+    counter!(PARK_FAILURES, "event_type" => event_type.to_owned()).increment(1);
+}
+
+/// One retried row's outcome.
+pub(crate) fn retried(event_type: &str, outcome: &'static str) {
+    counter!(RETRIES, "event_type" => event_type.to_owned(), "outcome" => outcome).increment(1);
+}
+
+pub(crate) fn retry_panicked(event_type: &str) {
+    counter!(RETRY_PANICS, "event_type" => event_type.to_owned()).increment(1);
+}
+
+pub(crate) fn retry_timed_out(event_type: &str) {
+    counter!(RETRY_TIMEOUTS, "event_type" => event_type.to_owned()).increment(1);
+}
+
+pub(crate) fn store_error() {
+    counter!(STORE_ERRORS).increment(1);
+}
+
+/// Rows an operator action changed, through [`Admin`](crate::admin::Admin).
+pub(crate) fn admin_action(action: &'static str, rows: u64) {
+    if rows > 0 {
+        counter!(ADMIN_ACTIONS, "action" => action).increment(rows);
+    }
+}
+
+/// A park that met a full store: `policy` is the store's overflow policy, `outcome` what
+/// happened to the park or to older rows (`rejected`, `dropped` rows, `blocked` waits).
+///
+/// ```
+/// dlq_core::record_overflow("drop_oldest", "dropped", 3); // for store implementers
+/// ```
+pub fn record_overflow(policy: &'static str, outcome: &'static str, rows: u64) {
+    counter!(OVERFLOW, "policy" => policy, "outcome" => outcome).increment(rows);
+}
+
+pub(crate) fn claim_took(took: Duration) {
+    histogram!(CLAIM_SECONDS).record(took.as_secs_f64());
+}
+
+pub(crate) fn handler_took(event_type: &str, took: Duration) {
+    histogram!(HANDLER_SECONDS, "event_type" => event_type.to_owned()).record(took.as_secs_f64());
+}
+
+pub(crate) fn recovered(event_type: &str, after: chrono::Duration) {
+    let seconds = after.to_std().unwrap_or_default().as_secs_f64();
+    histogram!(RECOVERY_SECONDS, "event_type" => event_type.to_owned()).record(seconds);
+}
+
+/// A circuit change this process wrote.
+pub(crate) fn circuit_transition(event_type: &str, to: &'static str) {
+    counter!(CIRCUIT_TRANSITIONS, "event_type" => event_type.to_owned(), "to" => to).increment(1);
+}
+
+/// A circuit as last read.
+pub(crate) fn circuit_state(event_type: &str, state: crate::CircuitState, paused: bool) {
+    let value = match (paused, state) {
+        (true, _) => 3.0,
+        (false, crate::CircuitState::Open) => 2.0,
+        (false, crate::CircuitState::HalfOpen) => 1.0,
+        (false, crate::CircuitState::Closed) => 0.0,
+    };
+    gauge!(CIRCUIT_STATE, "event_type" => event_type.to_owned()).set(value);
+}
+
+/// The store-wide gauges (rows by type and status, oldest due age, live retriers,
+/// saturation) for a process that runs no retrier, such as `dlq serve`: a retrier refreshes
+/// them every heartbeat; this refreshes them from the same three cheap store calls, never a
+/// `count(*)`.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let store = dlq_core::MemoryStore::new();
+/// let mut gauges = dlq_core::StoreGauges::default();
+/// gauges.refresh(&store).await; // call it on a timer, not per scrape
+/// # });
+/// ```
+#[derive(Debug, Default)]
+pub struct StoreGauges {
+    seen: Vec<(String, Status)>,
+}
+
+impl StoreGauges {
+    /// Reads `stats()`, `retriers()` and `capacity()` and sets the gauges; a store error
+    /// leaves them as they were.
+    pub async fn refresh(&mut self, store: &dyn crate::DeadLetterStore) {
+        self.refresh_handling(store, std::iter::empty()).await;
+    }
+
+    /// [`refresh`](Self::refresh) for a retrier: the oldest-due age of each type it handles
+    /// reads 0 when none is due. Returns the heartbeats read, for the retrier's limits.
+    pub(crate) async fn refresh_handling<'a>(
+        &mut self,
+        store: &(impl crate::DeadLetterStore + ?Sized),
+        handled: impl Iterator<Item = &'a str>,
+    ) -> Option<Vec<RetrierHeartbeat>> {
+        match store.stats().await {
+            Ok(stats) => rows(&stats, handled, chrono::Utc::now(), &mut self.seen),
+            Err(error) => tracing::debug!(%error, "could not read the row counts for the gauges"),
+        }
+        let beats = store.retriers().await.ok();
+        if let Some(beats) = &beats {
+            live_retriers(beats);
+        }
+        if let Ok(Some(capacity)) = store.capacity().await {
+            saturation(&capacity);
+        }
+        beats
+    }
+}
+
+/// Sets the row gauges from one `stats()` answer. Types and statuses seen before and absent
+/// now are set to zero, so a drained queue reads 0 instead of its last value; so is the
+/// oldest-due age of every type the retrier handles (`handled`) with no due row.
+pub(crate) fn rows<'a>(
+    stats: &[StatsRow],
+    handled: impl Iterator<Item = &'a str>,
+    now: chrono::DateTime<chrono::Utc>,
+    seen: &mut Vec<(String, Status)>,
+) {
+    for (event_type, status) in seen.iter() {
+        if !stats.iter().any(|s| &s.event_type == event_type && s.status == *status) {
+            gauge!(ROWS, "event_type" => event_type.clone(), "status" => status.as_str()).set(0.0);
+        }
+    }
+    for event_type in handled {
+        if !stats.iter().any(|s| s.event_type == event_type && s.status == Status::Pending) {
+            gauge!(OLDEST_DUE, "event_type" => event_type.to_owned()).set(0.0);
+        }
+    }
+    seen.clear();
+    for row in stats {
+        let event_type = row.event_type.clone();
+        #[allow(clippy::cast_precision_loss, reason = "a gauge is an f64")]
+        gauge!(ROWS, "event_type" => event_type.clone(), "status" => row.status.as_str()).set(row.count as f64);
+        if row.status == Status::Pending {
+            let age = row.oldest_due.map_or(0.0, |due| (now - due).to_std().unwrap_or_default().as_secs_f64());
+            gauge!(OLDEST_DUE, "event_type" => event_type.clone()).set(age);
+        }
+        seen.push((event_type, row.status));
+    }
+}
+
+/// Sets the live retrier gauge.
+pub(crate) fn live_retriers(beats: &[RetrierHeartbeat]) {
+    #[allow(clippy::cast_precision_loss, reason = "a gauge is an f64")]
+    gauge!(LIVE_RETRIERS).set(beats.len() as f64);
+}
+
+/// Sets the saturation gauge and logs a warning from [`SATURATION_WARNING`] and an error from
+/// [`SATURATION_ERROR`] of the limit.
+pub(crate) fn saturation(capacity: &Capacity) {
+    let ratio = capacity.saturation();
+    gauge!(SATURATION).set(ratio);
+    let (entries, max_entries) = (capacity.entries, capacity.max_entries);
+    if ratio >= SATURATION_ERROR {
+        tracing::error!(entries, max_entries, "dead-letter store {:.0}% full", ratio * 100.0);
+    } else if ratio >= SATURATION_WARNING {
+        tracing::warn!(entries, max_entries, "dead-letter store {:.0}% full", ratio * 100.0);
+    }
+}

@@ -1,0 +1,15 @@
+//! PostgreSQL (feature `postgres`): [`PgStore`], its configuration, and the schema's
+//! migrations.
+//!
+//! [`PgStore`] and [`PgConfig`] are also re-exported at the crate root.
+//!
+//! ```no_run
+//! use dlq_sqlx::postgres::{Overflow, PgConfig, PgStore};
+//!
+//! # async fn demo() -> Result<(), dlq_core::Error> {
+//! let config = PgConfig::default().schema("dlq").max_entries(1_000_000, Overflow::DropOldest);
+//! let store = PgStore::connect_with("postgres://postgres@127.0.0.1:5432/app", config).await?;
+//! # Ok(()) }
+//! ```
+
+pub use crate::pg::{MIGRATOR, Overflow, PgConfig, PgStore, migrate, validate_schema};

@@ -1,0 +1,177 @@
+//! Batched operator actions with their audit note, and resumable operations
+//! (`dlq_operations`).
+
+use dlq_core::store::{
+    ActionKind, BatchAction, BatchReport, Operation, OperationState, OperationStep, Refusal, Refused, StoreResult,
+    refusal,
+};
+use dlq_core::{AuditEntry, AuditNote, DlqId, Error, Status};
+use sqlx::Row;
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+
+use super::admin::{SELECT_AUDIT_ENTRY, audit_entry, insert_audit};
+use super::codec::{self, sql};
+use super::write::begin;
+
+const LOCK_ROWS: &str = "SELECT id, status, payload_truncated, redrive_count FROM dlq_events \
+     WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id";
+
+const REDRIVE_ROWS: &str = "UPDATE dlq_events SET status = 'PENDING', retry_after = ?2, retry_count = 0, \
+     dead_reason = NULL, redrive_count = redrive_count + 1, updated_at = ?2 \
+     WHERE id IN (SELECT value FROM json_each(?1))";
+
+const DISCARD_ROWS: &str =
+    "UPDATE dlq_events SET status = 'DISCARDED', updated_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))";
+
+const ADVANCE: &str = "UPDATE dlq_operations SET cursor_id = ?2, moved = moved + ?3, refused = refused + ?4, \
+     updated_at = ?5 WHERE id = ?1 AND cursor_id = ?6";
+
+const INSERT_OPERATION: &str = "INSERT INTO dlq_operations (action, spec, actor, reason, created_at, updated_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?5) RETURNING id";
+
+const SELECT_OPERATION: &str = "SELECT id, action, spec, actor, reason, cursor_id, moved, refused, state, \
+     created_at, updated_at FROM dlq_operations WHERE id = ?1";
+
+const SET_STATE: &str = "UPDATE dlq_operations SET state = ?2, updated_at = ?3 WHERE id = ?1";
+
+/// One locked row: what [`refusal`] needs.
+struct Locked {
+    id: DlqId,
+    status: Status,
+    truncated: bool,
+    redrive_count: u32,
+}
+
+fn locked(row: &SqliteRow) -> StoreResult<Locked> {
+    Ok(Locked {
+        id: row.try_get(0).map_err(sql)?,
+        status: row.try_get::<String, _>(1).map_err(sql)?.parse()?,
+        truncated: row.try_get(2).map_err(sql)?,
+        redrive_count: u32::try_from(row.try_get::<i64, _>(3).map_err(sql)?).unwrap_or(u32::MAX),
+    })
+}
+
+/// Sorts a batch's ids into moved and refused by the shared rule.
+fn verdicts(batch: &BatchAction, rows: &[Locked]) -> BatchReport {
+    let mut report = BatchReport::default();
+    for &id in &batch.ids {
+        let Some(row) = rows.iter().find(|r| r.id == id) else {
+            report.refused.push(Refusal { id, why: Refused::NotFound });
+            continue;
+        };
+        match refusal(batch.action, row.status, row.truncated, row.redrive_count, batch.max_redrives) {
+            Some(why) => report.refused.push(Refusal { id, why }),
+            None => report.moved.push(id),
+        }
+    }
+    report
+}
+
+pub(super) async fn apply(pool: &SqlitePool, batch: BatchAction) -> StoreResult<BatchReport> {
+    let at = codec::now_micros();
+    let mut tx = begin(pool).await?;
+    let found = sqlx::query(LOCK_ROWS).bind(codec::json_list(&batch.ids)).fetch_all(&mut *tx).await.map_err(sql)?;
+    let rows = found.iter().map(locked).collect::<StoreResult<Vec<_>>>()?;
+    let report = verdicts(&batch, &rows);
+    let (update, to) = match batch.action {
+        ActionKind::Redrive => (REDRIVE_ROWS, Status::Pending),
+        ActionKind::Discard => (DISCARD_ROWS, Status::Discarded),
+    };
+    sqlx::query(update).bind(codec::json_list(&report.moved)).bind(at).execute(&mut *tx).await.map_err(sql)?;
+    for row in rows.iter().filter(|r| report.moved.contains(&r.id)) {
+        let diff = serde_json::json!({ "status": [row.status.as_str(), to.as_str()] });
+        insert_audit(&mut tx, row.id, batch.action.as_str(), &batch.note, &diff, at).await?;
+    }
+    if let Some(step) = batch.step {
+        advance(&mut tx, step, &report, at).await?;
+    }
+    tx.commit().await.map_err(sql)?;
+    Ok(report)
+}
+
+async fn advance(
+    tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
+    step: OperationStep,
+    report: &BatchReport,
+    at: i64,
+) -> StoreResult<()> {
+    let done = sqlx::query(ADVANCE)
+        .bind(step.operation)
+        .bind(step.to)
+        .bind(report.moved.len() as i64)
+        .bind(report.refused.len() as i64 + i64::try_from(step.refused_before).unwrap_or(0))
+        .bind(at)
+        .bind(step.from)
+        .execute(&mut **tx)
+        .await
+        .map_err(sql)?;
+    if done.rows_affected() == 0 {
+        return Err(Error::Conflict { operation: step.operation });
+    }
+    Ok(())
+}
+
+pub(super) async fn audit_one(pool: &SqlitePool, id: i64) -> StoreResult<Option<AuditEntry>> {
+    let row = sqlx::query(SELECT_AUDIT_ENTRY).bind(id).fetch_optional(pool).await.map_err(sql)?;
+    row.as_ref().map(audit_entry).transpose()
+}
+
+pub(super) async fn create(
+    pool: &SqlitePool,
+    action: ActionKind,
+    spec: serde_json::Value,
+    note: AuditNote,
+) -> StoreResult<Operation> {
+    let id: i64 = sqlx::query_scalar(INSERT_OPERATION)
+        .bind(action.as_str())
+        .bind(spec.to_string())
+        .bind(note.actor)
+        .bind(note.reason)
+        .bind(codec::now_micros())
+        .fetch_one(pool)
+        .await
+        .map_err(sql)?;
+    get(pool, id).await?.ok_or(Error::OperationNotFound(id))
+}
+
+fn operation(row: &SqliteRow) -> StoreResult<Operation> {
+    let action = match row.try_get::<String, _>("action").map_err(sql)?.as_str() {
+        "discard" => ActionKind::Discard,
+        _ => ActionKind::Redrive,
+    };
+    let spec: String = row.try_get("spec").map_err(sql)?;
+    let count = |column: &str| -> StoreResult<u64> {
+        Ok(u64::try_from(row.try_get::<i64, _>(column).map_err(sql)?).unwrap_or_default())
+    };
+    Ok(Operation {
+        id: row.try_get("id").map_err(sql)?,
+        action,
+        spec: serde_json::from_str(&spec).map_err(|e| codec::decode_error(format!("operation spec: {e}")))?,
+        note: AuditNote { actor: row.try_get("actor").map_err(sql)?, reason: row.try_get("reason").map_err(sql)? },
+        cursor: row.try_get("cursor_id").map_err(sql)?,
+        moved: count("moved")?,
+        refused: count("refused")?,
+        state: OperationState::parse(&row.try_get::<String, _>("state").map_err(sql)?)?,
+        created_at: codec::time(row.try_get("created_at").map_err(sql)?)?,
+        updated_at: codec::time(row.try_get("updated_at").map_err(sql)?)?,
+    })
+}
+
+pub(super) async fn get(pool: &SqlitePool, id: i64) -> StoreResult<Option<Operation>> {
+    let row = sqlx::query(SELECT_OPERATION).bind(id).fetch_optional(pool).await.map_err(sql)?;
+    row.as_ref().map(operation).transpose()
+}
+
+pub(super) async fn set_state(pool: &SqlitePool, id: i64, state: OperationState) -> StoreResult<()> {
+    let done = sqlx::query(SET_STATE)
+        .bind(id)
+        .bind(state.as_str())
+        .bind(codec::now_micros())
+        .execute(pool)
+        .await
+        .map_err(sql)?;
+    if done.rows_affected() == 0 {
+        return Err(Error::OperationNotFound(id));
+    }
+    Ok(())
+}

@@ -1,0 +1,177 @@
+//! The JSON API: the same admin calls as the pages and the CLI, the same documents as the
+//! CLI's `--json` output (see `GET /api/openapi.json`).
+
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, State};
+use dlq_core::admin::{BulkPlan, BulkReport, Pacing, StatsReport, json};
+use dlq_core::{DlqId, FailureGroup, ListFilter, Payload};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::Console;
+use crate::error::{ApiFailure, Failure};
+use crate::filter;
+use crate::pages::Acting;
+
+type ApiResult<T> = Result<Json<T>, ApiFailure>;
+
+/// A JSON body, or a 400 (413 past the body limit) with a message.
+fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiFailure> {
+    body.map(|Json(t)| t).map_err(|e| ApiFailure(Failure::new(e.status(), e.body_text())))
+}
+
+/// `GET /api/stats`: as `dlq stats --json`.
+pub(crate) async fn stats(State(console): State<Console>) -> ApiResult<StatsReport> {
+    Ok(Json(console.admin.stats(10).await?))
+}
+
+/// `GET /api/groups?…`.
+pub(crate) async fn groups(
+    State(console): State<Console>,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> ApiResult<Value> {
+    let filter = filter::parse(&pairs)?.limit(100);
+    let groups: Vec<FailureGroup> = console.admin.store().groups(filter).await?;
+    Ok(Json(serde_json::json!({ "groups": groups })))
+}
+
+/// `GET /api/events?…`: as `dlq ls --json`.
+pub(crate) async fn events(
+    State(console): State<Console>,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> ApiResult<Value> {
+    let page = console.admin.list(filter::parse(&pairs)?).await?;
+    let rows: Vec<Value> = page.rows.iter().map(json::row).collect();
+    Ok(Json(serde_json::json!({ "rows": rows, "next": page.next })))
+}
+
+/// `GET /api/events/{id}`: as `dlq show --json`.
+pub(crate) async fn detail(State(console): State<Console>, Path(id): Path<DlqId>) -> ApiResult<Value> {
+    Ok(Json(json::detail(&console.admin.show(id).await?)))
+}
+
+/// The body of `POST /api/redrive` and `POST /api/discard`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BulkRequest {
+    /// The selection (a [`ListFilter`] as JSON: `status`, `event_type`, `fingerprint`, `ids`, …).
+    #[serde(default)]
+    filter: ListFilter,
+    /// Every row the action applies to, when the filter is empty.
+    #[serde(default)]
+    all: bool,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    dry_run: bool,
+    canary: Option<usize>,
+    canary_wait_seconds: Option<u64>,
+    max: Option<u64>,
+    batch: Option<usize>,
+    #[serde(default)]
+    force: bool,
+}
+
+impl BulkRequest {
+    fn selection(&self) -> Result<ListFilter, Failure> {
+        let empty = ListFilter { limit: self.filter.limit, ..ListFilter::default() };
+        if self.filter == empty && !self.all {
+            return Err(Failure::bad_request(
+                "name the rows: a non-empty `filter` (e.g. `ids`, `fingerprint`) or `all: true`",
+            ));
+        }
+        Ok(self.filter.clone())
+    }
+
+    fn shape(&self, mut plan: BulkPlan) -> BulkPlan {
+        if let Some(batch) = self.batch {
+            plan = plan.batch(batch);
+        }
+        if let Some(max) = self.max {
+            plan = plan.max(max);
+        }
+        if self.force {
+            plan = plan.force();
+        }
+        plan
+    }
+}
+
+/// `POST /api/redrive`.
+pub(crate) async fn redrive(
+    Acting(admin): Acting,
+    request: Result<Json<BulkRequest>, JsonRejection>,
+) -> ApiResult<BulkReport> {
+    let request = body(request)?;
+    let mut plan = request.shape(BulkPlan::redrive(request.selection()?, &request.reason));
+    if let Some(canary) = request.canary {
+        plan = plan.canary(canary);
+    }
+    run(&admin, plan, &request).await
+}
+
+/// `POST /api/discard`.
+pub(crate) async fn discard(
+    Acting(admin): Acting,
+    request: Result<Json<BulkRequest>, JsonRejection>,
+) -> ApiResult<BulkReport> {
+    let request = body(request)?;
+    let plan = request.shape(BulkPlan::discard(request.selection()?, &request.reason));
+    run(&admin, plan, &request).await
+}
+
+async fn run(admin: &dlq_core::admin::Admin, plan: BulkPlan, request: &BulkRequest) -> ApiResult<BulkReport> {
+    let wait = Duration::from_secs(request.canary_wait_seconds.unwrap_or(30).min(300));
+    let pacing = Pacing { canary_wait: wait, ..Pacing::default() };
+    let bulk = if request.dry_run { admin.dry_run(plan)? } else { admin.start(plan).await? };
+    Ok(Json(bulk.run(pacing, |_| ControlFlow::Continue(())).await?))
+}
+
+/// The body of `POST /api/events/{id}/patch`: a JSON Patch, or a whole new payload.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PatchRequest {
+    patch: Option<Value>,
+    payload: Option<Value>,
+    #[serde(default)]
+    reason: String,
+}
+
+/// `POST /api/events/{id}/patch`: as `dlq patch --json`.
+pub(crate) async fn patch(
+    Acting(admin): Acting,
+    Path(id): Path<DlqId>,
+    request: Result<Json<PatchRequest>, JsonRejection>,
+) -> ApiResult<Value> {
+    let request = body(request)?;
+    let outcome = match (&request.patch, request.payload) {
+        (Some(patch), None) => admin.patch(id, patch, &request.reason).await?,
+        (None, Some(payload)) => {
+            let payload = Payload::from_bytes(&serde_json::to_vec(&payload).unwrap_or_default());
+            admin.replace_payload(id, payload, &request.reason).await?
+        }
+        _ => return Err(Failure::bad_request("give exactly one of `patch` (RFC 6902) or `payload`").into()),
+    };
+    Ok(Json(json::patched(&outcome)))
+}
+
+/// The body of `POST /api/audit/{audit_id}/undo`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UndoRequest {
+    reason: Option<String>,
+}
+
+/// `POST /api/audit/{audit_id}/undo`.
+pub(crate) async fn undo(
+    Acting(admin): Acting,
+    Path(audit_id): Path<i64>,
+    request: Result<Json<UndoRequest>, JsonRejection>,
+) -> ApiResult<Value> {
+    let request = body(request)?;
+    Ok(Json(json::patched(&admin.undo(audit_id, request.reason.as_deref()).await?)))
+}

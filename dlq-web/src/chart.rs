@@ -1,0 +1,140 @@
+//! `GET /charts/parked.svg?window=24h|7d`: rows parked per bucket and event type, as a
+//! server-rendered SVG line chart (an `<img>` on the overview, so the page itself stays one
+//! stats query). Each point is one range count on the `created_at` index.
+
+use axum::extract::{Query, State};
+use axum::http::header;
+use axum::response::IntoResponse;
+use chrono::{DateTime, TimeDelta, Utc};
+use dlq_core::ListFilter;
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use crate::Console;
+use crate::error::Failure;
+
+/// At most this many event types get a line (the largest ones), so a chart costs a bounded
+/// number of range counts.
+const MAX_TYPES: usize = 6;
+const COLOURS: [&str; MAX_TYPES] = ["#2f5bd3", "#b42318", "#067647", "#b54708", "#6941c6", "#0e7090"];
+const W: f64 = 720.0;
+const H: f64 = 220.0;
+const PAD: f64 = 36.0;
+/// Room above the plot for the title and the legend.
+const TOP: f64 = 50.0;
+
+/// The chart's window.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Window {
+    window: Option<String>,
+}
+
+/// Buckets of a window: 24 of an hour, or 28 of six hours for 7 days.
+fn buckets(window: Option<&str>) -> Result<(usize, TimeDelta, &'static str), Failure> {
+    match window.unwrap_or("24h") {
+        "24h" => Ok((24, TimeDelta::hours(1), "per hour, last 24 h")),
+        "7d" => Ok((28, TimeDelta::hours(6), "per 6 hours, last 7 days")),
+        other => Err(Failure::bad_request(format!("window=`{other}`: expected 24h or 7d"))),
+    }
+}
+
+/// How long a drawn chart is reused: the overview refreshes itself every 30 s, and each
+/// drawing costs up to `MAX_TYPES × 28` range counts.
+const REUSE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Charts drawn lately, by window: `(when, svg)`.
+pub(crate) type ChartCache = std::sync::Mutex<std::collections::HashMap<&'static str, (std::time::Instant, String)>>;
+
+/// `GET /charts/parked.svg`.
+pub(crate) async fn parked(
+    State(console): State<Console>,
+    Query(window): Query<Window>,
+) -> Result<impl IntoResponse, Failure> {
+    let (n, step, title) = buckets(window.window.as_deref())?;
+    let cached = console
+        .charts
+        .lock()
+        .ok()
+        .and_then(|c| c.get(title).filter(|(at, _)| at.elapsed() < REUSE).map(|(_, svg)| svg.clone()));
+    let svg = match cached {
+        Some(svg) => svg,
+        None => {
+            let svg = draw(&console, n, step, title).await?;
+            if let Ok(mut cache) = console.charts.lock() {
+                cache.insert(title, (std::time::Instant::now(), svg.clone()));
+            }
+            svg
+        }
+    };
+    Ok(([(header::CONTENT_TYPE, "image/svg+xml"), (header::CACHE_CONTROL, "private, max-age=60")], svg))
+}
+
+async fn draw(console: &Console, n: usize, step: TimeDelta, title: &'static str) -> Result<String, Failure> {
+    let store = console.admin.store();
+    let mut totals = std::collections::BTreeMap::<String, u64>::new();
+    for row in store.stats().await? {
+        *totals.entry(row.event_type).or_insert(0) += row.count;
+    }
+    let mut types: Vec<(String, u64)> = totals.into_iter().collect();
+    types.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    types.truncate(MAX_TYPES);
+    let now = Utc::now();
+    let start = now - step * i32::try_from(n).unwrap_or(24);
+    let mut series = Vec::new();
+    for (event_type, _) in &types {
+        let mut points = Vec::with_capacity(n);
+        for i in 0..n {
+            let from = start + step * i32::try_from(i).unwrap_or(0);
+            let filter = ListFilter::default().event_type(event_type).since(from).until(from + step).limit(usize::MAX);
+            points.push(store.count(filter).await?);
+        }
+        series.push((event_type.clone(), points));
+    }
+    Ok(render(title, start, step, &series).into_string())
+}
+
+/// The line chart: one polyline per event type, a legend, the peak on the y axis.
+fn render(title: &str, start: DateTime<Utc>, step: TimeDelta, series: &[(String, Vec<u64>)]) -> Markup {
+    let n = series.first().map_or(0, |(_, p)| p.len()).max(2);
+    let peak = series.iter().flat_map(|(_, p)| p.iter().copied()).max().unwrap_or(0).max(1);
+    #[allow(clippy::cast_precision_loss, reason = "chart coordinates")]
+    let x = |i: usize| PAD + (W - 2.0 * PAD) * i as f64 / (n - 1) as f64;
+    #[allow(clippy::cast_precision_loss, reason = "chart coordinates")]
+    let y = |v: u64| H - PAD - (H - PAD - TOP) * v as f64 / peak as f64;
+    let end = start + step * i32::try_from(n).unwrap_or(0);
+    html! {
+        svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {W} {H}")) width=(W) height=(H) font-family="sans-serif" font-size="11" {
+            rect width=(W) height=(H) fill="#fff" {}
+            text x=(PAD) y="16" font-size="13" fill="#1d2330" { "Parked " (title) }
+            line x1=(PAD) y1=(H - PAD) x2=(W - PAD) y2=(H - PAD) stroke="#c9ced8" {}
+            line x1=(PAD) y1=(TOP) x2=(PAD) y2=(H - PAD) stroke="#c9ced8" {}
+            text x="4" y=(TOP + 4.0) fill="#667085" { (peak) }
+            text x="4" y=(H - PAD + 4.0) fill="#667085" { "0" }
+            text x=(PAD) y=(H - 12.0) fill="#667085" { (start.format("%m-%d %H:%M")) }
+            text x=(W - PAD) y=(H - 12.0) fill="#667085" text-anchor="end" { (end.format("%m-%d %H:%M")) " UTC" }
+            @for (k, (event_type, points)) in series.iter().enumerate() {
+                polyline fill="none" stroke-width="2" stroke=(COLOURS[k % COLOURS.len()])
+                    points=(points.iter().enumerate().map(|(i, v)| format!("{:.1},{:.1}", x(i), y(*v))).collect::<Vec<_>>().join(" ")) {}
+                @let lx = PAD + 110.0 * f64::from(u32::try_from(k).unwrap_or(0));
+                rect x=(lx) y="24" width="10" height="10" fill=(COLOURS[k % COLOURS.len()]) {}
+                text x=(lx + 14.0) y="33" fill="#1d2330" { (event_type) }
+            }
+            @if series.is_empty() { text x=(W / 2.0) y=(H / 2.0) text-anchor="middle" fill="#667085" { "Nothing parked." } }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_and_escaping() {
+        assert_eq!(buckets(None).unwrap().0, 24);
+        assert_eq!(buckets(Some("7d")).unwrap().0, 28);
+        assert!(buckets(Some("1y")).unwrap_err().message.contains("24h or 7d"));
+        let svg = render("t", Utc::now(), TimeDelta::hours(1), &[("<script>".into(), vec![0, 3, 1])]).into_string();
+        assert!(svg.contains("&lt;script&gt;") && !svg.contains("<script>"), "{svg}");
+        assert!(svg.contains("<polyline"));
+    }
+}

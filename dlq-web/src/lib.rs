@@ -1,0 +1,227 @@
+//! `dlq-web`, the operator console: an [`axum::Router`] a service nests under any prefix,
+//! with server-rendered HTML pages and a JSON API (`/api/...`) over [`dlq_core::admin`], the
+//! same calls the `dlq` command line makes, so both audit the same way.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use dlq_core::admin::Admin;
+//!
+//! # async fn demo() -> std::io::Result<()> {
+//! let store = Arc::new(dlq_core::MemoryStore::new());
+//! let console = dlq_web::router(
+//!     Admin::new(store, "console"),
+//!     dlq_web::Options::default()
+//!         .allow_actions(true)
+//!         // The service's own auth layer names the operator in the audit log.
+//!         .actor(|parts| parts.headers.get("x-user").and_then(|v| v.to_str().ok()).map(str::to_owned)),
+//! );
+//! let app = axum::Router::new().nest("/dlq", console);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, app).await
+//! # }
+//! ```
+//!
+//! # Pages and routes
+//! | route | what |
+//! | --- | --- |
+//! | `GET /` | overview: counts by status × type, growth, saturation, retriers, orphans, warnings, top groups (refreshes itself) |
+//! | `GET /charts/parked.svg?window=24h\|7d` | rows parked per hour (24 h) or per 6 hours (7 days), a line per event type (the 6 largest), server-rendered SVG |
+//! | `GET /groups` | failure groups by fingerprint |
+//! | `GET /groups/{fingerprint}` | one group: its rows and the group actions |
+//! | `GET /events?status=&event_type=&group=&kind=&reason=&since=&until=&after=&order=&limit=` | rows, the CLI's filters in the URL, keyset pagination |
+//! | `GET /events/{id}` | one row: payload, truncation, error chain, stack trace, source, attempts, audit |
+//! | `POST /redrive`, `POST /discard` | by `id` or `group`: a dry run with counts first, then `confirm=1` |
+//! | `POST /groups/{fingerprint}/patch` | one JSON Patch applied to the group's dead rows (preview, then confirm) |
+//! | `POST /events/{id}/edit` | a new payload: validated, the diff shown, then `confirm=1` |
+//! | `POST /audit/{audit_id}/undo` | restores what a patch replaced |
+//! | `GET /api/openapi.json` | the JSON API, documented (a hand-written OpenAPI 3.1 document) |
+//!
+//! # Security
+//! Closed by default: read-only unless [`Options::allow_actions`]; every mutating request is a
+//! `POST` whose `Origin` (or `Referer`) must name the same host, except JSON requests without
+//! one (a browser cannot send those cross-site without a CORS preflight, which the console
+//! never grants); every response carries a `Content-Security-Policy` that allows no script at
+//! all, `X-Frame-Options: DENY` and `X-Content-Type-Options: nosniff`; request bodies are
+//! limited ([`Options::body_limit`]); with [`Options::token`] every request must carry the
+//! token (compared in constant time). Every string from the database goes through maud, which
+//! escapes it.
+
+mod api;
+mod chart;
+mod error;
+mod filter;
+mod openapi;
+mod pages;
+mod security;
+mod view;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::request::Parts;
+use axum::routing::{get, post};
+use dlq_core::admin::Admin;
+
+/// Names the operator of a request, for the audit log: the embedding service's auth layer
+/// (a header it sets, an extension it inserts) tells who is acting. `None` keeps the
+/// [`Admin`]'s own actor.
+pub type ActorFn = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
+
+/// What the console allows and how it names operators.
+///
+/// ```
+/// let options = dlq_web::Options::default().allow_actions(true).token("s3cret").body_limit(64 * 1024);
+/// assert!(options.actions_allowed());
+/// ```
+#[derive(Clone)]
+pub struct Options {
+    actions: bool,
+    token: Option<String>,
+    actor: Option<ActorFn>,
+    body_limit: usize,
+    refresh_seconds: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { actions: false, token: None, actor: None, body_limit: DEFAULT_BODY_LIMIT, refresh_seconds: 30 }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("actions", &self.actions)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("actor", &self.actor.as_ref().map(|_| "<hook>"))
+            .field("body_limit", &self.body_limit)
+            .field("refresh_seconds", &self.refresh_seconds)
+            .finish()
+    }
+}
+
+/// The default limit of a request body: 1 MiB (a payload edit is the largest body).
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+impl Options {
+    /// Enables the actions (redrive, discard, patch, edit, undo); without it every `POST`
+    /// answers 403 and the pages show no action.
+    #[must_use]
+    pub const fn allow_actions(mut self, allow: bool) -> Self {
+        self.actions = allow;
+        self
+    }
+
+    /// Requires `token` on every request: `Authorization: Bearer TOKEN`, or the `dlq_token`
+    /// cookie that opening any page with `?token=TOKEN` sets. Compared in constant time.
+    #[must_use]
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into()).filter(|t| !t.is_empty());
+        self
+    }
+
+    /// Names the operator of each request for the audit log (see [`ActorFn`]).
+    ///
+    /// ```
+    /// let options = dlq_web::Options::default()
+    ///     .actor(|parts| parts.headers.get("x-forwarded-user")?.to_str().ok().map(str::to_owned));
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn actor(mut self, hook: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static) -> Self {
+        self.actor = Some(Arc::new(hook));
+        self
+    }
+
+    /// The largest request body accepted, in bytes (413 past it); default [`DEFAULT_BODY_LIMIT`].
+    #[must_use]
+    pub const fn body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// How often the overview reloads itself, in seconds (0: never); default 30.
+    #[must_use]
+    pub const fn refresh_seconds(mut self, seconds: u32) -> Self {
+        self.refresh_seconds = seconds;
+        self
+    }
+
+    /// Whether actions are enabled.
+    pub const fn actions_allowed(&self) -> bool {
+        self.actions
+    }
+}
+
+/// Compares a presented token with the expected one in constant time (the lengths may leak;
+/// the bytes do not): what the console's token check uses, for routes a service adds beside
+/// it (`dlq serve`'s `/metrics`).
+///
+/// ```
+/// assert!(dlq_web::token_matches("s3cret", "s3cret"));
+/// assert!(!dlq_web::token_matches("s3cret", "s3cre"));
+/// ```
+pub fn token_matches(expected: &str, given: &str) -> bool {
+    security::token_matches(expected, given)
+}
+
+/// What every handler gets: the admin layer and the options.
+#[derive(Clone)]
+pub(crate) struct Console {
+    admin: Admin,
+    options: Arc<Options>,
+    charts: Arc<chart::ChartCache>,
+}
+
+impl Console {
+    /// The admin layer acting as the operator of this request.
+    pub(crate) fn admin_for(&self, parts: &Parts) -> Admin {
+        match self.options.actor.as_ref().and_then(|hook| hook(parts)) {
+            Some(actor) if !actor.trim().is_empty() => self.admin.acting_as(actor.trim()),
+            _ => self.admin.clone(),
+        }
+    }
+}
+
+/// The console: HTML pages, the JSON API and the stylesheet, to serve as it is or nest under
+/// a prefix. Every action goes through `admin` (acting as the [`Options::actor`] of each
+/// request, else as `admin`'s own actor).
+///
+/// ```
+/// use std::sync::Arc;
+/// let admin = dlq_core::admin::Admin::new(Arc::new(dlq_core::MemoryStore::new()), "console");
+/// let app: axum::Router = axum::Router::new().nest("/dlq", dlq_web::router(admin, dlq_web::Options::default()));
+/// # let _ = app;
+/// ```
+pub fn router(admin: Admin, options: Options) -> Router {
+    let body_limit = options.body_limit;
+    let console = Console { admin, options: Arc::new(options), charts: Arc::default() };
+    Router::new()
+        .route("/", get(pages::overview))
+        .route("/groups", get(pages::groups))
+        .route("/groups/{fingerprint}", get(pages::group))
+        .route("/groups/{fingerprint}/patch", post(pages::group_patch))
+        .route("/events", get(pages::events))
+        .route("/events/{id}", get(pages::detail))
+        .route("/events/{id}/edit", post(pages::edit))
+        .route("/redrive", post(pages::redrive))
+        .route("/discard", post(pages::discard))
+        .route("/audit/{audit_id}/undo", post(pages::undo))
+        .route("/assets/console.css", get(view::stylesheet))
+        .route("/charts/parked.svg", get(chart::parked))
+        .route("/api/stats", get(api::stats))
+        .route("/api/groups", get(api::groups))
+        .route("/api/events", get(api::events))
+        .route("/api/events/{id}", get(api::detail))
+        .route("/api/events/{id}/patch", post(api::patch))
+        .route("/api/redrive", post(api::redrive))
+        .route("/api/discard", post(api::discard))
+        .route("/api/audit/{audit_id}/undo", post(api::undo))
+        .route("/api/openapi.json", get(openapi::document))
+        .fallback(pages::not_found)
+        .layer(axum::middleware::from_fn_with_state(console.clone(), security::guard))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::map_response(security::headers))
+        .with_state(console)
+}

@@ -1,0 +1,586 @@
+//! The HTML pages and the form actions behind their buttons.
+
+use std::ops::ControlFlow;
+
+use axum::Form;
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use dlq_core::admin::{Admin, BulkPlan, BulkReport, Detail, Pacing, Page, StatsReport};
+use dlq_core::{DeadLetter, DlqId, FailureGroup, ListFilter, Payload, Status};
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use crate::Console;
+use crate::error::Failure;
+use crate::filter;
+use crate::view::{self, Base};
+
+type PageResult = Result<Response, Failure>;
+
+/// The admin layer acting as this request's operator ([`crate::Options::actor`]).
+pub(crate) struct Acting(pub(crate) Admin);
+
+impl FromRequestParts<Console> for Acting {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, console: &Console) -> Result<Self, Self::Rejection> {
+        Ok(Self(console.admin_for(parts)))
+    }
+}
+
+fn render(markup: Markup) -> Response {
+    Html(markup.into_string()).into_response()
+}
+
+/// The fallback: an unknown page is a 404 page.
+pub(crate) async fn not_found() -> Failure {
+    Failure::new(StatusCode::NOT_FOUND, "no such page in the dlq console")
+}
+
+/// `GET /`.
+pub(crate) async fn overview(State(console): State<Console>, base: Base) -> PageResult {
+    let stats = console.admin.stats(10).await?;
+    let refresh = Some(console.options.refresh_seconds);
+    Ok(render(view::page(&base, "Overview", refresh, overview_body(&base, &stats))))
+}
+
+fn overview_body(base: &Base, stats: &StatsReport) -> Markup {
+    let list = |event_type: &str, status: Option<Status>| {
+        let mut pairs = vec![("event_type", event_type.to_owned())];
+        pairs.extend(status.map(|s| ("status", s.as_str().to_owned())));
+        format!("{}?{}", base.url("/events"), filter::encode(&pairs))
+    };
+    html! {
+        @for warning in &stats.warnings { p.warn { "⚠ " (warning) } }
+        section.cards {
+            div.card { span.label { "Parked, last 5 min" } span.big { (stats.growth.last_5m) } }
+            div.card { span.label { "Parked, last hour" } span.big { (stats.growth.last_1h) } }
+            div.card { span.label { "Live retriers" } span.big { (stats.retriers.len()) } }
+            div.card {
+                span.label { "Saturation" }
+                span.big { @match stats.saturation { Some(s) => { (format!("{:.0}%", s * 100.0)) }, None => { "no limit" } } }
+            }
+        }
+        h2 { "Parked over time" }
+        div.chart {
+            img src=(base.url("/charts/parked.svg?window=24h")) alt="rows parked per hour over the last 24 hours, by event type";
+            img src=(base.url("/charts/parked.svg?window=7d")) alt="rows parked per 6 hours over the last 7 days, by event type";
+        }
+        h2 { "Rows by status and event type" }
+        div.scroll { table {
+            thead { tr { th { "event type" } @for s in Status::ALL { th.num { (s.as_str()) } } } }
+            tbody {
+                @for c in &stats.counts {
+                    tr {
+                        td { a href=(list(&c.event_type, None)) { (c.event_type) } }
+                        @for (s, n) in [(Status::Pending, c.pending), (Status::Processing, c.processing), (Status::Succeeded, c.succeeded), (Status::FailedPermanently, c.failed_permanently), (Status::Discarded, c.discarded)] {
+                            td.num { @if n > 0 { a href=(list(&c.event_type, Some(s))) { (n) } } @else { "0" } }
+                        }
+                    }
+                }
+                @if stats.counts.is_empty() { tr { td colspan="6" { "No dead letters. All quiet." } } }
+            }
+        } }
+        h2 { "Largest failure groups" }
+        (groups_table(base, &stats.groups))
+        h2 { "Live retriers" }
+        @if stats.retriers.is_empty() { p { "No live retrier." } }
+        ul { @for r in &stats.retriers { li { code { (r.owner) } " on " (r.host) " · " (r.event_types.join(", ")) " · last seen " (view::time(r.last_seen)) } } }
+        @if !stats.orphans.is_empty() {
+            h2 { "Orphaned event types" }
+            ul { @for o in &stats.orphans { li { code { (o.event_type) } ": " (o.pending) " pending, no live retrier handles it"
+                @if let Some(h) = &o.expected_handler { " (expected handler " code { (h) } ")" } } } }
+        }
+        @if let Some(t) = &stats.table {
+            p.muted { "dlq_events: " (t.live_tuples) " live, " (t.dead_tuples) " dead tuples; autovacuum " (if t.autovacuum { "on" } else { "off" }) }
+        }
+        p.muted { "As of " (view::time(stats.at)) "." }
+    }
+}
+
+fn groups_table(base: &Base, groups: &[FailureGroup]) -> Markup {
+    html! {
+        div.scroll { table {
+            thead { tr { th { "group" } th { "event type" } th { "kind" } th { "sample reason" } th.num { "rows" } th { "first seen" } th { "last seen" } } }
+            tbody {
+                @for g in groups {
+                    tr {
+                        td { a href=(base.url(&format!("/groups/{}", g.fingerprint))) { code { (g.fingerprint) } } }
+                        td { (g.event_type) } td { code { (g.kind) } } td.reason { (short(&g.sample_reason, 140)) }
+                        td.num { (g.count) } td { (view::time(g.first_seen)) } td { (view::time(g.last_seen)) }
+                    }
+                }
+                @if groups.is_empty() { tr { td colspan="7" { "No failure group." } } }
+            }
+        } }
+    }
+}
+
+/// At most `max` characters of `text` on one line.
+pub(crate) fn short(text: &str, max: usize) -> String {
+    let line = text.replace(['\n', '\r'], " ");
+    if line.chars().count() <= max {
+        return line;
+    }
+    let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// `GET /groups`.
+pub(crate) async fn groups(
+    State(console): State<Console>,
+    base: Base,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> PageResult {
+    let filter = filter::parse(&pairs)?.limit(100);
+    let groups = console.admin.store().groups(filter).await?;
+    Ok(render(view::page(&base, "Failure groups", None, groups_table(&base, &groups))))
+}
+
+/// `GET /groups/{fingerprint}`: the group, its rows, and (with actions) its buttons.
+pub(crate) async fn group(
+    State(console): State<Console>,
+    base: Base,
+    Path(fingerprint): Path<String>,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> PageResult {
+    let mut filter = filter::parse(&pairs)?;
+    filter.fingerprint = Some(fingerprint.clone());
+    let store = console.admin.store();
+    let found = store.groups(ListFilter::default().fingerprint(&fingerprint).limit(1)).await?;
+    let page = console.admin.list(filter.clone()).await?;
+    if found.is_empty() && page.rows.is_empty() {
+        return Err(Failure::new(StatusCode::NOT_FOUND, format!("no failure group `{fingerprint}`")));
+    }
+    let body = html! {
+        @if let Some(g) = found.first() {
+            dl.facts {
+                dt { "kind" } dd { code { (g.kind) } }
+                dt { "event type" } dd { (g.event_type) }
+                dt { "rows" } dd { (g.count) }
+                dt { "first seen" } dd { (view::time(g.first_seen)) }
+                dt { "last seen" } dd { (view::time(g.last_seen)) }
+                dt { "sample reason" } dd { pre.reason { (g.sample_reason) } }
+            }
+        }
+        @if console.options.actions { (group_actions(&base, &fingerprint)) }
+        h2 { "Rows" }
+        (rows_table(&base, &page, &filter, &format!("/groups/{fingerprint}")))
+    };
+    Ok(render(view::page(&base, &format!("Failure group {fingerprint}"), None, body)))
+}
+
+fn group_actions(base: &Base, fingerprint: &str) -> Markup {
+    html! {
+        section.actions {
+            form method="post" action=(base.url("/redrive")) {
+                h3 { "Redrive the group" }
+                input type="hidden" name="group" value=(fingerprint);
+                label { "Reason " input name="reason" placeholder="what was fixed"; }
+                label { "Canary rows " input name="canary" type="number" min="1" placeholder="none"; }
+                button type="submit" { "Dry run…" }
+            }
+            form method="post" action=(base.url("/discard")) {
+                h3 { "Discard the group" }
+                input type="hidden" name="group" value=(fingerprint);
+                label { "Reason " input name="reason" required placeholder="why these are dropped"; }
+                button.danger type="submit" { "Dry run…" }
+            }
+            form method="post" action=(base.url(&format!("/groups/{fingerprint}/patch"))) {
+                h3 { "Patch the group's dead rows" }
+                label { "JSON Patch (RFC 6902) " textarea name="patch" rows="3" required placeholder=r#"[{"op":"replace","path":"/currency","value":"USD"}]"# {} }
+                label { "Reason " input name="reason" required; }
+                button type="submit" { "Preview…" }
+            }
+        }
+    }
+}
+
+/// The rows of a page, with the link to the next one.
+fn rows_table(base: &Base, page: &Page, filter: &ListFilter, path: &str) -> Markup {
+    let next = page.next.map(|after| {
+        let mut pairs = filter::query(filter);
+        pairs.retain(|(k, _)| *k != "group" || path == "/events");
+        pairs.push(("after", after.to_string()));
+        format!("{}?{}", base.url(path), filter::encode(&pairs))
+    });
+    html! {
+        div.scroll { table.rows {
+            thead { tr { th.num { "id" } th { "status" } th { "event type" } th { "kind" } th { "reason" } th.num { "retries" } th.num { "redrives" } th { "parked" } } }
+            tbody {
+                @for row in &page.rows { (row_line(base, row)) }
+                @if page.rows.is_empty() { tr { td colspan="8" { "No rows match." } } }
+            }
+        } }
+        @if let Some(next) = next { p { a.next href=(next) { "Next page →" } } }
+    }
+}
+
+fn row_line(base: &Base, row: &DeadLetter) -> Markup {
+    html! {
+        tr {
+            td.num { a href=(base.url(&format!("/events/{}", row.id))) { (row.id) } }
+            td { (view::status(row.status)) }
+            td { (row.event_type) }
+            td { code { (row.failure.kind) } }
+            td.reason { (short(&row.failure.reason, 120)) }
+            td.num { (row.retry_count) "/" (row.max_retries) }
+            td.num { (row.redrive_count) }
+            td { (view::time(row.created_at)) }
+        }
+    }
+}
+
+/// `GET /events`: the filter form, rows, next page.
+pub(crate) async fn events(
+    State(console): State<Console>,
+    base: Base,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> PageResult {
+    let filter = filter::parse(&pairs)?;
+    let page = console.admin.list(filter.clone()).await?;
+    let body = html! { (filter_form(&base, &filter)) (rows_table(&base, &page, &filter, "/events")) };
+    Ok(render(view::page(&base, "Events", None, body)))
+}
+
+fn filter_form(base: &Base, f: &ListFilter) -> Markup {
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    let at = |v: Option<chrono::DateTime<chrono::Utc>>| v.map(|t| t.to_rfc3339()).unwrap_or_default();
+    html! {
+        form.filters method="get" action=(base.url("/events")) {
+            label { "Status " select name="status" {
+                option value="" { "any" }
+                @for s in Status::ALL { option value=(s.as_str()) selected[f.status == Some(*s)] { (s.as_str()) } }
+            } }
+            label { "Event type " input name="event_type" value=(text(&f.event_type)); }
+            label { "Group " input name="group" value=(text(&f.fingerprint)); }
+            label { "Kind " input name="kind" value=(text(&f.kind)); }
+            label { "Reason contains " input name="reason" value=(text(&f.reason)); }
+            label { "Since " input name="since" value=(at(f.since)) placeholder="2h or RFC 3339"; }
+            label { "Until " input name="until" value=(at(f.until)); }
+            label { "Order " select name="order" {
+                option value="newest" { "newest first" }
+                option value="oldest" selected[f.order == dlq_core::Order::OldestFirst] { "oldest first" }
+            } }
+            button type="submit" { "Filter" }
+        }
+    }
+}
+
+/// `GET /events/{id}`.
+pub(crate) async fn detail(State(console): State<Console>, base: Base, Path(id): Path<DlqId>) -> PageResult {
+    let detail = console.admin.show(id).await?;
+    let body = detail_body(&base, &detail, console.options.actions);
+    Ok(render(view::page(&base, &format!("Event {id}"), None, body)))
+}
+
+fn detail_body(base: &Base, d: &Detail, actions: bool) -> Markup {
+    let l = &d.letter;
+    html! {
+        dl.facts {
+            dt { "status" } dd { (view::status(l.status)) @if let Some(r) = l.dead_reason { " (" (r.as_str()) ")" } }
+            dt { "event type" } dd { (l.event_type) }
+            dt { "handler" } dd { code { (l.handler) } }
+            dt { "group" } dd { a href=(base.url(&format!("/groups/{}", l.failure.fingerprint))) { code { (l.failure.fingerprint) } } }
+            dt { "error" } dd { (l.failure.class.name()) " · " code { (l.failure.kind) } }
+            dt { "retries" } dd { (l.retry_count) " of " (l.max_retries) "; redriven " (l.redrive_count) " times" }
+            dt { "retry after" } dd { (view::time(l.retry_after)) }
+            dt { "parked" } dd { (view::time(l.created_at)) " · first failed " (view::time(l.first_failed_at)) }
+            dt { "source" } dd { (source(l)) }
+            @if let Some(k) = &l.dedupe_key { dt { "dedupe key" } dd { code { (k) } } }
+        }
+        @if actions { (detail_actions(base, l)) }
+        h2 { "Reason" } pre.reason { (l.failure.reason) }
+        h2 { "Payload" } (view::payload(&l.payload))
+        h2 { "Error chain" }
+        @if l.failure.chain.is_empty() { p.muted { "No sources." } }
+        ol.chain { @for cause in &l.failure.chain { li { pre { (cause) } } } }
+        h2 { "Stack trace" }
+        @match &l.failure.stacktrace { Some(t) => pre.trace { (t) }, None => p.muted { "None captured." } }
+        h2 { "Attempts" }
+        ol.timeline { @for a in &d.attempts {
+            li { (view::time(a.at)) " · attempt " (a.attempt) " · " strong { (a.outcome) }
+                @if let Some(c) = &a.error_class { " · " (c) } @if let Some(o) = &a.owner { " · " code { (o) } }
+                @if let Some(r) = &a.error_reason { pre.reason { (r) } } }
+        } }
+        @if d.attempts.is_empty() { p.muted { "No attempt recorded." } }
+        h2 { "Audit log" }
+        (audit(base, d, actions))
+    }
+}
+
+fn source(l: &DeadLetter) -> Markup {
+    let s = &l.source;
+    html! {
+        @if let Some(t) = &s.topic { code { (t) } " partition " (s.partition.unwrap_or_default()) " offset " (s.offset.unwrap_or_default()) } @else { "—" }
+        @for (k, v) in &s.headers { br; code { (k) "=" (v) } }
+        @if let Some(tc) = &s.trace_context { br; "trace " code { (tc) } }
+    }
+}
+
+fn detail_actions(base: &Base, l: &DeadLetter) -> Markup {
+    let editable = serde_json::to_string_pretty(&view::payload_value(&l.payload)).unwrap_or_default();
+    html! {
+        section.actions {
+            @if l.status == Status::FailedPermanently {
+                form method="post" action=(base.url("/redrive")) {
+                    h3 { "Redrive" }
+                    input type="hidden" name="id" value=(l.id);
+                    label { "Reason " input name="reason"; }
+                    button type="submit" { "Dry run…" }
+                }
+            }
+            @if l.status != Status::Discarded && l.status != Status::Succeeded {
+                form method="post" action=(base.url("/discard")) {
+                    h3 { "Discard" }
+                    input type="hidden" name="id" value=(l.id);
+                    label { "Reason " input name="reason" required; }
+                    button.danger type="submit" { "Dry run…" }
+                }
+            }
+            form.wide method="post" action=(base.url(&format!("/events/{}/edit", l.id))) {
+                h3 { "Edit the payload" }
+                textarea name="payload" rows="10" spellcheck="false" { (editable) }
+                label { "Reason " input name="reason" required; }
+                button type="submit" { "Validate and show the diff…" }
+            }
+        }
+    }
+}
+
+fn audit(base: &Base, d: &Detail, actions: bool) -> Markup {
+    html! {
+        @if d.audit.is_empty() { p.muted { "No operator action yet." } }
+        ol.audit { @for a in &d.audit {
+            li {
+                (view::time(a.at)) " · " strong { (a.action) } " by " code { (a.actor) }
+                @if let Some(r) = &a.reason { " — " (r) }
+                details { summary { "diff" } (view::json(&a.diff)) }
+                @if actions && a.action == "patch" {
+                    form.inline method="post" action=(base.url(&format!("/audit/{}/undo", a.id))) {
+                        button type="submit" { "Undo this patch" }
+                    }
+                }
+            }
+        } }
+    }
+}
+
+/// The fields of the redrive and discard forms.
+#[derive(Debug, Deserialize)]
+pub(crate) struct BulkForm {
+    id: Option<DlqId>,
+    group: Option<String>,
+    #[serde(default)]
+    reason: String,
+    canary: Option<String>,
+    confirm: Option<String>,
+}
+
+impl BulkForm {
+    fn filter(&self) -> Result<ListFilter, Failure> {
+        match (self.id, self.group.as_deref().filter(|g| !g.is_empty())) {
+            (Some(id), _) => Ok(ListFilter::default().ids([id])),
+            (None, Some(group)) => Ok(ListFilter::default().fingerprint(group)),
+            (None, None) => Err(Failure::bad_request("name the rows: an `id` or a `group`")),
+        }
+    }
+
+    fn canary(&self) -> Result<Option<usize>, Failure> {
+        match self.canary.as_deref().map(str::trim).filter(|c| !c.is_empty()) {
+            None => Ok(None),
+            Some(c) => c
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .map(Some)
+                .ok_or_else(|| Failure::bad_request(format!("canary=`{c}`: expected a number of rows above 0"))),
+        }
+    }
+
+    fn back(&self, base: &Base) -> String {
+        match (self.id, &self.group) {
+            (Some(id), _) => base.url(&format!("/events/{id}")),
+            (None, Some(g)) => base.url(&format!("/groups/{g}")),
+            (None, None) => base.url("/"),
+        }
+    }
+}
+
+/// `POST /redrive`: a dry run first; `confirm=1` runs it.
+pub(crate) async fn redrive(base: Base, Acting(admin): Acting, Form(form): Form<BulkForm>) -> PageResult {
+    let mut plan = BulkPlan::redrive(form.filter()?, &form.reason);
+    if let Some(canary) = form.canary()? {
+        plan = plan.canary(canary);
+    }
+    bulk(&base, &admin, plan, &form, "/redrive").await
+}
+
+/// `POST /discard`: a dry run first; `confirm=1` runs it.
+pub(crate) async fn discard(base: Base, Acting(admin): Acting, Form(form): Form<BulkForm>) -> PageResult {
+    let plan = BulkPlan::discard(form.filter()?, &form.reason);
+    bulk(&base, &admin, plan, &form, "/discard").await
+}
+
+async fn bulk(base: &Base, admin: &Admin, plan: BulkPlan, form: &BulkForm, action: &str) -> PageResult {
+    let verb = if action == "/redrive" { "Redrive" } else { "Discard" };
+    let confirmed = form.confirm.as_deref() == Some("1");
+    let pacing = Pacing { canary_wait: std::time::Duration::from_secs(30), ..Pacing::default() };
+    let report = if confirmed {
+        admin.start(plan).await?.run(pacing, |_| ControlFlow::Continue(())).await?
+    } else {
+        admin.dry_run(plan)?.run(pacing, |_| ControlFlow::Continue(())).await?
+    };
+    let body = html! {
+        (report_summary(&report))
+        @if !confirmed && report.moved > 0 {
+            form method="post" action=(base.url(action)) {
+                @if let Some(id) = form.id { input type="hidden" name="id" value=(id); }
+                @if let Some(g) = &form.group { input type="hidden" name="group" value=(g); }
+                @if let Some(c) = &form.canary { input type="hidden" name="canary" value=(c); }
+                input type="hidden" name="confirm" value="1";
+                label { "Reason " input name="reason" value=(form.reason); }
+                button.danger type="submit" { (verb) " " (report.moved) " rows" }
+            }
+        }
+        p { a href=(form.back(base)) { "← back" } }
+    };
+    let title = if confirmed { format!("{verb}: done") } else { format!("{verb}: dry run") };
+    Ok(render(view::page(base, &title, None, body)))
+}
+
+fn report_summary(r: &BulkReport) -> Markup {
+    html! {
+        p.summary {
+            @if r.dry_run { "Would move " } @else { "Moved " }
+            strong.moved { (r.moved) } " rows; refused " strong { (r.refused) } "."
+            @if let Some(op) = r.operation { " Operation " code { (op) } " (" (format!("{:?}", r.state)) ")." }
+        }
+        @if !r.refusals.is_empty() {
+            ul { @for refusal in r.refusals.iter().take(50) { li { (refusal.id) ": " (serde_json::to_string(&refusal.why).unwrap_or_default()) } } }
+        }
+        @if let Some(stop) = &r.canary_stop { p.warn { "The canary stopped the redrive: " (serde_json::to_string(stop).unwrap_or_default()) } }
+    }
+}
+
+/// The fields of the payload editor.
+#[derive(Debug, Deserialize)]
+pub(crate) struct EditForm {
+    payload: String,
+    #[serde(default)]
+    reason: String,
+    confirm: Option<String>,
+}
+
+/// `POST /events/{id}/edit`: validates the JSON, shows the diff; `confirm=1` saves it.
+pub(crate) async fn edit(
+    base: Base,
+    Acting(admin): Acting,
+    Path(id): Path<DlqId>,
+    Form(form): Form<EditForm>,
+) -> PageResult {
+    let new: serde_json::Value = serde_json::from_str(&form.payload)
+        .map_err(|e| Failure::bad_request(format!("the payload is not valid JSON: {e}")))?;
+    if form.confirm.as_deref() == Some("1") {
+        admin.replace_payload(id, Payload::from_bytes(form.payload.as_bytes()), &form.reason).await?;
+        return Ok(Redirect::to(&base.url(&format!("/events/{id}"))).into_response());
+    }
+    let detail = admin.show(id).await?;
+    let changes = view::diff(&view::payload_value(&detail.letter.payload), &new);
+    let body = html! {
+        p { "The payload of event " a href=(base.url(&format!("/events/{id}"))) { (id) } " changes as follows:" }
+        (view::diff_table(&changes))
+        form method="post" action=(base.url(&format!("/events/{id}/edit"))) {
+            input type="hidden" name="payload" value=(form.payload);
+            input type="hidden" name="confirm" value="1";
+            label { "Reason " input name="reason" value=(form.reason) required; }
+            button type="submit" { "Apply" }
+        }
+    };
+    Ok(render(view::page(&base, &format!("Edit event {id}: the diff"), None, body)))
+}
+
+/// The fields of the group patch form.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PatchForm {
+    patch: String,
+    #[serde(default)]
+    reason: String,
+    confirm: Option<String>,
+}
+
+/// `POST /groups/{fingerprint}/patch`: one JSON Patch for the group's dead rows; a preview
+/// first, `confirm=1` applies it row by row (each audited).
+pub(crate) async fn group_patch(
+    base: Base,
+    Acting(admin): Acting,
+    Path(fingerprint): Path<String>,
+    Form(form): Form<PatchForm>,
+) -> PageResult {
+    let patch: serde_json::Value = serde_json::from_str(&form.patch)
+        .map_err(|e| Failure::bad_request(format!("the patch is not valid JSON: {e}")))?;
+    if !patch.is_array() {
+        return Err(Failure::bad_request("an RFC 6902 JSON Patch is an array of operations"));
+    }
+    let selection = ListFilter::default().fingerprint(&fingerprint).status(Status::FailedPermanently);
+    let confirmed = form.confirm.as_deref() == Some("1");
+    let (mut patched, mut failed, mut after) = (0_u64, Vec::new(), None);
+    let mut rows = 0_u64;
+    loop {
+        let mut page_filter = selection.clone().oldest_first().limit(100);
+        page_filter.after = after;
+        let page = admin.list(page_filter).await?;
+        for row in &page.rows {
+            rows += 1;
+            if confirmed {
+                match admin.patch(row.id, &patch, &form.reason).await {
+                    Ok(_) => patched += 1,
+                    Err(e) => failed.push((row.id, Failure::from(e).message)),
+                }
+            }
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    let body = html! {
+        pre.json { (serde_json::to_string_pretty(&patch).unwrap_or_default()) }
+        @if confirmed {
+            p.summary { "Patched " strong.moved { (patched) } " of " (rows) " dead rows." }
+            ul { @for (id, why) in &failed { li { (id) ": " (why) } } }
+        } @else {
+            p.summary { "This patch would apply to " strong.moved { (rows) } " FAILED_PERMANENTLY rows of the group, each audited." }
+            form method="post" action=(base.url(&format!("/groups/{fingerprint}/patch"))) {
+                input type="hidden" name="patch" value=(form.patch);
+                input type="hidden" name="confirm" value="1";
+                label { "Reason " input name="reason" value=(form.reason) required; }
+                button type="submit" { "Apply to " (rows) " rows" }
+            }
+        }
+        p { a href=(base.url(&format!("/groups/{fingerprint}"))) { "← back to the group" } }
+    };
+    Ok(render(view::page(&base, "Patch a failure group", None, body)))
+}
+
+/// The undo form's fields.
+#[derive(Debug, Deserialize)]
+pub(crate) struct UndoForm {
+    reason: Option<String>,
+}
+
+/// `POST /audit/{audit_id}/undo`: restores the payload and goes back to the row.
+pub(crate) async fn undo(
+    base: Base,
+    Acting(admin): Acting,
+    Path(audit_id): Path<i64>,
+    Form(form): Form<UndoForm>,
+) -> PageResult {
+    let outcome = admin.undo(audit_id, form.reason.as_deref()).await?;
+    let mut response = Redirect::to(&base.url(&format!("/events/{}", outcome.id))).into_response();
+    response.headers_mut().insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
+    Ok(response)
+}

@@ -1,0 +1,261 @@
+//! The page layout and the pieces pages share: links under the router's prefix, statuses,
+//! times, highlighted JSON, payloads and diffs. Everything goes through maud, which escapes.
+
+use axum::extract::{FromRequestParts, OriginalUri};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use chrono::{DateTime, Utc};
+use dlq_core::{Payload, Status};
+use maud::{DOCTYPE, Markup, html};
+use serde_json::Value;
+
+/// Where the router is nested (`/dlq`, or empty), from the original and the nested URI.
+#[derive(Debug, Clone)]
+pub(crate) struct Base(pub(crate) String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Base {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let inner = parts.uri.path().to_owned();
+        let original = parts.extensions.get::<OriginalUri>().map_or_else(|| inner.clone(), |o| o.0.path().to_owned());
+        let base = original
+            .strip_suffix(inner.as_str())
+            .map(str::to_owned)
+            .or_else(|| (inner == "/").then(|| original.trim_end_matches('/').to_owned()))
+            .unwrap_or_default();
+        Ok(Self(base))
+    }
+}
+
+impl Base {
+    /// The URL of a console path (`/events`), under the prefix.
+    pub(crate) fn url(&self, path: &str) -> String {
+        if path == "/" && !self.0.is_empty() { self.0.clone() } else { format!("{}{path}", self.0) }
+    }
+}
+
+/// The page around `body`: navigation, the stylesheet, an optional meta refresh (no script).
+pub(crate) fn page(base: &Base, title: &str, refresh: Option<u32>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                @if let Some(seconds) = refresh.filter(|s| *s > 0) {
+                    meta http-equiv="refresh" content=(seconds);
+                }
+                title { "dlq · " (title) }
+                link rel="stylesheet" href=(base.url("/assets/console.css"));
+            }
+            body {
+                header.top {
+                    a.brand href=(base.url("/")) { "dlq" }
+                    nav {
+                        a href=(base.url("/")) { "Overview" }
+                        a href=(base.url("/groups")) { "Failure groups" }
+                        a href=(base.url("/events")) { "Events" }
+                        a href=(base.url("/api/openapi.json")) { "API" }
+                    }
+                }
+                main { h1 { (title) } (body) }
+            }
+        }
+    }
+}
+
+/// `GET /assets/console.css`.
+pub(crate) async fn stylesheet() -> impl IntoResponse {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8"), (header::CACHE_CONTROL, "public, max-age=3600")],
+        include_str!("../assets/console.css"),
+    )
+}
+
+pub(crate) fn time(at: DateTime<Utc>) -> Markup {
+    html! { time datetime=(at.to_rfc3339()) { (at.format("%Y-%m-%d %H:%M:%S")) } }
+}
+
+pub(crate) fn status(status: Status) -> Markup {
+    let class = match status {
+        Status::FailedPermanently => "st st-dead",
+        Status::Pending | Status::Processing => "st st-wait",
+        Status::Succeeded => "st st-ok",
+        Status::Discarded => "st st-gone",
+    };
+    html! { span class=(class) { (status.as_str()) } }
+}
+
+/// A JSON document, pretty-printed with a class per token kind (strings, numbers, keys …).
+pub(crate) fn json(value: &Value) -> Markup {
+    html! { pre.json { code { (json_node(value, 0)) } } }
+}
+
+fn json_node(value: &Value, depth: usize) -> Markup {
+    let pad = "  ".repeat(depth + 1);
+    let close = "  ".repeat(depth);
+    match value {
+        Value::Null => html! { span.j-null { "null" } },
+        Value::Bool(b) => html! { span.j-bool { (b) } },
+        Value::Number(n) => html! { span.j-num { (n) } },
+        Value::String(s) => html! { span.j-str { (Value::String(s.clone())) } },
+        Value::Array(items) if items.is_empty() => html! { "[]" },
+        Value::Object(map) if map.is_empty() => html! { "{}" },
+        Value::Array(items) => html! {
+            "[\n"
+            @for (i, item) in items.iter().enumerate() {
+                (pad) (json_node(item, depth + 1)) @if i + 1 < items.len() { "," } "\n"
+            }
+            (close) "]"
+        },
+        Value::Object(map) => html! {
+            "{\n"
+            @for (i, (key, item)) in map.iter().enumerate() {
+                (pad) span.j-key { (Value::String(key.clone())) } ": " (json_node(item, depth + 1))
+                @if i + 1 < map.len() { "," } "\n"
+            }
+            (close) "}"
+        },
+    }
+}
+
+/// A payload: highlighted JSON, or raw bytes as hex and lossy text, with truncation facts.
+pub(crate) fn payload(payload: &Payload) -> Markup {
+    match payload {
+        Payload::Json(value) => json(value),
+        Payload::Raw { bytes, truncated } => html! {
+            @if let Some(t) = truncated {
+                p.warn {
+                    "Truncated: " (bytes.len()) " of " (t.original_len) " bytes kept; original SHA-256 "
+                    code { (t.original_sha256) }
+                }
+            }
+            p { "Raw bytes (" (bytes.len()) "), not JSON:" }
+            h3 { "Hex" }
+            pre.hex { (hex(bytes)) }
+            h3 { "Text (lossy UTF-8)" }
+            pre { (lossy(bytes)) }
+        },
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 3);
+    for (i, b) in bytes.iter().enumerate() {
+        if i > 0 {
+            out.push(if i % 16 == 0 { '\n' } else { ' ' });
+        }
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).chars().map(|c| if c.is_control() && c != '\n' { '·' } else { c }).collect()
+}
+
+/// One change between two JSON documents, at a JSON Pointer.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Change {
+    Added(String, Value),
+    Removed(String, Value),
+    Replaced(String, Value, Value),
+}
+
+/// The changes from `old` to `new`, path by path (objects by key, arrays by index).
+pub(crate) fn diff(old: &Value, new: &Value) -> Vec<Change> {
+    let mut out = Vec::new();
+    walk(String::new(), old, new, &mut out);
+    out
+}
+
+fn walk(path: String, old: &Value, new: &Value, out: &mut Vec<Change>) {
+    let child = |key: &str| format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+    match (old, new) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, va) in a {
+                match b.get(k) {
+                    Some(vb) => walk(child(k), va, vb, out),
+                    None => out.push(Change::Removed(child(k), va.clone())),
+                }
+            }
+            for (k, vb) in b.iter().filter(|(k, _)| !a.contains_key(*k)) {
+                out.push(Change::Added(child(k), vb.clone()));
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for i in 0..a.len().max(b.len()) {
+                let path = child(&i.to_string());
+                match (a.get(i), b.get(i)) {
+                    (Some(va), Some(vb)) => walk(path, va, vb, out),
+                    (Some(va), None) => out.push(Change::Removed(path, va.clone())),
+                    (None, Some(vb)) => out.push(Change::Added(path, vb.clone())),
+                    (None, None) => {}
+                }
+            }
+        }
+        _ if old != new => {
+            out.push(Change::Replaced(if path.is_empty() { "/".into() } else { path }, old.clone(), new.clone()))
+        }
+        _ => {}
+    }
+}
+
+/// The changes as a table.
+pub(crate) fn diff_table(changes: &[Change]) -> Markup {
+    html! {
+        @if changes.is_empty() {
+            p { "No change." }
+        } @else {
+            table.diff {
+                thead { tr { th { "path" } th { "before" } th { "after" } } }
+                tbody {
+                    @for change in changes {
+                        @match change {
+                            Change::Added(p, v) => tr.add { td { code { (p) } } td { "—" } td { code { (v) } } },
+                            Change::Removed(p, v) => tr.del { td { code { (p) } } td { code { (v) } } td { "—" } },
+                            Change::Replaced(p, a, b) => tr.chg { td { code { (p) } } td { code { (a) } } td { code { (b) } } },
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The payload as the JSON value the editor starts from (raw bytes as their lossy text).
+pub(crate) fn payload_value(payload: &Payload) -> Value {
+    dlq_core::admin::json::payload(payload)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn diff_names_each_changed_path() {
+        let old = json!({"currency": "USD ", "items": [1, 2], "gone": true});
+        let new = json!({"currency": "USD", "items": [1], "new/key": 1});
+        assert_eq!(
+            diff(&old, &new),
+            vec![
+                Change::Replaced("/currency".into(), json!("USD "), json!("USD")),
+                Change::Removed("/gone".into(), json!(true)),
+                Change::Removed("/items/1".into(), json!(2)),
+                Change::Added("/new~1key".into(), json!(1)),
+            ]
+        );
+    }
+
+    #[test]
+    fn hostile_strings_are_escaped() {
+        let html = json(&json!({"<b>": "<script>alert(1)</script>"})).into_string();
+        assert!(!html.contains("<script>") && html.contains("&lt;script&gt;"), "{html}");
+        let raw = payload(&Payload::from_bytes(b"\"><img src=x onerror=alert(1)>")).into_string();
+        assert!(!raw.contains("<img") && raw.contains("&lt;img"), "{raw}");
+    }
+}

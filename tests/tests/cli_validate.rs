@@ -1,0 +1,91 @@
+//! `--validate` in a service binary that embeds the CLI with its handlers
+//! (`tests/bin/embedded_cli.rs`, `dlq_cli::Embedded`), on PostgreSQL (`#[sqlx::test]`, a fresh
+//! database): a redrive refuses the rows whose payload does not deserialize into the handler's
+//! event type, and a patch that would produce such a payload is refused whole.
+
+use std::process::{Command, Output};
+
+use dlq_core::{DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, NewDeadLetter, Payload, Status};
+use dlq_sqlx::{PgConfig, PgStore};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+fn url_of(db: &str) -> String {
+    let base = std::env::var("DATABASE_URL").expect("DATABASE_URL is set by scripts/test.sh");
+    let (prefix, _) = base.rsplit_once('/').expect("DATABASE_URL has a database name");
+    format!("{prefix}/{db}")
+}
+
+/// `dlq-embedded args…` on `url`.
+fn embedded(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dlq-embedded"))
+        .args(args)
+        .env("DATABASE_URL", url)
+        .env("USER", "oncall")
+        .output()
+        .expect("the embedded CLI runs")
+}
+
+fn json_of(out: &Output) -> Value {
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("one JSON document")
+}
+
+async fn park(store: &PgStore, event_type: &str, payload: Value) -> DlqId {
+    let failure = FailureInfo::new(ErrorClass::Permanent, "BadCurrency", "currency \"USD \"".into(), vec![], None);
+    let letter = NewDeadLetter::new(event_type, Payload::Json(payload), failure).dead(DeadReason::Permanent);
+    store.park(letter).await.expect("parked").id
+}
+
+#[sqlx::test(migrations = false)]
+async fn validate_refuses_payloads_the_handler_type_rejects_on_redrive_and_patch(pool: PgPool) {
+    let store = PgStore::from_pool(pool.clone(), PgConfig::default()).await.expect("store and migrations");
+    let db: String = sqlx::query_scalar("SELECT current_database()").fetch_one(&pool).await.unwrap();
+    let url = url_of(&db);
+    let good = park(&store, "payment", json!({"id": 1, "amount_cents": 1004, "currency": "USD"})).await;
+    let text_amount = park(&store, "payment", json!({"id": 2, "amount_cents": "10.04", "currency": "USD"})).await;
+    let unknown = park(&store, "refund", json!({"id": 3})).await;
+    let spare = park(&store, "payment", json!({"id": 4, "amount_cents": 1005, "currency": "USD"})).await;
+
+    // A dry run says what validation would refuse, and why.
+    let dry = json_of(&embedded(&url, &["redrive", "--all", "--validate", "--dry-run", "--json"]));
+    assert_eq!(dry["moved_ids"], json!([good, spare]));
+    let refusals = dry["refusals"].as_array().unwrap();
+    assert_eq!((refusals[0]["id"].as_i64(), refusals[0]["reason"].as_str()), (Some(text_amount), Some("invalid")));
+    let why = refusals[0]["message"].as_str().unwrap();
+    assert!(why.contains("does not deserialize into `dlq_embedded::Payment`: invalid type: string \"10.04\""), "{why}");
+    assert_eq!(refusals[1]["id"].as_i64(), Some(unknown));
+    let why = refusals[1]["message"].as_str().unwrap();
+    assert!(why.contains("no handler is registered for event type `refund`; registered: [payment]"), "{why}");
+
+    // A patch whose result the handler's type rejects is refused whole: one line, exit 1.
+    let dir = std::env::temp_dir().join(format!("dlq-validate-{db}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let breaks = dir.join("breaks.json");
+    std::fs::write(&breaks, r#"[{"op": "replace", "path": "/currency", "value": 840}]"#).unwrap();
+    let spare_id = spare.to_string();
+    let refused =
+        embedded(&url, &["patch", &spare_id, "--patch", breaks.to_str().unwrap(), "--reason", "x", "--validate"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("the patched payload of dead letter {spare} would fail again")), "{stderr}");
+    assert!(stderr.contains("invalid type: integer `840`, expected a string"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let row = store.get(spare).await.unwrap().unwrap();
+    assert_eq!(row.payload, Payload::Json(json!({"id": 4, "amount_cents": 1005, "currency": "USD"})), "unchanged");
+    assert!(store.audit(spare).await.unwrap().is_empty(), "nothing audited");
+
+    // A patch that repairs the type passes validation; then the redrive moves it too.
+    let repairs = dir.join("repairs.json");
+    std::fs::write(&repairs, r#"[{"op": "replace", "path": "/amount_cents", "value": 1004}]"#).unwrap();
+    let id = text_amount.to_string();
+    json_of(&embedded(
+        &url,
+        &["patch", &id, "--patch", repairs.to_str().unwrap(), "--reason", "cents", "--validate", "--json"],
+    ));
+    let done = json_of(&embedded(&url, &["redrive", "--all", "--validate", "--reason", "fixed", "--json"]));
+    assert_eq!(done["moved_ids"], json!([good, text_amount, spare]));
+    assert_eq!(done["refusals"][0]["id"].as_i64(), Some(unknown));
+    assert_eq!(store.get(unknown).await.unwrap().unwrap().status, Status::FailedPermanently);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
