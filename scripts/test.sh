@@ -45,4 +45,25 @@ if ! command -v chromedriver >/dev/null || ! { command -v chromium >/dev/null ||
     fi
 fi
 
+# The Kafka adapter's tests run against tansu, a Kafka-protocol broker built from crates.io
+# (about 10 minutes the first time; kept in ~/.cargo/bin after that) and started here with
+# in-memory storage, unless a broker already answers at $KAFKA_BROKERS.
+export KAFKA_BROKERS="${KAFKA_BROKERS:-127.0.0.1:9092}"
+if ! (exec 3<>"/dev/tcp/${KAFKA_BROKERS%%:*}/${KAFKA_BROKERS##*:}") 2>/dev/null; then
+    if ! command -v tansu >/dev/null; then
+        echo "installing tansu 0.6.0 (a Kafka-protocol broker) for the Kafka adapter's tests" >&2
+        cargo install tansu --version 0.6.0 --features dynostore --locked --quiet
+    fi
+    mkdir -p target
+    tansu broker --listener-url "tcp://${KAFKA_BROKERS}" --advertised-listener-url "tcp://${KAFKA_BROKERS}" \
+        --storage-engine memory://tansu/ >target/tansu.log 2>&1 &
+    tansu_pid=$!
+    trap 'kill "$tansu_pid" 2>/dev/null || true' EXIT
+    for _ in $(seq 1 100); do
+        (exec 3<>"/dev/tcp/${KAFKA_BROKERS%%:*}/${KAFKA_BROKERS##*:}") 2>/dev/null && break
+        kill -0 "$tansu_pid" 2>/dev/null || { cat target/tansu.log >&2; echo "error: tansu did not start" >&2; exit 1; }
+        sleep 0.1
+    done
+fi
+
 cargo test --workspace --locked "$@"

@@ -4,19 +4,23 @@
 //!
 //! | handler outcome | [`Action`] | NATS JetStream | Kafka |
 //! | --- | --- | --- | --- |
-//! | succeeded, or the failure is durably parked | [`Ack`](Action::Ack) | ack | the offset may be committed |
-//! | parking failed (the database is down) | [`Retry`](Action::Retry) | nak with a delay: redelivered | not committed: seek back and try again |
+//! | succeeded, or the failure is durably parked | [`Ack`](Action::Ack) | ack | the offset is stored, then committed |
+//! | parking failed (the database is down) | [`Retry`](Action::Retry) | nak with a delay: redelivered | not committed: handled again after a delay |
 //! | over the store's payload limit | [`TooLarge`](Action::TooLarge) | term: kept in the stream, not redelivered | consumption stops: not committed |
 //! | fatal error | [`Stop`](Action::Stop) | nak, consumption stops | consumption stops: not committed |
 //!
 //! A redelivered message (after a crash, a nak or a seek) carries the same identity, so a
 //! failure parked before is not parked twice: the store returns the first row.
 //!
-//! Modules, each behind its feature: `nats` (JetStream through `async-nats`).
+//! Modules, each behind its feature (both on by default): `nats` (JetStream through
+//! `async-nats`, pure Rust) and `kafka` (the Kafka protocol through `rdkafka`, which builds
+//! librdkafka from the source it ships: it needs a C compiler and `make`, no system library).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 use dlq_core::{Dispatched, HandlerError};
 
+#[cfg(feature = "kafka")]
+pub mod kafka;
 #[cfg(feature = "nats")]
 pub mod nats;
 

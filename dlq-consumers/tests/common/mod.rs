@@ -5,7 +5,7 @@
 #![allow(dead_code, reason = "each test binary uses a part")]
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -78,6 +78,7 @@ pub(crate) async fn handle_payment(p: Payment, State(ledger): State<Ledger>) -> 
 pub(crate) struct DbProxy {
     pub(crate) port: u16,
     up: watch::Sender<bool>,
+    refused: Arc<AtomicUsize>,
 }
 
 impl DbProxy {
@@ -85,11 +86,13 @@ impl DbProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let (up, _) = watch::channel(true);
-        let state = up.clone();
+        let (state, refused) = (up.clone(), Arc::new(AtomicUsize::new(0)));
+        let counted = refused.clone();
         tokio::spawn(async move {
             while let Ok((mut client, _)) = listener.accept().await {
                 let mut watch = state.subscribe();
                 if !*watch.borrow_and_update() {
+                    counted.fetch_add(1, Ordering::SeqCst);
                     continue; // dropped: closed at once
                 }
                 tokio::spawn(async move {
@@ -101,7 +104,12 @@ impl DbProxy {
                 });
             }
         });
-        Self { port, up }
+        Self { port, up, refused }
+    }
+
+    /// How many connections were closed at once because the proxy was down.
+    pub(crate) fn refused(&self) -> usize {
+        self.refused.load(Ordering::SeqCst)
     }
 
     /// The URL of database `db` through the proxy.

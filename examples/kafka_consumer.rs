@@ -1,0 +1,145 @@
+//! The quickstart's payment stream on a Kafka topic: 1,000 payments on 3 partitions, one
+//! with the currency `"USD "`, and a ledger that is down for the first two seconds.
+//!
+//! The poison record is parked dead and its partition moves on; the records that hit the
+//! outage are parked for retry, their offsets committed, and the retrier posts them once the
+//! ledger is back. Start a Kafka-protocol broker first, e.g. tansu (a Rust crate):
+//!
+//! ```sh
+//! cargo install tansu --features dynostore
+//! tansu broker --listener-url tcp://127.0.0.1:9092 --advertised-listener-url tcp://127.0.0.1:9092 \
+//!     --storage-engine memory://tansu/ &
+//! cargo run --example kafka_consumer
+//! ```
+//!
+//! The dead letters go to the embedded SQLite store (`dlq-kafka.db`), or to PostgreSQL when
+//! `DATABASE_URL` is set; `KAFKA_BROKERS` overrides `127.0.0.1:9092`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use dlq_consumers::kafka::{self, KafkaConsumer};
+use dlq_core::{
+    CancellationToken, Classify, Context, DeadLetterStore, Dispatcher, ListFilter, Retrier, State, Status, dead_letter,
+    handlers,
+};
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Payment {
+    id: u64,
+    amount_cents: i64,
+    currency: String,
+}
+
+/// The downstream ledger: `down` simulates an outage; `posted` counts postings.
+#[derive(Debug, Clone, Default)]
+struct Ledger {
+    down: Arc<AtomicBool>,
+    posted: Arc<AtomicU64>,
+}
+
+#[derive(Debug, thiserror::Error, Classify)]
+enum PaymentError {
+    #[error("currency {0:?} is not an ISO 4217 code")]
+    #[dlq(permanent)]
+    BadCurrency(String),
+    #[error("ledger unavailable (HTTP 503)")]
+    #[dlq(transient)]
+    LedgerDown,
+}
+
+#[dead_letter(event_type = "payment", max_retries = 240, backoff = "fixed", base = "500ms")]
+async fn handle_payment(p: Payment, State(ledger): State<Ledger>) -> Result<(), PaymentError> {
+    if p.currency.len() != 3 || !p.currency.chars().all(|c| c.is_ascii_uppercase()) {
+        return Err(PaymentError::BadCurrency(p.currency));
+    }
+    if ledger.down.load(Ordering::SeqCst) {
+        return Err(PaymentError::LedgerDown);
+    }
+    ledger.posted.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+const PAYMENTS: u64 = 1_000;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let store: Arc<dyn DeadLetterStore> = match std::env::var("DATABASE_URL") {
+        Ok(url) => Arc::new(dlq_sqlx::PgStore::connect(&url).await?),
+        Err(_) => Arc::new(dlq_sqlx::SqliteStore::connect("sqlite://dlq-kafka.db?mode=rwc").await?),
+    };
+    let brokers = std::env::var("KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into());
+    let run = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+    let topic = format!("payments-{run}");
+
+    // The topic, and the payments on it: #500 is the poison.
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", &brokers).create()?;
+    admin.create_topics([&NewTopic::new(&topic, 3, TopicReplication::Fixed(1))], &AdminOptions::new()).await?;
+    let producer: FutureProducer = ClientConfig::new().set("bootstrap.servers", &brokers).create()?;
+    for id in 1..=PAYMENTS {
+        let currency = if id == 500 { "USD " } else { "USD" };
+        let payment = serde_json::to_vec(&Payment { id, amount_cents: 1_000, currency: currency.into() })?;
+        let key = id.to_string();
+        producer
+            .send(FutureRecord::to(&topic).key(&key).payload(&payment), Duration::from_secs(10))
+            .await
+            .map_err(|(error, _)| error)?;
+    }
+    println!("produced {PAYMENTS} payments to {topic} (3 partitions) at {brokers}");
+
+    // The consumer and the retrier, with the ledger down for the first two seconds.
+    let ledger = Ledger::default();
+    ledger.down.store(true, Ordering::SeqCst);
+    let context = Context::new().with(ledger.clone());
+    let dispatcher = Dispatcher::new(store.clone(), handlers![handle_payment]?).context(context.clone());
+    let consumer: StreamConsumer = kafka::consumer_config(&brokers, &format!("ledger-{run}")).create()?;
+    consumer.subscribe(&[&topic])?;
+    let stop = CancellationToken::new();
+    let consuming = tokio::spawn({
+        let (stop, adapter) = (stop.clone(), KafkaConsumer::new(dispatcher, "payment"));
+        async move { adapter.run(&consumer, stop.cancelled_owned()).await }
+    });
+    let retrier = Retrier::new(store.clone(), handlers![handle_payment]?).context(context);
+    let retrying = tokio::spawn({
+        let stop = stop.clone();
+        async move { retrier.run_until(stop.cancelled_owned()).await }
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    ledger.down.store(false, Ordering::SeqCst);
+    println!("the ledger is back");
+
+    // Until every healthy payment is posted (at least once) and nothing is left to retry.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while ledger.posted.load(Ordering::SeqCst) < PAYMENTS - 1
+        || !store.list(ListFilter::default().status(Status::Pending)).await?.is_empty()
+    {
+        if tokio::time::Instant::now() > deadline {
+            return Err("the payments were not all posted within two minutes".into());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stop.cancel();
+    let stats = consuming.await??;
+    retrying.await??;
+
+    println!(
+        "consumer: {} handled, {} parked ({} while the ledger was down); ledger postings: {}",
+        stats.succeeded,
+        stats.parked,
+        stats.parked - 1,
+        ledger.posted.load(Ordering::SeqCst)
+    );
+    let dead = store.list(ListFilter::default().status(Status::FailedPermanently)).await?;
+    for row in dead.iter().filter(|row| row.source.topic.as_deref() == Some(topic.as_str())) {
+        let at = format!("{:?}/{:?}/{:?}", row.source.topic, row.source.partition, row.source.offset);
+        println!("dead: {} at {at}: {}", row.id, row.failure.reason);
+    }
+    Ok(())
+}
