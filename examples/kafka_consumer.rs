@@ -138,7 +138,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let dead = store.list(ListFilter::default().status(Status::FailedPermanently)).await?;
     for row in dead.iter().filter(|row| row.source.topic.as_deref() == Some(topic.as_str())) {
-        let at = format!("{:?}/{:?}/{:?}", row.source.topic, row.source.partition, row.source.offset);
+        let at = row.source.dedupe_key().unwrap_or_default(); // topic/partition/offset
         println!("dead: {} at {at}: {}", row.id, row.failure.reason);
     }
     Ok(())

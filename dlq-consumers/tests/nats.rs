@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream::{self, consumer, consumer::pull, stream};
-use common::{DbProxy, Ledger, Payment, eventually, handle_payment};
+use common::{DbProxy, KillTest, Ledger, POSTED_IN_DB, Payment, eventually, handle_payment};
 use dlq_consumers::nats::{JetStreamConsumer, republish};
 use dlq_consumers::{Action, DEDUPE_KEY_HEADER};
 use dlq_core::{
@@ -254,5 +254,30 @@ async fn republish_puts_parked_events_back_on_their_subject_with_the_dedupe_key(
     let row = store.get(parked[0].id).await.unwrap().unwrap();
     assert_eq!(row.status, Status::Discarded, "the broker holds the event now");
     assert_eq!(store.audit(row.id).await.unwrap().len(), 1, "the republish is audited");
+    stream.delete().await;
+}
+
+/// The consumer process of the kill test: consumes stream `DLQ_KILL_STREAM` through the
+/// durable consumer `ledger` into the database `DLQ_KILL_DATABASE_URL` until it is killed.
+#[tokio::test]
+#[ignore = "the consumer process that a_consumer_killed_mid_stream_loses_nothing_and_parks_nothing_twice starts and kills"]
+async fn kill_test_consumer_process() {
+    let dispatcher = KillTest::child_dispatcher().await;
+    let client =
+        async_nats::connect(std::env::var("NATS_URL").unwrap_or_else(|_| "127.0.0.1:4222".into())).await.unwrap();
+    let stream = jetstream::new(client).get_stream(KillTest::var("DLQ_KILL_STREAM")).await.unwrap();
+    let config =
+        pull::Config { durable_name: Some("ledger".into()), ack_wait: Duration::from_secs(2), ..Default::default() };
+    let consumer = stream.get_or_create_consumer("ledger", config).await.unwrap();
+    let adapter = JetStreamConsumer::new(dispatcher, POSTED_IN_DB);
+    adapter.run(consumer.messages().await.unwrap(), std::future::pending()).await.unwrap();
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_consumer_killed_mid_stream_loses_nothing_and_parks_nothing_twice(pool: PgPool) {
+    let test = KillTest::new(pool).await;
+    let stream = TestStream::new("kill").await;
+    stream.publish(KillTest::PAYMENTS, &test.poison).await;
+    test.run("kill_test_consumer_process", &[("DLQ_KILL_STREAM", stream.name.as_str())]).await;
     stream.delete().await;
 }

@@ -4,13 +4,16 @@
 
 #![allow(dead_code, reason = "each test binary uses a part")]
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dlq_core::{Classify, State, dead_letter};
+use dlq_core::{Classify, Context, DeadLetterStore, Dispatcher, ListFilter, State, dead_letter, handlers};
+use dlq_sqlx::{PgConfig, PgStore};
 use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -132,5 +135,117 @@ where
     while !check().await {
         assert!(tokio::time::Instant::now() < deadline, "timed out after {limit:?} waiting for: {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The event type of [`post_payment`].
+pub(crate) const POSTED_IN_DB: &str = "payment-posted-in-db";
+
+/// The payment handler of the kill tests: its side effect is a row in table `posted` of the
+/// test database, so it outlives the consumer process.
+#[dead_letter(event_type = "payment-posted-in-db")]
+pub(crate) async fn post_payment(p: Payment, State(pool): State<PgPool>) -> Result<(), PaymentError> {
+    if p.currency != "USD" {
+        return Err(PaymentError::BadCurrency(p.currency));
+    }
+    sqlx::query("INSERT INTO posted (payment_id) VALUES ($1)")
+        .bind(p.id as i64)
+        .execute(&pool)
+        .await
+        .map_err(|_| PaymentError::LedgerDown)?;
+    Ok(())
+}
+
+/// A consumer process killed with SIGKILL mid-stream and restarted: payments
+/// `1..=PAYMENTS` with every hundredth-and-seventh poison, posted by [`post_payment`] from
+/// this test binary run again as a child process (its test named by [`run`](Self::run)),
+/// which reads the database URL from `DLQ_KILL_DATABASE_URL`.
+pub(crate) struct KillTest {
+    pool: PgPool,
+    store: PgStore,
+    url: String,
+    pub(crate) poison: Vec<u64>,
+}
+
+impl KillTest {
+    pub(crate) const PAYMENTS: u64 = 2_000;
+
+    pub(crate) async fn new(pool: PgPool) -> Self {
+        let store = PgStore::from_pool(pool.clone(), PgConfig::default()).await.unwrap();
+        sqlx::query("CREATE TABLE posted (payment_id BIGINT NOT NULL)").execute(&pool).await.unwrap();
+        let db = pool.connect_options().get_database().unwrap().to_owned();
+        let url = format!("{}/{db}", std::env::var("DATABASE_URL").unwrap().rsplit_once('/').unwrap().0);
+        let poison = (1..=Self::PAYMENTS).filter(|id| id % 100 == 7).collect();
+        Self { pool, store, url, poison }
+    }
+
+    /// An environment variable the child process was given.
+    pub(crate) fn var(name: &str) -> String {
+        std::env::var(name).unwrap_or_else(|_| panic!("{name}: this test runs only as a kill test's child process"))
+    }
+
+    /// The child process's dispatcher: [`post_payment`] on the parent's database.
+    pub(crate) async fn child_dispatcher() -> Dispatcher {
+        let pool = PgPool::connect(&Self::var("DLQ_KILL_DATABASE_URL")).await.unwrap();
+        let store = Arc::new(PgStore::from_pool(pool.clone(), PgConfig::default()).await.unwrap());
+        Dispatcher::new(store, handlers![post_payment].unwrap()).context(Context::new().with(pool))
+    }
+
+    /// Payments posted (`distinct`: distinct payments posted).
+    pub(crate) async fn posted(&self, distinct: bool) -> i64 {
+        let sql =
+            if distinct { "SELECT count(DISTINCT payment_id) FROM posted" } else { "SELECT count(*) FROM posted" };
+        sqlx::query_scalar::<_, i64>(sql).fetch_one(&self.pool).await.unwrap()
+    }
+
+    fn start(&self, child_test: &str, env: &[(&str, &str)]) -> Child {
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", child_test, "--ignored", "--nocapture"])
+            .env("DLQ_KILL_DATABASE_URL", &self.url)
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    async fn parked(&self) -> Vec<dlq_core::DeadLetter> {
+        self.store.list(ListFilter::default()).await.unwrap()
+    }
+
+    /// Runs the child test `child_test` with `env`, kills it with SIGKILL once 700 payments
+    /// are posted, runs it again until every payment is posted or parked, and checks that
+    /// each poison was parked exactly once and nothing was lost.
+    pub(crate) async fn run(&self, child_test: &str, env: &[(&str, &str)]) {
+        let mut first = self.start(child_test, env);
+        eventually(Duration::from_secs(120), "the first consumer is mid-stream", || async {
+            self.posted(false).await >= 700
+        })
+        .await;
+        first.kill().unwrap(); // SIGKILL: no ack, no commit, no cleanup
+        first.wait().unwrap();
+        let parked_before_kill = self.parked().await.len();
+        assert!(parked_before_kill >= 7, "poison parked before the kill: {parked_before_kill}");
+
+        // The second one gets what the first had not settled, and the rest.
+        let mut second = self.start(child_test, env);
+        let healthy = (Self::PAYMENTS - self.poison.len() as u64) as i64;
+        eventually(Duration::from_secs(120), "every healthy payment is posted", || async {
+            self.posted(true).await == healthy
+        })
+        .await;
+        eventually(Duration::from_secs(30), "every poison is parked", || async {
+            self.parked().await.len() == self.poison.len()
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(1)).await; // any redelivered poison still in flight
+        second.kill().unwrap();
+        second.wait().unwrap();
+
+        let rows = self.parked().await;
+        let keys: BTreeSet<_> = rows.iter().map(|r| r.dedupe_key.clone().unwrap()).collect();
+        assert_eq!((rows.len(), keys.len()), (self.poison.len(), self.poison.len()), "each poison parked once");
+        let ids: BTreeSet<u64> =
+            rows.iter().map(|r| serde_json::from_slice::<Payment>(&r.payload.to_bytes()).unwrap().id).collect();
+        assert_eq!(ids, self.poison.iter().copied().collect(), "side effects + parked rows = produced");
     }
 }
