@@ -706,6 +706,25 @@ pub async fn stats_counts<S: DeadLetterStore>(s: &S) {
     );
 }
 
+/// `created_histogram` counts rows per type and bucket of creation time, within its window.
+pub async fn created_histogram_buckets<S: DeadLetterStore>(s: &S) {
+    // Three buckets of 10 minutes, the last one from 5 minutes ago to 5 minutes from now.
+    let start = Utc::now() - chrono::TimeDelta::minutes(25);
+    let step = Duration::from_secs(600);
+    assert!(s.created_histogram(start, step, 3).await.expect("histogram").is_empty());
+    for n in 0..3 {
+        park(s, letter("payment", n)).await;
+    }
+    park(s, letter("refund", 1).dead(DeadReason::Permanent)).await;
+    let mut buckets = s.created_histogram(start, step, 3).await.expect("histogram");
+    buckets.sort_by(|a, b| a.event_type.cmp(&b.event_type));
+    let found: Vec<_> = buckets.iter().map(|b| (b.event_type.as_str(), b.bucket, b.count)).collect();
+    assert_eq!(found, [("payment", 2, 3), ("refund", 2, 1)], "every row created now is in the last bucket");
+    let before = s.created_histogram(start - chrono::TimeDelta::hours(1), step, 3).await.expect("histogram");
+    assert!(before.is_empty(), "nothing was created an hour before: {before:?}");
+    assert!(s.created_histogram(start, Duration::ZERO, 3).await.is_err(), "a zero step is an error");
+}
+
 /// `groups` groups pending and dead rows by fingerprint and type, largest group first.
 pub async fn groups_by_fingerprint<S: DeadLetterStore>(s: &S) {
     let timeout = |ms: u32| failure("io", &format!("timeout after {ms} ms"));

@@ -233,6 +233,7 @@ macro_rules! __store_conformance_each {
         $crate::__store_conformance_test!($setup purge_by_age);
         $crate::__store_conformance_test!($setup list_filters_newest_first);
         $crate::__store_conformance_test!($setup stats_counts);
+        $crate::__store_conformance_test!($setup created_histogram_buckets);
         $crate::__store_conformance_test!($setup groups_by_fingerprint);
         $crate::__store_conformance_test!($setup wait_for_work_wakes_on_park);
         $crate::__store_conformance_test!($setup heartbeats_refresh_and_expire);

@@ -412,6 +412,15 @@ impl DeadLetterStore for PgStore {
         Box::pin(admin::groups(self, filter))
     }
 
+    fn created_histogram(
+        &self,
+        since: chrono::DateTime<chrono::Utc>,
+        step: Duration,
+        buckets: u32,
+    ) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::HistogramBucket>>> {
+        Box::pin(admin::created_histogram(self, since, step, buckets))
+    }
+
     fn attempts(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Vec<AttemptRecord>>> {
         Box::pin(admin::attempts(self, id))
     }

@@ -154,6 +154,8 @@ statements! {
     stats = "stats.sql";
     /// Failure groups.
     groups = "groups.sql";
+    /// Rows created per event type and time bucket.
+    created_histogram = "created_histogram.sql";
     /// Attempt history of a row.
     attempts = "attempts.sql";
     /// Audit log of a row.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use dlq_core::store::StoreResult;
+use dlq_core::store::{HistogramBucket, StoreResult};
 use dlq_core::store::{PatchRequest, patch_diff};
 use dlq_core::{
     AttemptRecord, AuditEntry, AuditNote, DeadLetter, DlqId, Error, FailureGroup, ListFilter, Order, StatsRow, Status,
@@ -39,6 +39,10 @@ const COUNT: &str = concat!("SELECT count(*) FROM (SELECT 1 FROM dlq_events WHER
 const SELECT_STATS: &str = "SELECT event_type, status, count(*), \
      min(CASE WHEN status = 'PENDING' AND retry_after <= ?1 THEN retry_after END) \
      FROM dlq_events GROUP BY event_type, status";
+
+/// Rows created per event type in `?3` buckets of `?2` microseconds from `?1`.
+const SELECT_HISTOGRAM: &str = "SELECT event_type, (created_at - ?1) / ?2 AS bucket, count(*) FROM dlq_events \
+     WHERE created_at >= ?1 AND created_at < ?1 + ?2 * ?3 GROUP BY 1, 2";
 
 /// Kind and reason are the newest row's (SQLite takes bare columns from the `max()` row).
 const SELECT_GROUPS: &str = concat!(
@@ -123,6 +127,29 @@ pub(super) async fn count(pool: &SqlitePool, filter: ListFilter) -> StoreResult<
     let n: i64 =
         bind_filter(sqlx::query(COUNT), &filter).fetch_one(pool).await.map_err(sql)?.try_get(0).map_err(sql)?;
     Ok(u64::try_from(n).unwrap_or_default())
+}
+
+pub(super) async fn created_histogram(
+    pool: &SqlitePool,
+    since: chrono::DateTime<chrono::Utc>,
+    step: std::time::Duration,
+    buckets: u32,
+) -> StoreResult<Vec<HistogramBucket>> {
+    let step = dlq_core::store::histogram_step(step)?.num_microseconds().unwrap_or(i64::MAX);
+    let rows: Vec<(String, i64, i64)> = sqlx::query_as(SELECT_HISTOGRAM)
+        .bind(since.timestamp_micros())
+        .bind(step)
+        .bind(i64::from(buckets))
+        .fetch_all(pool)
+        .await
+        .map_err(sql)?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(event_type, bucket, count)| {
+            let bucket = u32::try_from(bucket).ok().filter(|b| *b < buckets)?;
+            Some(HistogramBucket::new(event_type, bucket, u64::try_from(count).unwrap_or_default()))
+        })
+        .collect())
 }
 
 pub(super) async fn stats(pool: &SqlitePool) -> StoreResult<Vec<StatsRow>> {

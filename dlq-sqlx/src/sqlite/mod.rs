@@ -327,6 +327,15 @@ impl DeadLetterStore for SqliteStore {
         Box::pin(admin::groups(&self.pool, filter))
     }
 
+    fn created_histogram(
+        &self,
+        since: chrono::DateTime<chrono::Utc>,
+        step: std::time::Duration,
+        buckets: u32,
+    ) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::HistogramBucket>>> {
+        Box::pin(admin::created_histogram(&self.pool, since, step, buckets))
+    }
+
     fn attempts(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Vec<AttemptRecord>>> {
         Box::pin(admin::attempts(&self.pool, id))
     }
