@@ -26,7 +26,8 @@ fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiFailure> {
 
 /// `GET /api/stats`: as `dlq stats --json`.
 pub(crate) async fn stats(State(console): State<Console>) -> ApiResult<StatsReport> {
-    Ok(Json(console.admin.stats(10).await?))
+    let stats = console.stats().await?;
+    Ok(Json(StatsReport::clone(&stats)))
 }
 
 /// `GET /api/groups?…`.

@@ -53,6 +53,7 @@ mod filter;
 mod openapi;
 mod pages;
 mod security;
+mod snapshot;
 mod view;
 
 use std::sync::Arc;
@@ -81,11 +82,19 @@ pub struct Options {
     actor: Option<ActorFn>,
     body_limit: usize,
     refresh_seconds: u32,
+    snapshot_max_age: std::time::Duration,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { actions: false, token: None, actor: None, body_limit: DEFAULT_BODY_LIMIT, refresh_seconds: 30 }
+        Self {
+            actions: false,
+            token: None,
+            actor: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+            refresh_seconds: 30,
+            snapshot_max_age: DEFAULT_SNAPSHOT_MAX_AGE,
+        }
     }
 }
 
@@ -97,12 +106,17 @@ impl std::fmt::Debug for Options {
             .field("actor", &self.actor.as_ref().map(|_| "<hook>"))
             .field("body_limit", &self.body_limit)
             .field("refresh_seconds", &self.refresh_seconds)
+            .field("snapshot_max_age", &self.snapshot_max_age)
             .finish()
     }
 }
 
 /// The default limit of a request body: 1 MiB (a payload edit is the largest body).
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+/// How old the overview's figures and a failure-group list may be before a page view
+/// refreshes them in the background: 10 s.
+pub const DEFAULT_SNAPSHOT_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Options {
     /// Enables the actions (redrive, discard, patch, edit, undo); without it every `POST`
@@ -148,6 +162,24 @@ impl Options {
         self
     }
 
+    /// How old the store-wide figures of the overview and the failure-group lists may be
+    /// before a page view refreshes them (in the background: the page shows the previous
+    /// figures, with their time); default [`DEFAULT_SNAPSHOT_MAX_AGE`]. Each is an aggregate
+    /// over the whole table (hundreds of milliseconds at a million rows), so pages do not run
+    /// it on every view. Row lists, details and one group's page are always read fresh, and
+    /// every action of the console drops the snapshots. `Duration::ZERO` computes them on
+    /// every view.
+    ///
+    /// ```
+    /// let options = dlq_web::Options::default().snapshot_max_age(std::time::Duration::from_secs(30));
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub const fn snapshot_max_age(mut self, max_age: std::time::Duration) -> Self {
+        self.snapshot_max_age = max_age;
+        self
+    }
+
     /// Whether actions are enabled.
     pub const fn actions_allowed(&self) -> bool {
         self.actions
@@ -172,9 +204,25 @@ pub(crate) struct Console {
     admin: Admin,
     options: Arc<Options>,
     charts: Arc<chart::ChartCache>,
+    snapshots: Arc<snapshot::Snapshots>,
 }
 
 impl Console {
+    /// The overview's figures (`Admin::stats` with the 10 largest groups), from the snapshot.
+    pub(crate) async fn stats(&self) -> Result<Arc<dlq_core::admin::StatsReport>, error::Failure> {
+        let admin = self.admin.clone();
+        let compute = || async move { Ok(admin.stats(10).await?) };
+        Ok(self.snapshots.get("stats".into(), self.options.snapshot_max_age, compute).await?.0)
+    }
+
+    /// Drops the snapshots and the charts drawn: an action changed the rows.
+    pub(crate) fn forget_snapshots(&self) {
+        self.snapshots.clear();
+        if let Ok(mut charts) = self.charts.lock() {
+            charts.clear();
+        }
+    }
+
     /// The admin layer acting as the operator of this request.
     pub(crate) fn admin_for(&self, parts: &Parts) -> Admin {
         match self.options.actor.as_ref().and_then(|hook| hook(parts)) {
@@ -196,7 +244,7 @@ impl Console {
 /// ```
 pub fn router(admin: Admin, options: Options) -> Router {
     let body_limit = options.body_limit;
-    let console = Console { admin, options: Arc::new(options), charts: Arc::default() };
+    let console = Console { admin, options: Arc::new(options), charts: Arc::default(), snapshots: Arc::default() };
     Router::new()
         .route("/", get(pages::overview))
         .route("/groups", get(pages::groups))

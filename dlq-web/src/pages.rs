@@ -7,8 +7,9 @@ use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
+use chrono::{DateTime, Utc};
 use dlq_core::admin::{Admin, BulkPlan, BulkReport, Detail, Pacing, Page, StatsReport};
-use dlq_core::{DeadLetter, DlqId, FailureGroup, ListFilter, Payload, Status};
+use dlq_core::{Circuit, CircuitState, DeadLetter, DlqId, FailureGroup, ListFilter, Payload, Status};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -41,7 +42,7 @@ pub(crate) async fn not_found() -> Failure {
 
 /// `GET /`.
 pub(crate) async fn overview(State(console): State<Console>, base: Base) -> PageResult {
-    let stats = console.admin.stats(10).await?;
+    let stats = console.stats().await?;
     let refresh = Some(console.options.refresh_seconds);
     Ok(render(view::page(&base, "Overview", refresh, overview_body(&base, &stats))))
 }
@@ -62,6 +63,10 @@ fn overview_body(base: &Base, stats: &StatsReport) -> Markup {
                 span.label { "Saturation" }
                 span.big { @match stats.saturation { Some(s) => { (format!("{:.0}%", s * 100.0)) }, None => { "no limit" } } }
             }
+        }
+        @if !stats.circuits.is_empty() {
+            h2 { "Circuits" }
+            (circuits_table(&stats.circuits, stats.at))
         }
         h2 { "Parked over time" }
         div.chart {
@@ -97,6 +102,26 @@ fn overview_body(base: &Base, stats: &StatsReport) -> Markup {
             p.muted { "dlq_events: " (t.live_tuples) " live, " (t.dead_tuples) " dead tuples; autovacuum " (if t.autovacuum { "on" } else { "off" }) }
         }
         p.muted { "As of " (view::time(stats.at)) "." }
+    }
+}
+
+/// The circuits that are not plainly closed: open (with the next probe), half-open, paused.
+fn circuits_table(circuits: &[Circuit], at: DateTime<Utc>) -> Markup {
+    html! {
+        div.scroll { table {
+            thead { tr { th { "event type" } th { "state" } th { "next probe" } th { "paused" } th { "reason" } } }
+            tbody {
+                @for c in circuits {
+                    tr {
+                        td { code { (c.event_type) } }
+                        td { (c.state) }
+                        td { @if let (CircuitState::Open, Some(until)) = (c.state, c.open_until) { "in " ((until - at).num_seconds().max(0)) " s" } }
+                        td { @if c.paused { "by " (c.paused_by.as_deref().unwrap_or("?")) ": " (short(c.pause_reason.as_deref().unwrap_or(""), 80)) } }
+                        td.reason { (short(c.reason.as_deref().unwrap_or(""), 140)) }
+                    }
+                }
+            }
+        } }
     }
 }
 
@@ -136,8 +161,13 @@ pub(crate) async fn groups(
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> PageResult {
     let filter = filter::parse(&pairs)?.limit(100);
-    let groups = console.admin.store().groups(filter).await?;
-    Ok(render(view::page(&base, "Failure groups", None, groups_table(&base, &groups))))
+    let key = format!("groups?{}", filter::encode(&filter::query(&filter)));
+    let store = console.admin.store().clone();
+    let compute = || async move { Ok(store.groups(filter).await?) };
+    let (groups, taken) = console.snapshots.get(key, console.options.snapshot_max_age, compute).await?;
+    let as_of = chrono::Utc::now() - chrono::TimeDelta::from_std(taken.elapsed()).unwrap_or_default();
+    let body = html! { (groups_table(&base, &groups)) p.muted { "As of " (view::time(as_of)) "." } };
+    Ok(render(view::page(&base, "Failure groups", None, body)))
 }
 
 /// `GET /groups/{fingerprint}`: the group, its rows, and (with actions) its buttons.
@@ -149,8 +179,10 @@ pub(crate) async fn group(
 ) -> PageResult {
     let mut filter = filter::parse(&pairs)?;
     filter.fingerprint = Some(fingerprint.clone());
-    let store = console.admin.store();
-    let found = store.groups(ListFilter::default().fingerprint(&fingerprint).limit(1)).await?;
+    let store = console.admin.store().clone();
+    let (key, one) = (format!("group:{fingerprint}"), ListFilter::default().fingerprint(&fingerprint).limit(1));
+    let compute = || async move { Ok(store.groups(one).await?) };
+    let (found, _) = console.snapshots.get(key, console.options.snapshot_max_age, compute).await?;
     let page = console.admin.list(filter.clone()).await?;
     if found.is_empty() && page.rows.is_empty() {
         return Err(Failure::new(StatusCode::NOT_FOUND, format!("no failure group `{fingerprint}`")));

@@ -49,7 +49,8 @@ pub(crate) async fn guard(State(console): State<Console>, request: Request, next
             }
         }
     }
-    if !matches!(*request.method(), Method::GET | Method::HEAD) {
+    let mutating = !matches!(*request.method(), Method::GET | Method::HEAD);
+    if mutating {
         if !console.options.actions {
             let failure = Failure::new(
                 StatusCode::FORBIDDEN,
@@ -62,6 +63,9 @@ pub(crate) async fn guard(State(console): State<Console>, request: Request, next
         }
     }
     let mut response = next.run(request).await;
+    if mutating && (response.status().is_success() || response.status().is_redirection()) {
+        console.forget_snapshots();
+    }
     if let Some(token) = set_cookie {
         remember_token(&mut response, &token);
     }

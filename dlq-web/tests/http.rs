@@ -355,6 +355,34 @@ async fn bad_input_is_a_clear_error(store: Store) {
     assert_eq!(get(&app, "/dlq/no/such/page").await.0, StatusCode::NOT_FOUND);
 }
 
+/// The overview's figures are a snapshot: rows parked behind the console's back show once
+/// it is older than `snapshot_max_age`, an action of the console shows at once, and the
+/// circuits that are not plainly closed are listed.
+async fn overview_snapshots_and_circuits(store: Store) {
+    seed(&store).await;
+    let app = app(&store, actions().snapshot_max_age(std::time::Duration::from_secs(3600)));
+    let count = |page: &str| {
+        let row = page.split("<td><a href=\"/dlq/events?event_type=payment\">payment</a></td>").nth(1).unwrap();
+        row.split("</tr>").next().unwrap().to_owned()
+    };
+    let (_, before) = get(&app, "/dlq").await;
+    assert!(count(&before).contains(">4<"), "4 dead rows: {}", count(&before));
+
+    // Parked behind the console's back: the snapshot (an hour's max age here) does not show it.
+    store.park(dead("Late", "late", json!({"late": true}))).await.unwrap();
+    let (_, cached) = get(&app, "/dlq").await;
+    assert_eq!(count(&cached), count(&before), "the snapshot answers");
+
+    // Any action of the console drops the snapshot: the next view has the fifth row, and the
+    // paused type's circuit.
+    Admin::new(store.clone(), "ops").pause_type("payment", "ledger migration").await.unwrap();
+    let (status, _, _) = send(&app, form("/dlq/discard", "group=nosuchgroup&reason=nothing")).await;
+    assert!(status.is_success() || status.is_redirection(), "{status}");
+    let (_, after) = get(&app, "/dlq").await;
+    assert!(count(&after).contains(">5<"), "5 dead rows now: {}", count(&after));
+    assert!(after.contains("Circuits") && after.contains("ledger migration"), "the paused circuit is shown");
+}
+
 macro_rules! on_both_stores {
     ($($check:ident),* $(,)?) => {
         mod sqlite {
@@ -386,4 +414,5 @@ on_both_stores!(
     api_actions_go_through_the_admin_layer,
     security_rules_hold,
     bad_input_is_a_clear_error,
+    overview_snapshots_and_circuits,
 );

@@ -1,0 +1,122 @@
+//! How fast the console's pages answer with 1,000,000 rows in PostgreSQL.
+//!
+//! ```sh
+//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench -p dlq-web --bench pages
+//! ```
+//!
+//! It (re)creates the database `dlq_bench_pages` on that server, fills `dlq_events` with
+//! `DLQ_BENCH_ROWS` rows (default 1,000,000: 4 event types, 40 failure groups, every status,
+//! spread over the last 7 days) in one `INSERT … SELECT`, and, with no VACUUM or ANALYZE (as a
+//! table filled moments before), serves each page through the router in-process (tower's
+//! `oneshot`, no network), as `dlq serve` or an embedding service does. The first request of
+//! each page is reported on its own (`first`); then the median and the slowest of 20 more.
+//! `DLQ_BENCH_KEEP=1` keeps the database afterwards, to look at the plans.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use dlq_core::DeadLetterStore;
+use dlq_core::admin::Admin;
+use dlq_sqlx::{PgConfig, PgStore};
+use sqlx::{Connection, PgConnection};
+use tower::ServiceExt;
+
+const DB: &str = "dlq_bench_pages";
+const DROP: &str = "DROP DATABASE IF EXISTS dlq_bench_pages WITH (FORCE)";
+const RUNS: usize = 20;
+
+/// Fills `dlq_events` with `rows` rows.
+const FILL: &str = "
+INSERT INTO dlq_events (event_type, handler, payload, error_class, error_kind, error_reason, fingerprint,
+                        status, dead_reason, retry_count, max_retries, retry_after, created_at, updated_at,
+                        first_failed_at)
+SELECT (ARRAY['payment', 'refund', 'invoice', 'shipment'])[1 + i % 4],
+       'bench::handle',
+       jsonb_build_object('id', i, 'amount_cents', i % 100000, 'currency', 'USD'),
+       CASE WHEN i % 40 < 8 THEN 'permanent' ELSE 'transient' END,
+       'BenchError::Kind' || (i % 40),
+       'failure number ' || (i % 40) || ' of the bench',
+       md5('group' || (i % 40)),
+       s.status,
+       CASE WHEN s.status = 'FAILED_PERMANENTLY' THEN 'permanent' END,
+       i % 5, 240,
+       now() + (i % 3600) * interval '1 second',
+       now() - (i % 604800) * interval '1 second',
+       now() - (i % 604800) * interval '1 second',
+       now() - (i % 604800) * interval '1 second'
+FROM generate_series(1, $1) AS i,
+     LATERAL (SELECT (ARRAY['SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED',
+                            'PENDING', 'PENDING', 'FAILED_PERMANENTLY', 'DISCARDED'])[1 + (i * 7) % 10]
+                     AS status) AS s";
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let rows: i64 = std::env::var("DLQ_BENCH_ROWS").ok().and_then(|n| n.parse().ok()).unwrap_or(1_000_000);
+    let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
+    let mut admin_conn = PgConnection::connect(&url).await?;
+    sqlx::query(DROP).execute(&mut admin_conn).await?;
+    sqlx::query("CREATE DATABASE dlq_bench_pages").execute(&mut admin_conn).await?;
+    let bench_url = format!("{base}/{DB}");
+    let store = Arc::new(PgStore::connect_with(&bench_url, PgConfig::default()).await?);
+
+    let started = Instant::now();
+    let mut conn = PgConnection::connect(&bench_url).await?;
+    sqlx::query(FILL).bind(rows).execute(&mut conn).await?;
+    println!("filled {rows} rows in {:.1} s (no VACUUM, no ANALYZE)", started.elapsed().as_secs_f64());
+
+    let some = store.list(dlq_core::ListFilter::default().limit(1)).await?;
+    let id = some.first().map(|row| row.id).ok_or("no row")?;
+    let group = some[0].failure.fingerprint.clone();
+    let app =
+        dlq_web::router(Admin::new(store.clone() as Arc<dyn DeadLetterStore>, "bench"), dlq_web::Options::default());
+
+    let pages = [
+        ("overview", "/".to_owned()),
+        ("failure groups", "/groups".to_owned()),
+        ("one group", format!("/groups/{group}")),
+        ("list, first page", "/events".to_owned()),
+        ("list, filtered", "/events?event_type=refund&status=PENDING".to_owned()),
+        ("list, page 100", format!("/events?after={}", id - 50 * 100)),
+        ("detail", format!("/events/{id}")),
+        ("chart, 24 h", "/charts/parked.svg?window=24h".to_owned()),
+        ("chart, 7 days", "/charts/parked.svg?window=7d".to_owned()),
+        ("api: stats", "/api/stats".to_owned()),
+    ];
+    println!();
+    println!("| page | path | first (ms) | median (ms) | slowest of {RUNS} (ms) |");
+    println!("| --- | --- | ---: | ---: | ---: |");
+    for (name, path) in pages {
+        let first = get(&app, &path).await?;
+        let mut times = Vec::with_capacity(RUNS);
+        for _ in 0..RUNS {
+            times.push(get(&app, &path).await?);
+        }
+        times.sort();
+        println!("| {name} | `{path}` | {:.1} | {:.1} | {:.1} |", ms(first), ms(times[RUNS / 2]), ms(times[RUNS - 1]));
+    }
+    drop(conn);
+    store.pool().close().await;
+    if std::env::var_os("DLQ_BENCH_KEEP").is_none() {
+        sqlx::query(DROP).execute(&mut admin_conn).await?;
+    }
+    Ok(())
+}
+
+async fn get(app: &axum::Router, path: &str) -> Result<Duration, Box<dyn std::error::Error>> {
+    let started = Instant::now();
+    let response = app.clone().oneshot(Request::get(path).body(Body::empty())?).await?;
+    let status = response.status();
+    axum::body::to_bytes(response.into_body(), usize::MAX).await?;
+    let took = started.elapsed();
+    if status != StatusCode::OK {
+        return Err(format!("GET {path}: {status}").into());
+    }
+    Ok(took)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
