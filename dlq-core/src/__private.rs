@@ -48,13 +48,13 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Event f
 
 pub const fn assert_event<T: Event>() {}
 
-/// The registration `#[dead_letter]` generates; `missing_state` is `None` for handlers
-/// without `State<T>` arguments.
+/// The registration `#[dead_letter]` generates; `breaker` is the attribute's rule, if any, and
+/// `missing_state` is `None` for handlers without `State<T>` arguments.
 pub const fn registration(
     event_type: &'static str,
     handler: &'static str,
     site: (&'static str, u32),
-    policy: RetryPolicy,
+    policy: (RetryPolicy, Option<&'static str>),
     entry: (DispatchFn, CheckFn),
     missing_state: Option<fn(&Context) -> Option<&'static str>>,
 ) -> Registration {

@@ -113,22 +113,12 @@ impl BreakerConfig {
         Ok(config)
     }
 
+    /// Sets what `rule` sets (the grammar is `dlq_breaker_rule`'s, shared with the attribute).
     fn apply_rule(&mut self, rule: &str) -> Result<(), String> {
-        let bad = || format!("expected a rule such as \"50% of 20 in 1m\", found {rule:?}");
-        let (percent, rest) = rule.trim().split_once('%').ok_or_else(bad)?;
-        self.threshold_percent = percent.trim().parse().ok().filter(|p| (1..=100).contains(p)).ok_or_else(bad)?;
-        let (calls, window) = match rest.split_once(" in ") {
-            Some((calls, window)) => (calls, Some(window)),
-            None => (rest, None),
-        };
-        if let Some(calls) = calls.trim().strip_prefix("of") {
-            self.min_calls = calls.trim().parse().map_err(|_| bad())?;
-        } else if !calls.trim().is_empty() {
-            return Err(bad());
-        }
-        if let Some(window) = window {
-            self.window = humantime::parse_duration(window.trim()).map_err(|_| bad())?;
-        }
+        let rule = dlq_breaker_rule::parse(rule)?;
+        self.threshold_percent = rule.threshold_percent;
+        self.min_calls = rule.min_calls.unwrap_or(self.min_calls);
+        self.window = rule.window.unwrap_or(self.window);
         Ok(())
     }
 

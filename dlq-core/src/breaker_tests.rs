@@ -40,6 +40,7 @@ macro_rules! ledger_handler {
             file: file!(),
             line: line!(),
             policy: POLICY,
+            breaker: None,
             dispatch: post,
             missing_state: crate::handler::needs_no_state,
             check: crate::handler::accepts_any,

@@ -126,12 +126,17 @@ pub(crate) struct Breakers {
 }
 
 impl Breakers {
-    pub(crate) fn new<'a>(config: &RetrierConfig, event_types: impl Iterator<Item = &'a str>) -> Self {
+    /// The circuits of `handlers`, each an event type and its attribute's breaker, as
+    /// [`RetrierConfig::resolve_breaker`] weighs them against the configuration.
+    pub(crate) fn new<'a>(
+        config: &RetrierConfig,
+        handlers: impl Iterator<Item = (&'a str, Option<BreakerConfig>)>,
+    ) -> Self {
         let now = Instant::now();
         let mut configs = HashMap::new();
         let mut types = HashMap::new();
-        for t in event_types {
-            if let Some(b) = config.breaker_for(t) {
+        for (t, attribute) in handlers {
+            if let Some(b) = config.resolve_breaker(t, attribute.as_ref()) {
                 configs.insert(t.to_owned(), b.clone());
                 let local = TypeLocal {
                     window: Window::new(b.window),
@@ -424,7 +429,7 @@ mod tests {
     fn breakers(rule: &str) -> Breakers {
         let config =
             RetrierConfig { breaker: Some(BreakerConfig::parse_rule(rule).unwrap()), ..RetrierConfig::default() };
-        Breakers::new(&config, ["payment"].into_iter())
+        Breakers::new(&config, [("payment", None)].into_iter())
     }
 
     #[tokio::test(start_paused = true)]
@@ -458,7 +463,7 @@ mod tests {
         config.max_cool_down = Duration::from_secs(5);
         config.ramp = Duration::from_secs(10);
         let retrier = RetrierConfig { breaker: Some(config), ..RetrierConfig::default() };
-        let b = Breakers::new(&retrier, ["payment"].into_iter());
+        let b = Breakers::new(&retrier, [("payment", None)].into_iter());
         let store = crate::MemoryStore::new();
         b.record("payment", true, "down", "me");
         let open = b.record("payment", true, "down", "me").unwrap();
@@ -489,7 +494,7 @@ mod tests {
     async fn limits_are_shared_between_live_retriers() {
         let config = BreakerConfig { max_concurrent: Some(10), max_rate: Some(100), ..BreakerConfig::default() };
         let retrier = RetrierConfig { breaker: Some(config), ..RetrierConfig::default() };
-        let b = Breakers::new(&retrier, ["payment"].into_iter());
+        let b = Breakers::new(&retrier, [("payment", None)].into_iter());
         let beats: Vec<_> = (0..4).map(|i| RetrierHeartbeat::new(&format!("r{i}"), ["payment"], false)).collect();
         b.share(&beats);
         tokio::time::advance(Duration::from_secs(1)).await;

@@ -120,7 +120,9 @@ impl Default for RetrierConfig {
 }
 
 impl RetrierConfig {
-    /// The breaker of `event_type`: its entry in `breakers`, else `breaker`.
+    /// The breaker of `event_type` by the configuration alone: its entry in `breakers`, else
+    /// `breaker`. A retrier also weighs the handler's `breaker = "..."`: see
+    /// [`resolve_breaker`](Self::resolve_breaker).
     ///
     /// ```
     /// let config = dlq_core::RetrierConfig::from_json_str(r#"{"breakers": {"payment": "20% of 10 in 30s"}}"#)?;
@@ -129,7 +131,32 @@ impl RetrierConfig {
     /// # Ok::<(), dlq_core::Error>(())
     /// ```
     pub fn breaker_for(&self, event_type: &str) -> Option<&BreakerConfig> {
-        self.breakers.get(event_type).or(self.breaker.as_ref())
+        self.resolve_breaker(event_type, None)
+    }
+
+    /// The breaker a retrier gives `event_type`, whose handler's attribute sets `attribute`
+    /// ([`Registration::breaker`](crate::Registration::breaker)). The first that is there wins:
+    /// 1. the type's entry in `breakers`: configuration over code, so an operator can change
+    ///    or turn off (`enabled = false`) a breaker without a release;
+    /// 2. the attribute's `breaker = "..."`;
+    /// 3. the default `breaker`, for types with neither.
+    ///
+    /// ```
+    /// use dlq_core::{BreakerConfig, RetrierConfig};
+    ///
+    /// let config = RetrierConfig::from_json_str(r#"{"breaker": "90%", "breakers": {"payment": "20%"}}"#)?;
+    /// let attribute = BreakerConfig::parse_rule("50% of 20 in 1m").unwrap();
+    /// assert_eq!(config.resolve_breaker("payment", Some(&attribute)).unwrap().threshold_percent, 20);
+    /// assert_eq!(config.resolve_breaker("refund", Some(&attribute)).unwrap().threshold_percent, 50);
+    /// assert_eq!(config.resolve_breaker("refund", None).unwrap().threshold_percent, 90);
+    /// # Ok::<(), dlq_core::Error>(())
+    /// ```
+    pub fn resolve_breaker<'a>(
+        &'a self,
+        event_type: &str,
+        attribute: Option<&'a BreakerConfig>,
+    ) -> Option<&'a BreakerConfig> {
+        self.breakers.get(event_type).or(attribute).or(self.breaker.as_ref())
     }
 
     /// Parses JSON: either `{"dlq": {"retry": {...}}}` or the `retry` object itself.
@@ -333,6 +360,25 @@ mod tests {
         assert!(config.enabled);
         assert_eq!(config.batch_size, 50);
         assert_eq!(config.fixed_rate, Some(Duration::from_secs(6 * 3600)));
+    }
+
+    #[test]
+    fn breaker_precedence_is_config_per_type_then_attribute_then_config_default() {
+        let percent = |b: Option<&BreakerConfig>| b.map(|b| b.threshold_percent);
+        let attribute = BreakerConfig::parse_rule("30% of 5 in 10s").unwrap();
+        let none = RetrierConfig::default();
+        assert_eq!(percent(none.resolve_breaker("payment", None)), None);
+        assert_eq!(percent(none.resolve_breaker("payment", Some(&attribute))), Some(30));
+
+        let config = RetrierConfig::from_json_str(r#"{"breaker": "90%", "breakers": {"payment": "10%"}}"#).unwrap();
+        assert_eq!(percent(config.resolve_breaker("payment", Some(&attribute))), Some(10), "per type over attribute");
+        assert_eq!(percent(config.resolve_breaker("refund", Some(&attribute))), Some(30), "attribute over default");
+        assert_eq!(percent(config.resolve_breaker("refund", None)), Some(90), "default for types with neither");
+        assert_eq!(percent(config.breaker_for("refund")), Some(90), "`breaker_for` is the configuration alone");
+
+        let off = RetrierConfig::from_json_str(r#"{"breakers": {"payment": {"enabled": false}}}"#).unwrap();
+        let resolved = off.resolve_breaker("payment", Some(&attribute)).unwrap();
+        assert!(!resolved.enabled, "an operator can turn off the breaker a handler asks for");
     }
 
     #[test]

@@ -197,6 +197,8 @@ pub struct Registration {
     pub(crate) file: &'static str,
     pub(crate) line: u32,
     pub(crate) policy: crate::RetryPolicy,
+    /// The attribute's `breaker = "..."` rule, checked when the handler compiled.
+    pub(crate) breaker: Option<&'static str>,
     pub(crate) dispatch: DispatchFn,
     pub(crate) check: CheckFn,
     pub(crate) missing_state: fn(&Context) -> Option<&'static str>,
@@ -219,7 +221,7 @@ impl Registration {
         event_type: &'static str,
         handler: &'static str,
         (file, line): (&'static str, u32),
-        policy: crate::RetryPolicy,
+        (policy, breaker): (crate::RetryPolicy, Option<&'static str>),
         (dispatch, check): (DispatchFn, CheckFn),
         missing_state: Option<fn(&Context) -> Option<&'static str>>,
     ) -> Self {
@@ -227,7 +229,7 @@ impl Registration {
             Some(f) => f,
             None => needs_no_state,
         };
-        Self { event_type, handler, file, line, policy, dispatch, check, missing_state }
+        Self { event_type, handler, file, line, policy, breaker, dispatch, check, missing_state }
     }
 
     /// The event type it handles.
@@ -243,6 +245,24 @@ impl Registration {
     /// The retry policy of its attribute.
     pub const fn policy(&self) -> &crate::RetryPolicy {
         &self.policy
+    }
+
+    /// The circuit breaker of its attribute's `breaker = "..."` rule (keys the rule leaves out
+    /// keep [`BreakerConfig::default`](crate::BreakerConfig)), or `None` without one.
+    ///
+    /// A retrier uses it only for a type without an entry in its configuration's `breakers`
+    /// (see [`RetrierConfig::resolve_breaker`](crate::RetrierConfig::resolve_breaker)).
+    ///
+    /// ```
+    /// #[dlq_core::dead_letter(event_type = "doc-registration-breaker", breaker = "25% of 10 in 30s")]
+    /// async fn handle(n: u32) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// let breaker = <handle as dlq_core::Handler>::registration().breaker().unwrap();
+    /// assert_eq!((breaker.threshold_percent, breaker.min_calls, breaker.window.as_secs()), (25, 10, 30));
+    /// ```
+    pub fn breaker(&self) -> Option<crate::BreakerConfig> {
+        // `#[dead_letter]` rejects a rule that does not parse, with this same parser.
+        self.breaker.and_then(|rule| crate::BreakerConfig::parse_rule(rule).ok())
     }
 
     /// `file:line` of the handler.

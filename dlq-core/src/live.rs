@@ -694,6 +694,7 @@ mod tests {
         file: file!(),
         line: line!(),
         policy: RetryPolicy::new(5, Backoff::fixed(Duration::from_secs(30))),
+        breaker: None,
         dispatch: echo,
         check: crate::handler::accepts_any,
         missing_state: crate::handler::needs_no_state,

@@ -184,6 +184,7 @@ mod tests {
             file: "src/handlers.rs",
             line,
             policy: RetryPolicy::DEFAULT,
+            breaker: None,
             dispatch: noop,
             check: crate::handler::accepts_any,
             missing_state: crate::handler::needs_no_state,

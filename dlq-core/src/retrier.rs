@@ -185,7 +185,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// ```
     pub fn new(store: Arc<S>, registry: Registry) -> Self {
         let config = RetrierConfig::default();
-        let breakers = Arc::new(Breakers::new(&config, registry.event_types()));
+        let breakers = Arc::new(Breakers::new(&config, breakers_of(&registry)));
         Self {
             store,
             registry,
@@ -203,7 +203,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         if !config.owner.is_empty() {
             self.owner = config.owner.as_str().into();
         }
-        self.breakers = Arc::new(Breakers::new(&config, self.registry.event_types()));
+        self.breakers = Arc::new(Breakers::new(&config, breakers_of(&self.registry)));
         self.config = config;
         self
     }
@@ -768,6 +768,11 @@ fn decide(
 }
 
 /// `host:pid:<random>`: unique even for two retriers in one process.
+/// Each handler's event type and the breaker of its attribute, for [`Breakers::new`].
+fn breakers_of(registry: &Registry) -> impl Iterator<Item = (&'static str, Option<crate::BreakerConfig>)> + '_ {
+    registry.iter().map(|r| (r.event_type(), r.breaker()))
+}
+
 fn default_owner() -> String {
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     format!("{}:{}:{}", crate::record::host_name(), std::process::id(), &suffix[..8])

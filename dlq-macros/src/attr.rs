@@ -17,7 +17,7 @@ use crate::errors::Errors;
 const ATTR: &str = "`#[dead_letter]`";
 
 /// The valid keys, in the order the docs give them.
-const KEYS: &str = "event_type, max_retries, backoff, base, max, jitter, max_age, timeout, crate";
+const KEYS: &str = "event_type, max_retries, backoff, base, max, jitter, max_age, timeout, breaker, crate";
 
 mod kw {
     syn::custom_keyword!(event_type);
@@ -28,6 +28,7 @@ mod kw {
     syn::custom_keyword!(jitter);
     syn::custom_keyword!(max_age);
     syn::custom_keyword!(timeout);
+    syn::custom_keyword!(breaker);
 }
 
 /// The shape of a backoff schedule, as `backoff = "..."` names it.
@@ -72,6 +73,7 @@ pub(crate) struct RawArgs {
     jitter: Option<Arg<kw::jitter, f64>>,
     max_age: Option<Arg<kw::max_age, Millis>>,
     timeout: Option<Arg<kw::timeout, Millis>>,
+    breaker: Option<Arg<kw::breaker, LitStr>>,
     krate: Option<Arg<Token![crate], Path>>,
     progress: Progress,
 }
@@ -95,6 +97,8 @@ pub(crate) struct Args {
     pub(crate) jitter: Option<f64>,
     pub(crate) max_age: Option<Millis>,
     pub(crate) timeout: Option<Millis>,
+    /// The circuit-breaker rule, checked with the parser the runtime uses.
+    pub(crate) breaker: Option<LitStr>,
     /// The path of `dlq_core`, `::dlq_core` unless `crate = "..."` says otherwise.
     pub(crate) krate: TokenStream,
 }
@@ -110,6 +114,8 @@ pub(crate) struct Args {
 //          | "jitter"      "=" FLOAT       0.0 ..= 1.0
 //          | "max_age"     "=" DURATION
 //          | "timeout"     "=" DURATION
+//          | "breaker"     "=" STRING      a rule `dlq_breaker_rule::parse` reads, with a window
+//                                          longer than zero: "50% of 20 in 1m"
 //          | "crate"       "=" STRING      a path, like "::dlq_core"
 //   DURATION := STRING that `humantime::parse_duration` reads (numbers with units, added up),
 //               a whole number of milliseconds, longer than zero: "250ms", "30s", "1h 30m", "7d"
@@ -135,6 +141,8 @@ impl Parse for RawArgs {
                 parse_arg(input, "max_age", &mut args.max_age, duration_value, errors)?;
             } else if lookahead.peek(kw::timeout) {
                 parse_arg(input, "timeout", &mut args.timeout, duration_value, errors)?;
+            } else if lookahead.peek(kw::breaker) {
+                parse_arg(input, "breaker", &mut args.breaker, breaker, errors)?;
             } else if lookahead.peek(Token![crate]) {
                 parse_arg(input, "crate", &mut args.krate, crate_path, errors)?;
             } else {
@@ -221,6 +229,7 @@ fn example(name: &str) -> &'static str {
         "jitter" => "0.15",
         "max_age" => "\"7d\"",
         "timeout" => "\"30s\"",
+        "breaker" => "\"50% of 20 in 1m\"",
         _ => "\"::dlq_core\"",
     }
 }
@@ -303,6 +312,23 @@ fn duration_value(name: &str, lit: &Lit) -> syn::Result<Millis> {
     }
 }
 
+fn breaker(name: &str, lit: &Lit) -> syn::Result<LitStr> {
+    let lit = string(name, lit)?;
+    let zero_window = match dlq_breaker_rule::parse(&lit.value()) {
+        Ok(rule) if rule.window.is_some_and(|w| w.is_zero()) => true,
+        Ok(_) => return Ok(lit),
+        Err(_) => false,
+    };
+    let why = if zero_window { "its window must be longer than zero" } else { "it does not parse" };
+    let message = format!(
+        "{ATTR}: invalid `breaker` rule {:?}: {why}; write \"{}\" (a percent from 1 to 100, a number of calls, a duration such as \"30s\" or \"1m\"), like `breaker = {:?}`",
+        lit.value(),
+        dlq_breaker_rule::FORM,
+        dlq_breaker_rule::EXAMPLE,
+    );
+    Err(syn::Error::new_spanned(&lit, message))
+}
+
 fn jitter(name: &str, lit: &Lit) -> syn::Result<f64> {
     let value = match lit {
         Lit::Float(float) if matches!(float.suffix(), "" | "f64") => float.base10_parse::<f64>()?,
@@ -359,6 +385,7 @@ impl RawArgs {
             jitter: self.jitter.map(|a| a.value),
             max_age: self.max_age.map(|a| a.value),
             timeout: self.timeout.map(|a| a.value),
+            breaker: self.breaker.map(|a| a.value),
             krate,
         })
     }
@@ -431,7 +458,8 @@ mod tests {
     fn parses_every_key() {
         let args = parse_ok(quote! {
             event_type = "payment", max_retries = 240, backoff = "linear", base = "250ms",
-            max = "5m", jitter = 0.5, max_age = "7d", timeout = "30s", crate = "::dlq",
+            max = "5m", jitter = 0.5, max_age = "7d", timeout = "30s", breaker = "25% of 10 in 30s",
+            crate = "::dlq",
         });
         assert_eq!(args.event_type.value(), "payment");
         assert_eq!(args.max_retries, Some(240));
@@ -439,7 +467,29 @@ mod tests {
         assert_eq!((args.base, args.max), (Some(250), Some(300_000)));
         assert_eq!(args.jitter, Some(0.5));
         assert_eq!((args.max_age, args.timeout), (Some(7 * 86_400_000), Some(30_000)));
+        assert_eq!(args.breaker.map(|b| b.value()).as_deref(), Some("25% of 10 in 30s"));
         assert_eq!(args.krate.to_string(), ":: dlq");
+    }
+
+    #[test]
+    fn breaker_rules_are_checked_with_the_runtime_parser() {
+        for ok in ["50% of 20 in 1m", "75%", "10% in 10s", "5% of 3"] {
+            assert_eq!(messages(quote!(event_type = "x", breaker = #ok)), Vec::<String>::new(), "{ok}");
+        }
+        let got = messages(quote!(event_type = "x", breaker = "half of twenty"));
+        assert_eq!(
+            got,
+            [
+                "`#[dead_letter]`: invalid `breaker` rule \"half of twenty\": it does not parse; write \"<percent>% [of <min-calls>] [in <window>]\" (a percent from 1 to 100, a number of calls, a duration such as \"30s\" or \"1m\"), like `breaker = \"50% of 20 in 1m\"`"
+            ]
+        );
+        for bad in ["0%", "101%", "50% of x", "50% in soon", "50% twice", ""] {
+            assert!(messages(quote!(event_type = "x", breaker = #bad))[0].contains("it does not parse"), "{bad}");
+        }
+        assert!(
+            messages(quote!(event_type = "x", breaker = "50% in 0s"))[0].contains("window must be longer than zero")
+        );
+        assert!(messages(quote!(event_type = "x", breaker = 50))[0].contains("`breaker` takes a string literal"));
     }
 
     #[test]

@@ -264,6 +264,10 @@ fn registration(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
     let line = respan(quote!(#p::line!()), span);
     let event_type = &args.event_type;
     let policy = policy(paths, args);
+    let breaker = match &args.breaker {
+        Some(rule) => quote!(#p::Option::Some(#rule)),
+        None => quote!(#p::Option::None),
+    };
     let missing = if handler.extras.is_empty() {
         quote!(#p::Option::None)
     } else {
@@ -274,7 +278,7 @@ fn registration(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
             #event_type,
             #p::concat!(#p::module_path!(), #path),
             (#file, #line),
-            #policy,
+            (#policy, #breaker),
             (Self::__dlq_dispatch, Self::__dlq_check),
             #missing,
         );

@@ -86,11 +86,25 @@ mod handlers;
 /// | `jitter` | random spread from `0.0` to `1.0` | `0.15` |
 /// | `max_age` | give up once the event has been failing this long | none |
 /// | `timeout` | the longest one attempt may run | none |
+/// | `breaker` | the event type's circuit breaker, as a rule: `"<percent>% [of <min-calls>] [in <window>]"` | none |
 /// | `crate` | the path of `dlq_core`, when it is reached under another name | `"::dlq_core"` |
 ///
 /// Durations are strings that [`humantime::parse_duration`] reads, in whole milliseconds:
 /// numbers with units such as `ms`, `s`, `m`, `h`, `d`, added up: `"250ms"`, `"30s"`,
 /// `"1h 30m"`, `"1h30m"`, `"7d"`. Defaults are those of `RetryPolicy::DEFAULT`.
+///
+/// `breaker = "50% of 20 in 1m"` opens the type's circuit when, within a minute, at least 20
+/// retries ran and at least half of them failed transiently: the same rule, checked by the
+/// same parser at compile time, as the retrier configuration's `breaker` and `threshold`
+/// (`docs/BREAKER.md`); what the rule leaves out keeps `BreakerConfig::default()`. The
+/// configuration wins over the attribute, so an operator can override code: a retrier uses,
+/// for each type, its entry in the configuration's `breakers`, else this attribute, else the
+/// configuration's default `breaker` (`RetrierConfig::resolve_breaker`). Without the
+/// attribute, the same breaker is the configuration
+/// ```toml
+/// [dlq.retry.breakers.payment]
+/// threshold = "50% of 20 in 1m"
+/// ```
 ///
 /// [`humantime::parse_duration`]: https://docs.rs/humantime/2/humantime/fn.parse_duration.html
 ///
@@ -126,7 +140,10 @@ mod handlers;
 ///         "payment",
 ///         concat!(module_path!(), "::handle_payment"),
 ///         (file!(), line!()), // of the function's name
-///         { let mut policy = RetryPolicy::DEFAULT; policy.max_retries = 240; /* .. */ policy },
+///         (
+///             { let mut policy = RetryPolicy::DEFAULT; policy.max_retries = 240; /* .. */ policy },
+///             None, // or `Some("50% of 20 in 1m")`, the `breaker = "..."` rule
+///         ),
 ///         (Self::__dlq_dispatch, Self::__dlq_check),
 ///         Some(Self::__dlq_missing_state), // the first `State<T>` its context lacks
 ///     );

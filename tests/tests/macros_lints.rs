@@ -40,7 +40,8 @@ pub struct Ledger;
     max = "7d",
     jitter = 0.2,
     max_age = "30d",
-    timeout = "30s"
+    timeout = "30s",
+    breaker = "50% of 20 in 1m"
 )]
 pub async fn handle_payment(
     Payment { id, .. }: Payment,

@@ -49,7 +49,8 @@ mod shadowing {
         max = "7d",
         jitter = 0.3,
         max_age = "30d",
-        timeout = "1m"
+        timeout = "1m",
+        breaker = "50% of 20 in 1m"
     )]
     pub(crate) async fn handle(payment: Payment) -> core::result::Result<u64, std::io::Error> {
         core::result::Result::Ok(payment.id)
