@@ -30,7 +30,9 @@
 //! | `GET /groups/{fingerprint}` | one group: its rows and the group actions |
 //! | `GET /events?status=&event_type=&group=&kind=&reason=&since=&until=&after=&order=&limit=` | rows, the CLI's filters in the URL, keyset pagination |
 //! | `GET /events/{id}` | one row: payload, truncation, error chain, stack trace, source, attempts, audit |
-//! | `POST /redrive`, `POST /discard` | by `id` or `group`: a dry run with counts first, then `confirm=1` |
+//! | `POST /redrive`, `POST /discard` | by `id` or `group`: a dry run with counts first; `confirm=1` (with an optional `canary` for a redrive and `rate` in rows/s) stores an operation, runs it in the background and redirects to its page |
+//! | `GET /operations/{id}` | a bulk operation: state, rows moved and refused, its cursor; reloads itself while it runs |
+//! | `POST /operations/{id}/resume` | continues a stopped operation (a failed canary, a restart) from its cursor, optionally at a `rate` |
 //! | `POST /groups/{fingerprint}/patch` | one JSON Patch applied to the group's dead rows (preview, then confirm) |
 //! | `POST /events/{id}/edit` | a new payload: validated, the diff shown, then `confirm=1` |
 //! | `POST /audit/{audit_id}/undo` | restores what a patch replaced |
@@ -51,6 +53,7 @@ mod chart;
 mod error;
 mod filter;
 mod openapi;
+mod operations;
 mod pages;
 mod security;
 mod snapshot;
@@ -205,6 +208,7 @@ pub(crate) struct Console {
     options: Arc<Options>,
     charts: Arc<chart::ChartCache>,
     snapshots: Arc<snapshot::Snapshots>,
+    runs: Arc<operations::Runs>,
 }
 
 impl Console {
@@ -244,7 +248,13 @@ impl Console {
 /// ```
 pub fn router(admin: Admin, options: Options) -> Router {
     let body_limit = options.body_limit;
-    let console = Console { admin, options: Arc::new(options), charts: Arc::default(), snapshots: Arc::default() };
+    let console = Console {
+        admin,
+        options: Arc::new(options),
+        charts: Arc::default(),
+        snapshots: Arc::default(),
+        runs: Arc::default(),
+    };
     Router::new()
         .route("/", get(pages::overview))
         .route("/groups", get(pages::groups))
@@ -256,6 +266,8 @@ pub fn router(admin: Admin, options: Options) -> Router {
         .route("/redrive", post(pages::redrive))
         .route("/discard", post(pages::discard))
         .route("/audit/{audit_id}/undo", post(pages::undo))
+        .route("/operations/{id}", get(operations::page))
+        .route("/operations/{id}/resume", post(operations::resume))
         .route("/assets/console.css", get(view::stylesheet))
         .route("/charts/parked.svg", get(chart::parked))
         .route("/api/stats", get(api::stats))

@@ -31,7 +31,7 @@ impl FromRequestParts<Console> for Acting {
     }
 }
 
-fn render(markup: Markup) -> Response {
+pub(crate) fn render(markup: Markup) -> Response {
     Html(markup.into_string()).into_response()
 }
 
@@ -213,6 +213,7 @@ fn group_actions(base: &Base, fingerprint: &str) -> Markup {
                 input type="hidden" name="group" value=(fingerprint);
                 label { "Reason " input name="reason" placeholder="what was fixed"; }
                 label { "Canary rows " input name="canary" type="number" min="1" placeholder="none"; }
+                label { "Rows per second " input name="rate" type="number" min="0.1" step="any" placeholder="no limit"; }
                 button type="submit" { "Dry run…" }
             }
             form method="post" action=(base.url("/discard")) {
@@ -409,6 +410,7 @@ pub(crate) struct BulkForm {
     #[serde(default)]
     reason: String,
     canary: Option<String>,
+    rate: Option<String>,
     confirm: Option<String>,
 }
 
@@ -433,6 +435,14 @@ impl BulkForm {
         }
     }
 
+    fn pacing(&self) -> Result<Pacing, Failure> {
+        Ok(Pacing {
+            rate: rate(self.rate.as_deref())?,
+            canary_wait: std::time::Duration::from_secs(30),
+            ..Pacing::default()
+        })
+    }
+
     fn back(&self, base: &Base) -> String {
         match (self.id, &self.group) {
             (Some(id), _) => base.url(&format!("/events/{id}")),
@@ -442,37 +452,70 @@ impl BulkForm {
     }
 }
 
-/// `POST /redrive`: a dry run first; `confirm=1` runs it.
-pub(crate) async fn redrive(base: Base, Acting(admin): Acting, Form(form): Form<BulkForm>) -> PageResult {
+/// A rate field: rows per second above 0, or empty for no limit.
+pub(crate) fn rate(field: Option<&str>) -> Result<Option<f64>, Failure> {
+    match field.map(str::trim).filter(|r| !r.is_empty()) {
+        None => Ok(None),
+        Some(r) => r
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite() && *n > 0.0)
+            .map(Some)
+            .ok_or_else(|| Failure::bad_request(format!("rate=`{r}`: expected rows per second above 0"))),
+    }
+}
+
+/// `POST /redrive`: a dry run first; `confirm=1` starts it as an operation in the background.
+pub(crate) async fn redrive(
+    State(console): State<Console>,
+    base: Base,
+    Acting(admin): Acting,
+    Form(form): Form<BulkForm>,
+) -> PageResult {
     let mut plan = BulkPlan::redrive(form.filter()?, &form.reason);
     if let Some(canary) = form.canary()? {
         plan = plan.canary(canary);
     }
-    bulk(&base, &admin, plan, &form, "/redrive").await
+    bulk(&console, &base, &admin, plan, &form, "/redrive").await
 }
 
-/// `POST /discard`: a dry run first; `confirm=1` runs it.
-pub(crate) async fn discard(base: Base, Acting(admin): Acting, Form(form): Form<BulkForm>) -> PageResult {
+/// `POST /discard`: a dry run first; `confirm=1` starts it as an operation in the background.
+pub(crate) async fn discard(
+    State(console): State<Console>,
+    base: Base,
+    Acting(admin): Acting,
+    Form(form): Form<BulkForm>,
+) -> PageResult {
     let plan = BulkPlan::discard(form.filter()?, &form.reason);
-    bulk(&base, &admin, plan, &form, "/discard").await
+    bulk(&console, &base, &admin, plan, &form, "/discard").await
 }
 
-async fn bulk(base: &Base, admin: &Admin, plan: BulkPlan, form: &BulkForm, action: &str) -> PageResult {
+/// A dry run's page, or (confirmed) the operation started in the background and a redirect to
+/// its page.
+async fn bulk(
+    console: &Console,
+    base: &Base,
+    admin: &Admin,
+    plan: BulkPlan,
+    form: &BulkForm,
+    action: &str,
+) -> PageResult {
     let verb = if action == "/redrive" { "Redrive" } else { "Discard" };
-    let confirmed = form.confirm.as_deref() == Some("1");
-    let pacing = Pacing { canary_wait: std::time::Duration::from_secs(30), ..Pacing::default() };
-    let report = if confirmed {
-        admin.start(plan).await?.run(pacing, |_| ControlFlow::Continue(())).await?
-    } else {
-        admin.dry_run(plan)?.run(pacing, |_| ControlFlow::Continue(())).await?
-    };
+    let pacing = form.pacing()?;
+    if form.confirm.as_deref() == Some("1") {
+        let id = console.start_run(admin, plan, pacing).await?;
+        return Ok(Redirect::to(&base.url(&format!("/operations/{id}"))).into_response());
+    }
+    // A dry run reads and counts: no rate limit, no canary wait.
+    let report = admin.dry_run(plan)?.run(Pacing::default(), |_| ControlFlow::Continue(())).await?;
     let body = html! {
         (report_summary(&report))
-        @if !confirmed && report.moved > 0 {
+        @if report.moved > 0 {
             form method="post" action=(base.url(action)) {
                 @if let Some(id) = form.id { input type="hidden" name="id" value=(id); }
                 @if let Some(g) = &form.group { input type="hidden" name="group" value=(g); }
                 @if let Some(c) = &form.canary { input type="hidden" name="canary" value=(c); }
+                label { "Rows per second " input name="rate" type="number" min="0.1" step="any" value=(form.rate.as_deref().unwrap_or("")) placeholder="no limit"; }
                 input type="hidden" name="confirm" value="1";
                 label { "Reason " input name="reason" value=(form.reason); }
                 button.danger type="submit" { (verb) " " (report.moved) " rows" }
@@ -480,17 +523,23 @@ async fn bulk(base: &Base, admin: &Admin, plan: BulkPlan, form: &BulkForm, actio
         }
         p { a href=(form.back(base)) { "← back" } }
     };
-    let title = if confirmed { format!("{verb}: done") } else { format!("{verb}: dry run") };
-    Ok(render(view::page(base, &title, None, body)))
+    Ok(render(view::page(base, &format!("{verb}: dry run"), None, body)))
 }
 
-fn report_summary(r: &BulkReport) -> Markup {
+pub(crate) fn report_summary(r: &BulkReport) -> Markup {
     html! {
         p.summary {
             @if r.dry_run { "Would move " } @else { "Moved " }
             strong.moved { (r.moved) } " rows; refused " strong { (r.refused) } "."
             @if let Some(op) = r.operation { " Operation " code { (op) } " (" (format!("{:?}", r.state)) ")." }
         }
+        (report_details(r))
+    }
+}
+
+/// A run's refusals and canary stop.
+pub(crate) fn report_details(r: &BulkReport) -> Markup {
+    html! {
         @if !r.refusals.is_empty() {
             ul { @for refusal in r.refusals.iter().take(50) { li { (refusal.id) ": " (serde_json::to_string(&refusal.why).unwrap_or_default()) } } }
         }

@@ -206,6 +206,8 @@ async fn run(c: &Client, base: &str, store: &Arc<dyn DeadLetterStore>, s: &Seede
     shot(c, "redrive-dry-run").await;
     c.find(Locator::Css("button.danger")).await.unwrap().click().await.unwrap();
     wait_for_text(c, "Moved 3 rows").await;
+    assert!(c.current_url().await.unwrap().path().contains("/dlq/operations/"), "the operation's page");
+    shot(c, "operation").await;
     c.find(Locator::LinkText("← back")).await.unwrap().click().await.unwrap();
     wait_for_text(c, "sample reason").await;
     assert_eq!(c.find_all(Locator::Css("table.rows .st-wait")).await.unwrap().len(), 3, "the rows are PENDING now");

@@ -176,6 +176,47 @@ async fn hostile_text_renders_escaped(store: Store) {
     }
 }
 
+/// Follows a confirmed bulk action's redirect to its operation page until the run is over
+/// (at most 10 s); returns the page.
+async fn finished_operation(app: &Router, headers: &axum::http::HeaderMap) -> String {
+    let location = headers[header::LOCATION].to_str().unwrap().to_owned();
+    assert!(location.starts_with("/dlq/operations/"), "{location}");
+    for _ in 0..200 {
+        let (status, page) = get(app, &location).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        if !page.contains("running in this service") {
+            return page;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{location} still runs after 10 s");
+}
+
+/// An operation stopped mid-way (here: stored and never run, as when the service restarts)
+/// is offered for resumption on its page, and resumes from its cursor.
+async fn a_stopped_operation_resumes_from_its_page(store: Store) {
+    let (ids, _, group) = seed(&store).await;
+    let app = app(&store, actions());
+    let admin = Admin::new(store.clone(), "ops");
+    let plan = dlq_core::admin::BulkPlan::redrive(dlq_core::ListFilter::default().fingerprint(&group), "fixed");
+    let id = admin.start(plan).await.unwrap().operation().unwrap().id;
+    let (status, page) = get(&app, &format!("/dlq/operations/{id}")).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(page.contains("not done") && page.contains(&format!("dlq redrive --resume {id}")), "{page}");
+    assert_eq!(store.get(ids[0]).await.unwrap().unwrap().status, Status::FailedPermanently);
+
+    let (status, headers, body) = send(&app, form(&format!("/dlq/operations/{id}/resume"), "rate=")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    let page = finished_operation(&app, &headers).await;
+    assert!(page.contains("done") && !page.contains("not done"), "{page}");
+    for id in &ids {
+        assert_eq!(store.get(*id).await.unwrap().unwrap().status, Status::Pending);
+    }
+    assert_eq!(get(&app, "/dlq/operations/999999").await.0, StatusCode::NOT_FOUND);
+    let (status, _, body) = send(&app, form(&format!("/dlq/operations/{id}/resume"), "rate=-1")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+}
+
 async fn redrive_a_group_with_dry_run_then_confirm(store: Store) {
     let (ids, hostile, group) = seed(&store).await;
     let app = app(&store, actions());
@@ -184,9 +225,12 @@ async fn redrive_a_group_with_dry_run_then_confirm(store: Store) {
     assert!(body.contains("Would move") && body.contains(">3</strong>"), "{body}");
     assert_eq!(store.get(ids[0]).await.unwrap().unwrap().status, Status::FailedPermanently, "a dry run moves nothing");
 
-    let (status, _, body) =
-        send(&app, form("/dlq/redrive", &format!("group={group}&reason=ledger+fixed&confirm=1"))).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let confirm = form("/dlq/redrive", &format!("group={group}&reason=ledger+fixed&confirm=1&rate=50"));
+    let (status, headers, body) = send(&app, confirm).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    let page = finished_operation(&app, &headers).await;
+    assert!(page.contains("Moved <strong class=\"moved\">3</strong> rows"), "{page}");
+    assert!(page.contains(&format!("/dlq/groups/{group}")), "the page links back to the group");
     for id in &ids {
         assert_eq!(store.get(*id).await.unwrap().unwrap().status, Status::Pending);
     }
@@ -205,8 +249,9 @@ async fn discard_needs_a_reason_and_is_audited(store: Store) {
     let (status, _, body) = send(&app, form("/dlq/discard", &format!("id={hostile}&reason="))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert!(body.contains("reason"));
-    let (status, _, _) = send(&app, form("/dlq/discard", &format!("id={hostile}&reason=poison&confirm=1"))).await;
-    assert_eq!(status, StatusCode::OK);
+    let (status, headers, _) = send(&app, form("/dlq/discard", &format!("id={hostile}&reason=poison&confirm=1"))).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    finished_operation(&app, &headers).await;
     assert_eq!(store.get(hostile).await.unwrap().unwrap().status, Status::Discarded);
     assert_eq!(store.audit(hostile).await.unwrap().last().unwrap().actor, "alice");
 }
@@ -415,4 +460,5 @@ on_both_stores!(
     security_rules_hold,
     bad_input_is_a_clear_error,
     overview_snapshots_and_circuits,
+    a_stopped_operation_resumes_from_its_page,
 );
