@@ -321,8 +321,13 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                 () = stop.cancelled() => {}
             }
         };
-        let (result, (), (), ()) =
-            tokio::join!(work, trigger, self.keep_beating(beat, expire_after, &stop), self.keep_purging(&stop));
+        let (result, (), (), (), ()) = tokio::join!(
+            work,
+            trigger,
+            self.keep_beating(beat, expire_after, &stop),
+            self.keep_purging(&stop),
+            self.keep_maintaining(&stop)
+        );
         if let Err(error) = self.store.remove_heartbeat(&self.owner).await {
             tracing::warn!(%error, "could not remove the retrier's heartbeat");
         }
@@ -356,6 +361,19 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     async fn refresh_gauges(&self, gauges: &mut crate::StoreGauges) {
         if let Some(beats) = gauges.refresh_handling(&*self.store, self.registry.event_types()).await {
             self.breakers.share(&beats);
+        }
+    }
+
+    /// Asks the store for its upkeep (`DeadLetterStore::maintain`) every `heartbeat`.
+    async fn keep_maintaining(&self, stop: &CancellationToken) {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(self.config.heartbeat) => {}
+            }
+            if let Err(error) = self.store.maintain().await {
+                tracing::warn!(%error, "store upkeep failed");
+            }
         }
     }
 

@@ -224,6 +224,14 @@ pub trait DeadLetterStore: Send + Sync + 'static {
         })
     }
 
+    /// Upkeep a running retrier asks for every `heartbeat` (one call at a time per retrier):
+    /// a store whose claims slow down as finished rows pile up cleans up here (PostgreSQL
+    /// vacuums its table when the dead tuples pass a threshold, without waiting for
+    /// autovacuum). Returns whether it did anything. The default does nothing.
+    fn maintain(&self) -> BoxFuture<'_, StoreResult<bool>> {
+        Box::pin(async { Ok(false) })
+    }
+
     /// The vacuum state of the events table, for stores that have one (PostgreSQL): dead
     /// tuples slow every claim until a vacuum removes them. The default knows nothing.
     fn table_health(&self) -> BoxFuture<'_, StoreResult<Option<TableHealth>>> {

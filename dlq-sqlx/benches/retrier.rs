@@ -281,7 +281,9 @@ async fn claim_latency(pool: &PgPool, store: &PgStore, size: usize) -> Result<(D
 
 /// The same right after `size - 10 000` rows went from PENDING to SUCCEEDED in one burst,
 /// before any vacuum (the hot index still holds every completed row as a dead entry), and
-/// again once the table's own autovacuum settings have had it vacuumed (at most 3 minutes).
+/// again once a retrier's upkeep (`DeadLetterStore::maintain`, every heartbeat, with the
+/// default `PgConfig::vacuum_dead_tuples`) has vacuumed it: no manual VACUUM, and no
+/// autovacuum (off on this machine's PostgreSQL).
 async fn claim_latency_after_completions(
     pool: &PgPool,
     store: &PgStore,
@@ -290,31 +292,19 @@ async fn claim_latency_after_completions(
     reset(pool).await?;
     fill(pool, "bench-noop", size.saturating_sub(10_000), "PENDING").await?;
     vacuum(pool).await?;
-    let burst: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()").fetch_one(pool).await?;
     sqlx::query("UPDATE dlq_events SET status = 'SUCCEEDED', updated_at = now() WHERE status = 'PENDING'")
         .execute(pool)
         .await?;
     fill(pool, "bench-noop", 10_000, "PENDING").await?;
     let before = sample_claims(store).await?;
-    let autovacuum: String = sqlx::query_scalar("SHOW autovacuum").fetch_one(pool).await?;
-    if autovacuum != "on" {
-        // This server runs no autovacuum at all: vacuum by hand, as autovacuum would.
-        println!("(autovacuum is {autovacuum} on this server: the last row uses a manual VACUUM instead)");
-        sqlx::query("VACUUM dlq_events").execute(pool).await?;
-        fill(pool, "bench-noop", 10_000, "PENDING").await?;
-        return Ok((before, Some(sample_claims(store).await?)));
-    }
-    let deadline = Instant::now() + Duration::from_secs(180);
+    // What a running retrier's next heartbeats do (the statistics lag a second or so).
+    let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
-        let vacuumed: Option<chrono::DateTime<chrono::Utc>> =
-            sqlx::query_scalar("SELECT last_autovacuum FROM pg_stat_user_tables WHERE relname = 'dlq_events'")
-                .fetch_one(pool)
-                .await?;
-        if vacuumed.is_some_and(|at| at > burst) {
+        if store.maintain().await? {
             fill(pool, "bench-noop", 10_000, "PENDING").await?;
             return Ok((before, Some(sample_claims(store).await?)));
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     Ok((before, None))
 }
@@ -444,7 +434,7 @@ async fn run() -> Result<()> {
 async fn print_claim_latency(pool: &PgPool, store: &PgStore, large: usize) -> Result<()> {
     let (small_p50, small_mean) = claim_latency(pool, store, 10_000).await?;
     let (large_p50, large_mean) = claim_latency(pool, store, large).await?;
-    let ((churn_p50, churn_mean), autovacuumed) = claim_latency_after_completions(pool, store, large).await?;
+    let ((churn_p50, churn_mean), upkept) = claim_latency_after_completions(pool, store, large).await?;
     println!(
         "| claim 50 latency, p50 / mean | 10k rows: {:.2} / {:.2} ms | {large} rows: {:.2} / {:.2} ms | {:.2}x | flat |",
         small_p50.as_secs_f64() * 1e3,
@@ -462,9 +452,9 @@ async fn print_claim_latency(pool: &PgPool, store: &PgStore, large: usize) -> Re
         churn_mean.as_secs_f64() * 1e3,
         churn_p50.as_secs_f64() / small_p50.as_secs_f64(),
     );
-    match autovacuumed {
+    match upkept {
         Some((p50, mean)) => println!(
-            "| claim 50 latency after those completions, once vacuumed, p50 / mean | 10k rows: {:.2} / {:.2} ms | {:.2} / {:.2} ms | {:.2}x | within 1.5x |",
+            "| claim 50 latency after those completions, once a retrier's upkeep vacuumed, p50 / mean | 10k rows: {:.2} / {:.2} ms | {:.2} / {:.2} ms | {:.2}x | within 1.5x |",
             small_p50.as_secs_f64() * 1e3,
             small_mean.as_secs_f64() * 1e3,
             p50.as_secs_f64() * 1e3,
@@ -472,7 +462,7 @@ async fn print_claim_latency(pool: &PgPool, store: &PgStore, large: usize) -> Re
             p50.as_secs_f64() / small_p50.as_secs_f64(),
         ),
         None => println!(
-            "| claim 50 latency after those completions, once autovacuum ran | autovacuum did not run within 3 minutes | | | |"
+            "| claim 50 latency after those completions, once a retrier's upkeep vacuumed | it did not vacuum within 30 s | | | |"
         ),
     }
     Ok(())

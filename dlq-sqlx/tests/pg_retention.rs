@@ -113,3 +113,35 @@ async fn retention_purges_only_old_succeeded_and_discarded_rows(pool: PgPool) {
     let left: Vec<_> = store.list(ListFilter::default()).await.unwrap().into_iter().map(|l| l.id).collect();
     assert_eq!(left, vec![ids[3], ids[2]], "dead and pending rows are kept");
 }
+
+/// Waits until the statistics show at least (or, `below`, fewer than) `n` dead tuples.
+async fn dead_tuples(store: &dlq_sqlx::PgStore, n: u64, below: bool) -> u64 {
+    for _ in 0..100 {
+        let dead = store.table_health().await.unwrap().unwrap().dead_tuples;
+        if (dead >= n) != below {
+            return dead;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the statistics never showed {} {n} dead tuples", if below { "fewer than" } else { "at least" });
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_retrier_vacuums_the_table_once_its_dead_tuples_pass_the_threshold(pool: PgPool) {
+    let store = store_with(&pool, PgConfig::default().vacuum_dead_tuples(Some(500))).await;
+    store.park_many((0..400).map(|n| letter("payment", n)).collect()).await.unwrap();
+    sqlx::query("UPDATE dlq_events SET status = 'SUCCEEDED'").execute(&pool).await.unwrap();
+    dead_tuples(&store, 400, false).await;
+    assert!(!store.maintain().await.unwrap(), "400 dead tuples: under the threshold");
+
+    store.park_many((400..1000).map(|n| letter("payment", n)).collect()).await.unwrap();
+    sqlx::query("UPDATE dlq_events SET status = 'SUCCEEDED' WHERE status = 'PENDING'").execute(&pool).await.unwrap();
+    dead_tuples(&store, 1000, false).await;
+    assert!(store.maintain().await.unwrap(), "1,000 dead tuples: vacuumed");
+    dead_tuples(&store, 500, true).await;
+    assert!(store.table_health().await.unwrap().unwrap().last_vacuum.is_some());
+    assert!(!store.maintain().await.unwrap(), "not again within 30 s");
+
+    let off = store_with(&pool, PgConfig::default().vacuum_dead_tuples(None).run_migrations(false)).await;
+    assert!(!off.maintain().await.unwrap(), "turned off");
+}

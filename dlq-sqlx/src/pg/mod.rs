@@ -88,6 +88,13 @@ pub struct PgConfig {
     pub max_entries: Option<u64>,
     /// What a park does when `max_entries` is reached.
     pub overflow: Overflow,
+    /// Dead tuples in `dlq_events` past which a running retrier vacuums the table itself
+    /// (`VACUUM (ANALYZE)`, one retrier at a time, at most every 30 s, and not right after
+    /// autovacuum did); `None` leaves it to autovacuum. Each finished row leaves a dead tuple
+    /// and a dead entry in the claim's index: after a million completions with no vacuum a
+    /// claim takes 3.5 times as long, and autovacuum may be off or lagging. Needs the role to
+    /// own the table (else a warning, once, and no further tries). Default 50,000.
+    pub vacuum_dead_tuples: Option<u64>,
 }
 
 impl Default for PgConfig {
@@ -102,6 +109,7 @@ impl Default for PgConfig {
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
             max_entries: None,
             overflow: Overflow::Reject,
+            vacuum_dead_tuples: Some(50_000),
         }
     }
 }
@@ -141,6 +149,19 @@ impl PgConfig {
     #[must_use]
     pub const fn max_payload_bytes(mut self, max: usize) -> Self {
         self.max_payload_bytes = max;
+        self
+    }
+
+    /// Sets the dead tuples past which a retrier vacuums the table (`None`: never, leave it to
+    /// autovacuum).
+    ///
+    /// ```
+    /// let config = dlq_sqlx::PgConfig::default().vacuum_dead_tuples(None);
+    /// assert_eq!(config.vacuum_dead_tuples, None);
+    /// ```
+    #[must_use]
+    pub const fn vacuum_dead_tuples(mut self, threshold: Option<u64>) -> Self {
+        self.vacuum_dead_tuples = threshold;
         self
     }
 
@@ -189,6 +210,7 @@ struct Inner {
     wakeups: notify::Wakeups,
     debounce: Arc<notify::Debounce>,
     capacity: Option<capacity::Capacity>,
+    vacuum: std::sync::Mutex<ops::VacuumState>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -241,7 +263,8 @@ impl PgStore {
         let writer = park::GroupCommit::start(pool.clone(), Arc::clone(&sql), &config, Arc::clone(&debounce));
         let capacity = config.max_entries.map(|max| capacity::Capacity::new(max, config.overflow));
         let wakeups = notify::Wakeups::new(&pool, sql.channel.clone());
-        Ok(Self { inner: Arc::new(Inner { pool, config, sql, writer, wakeups, debounce, capacity }) })
+        let vacuum = std::sync::Mutex::default();
+        Ok(Self { inner: Arc::new(Inner { pool, config, sql, writer, wakeups, debounce, capacity, vacuum }) })
     }
 
     /// The pool the store uses.
@@ -482,6 +505,11 @@ impl DeadLetterStore for PgStore {
     /// `max_entries` with an exact count when set, and the table's dead tuples and vacuum state.
     fn table_health(&self) -> BoxFuture<'_, StoreResult<Option<dlq_core::store::TableHealth>>> {
         Box::pin(ops::table_health(self))
+    }
+
+    /// Vacuums `dlq_events` when its dead tuples pass [`PgConfig::vacuum_dead_tuples`].
+    fn maintain(&self) -> BoxFuture<'_, StoreResult<bool>> {
+        Box::pin(ops::vacuum_if_needed(self))
     }
 
     /// Also refreshes the saturation gauge when `max_entries` is set (retriers call this

@@ -8,6 +8,7 @@ use dlq_core::store::{
 use dlq_core::{AuditEntry, AuditNote, DlqId, Status};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
+use std::time::Duration;
 
 use super::PgStore;
 use super::admin::{actor, audit_entry};
@@ -142,6 +143,84 @@ pub(crate) async fn set_state(store: &PgStore, id: i64, state: OperationState) -
         return Err(dlq_core::Error::OperationNotFound(id));
     }
     Ok(())
+}
+
+/// The retrier-driven vacuum's state in this process.
+#[derive(Debug, Default)]
+pub(crate) struct VacuumState {
+    /// When this process last vacuumed (or tried).
+    last: Option<std::time::Instant>,
+    /// Whether the role may vacuum the table (it owns it), once known.
+    allowed: Option<bool>,
+}
+
+/// The shortest time between two vacuums by this process, and since any vacuum of the table.
+const VACUUM_EVERY: Duration = Duration::from_secs(30);
+
+/// `VACUUM (ANALYZE)` of `dlq_events` when its dead tuples pass the configured threshold:
+/// at most one retrier at a time (a session advisory lock), at most every 30 s, and not
+/// within 30 s of another vacuum (autovacuum's, or another process's). Returns whether it
+/// vacuumed.
+pub(crate) async fn vacuum_if_needed(store: &PgStore) -> StoreResult<bool> {
+    let Some(threshold) = store.inner.config.vacuum_dead_tuples else { return Ok(false) };
+    let recent = |at: Option<std::time::Instant>| at.is_some_and(|t| t.elapsed() < VACUUM_EVERY);
+    {
+        let state = store.inner.vacuum.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if state.allowed == Some(false) || recent(state.last) {
+            return Ok(false);
+        }
+    }
+    let Some(health) = table_health(store).await? else { return Ok(false) };
+    let vacuumed_lately = health
+        .last_vacuum
+        .is_some_and(|at| chrono::Utc::now() - at < chrono::TimeDelta::seconds(VACUUM_EVERY.as_secs() as i64));
+    if health.dead_tuples < threshold || vacuumed_lately {
+        return Ok(false);
+    }
+    let mut conn = store.inner.pool.acquire().await.map_err(db)?;
+    let allowed = store.inner.vacuum.lock().unwrap_or_else(std::sync::PoisonError::into_inner).allowed;
+    if allowed.is_none() {
+        // PostgreSQL skips a table the role does not own with a warning, not an error.
+        let owns: bool = sqlx::query_scalar(
+            "SELECT coalesce(bool_or(pg_has_role(c.relowner, 'MEMBER')), false) FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'dlq_events'",
+        )
+        .bind(&store.inner.config.schema)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db)?;
+        store.inner.vacuum.lock().unwrap_or_else(std::sync::PoisonError::into_inner).allowed = Some(owns);
+        if !owns {
+            tracing::warn!(
+                "this role does not own dlq_events, so it cannot vacuum it: dead tuples wait for autovacuum \
+                 (make the role the table's owner, or set PgConfig::vacuum_dead_tuples(None) to silence this)"
+            );
+            return Ok(false);
+        }
+    }
+    let key = format!("dlq vacuum {}", store.inner.config.schema);
+    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock(hashtext($1))")
+        .bind(&key)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db)?;
+    if !locked {
+        return Ok(false); // another retrier vacuums it now
+    }
+    let started = std::time::Instant::now();
+    let result = sqlx::query(store.inner.sql.vacuum.sql()).persistent(false).execute(&mut *conn).await;
+    let unlocked = sqlx::query("SELECT pg_advisory_unlock(hashtext($1))").bind(&key).execute(&mut *conn).await;
+    let mut state = store.inner.vacuum.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    state.last = Some(std::time::Instant::now());
+    if let Err(error) = unlocked {
+        // A session lock outlives the statement: drop the connection so that it goes too.
+        conn.detach();
+        tracing::warn!(%error, "could not release the vacuum lock; its connection is closed");
+    }
+    drop(state);
+    result.map_err(db)?;
+    tracing::info!(dead_tuples = health.dead_tuples, took = ?started.elapsed(), "vacuumed dlq_events");
+    Ok(true)
 }
 
 pub(crate) async fn table_health(store: &PgStore) -> StoreResult<Option<TableHealth>> {

@@ -150,6 +150,8 @@ statements! {
     op_state = "op_state.sql";
     /// The events table's vacuum state.
     table_health = "table_health.sql";
+    /// Vacuum the events table.
+    vacuum = "vacuum.sql";
     /// Counts by type and status.
     stats = "stats.sql";
     /// Failure groups.
