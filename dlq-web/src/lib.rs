@@ -170,8 +170,9 @@ impl Options {
     /// figures, with their time); default [`DEFAULT_SNAPSHOT_MAX_AGE`]. Each is an aggregate
     /// over the whole table (hundreds of milliseconds at a million rows), so pages do not run
     /// it on every view. Row lists, details and one group's page are always read fresh, and
-    /// every action of the console drops the snapshots. `Duration::ZERO` computes them on
-    /// every view.
+    /// every action of the console drops the snapshots. A snapshot older than three times
+    /// this is not shown (the console sat unviewed): that view waits for fresh figures.
+    /// `Duration::ZERO` computes them on every view.
     ///
     /// ```
     /// let options = dlq_web::Options::default().snapshot_max_age(std::time::Duration::from_secs(30));

@@ -5,17 +5,22 @@
 //! milliseconds however they are indexed: each is an aggregate over every row. A page shows
 //! the last snapshot when it is younger than [`Options::snapshot_max_age`]
 //! (crate::Options::snapshot_max_age); an older one is shown too, while one request refreshes
-//! it in the background (stale-while-revalidate), and only the very first view of a page waits
-//! for its query. Every action the console takes drops the snapshots, so its result shows on
+//! it in the background (stale-while-revalidate), unless it is older than three times that
+//! (the console sat unviewed): then, as on the very first view, the page waits for its query. Every action the console takes drops the snapshots, so its result shows on
 //! the next page view. Row lists, a row's detail and one group's page are never cached: they
 //! read by index.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::error::Failure;
+
+/// A snapshot older than this many `max_age`s is not shown at all: the view computes anew.
+const STALE_LIMIT: u32 = 3;
 
 /// At most this many group lists (one per distinct filter) are kept.
 const MAX_ENTRIES: usize = 32;
@@ -54,6 +59,9 @@ impl Snapshots {
                     let value = Arc::clone(&entry.value).downcast::<T>().ok();
                     match value {
                         Some(value) if entry.taken.elapsed() < max_age => return Ok((value, entry.taken)),
+                        // Too old to show while refreshing (the console sat unviewed): wait for
+                        // fresh figures rather than show an on-call engineer stale ones.
+                        _ if entry.taken.elapsed() >= max_age.saturating_mul(STALE_LIMIT) => None,
                         Some(value) if !entry.refreshing => {
                             entry.refreshing = true;
                             Some((value, entry.taken, true))
@@ -122,7 +130,7 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn fresh_stale_and_cleared() {
         let snapshots = Arc::new(Snapshots::default());
         let calls = Arc::new(AtomicU32::new(0));
@@ -139,9 +147,12 @@ mod tests {
         assert_eq!(*snapshots.get("k".into(), age, compute).await.unwrap().0, 1);
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert_eq!(*snapshots.get("k".into(), age, compute).await.unwrap().0, 2);
+        // Past three times max_age it is not shown: the view waits for a fresh value.
+        tokio::time::sleep(age * 4).await;
+        assert_eq!(*snapshots.get("k".into(), age, compute).await.unwrap().0, 3);
         // An action clears it: the next view computes again.
         snapshots.clear();
-        assert_eq!(*snapshots.get("k".into(), age, compute).await.unwrap().0, 3);
-        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        assert_eq!(*snapshots.get("k".into(), age, compute).await.unwrap().0, 4);
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
     }
 }
