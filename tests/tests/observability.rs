@@ -213,3 +213,53 @@ async fn health_reports_saturation_and_orphaned_types_and_a_store_that_is_down(p
     let report = health(&*store).await;
     assert_eq!(report.status, HealthStatus::Down, "{report:?}");
 }
+
+/// Always fails: the downstream of this type is down for good.
+#[dead_letter(event_type = "obs-circuit", backoff = "none", max_retries = 100)]
+async fn handle_circuit(_p: Payment) -> Result<(), PaymentError> {
+    Err(PaymentError::LedgerDown)
+}
+
+/// The circuit metrics: the breaker of `obs-circuit` opens on its failures (a transition to
+/// `open`, state 2), and an operator's pause shows as a `paused` transition and state 3.
+#[sqlx::test(migrations = false)]
+async fn circuit_metrics_follow_the_breaker_and_the_operator(pool: PgPool) {
+    let metrics = exporter();
+    let store = Arc::new(PgStore::from_pool(pool, PgConfig::default()).await.unwrap());
+    for id in 0..20 {
+        let payment = Payment { id, currency: "EUR".into() };
+        assert!(Scope::new().store(store.clone()).run(handle_circuit(payment)).await.unwrap_err().is_parked());
+    }
+    let labels = |to| [("event_type", "obs-circuit"), ("to", to)];
+    let state = [("event_type", "obs-circuit")];
+
+    let config = RetrierConfig::from_json_str(
+        r#"{"heartbeat": "100ms", "poll-interval": "50ms", "breaker": {"threshold": "50% of 5 in 1m", "cool-down": "1m"}}"#,
+    )
+    .unwrap();
+    let retrier = Retrier::new(store.clone(), handlers![handle_circuit].unwrap()).config(config);
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn({
+        let (retrier, shutdown) = (retrier.clone(), shutdown.clone());
+        async move { retrier.run_until(shutdown.cancelled_owned()).await }
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = metrics.render();
+        let opened = sample(&text, "dlq_circuit_transitions_total", &labels("open")) == Some(1.0);
+        if opened && sample(&text, "dlq_circuit_state", &state) == Some(2.0) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the circuit never showed open: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+
+    let admin = dlq_core::admin::Admin::new(store.clone(), "on-call");
+    admin.pause_type("obs-circuit", "ledger migration").await.unwrap();
+    dlq_core::refresh_circuits(store.as_ref()).await.unwrap();
+    let text = metrics.render();
+    assert_eq!(sample(&text, "dlq_circuit_transitions_total", &labels("paused")), Some(1.0), "{text}");
+    assert_eq!(sample(&text, "dlq_circuit_state", &state), Some(3.0), "{text}");
+}
