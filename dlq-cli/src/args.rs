@@ -284,11 +284,7 @@ pub(crate) fn parse_when(text: &str) -> Result<DateTime<Utc>, String> {
 
 /// `200/s` or `200`: rows per second, above zero.
 fn parse_rate(text: &str) -> Result<f64, String> {
-    let number = text.strip_suffix("/s").unwrap_or(text);
-    match number.trim().parse::<f64>() {
-        Ok(rate) if rate > 0.0 && rate.is_finite() => Ok(rate),
-        _ => Err(format!("`{text}` is not a rate like 200/s")),
-    }
+    dlq_core::admin::Pacing::parse_rate(text)
 }
 
 #[cfg(test)]

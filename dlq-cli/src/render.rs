@@ -412,11 +412,7 @@ fn payload_text(payload: &Payload) -> String {
                 .chars()
                 .map(|c| if c.is_control() && c != '\n' { '.' } else { c })
                 .collect();
-            format!("raw bytes ({}):\nhex:  {}\ntext: {text}", bytes.len(), hex(bytes))
+            format!("raw bytes ({}):\nhex:  {}\ntext: {text}", bytes.len(), dlq_core::admin::hex(bytes))
         }
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

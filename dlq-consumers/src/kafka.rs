@@ -44,7 +44,6 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::future::Future;
 use std::time::Duration;
 
@@ -59,6 +58,13 @@ use crate::{Action, DEDUPE_KEY_HEADER, DLQ_ID_HEADER, Error, RunStats};
 
 /// The header of a parked record's [`SourceMeta`] that keeps the record's key (UTF-8 as it
 /// is, other bytes as `0x`-prefixed hex); [`republish`] sends it as the key again.
+///
+/// ```
+/// use rdkafka::message::{OwnedMessage, Timestamp};
+/// let record = OwnedMessage::new(None, Some(vec![0xff, 0x01]), "payments".into(), Timestamp::NotAvailable, 0, 7, None);
+/// let source = dlq_consumers::kafka::source_of(&record);
+/// assert_eq!(source.headers[dlq_consumers::kafka::KEY_HEADER], "0xff01");
+/// ```
 pub const KEY_HEADER: &str = "Kafka-Key";
 
 /// The W3C trace-context header copied into [`SourceMeta::trace_context`].
@@ -131,20 +137,13 @@ pub fn source_of<M: Message>(record: &M) -> SourceMeta {
 fn text(bytes: &[u8]) -> String {
     match std::str::from_utf8(bytes) {
         Ok(text) => text.to_owned(),
-        Err(_) => bytes.iter().fold(String::from("0x"), |mut hex, byte| {
-            let _ = write!(hex, "{byte:02x}");
-            hex
-        }),
+        Err(_) => format!("0x{}", dlq_core::admin::hex(bytes)),
     }
 }
 
 /// The bytes [`text`] made: hex decoded, anything else as its UTF-8.
 fn bytes(text: &str) -> Vec<u8> {
-    let hex = text.strip_prefix("0x").filter(|hex| hex.len() % 2 == 0);
-    let decoded = hex.and_then(|hex| {
-        (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok()).collect::<Option<Vec<_>>>()
-    });
-    match decoded {
+    match text.strip_prefix("0x").and_then(dlq_core::admin::unhex) {
         // Only bytes that are not UTF-8 were written as hex.
         Some(decoded) if std::str::from_utf8(&decoded).is_err() => decoded,
         _ => text.as_bytes().to_vec(),

@@ -282,8 +282,15 @@ fn lossy_json(payload: &Payload) -> serde_json::Value {
     }
 }
 
-/// Lowercase hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex of `bytes`, as the operator tools show raw payloads (`dlq show --json`, the
+/// console's API, a patch's audit diff).
+///
+/// ```
+/// assert_eq!(dlq_core::admin::hex(&[0xff, 0x00, 0x10]), "ff0010");
+/// assert_eq!(dlq_core::admin::unhex("ff0010"), Some(vec![0xff, 0x00, 0x10]));
+/// assert_eq!(dlq_core::admin::unhex("f"), None);
+/// ```
+pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
         let _ = write!(out, "{b:02x}");
@@ -291,7 +298,8 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     })
 }
 
-fn unhex(text: &str) -> Option<Vec<u8>> {
+/// The bytes of lowercase or uppercase hex ([`hex`]); `None` for anything else.
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
     if text.len() % 2 != 0 {
         return None;
     }

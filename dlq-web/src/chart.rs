@@ -37,12 +37,9 @@ fn buckets(window: Option<&str>) -> Result<(usize, TimeDelta, &'static str), Fai
     }
 }
 
-/// How long a drawn chart is reused: the overview refreshes itself every 30 s, and a drawing
-/// reads every row created in its window.
+/// How long a drawn chart is reused (a snapshot, as the overview's figures): the overview
+/// refreshes itself every 30 s, and a drawing reads every row created in its window.
 const REUSE: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// Charts drawn lately, by window: `(when, svg)`.
-pub(crate) type ChartCache = std::sync::Mutex<std::collections::HashMap<&'static str, (std::time::Instant, String)>>;
 
 /// `GET /charts/parked.svg`.
 pub(crate) async fn parked(
@@ -50,21 +47,10 @@ pub(crate) async fn parked(
     Query(window): Query<Window>,
 ) -> Result<impl IntoResponse, Failure> {
     let (n, step, title) = buckets(window.window.as_deref())?;
-    let cached = console
-        .charts
-        .lock()
-        .ok()
-        .and_then(|c| c.get(title).filter(|(at, _)| at.elapsed() < REUSE).map(|(_, svg)| svg.clone()));
-    let svg = match cached {
-        Some(svg) => svg,
-        None => {
-            let svg = draw(&console, n, step, title).await?;
-            if let Ok(mut cache) = console.charts.lock() {
-                cache.insert(title, (std::time::Instant::now(), svg.clone()));
-            }
-            svg
-        }
-    };
+    let drawer = console.clone();
+    let compute = || async move { draw(&drawer, n, step, title).await };
+    let (svg, _) = console.snapshots.get(format!("chart:{title}"), REUSE, compute).await?;
+    let svg = String::clone(&svg);
     Ok(([(header::CONTENT_TYPE, "image/svg+xml"), (header::CACHE_CONTROL, "private, max-age=60")], svg))
 }
 

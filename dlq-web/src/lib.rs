@@ -119,6 +119,10 @@ pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 
 /// How old the overview's figures and a failure-group list may be before a page view
 /// refreshes them in the background: 10 s.
+///
+/// ```
+/// assert_eq!(dlq_web::DEFAULT_SNAPSHOT_MAX_AGE, std::time::Duration::from_secs(10));
+/// ```
 pub const DEFAULT_SNAPSHOT_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Options {
@@ -207,7 +211,6 @@ pub fn token_matches(expected: &str, given: &str) -> bool {
 pub(crate) struct Console {
     admin: Admin,
     options: Arc<Options>,
-    charts: Arc<chart::ChartCache>,
     snapshots: Arc<snapshot::Snapshots>,
     runs: Arc<operations::Runs>,
 }
@@ -220,12 +223,9 @@ impl Console {
         Ok(self.snapshots.get("stats".into(), self.options.snapshot_max_age, compute).await?.0)
     }
 
-    /// Drops the snapshots and the charts drawn: an action changed the rows.
+    /// Drops the snapshots (figures, group lists, charts): an action changed the rows.
     pub(crate) fn forget_snapshots(&self) {
         self.snapshots.clear();
-        if let Ok(mut charts) = self.charts.lock() {
-            charts.clear();
-        }
     }
 
     /// The admin layer acting as the operator of this request.
@@ -249,13 +249,7 @@ impl Console {
 /// ```
 pub fn router(admin: Admin, options: Options) -> Router {
     let body_limit = options.body_limit;
-    let console = Console {
-        admin,
-        options: Arc::new(options),
-        charts: Arc::default(),
-        snapshots: Arc::default(),
-        runs: Arc::default(),
-    };
+    let console = Console { admin, options: Arc::new(options), snapshots: Arc::default(), runs: Arc::default() };
     Router::new()
         .route("/", get(pages::overview))
         .route("/groups", get(pages::groups))

@@ -452,16 +452,11 @@ impl BulkForm {
     }
 }
 
-/// A rate field: rows per second above 0, or empty for no limit.
+/// A rate field (`Pacing::parse_rate`: `200` or `200/s`), or empty for no limit.
 pub(crate) fn rate(field: Option<&str>) -> Result<Option<f64>, Failure> {
     match field.map(str::trim).filter(|r| !r.is_empty()) {
         None => Ok(None),
-        Some(r) => r
-            .parse::<f64>()
-            .ok()
-            .filter(|n| n.is_finite() && *n > 0.0)
-            .map(Some)
-            .ok_or_else(|| Failure::bad_request(format!("rate=`{r}`: expected rows per second above 0"))),
+        Some(r) => Pacing::parse_rate(r).map(Some).map_err(|why| Failure::bad_request(format!("rate: {why}"))),
     }
 }
 

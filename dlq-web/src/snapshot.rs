@@ -4,7 +4,7 @@
 //! On a table of a million rows the stats and the grouping by fingerprint take hundreds of
 //! milliseconds however they are indexed: each is an aggregate over every row. A page shows
 //! the last snapshot when it is younger than [`Options::snapshot_max_age`]
-//! (crate::Options::snapshot_max_age); an older one is shown too, while one request refreshes
+//! (crate::Options::snapshot_max_age) (charts: 5 minutes); an older one is shown too, while one request refreshes
 //! it in the background (stale-while-revalidate), unless it is older than three times that
 //! (the console sat unviewed): then, as on the very first view, the page waits for its query. Every action the console takes drops the snapshots, so its result shows on
 //! the next page view. Row lists, a row's detail and one group's page are never cached: they
@@ -22,7 +22,7 @@ use crate::error::Failure;
 /// A snapshot older than this many `max_age`s is not shown at all: the view computes anew.
 const STALE_LIMIT: u32 = 3;
 
-/// At most this many group lists (one per distinct filter) are kept.
+/// At most this many snapshots (the stats, the charts, a group list per filter) are kept.
 const MAX_ENTRIES: usize = 32;
 
 /// Snapshots by key: when each was taken, the value, and whether a refresh is under way.

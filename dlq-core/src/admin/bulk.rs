@@ -154,6 +154,27 @@ pub struct Pacing {
     pub poll: Duration,
 }
 
+impl Pacing {
+    /// A rate as operators write it, `200/s` or `200`: rows per second, above zero (what
+    /// `dlq redrive --rate` and the console's rate field read).
+    ///
+    /// # Errors
+    /// One line naming the text, for anything else.
+    ///
+    /// ```
+    /// use dlq_core::admin::Pacing;
+    /// assert_eq!(Pacing::parse_rate("200/s"), Ok(200.0));
+    /// assert!(Pacing::parse_rate("0/s").is_err() && Pacing::parse_rate("fast").is_err());
+    /// ```
+    pub fn parse_rate(text: &str) -> Result<f64, String> {
+        let number = text.strip_suffix("/s").unwrap_or(text);
+        match number.trim().parse::<f64>() {
+            Ok(rate) if rate > 0.0 && rate.is_finite() => Ok(rate),
+            _ => Err(format!("`{text}` is not a rate like 200/s")),
+        }
+    }
+}
+
 impl Default for Pacing {
     fn default() -> Self {
         Self { rate: None, canary_wait: Duration::from_secs(60), poll: Duration::from_millis(200) }

@@ -48,7 +48,7 @@ pub fn detail(detail: &Detail) -> Value {
     let l = &detail.letter;
     let mut doc = row(l);
     let (raw_hex, truncation) = match &l.payload {
-        Payload::Raw { bytes, truncated } => (Some(hex(bytes)), truncated.clone()),
+        Payload::Raw { bytes, truncated } => (Some(super::hex(bytes)), truncated.clone()),
         Payload::Json(_) => (None, None),
     };
     let extra = json!({
@@ -75,8 +75,4 @@ pub fn detail(detail: &Detail) -> Value {
 /// What a patch or an undo did: `{id, audit_id, old, new}`.
 pub fn patched(outcome: &PatchOutcome) -> Value {
     json!({ "id": outcome.id, "audit_id": outcome.audit_id, "old": payload(&outcome.old), "new": payload(&outcome.new) })
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -45,6 +45,8 @@ pub use bulk::{
 pub use patch::{Change, PatchManyReport, PatchRefusal, RowPatch};
 pub use stats::{Growth, Orphan, StatsReport, StatusCounts};
 
+pub use crate::action::{hex, unhex};
+
 /// An error and its `source()` chain on one line, each cause once: what the CLI and the
 /// console show an operator.
 ///
