@@ -228,6 +228,14 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// a store whose claims slow down as finished rows pile up cleans up here (PostgreSQL
     /// vacuums its table when the dead tuples pass a threshold, without waiting for
     /// autovacuum). Returns whether it did anything. The default does nothing.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use dlq_core::{DeadLetterStore, MemoryStore};
+    /// assert!(!MemoryStore::new().maintain().await?, "nothing to clean up in memory");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
     fn maintain(&self) -> BoxFuture<'_, StoreResult<bool>> {
         Box::pin(async { Ok(false) })
     }
@@ -298,6 +306,11 @@ pub trait DeadLetterStore: Send + Sync + 'static {
 pub use crate::circuit::{Circuit, CircuitLogEntry, CircuitWrite, Circuits};
 
 /// The rows one event type created in one bucket of [`DeadLetterStore::created_histogram`].
+///
+/// ```
+/// let bucket = dlq_core::store::HistogramBucket::new("payment", 3, 12);
+/// assert_eq!((bucket.event_type.as_str(), bucket.bucket, bucket.count), ("payment", 3, 12));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct HistogramBucket {
@@ -317,6 +330,13 @@ impl HistogramBucket {
 }
 
 /// A histogram's step as a `TimeDelta`: positive and at most a year.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(dlq_core::store::histogram_step(Duration::from_secs(3600))?, chrono::TimeDelta::hours(1));
+/// assert!(dlq_core::store::histogram_step(Duration::ZERO).is_err());
+/// # Ok::<(), dlq_core::Error>(())
+/// ```
 ///
 /// # Errors
 /// [`Error::Config`] for a zero step or one over a year.

@@ -117,12 +117,7 @@ pub(crate) async fn page(
     base: Base,
     Path(id): Path<i64>,
 ) -> Result<axum::response::Response, Failure> {
-    let op = console
-        .admin
-        .store()
-        .operation(id)
-        .await?
-        .ok_or_else(|| Failure::new(StatusCode::NOT_FOUND, format!("no operation {id}")))?;
+    let op = operation(&console, id).await?;
     let run = console.runs.get(id);
     let running_here = matches!(run, Some(Run::Running));
     let resumable = op.state != OperationState::Done && !running_here;
@@ -161,6 +156,16 @@ pub(crate) async fn page(
     Ok(crate::pages::render(view::page(&base, &title, refresh, body)))
 }
 
+/// Operation `id`, or a 404 naming it.
+async fn operation(console: &Console, id: i64) -> Result<Operation, Failure> {
+    console
+        .admin
+        .store()
+        .operation(id)
+        .await?
+        .ok_or_else(|| Failure::new(StatusCode::NOT_FOUND, format!("no operation {id}")))
+}
+
 /// Where the operation's rows are: its group, its one row, or the overview.
 fn back(base: &Base, op: &Operation) -> String {
     let plan: Option<BulkPlan> = serde_json::from_value(op.spec.clone()).ok();
@@ -187,6 +192,10 @@ pub(crate) async fn resume(
     Form(form): Form<ResumeForm>,
 ) -> Result<impl IntoResponse, Failure> {
     let pacing = Pacing { rate: crate::pages::rate(form.rate.as_deref())?, ..Pacing::default() };
+    // Refused here, with one line, rather than by the background run.
+    if operation(&console, id).await?.state == OperationState::Done {
+        return Err(Failure::new(StatusCode::CONFLICT, format!("operation {id} is done: nothing to resume")));
+    }
     console.spawn_run(admin, id, pacing)?;
     Ok(Redirect::to(&base.url(&format!("/operations/{id}"))))
 }

@@ -212,6 +212,9 @@ async fn a_stopped_operation_resumes_from_its_page(store: Store) {
     for id in &ids {
         assert_eq!(store.get(*id).await.unwrap().unwrap().status, Status::Pending);
     }
+    let (status, _, body) = send(&app, form(&format!("/dlq/operations/{id}/resume"), "rate=")).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("is done: nothing to resume"), "{body}");
     assert_eq!(get(&app, "/dlq/operations/999999").await.0, StatusCode::NOT_FOUND);
     let (status, _, body) = send(&app, form(&format!("/dlq/operations/{id}/resume"), "rate=-1")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
