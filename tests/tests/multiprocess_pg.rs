@@ -142,6 +142,9 @@ async fn four_processes_lose_nothing_under_sigkill_and_sigstop(pool: PgPool) {
     let mut held = Vec::new();
     for _ in 0..100 {
         stopped.signal("STOP");
+        // A settle the worker sent just before it stopped still commits: let it land, so that
+        // `held` names only rows whose outcome the stopped worker has yet to write.
+        tokio::time::sleep(Duration::from_millis(300)).await;
         held = held_by(&pool, &stopped_owner).await;
         if !held.is_empty() {
             break;
