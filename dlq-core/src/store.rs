@@ -180,7 +180,10 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// Rows created per event type in `buckets` consecutive buckets of `step` from `since`
     /// (the console's charts): one entry per type and bucket that has rows. The default counts
     /// each bucket of each type with [`count`](Self::count); the SQL stores answer with one
-    /// grouped query over the `created_at` index.
+    /// grouped query over the `created_at` index. PostgreSQL answers windows of whole hours
+    /// that start on the hour (within the last 30 days) from its hourly count of parks, kept
+    /// by the table's triggers: there a row counts in the hour it was parked even after a
+    /// purge removed it.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -227,7 +230,8 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// Upkeep a running retrier asks for every `heartbeat` (one call at a time per retrier):
     /// a store whose claims slow down as finished rows pile up cleans up here (PostgreSQL
     /// vacuums its table when the dead tuples pass a threshold, without waiting for
-    /// autovacuum). Returns whether it did anything. The default does nothing.
+    /// autovacuum, and folds the tallies its stats read). Returns whether it did heavy work
+    /// (PostgreSQL: whether it vacuumed). The default does nothing.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {

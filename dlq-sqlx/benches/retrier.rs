@@ -82,8 +82,21 @@ async fn setup() -> Result<(PgPool, PgStore)> {
     Ok((pool, store))
 }
 
-async fn reset(pool: &PgPool) -> Result<()> {
-    sqlx::query("TRUNCATE dlq_events, dlq_attempts, dlq_audit, dlq_retriers").execute(pool).await?;
+/// Who writes the table next: dlq, with its tally triggers (migration 0010), or the raw SQL
+/// baseline, which is a bare queue table: no triggers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Writer {
+    Dlq,
+    Raw,
+}
+
+async fn reset(pool: &PgPool, writer: Writer) -> Result<()> {
+    let triggers = match writer {
+        Writer::Dlq => "ALTER TABLE dlq_events ENABLE TRIGGER USER",
+        Writer::Raw => "ALTER TABLE dlq_events DISABLE TRIGGER USER",
+    };
+    sqlx::query(triggers).execute(pool).await?;
+    sqlx::query("TRUNCATE dlq_events, dlq_attempts, dlq_audit, dlq_retriers, dlq_tallies").execute(pool).await?;
     Ok(())
 }
 
@@ -119,7 +132,7 @@ enum Plan {
 
 /// Raw SQL: 4 connections claiming 50 with SKIP LOCKED and completing by id array.
 async fn raw_drain(pool: &PgPool, n: usize, table: Table, plan: Plan) -> Result<Duration> {
-    reset(pool).await?;
+    reset(pool, Writer::Raw).await?;
     fill(pool, "bench-noop", n, "PENDING").await?;
     if table == Table::Vacuumed {
         vacuum(pool).await?;
@@ -197,7 +210,7 @@ async fn ours_drain(
     config: RetrierConfig,
     table: Table,
 ) -> Result<Duration> {
-    reset(pool).await?;
+    reset(pool, Writer::Dlq).await?;
     fill(pool, event_type, n, "PENDING").await?;
     if table == Table::Vacuumed {
         vacuum(pool).await?;
@@ -223,7 +236,7 @@ fn letter(n: usize) -> dlq_core::NewDeadLetter {
 
 /// 64 tasks, each parking its failures one at a time (group-committed by the store).
 async fn ours_park(pool: &PgPool, store: &PgStore, n: usize) -> Result<Duration> {
-    reset(pool).await?;
+    reset(pool, Writer::Dlq).await?;
     let per_task = n / 64;
     let start = Instant::now();
     let tasks: Vec<_> = (0..64)
@@ -245,7 +258,7 @@ async fn ours_park(pool: &PgPool, store: &PgStore, n: usize) -> Result<Duration>
 
 /// The same rows as one raw 64-row `INSERT … SELECT FROM unnest` after another.
 async fn raw_park(pool: &PgPool, n: usize) -> Result<Duration> {
-    reset(pool).await?;
+    reset(pool, Writer::Raw).await?;
     let letters: Vec<_> = (0..(n / 64) * 64).map(letter).collect();
     let start = Instant::now();
     for chunk in letters.chunks(64) {
@@ -272,7 +285,7 @@ async fn raw_park(pool: &PgPool, n: usize) -> Result<Duration> {
 /// Median and mean claim latency (claim 50, then settle them unmeasured) on a table of `size`
 /// rows of which 10 000 are due.
 async fn claim_latency(pool: &PgPool, store: &PgStore, size: usize) -> Result<(Duration, Duration)> {
-    reset(pool).await?;
+    reset(pool, Writer::Dlq).await?;
     fill(pool, "bench-noop", size.saturating_sub(10_000), "SUCCEEDED").await?;
     fill(pool, "bench-noop", 10_000, "PENDING").await?;
     vacuum(pool).await?;
@@ -289,7 +302,7 @@ async fn claim_latency_after_completions(
     store: &PgStore,
     size: usize,
 ) -> Result<((Duration, Duration), Option<(Duration, Duration)>)> {
-    reset(pool).await?;
+    reset(pool, Writer::Dlq).await?;
     fill(pool, "bench-noop", size.saturating_sub(10_000), "PENDING").await?;
     vacuum(pool).await?;
     sqlx::query("UPDATE dlq_events SET status = 'SUCCEEDED', updated_at = now() WHERE status = 'PENDING'")

@@ -187,7 +187,9 @@ async fn sql_metacharacters_round_trip_exactly_in_every_text_field(pool: PgPool)
         "dlq_circuits",
         "dlq_events",
         "dlq_operations",
+        "dlq_parked_hours",
         "dlq_retriers",
+        "dlq_tallies",
     ];
     assert_eq!(tables, expected, "none dropped");
 }

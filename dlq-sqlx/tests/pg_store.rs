@@ -502,3 +502,152 @@ async fn a_claim_after_a_burst_reads_the_batch_not_every_due_row(pool: PgPool) {
         .unwrap();
     assert_eq!(ids, oldest);
 }
+
+/// `stats` and `groups` read the tallies (migration 0010); these are what a scan of the table
+/// says, whatever changed the rows: the store's own calls, an operator's SQL, a fold.
+async fn tallies_match_the_table(store: &dlq_sqlx::PgStore, pool: &PgPool, when: &str) {
+    let scanned: Vec<(String, String, i64)> =
+        sqlx::query_as("SELECT event_type, status, count(*) FROM dlq_events GROUP BY 1, 2 ORDER BY 1, 2")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    let mut tallied: Vec<(String, String, i64)> = store
+        .stats()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.event_type, r.status.as_str().to_owned(), i64::try_from(r.count).unwrap()))
+        .collect();
+    tallied.sort();
+    assert_eq!(tallied, scanned, "stats {when}");
+    let scanned: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT fingerprint, event_type, count(*) FROM dlq_events \
+         WHERE status IN ('PENDING', 'FAILED_PERMANENTLY') GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let mut tallied: Vec<(String, String, i64)> = store
+        .groups(ListFilter::default().limit(1_000))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|g| (g.fingerprint, g.event_type, i64::try_from(g.count).unwrap()))
+        .collect();
+    tallied.sort();
+    assert_eq!(tallied, scanned, "groups {when}");
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn stats_and_groups_follow_every_change_without_scanning(pool: PgPool) {
+    let store = store(&pool).await;
+    for n in 0..30 {
+        let ty = ["payment", "refund", "invoice"][usize::try_from(n % 3).unwrap()];
+        let mut parked = letter(ty, n);
+        if n % 5 == 0 {
+            parked.failure = failure(ErrorClass::Permanent, "card declined");
+        }
+        store.park(parked).await.unwrap();
+    }
+    tallies_match_the_table(&store, &pool, "after parking").await;
+
+    let claimed = claim(&store, &["payment", "refund"], 8).await;
+    tallies_match_the_table(&store, &pool, "with rows claimed").await;
+    let settlements = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match i % 3 {
+            0 => Settlement::Succeeded { lease: c.lease },
+            1 => Settlement::Retry {
+                lease: c.lease,
+                delay: Duration::ZERO,
+                failure: failure(ErrorClass::Transient, "ledger down again"),
+            },
+            _ => Settlement::Dead {
+                lease: c.lease,
+                reason: DeadReason::Permanent,
+                failure: failure(ErrorClass::Permanent, "bad currency"),
+                counts: true,
+            },
+        })
+        .collect();
+    store.settle(settlements).await.unwrap();
+    tallies_match_the_table(&store, &pool, "after settling").await;
+
+    assert!(!store.maintain().await.unwrap(), "folds; nothing to vacuum");
+    let keys: i64 = sqlx::query_scalar("SELECT count(*) FROM dlq_tallies").fetch_one(&pool).await.unwrap();
+    let distinct: i64 =
+        sqlx::query_scalar("SELECT count(DISTINCT (event_type, dlq_tallied(status), fingerprint)) FROM dlq_events")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(keys, distinct, "folded: one row per key, none for empty keys");
+    tallies_match_the_table(&store, &pool, "after the fold").await;
+
+    store.redrive(ListFilter::default().event_type("invoice"), "ops").await.unwrap();
+    store.discard(ListFilter::default().event_type("refund").status(Status::FailedPermanently), "ops").await.unwrap();
+    tallies_match_the_table(&store, &pool, "after redrive and discard").await;
+
+    // An operator's SQL goes through the same triggers.
+    sqlx::query("UPDATE dlq_events SET status = 'DISCARDED', updated_at = now() - interval '30 days' WHERE id % 4 = 0")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM dlq_events WHERE id % 7 = 0").execute(&pool).await.unwrap();
+    tallies_match_the_table(&store, &pool, "after an operator's UPDATE and DELETE").await;
+    store.purge(Duration::from_secs(86_400)).await.unwrap();
+    tallies_match_the_table(&store, &pool, "after the purge").await;
+    sqlx::query("TRUNCATE dlq_events CASCADE").execute(&pool).await.unwrap();
+    tallies_match_the_table(&store, &pool, "after TRUNCATE").await;
+    assert!(store.stats().await.unwrap().is_empty());
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn charts_on_whole_hours_count_parks_without_scanning(pool: PgPool) {
+    let store = store(&pool).await;
+    // 90 rows parked over the last 30 hours, as an `INSERT … SELECT` from an operator or a
+    // backfill would write them.
+    sqlx::query(
+        "INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, fingerprint, created_at)
+         SELECT (ARRAY['payment', 'refund'])[1 + i % 2], jsonb_build_object('i', i), 'transient', 'io', 'down',
+                'fp', now() - (i * 20) * interval '1 minute'
+         FROM generate_series(0, 89) AS i",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let end = chrono::DateTime::from_timestamp(now - now.rem_euclid(3600) + 3600, 0).unwrap();
+    let since = end - chrono::TimeDelta::hours(48);
+    let expected = || async {
+        let rows: Vec<(String, i32, i64)> = sqlx::query_as(
+            "SELECT event_type, floor(extract(epoch FROM created_at - $1) / 3600)::int4, count(*)
+             FROM dlq_events WHERE created_at >= $1 GROUP BY 1, 2 ORDER BY 1, 2",
+        )
+        .bind(since)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        rows.into_iter().map(|(t, b, n)| (t, u32::try_from(b).unwrap(), u64::try_from(n).unwrap())).collect::<Vec<_>>()
+    };
+    let charted = || async {
+        let mut rows: Vec<_> = store
+            .created_histogram(since, Duration::from_secs(3600), 48)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|b| (b.event_type, b.bucket, b.count))
+            .collect();
+        rows.sort();
+        rows
+    };
+    let before = expected().await;
+    assert_eq!(before.iter().map(|r| r.2).sum::<u64>(), 90);
+    assert_eq!(charted().await, before, "hourly counts, unfolded");
+    store.maintain().await.unwrap();
+    assert_eq!(charted().await, before, "hourly counts, folded");
+    // A purged row was still parked in its hour.
+    sqlx::query("DELETE FROM dlq_events WHERE id % 3 = 0").execute(&pool).await.unwrap();
+    assert_eq!(charted().await, before, "after a delete");
+    assert_ne!(expected().await, before);
+}

@@ -171,11 +171,12 @@ impl Options {
 
     /// How old the store-wide figures of the overview and the failure-group lists may be
     /// before a page view refreshes them (in the background: the page shows the previous
-    /// figures, with their time); default [`DEFAULT_SNAPSHOT_MAX_AGE`]. Each is an aggregate
-    /// over the whole table (hundreds of milliseconds at a million rows), so pages do not run
-    /// it on every view. Row lists, details and one group's page are always read fresh, and
-    /// every action of the console drops the snapshots. A snapshot older than three times
-    /// this is not shown (the console sat unviewed): that view waits for fresh figures.
+    /// figures, with their time); default [`DEFAULT_SNAPSHOT_MAX_AGE`]. PostgreSQL answers
+    /// them from counts its triggers keep (a few milliseconds at any size); SQLite and other
+    /// stores aggregate over the whole table, which a snapshot spares most views. Row lists,
+    /// details and one group's page are always read fresh, and every action of the console
+    /// drops the snapshots. A snapshot older than three times this is not shown (the console
+    /// sat unviewed): that view waits for fresh figures.
     /// `Duration::ZERO` computes them on every view.
     ///
     /// ```

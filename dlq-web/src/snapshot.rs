@@ -1,14 +1,15 @@
-//! Store-wide figures (the overview's stats, the failure-group lists) kept for a few seconds
-//! and refreshed in the background, so a page view costs no scan of the table.
+//! Store-wide figures (the overview's stats, the failure-group lists, the charts) kept for a
+//! few seconds and refreshed in the background, so most page views ask the store nothing.
 //!
-//! On a table of a million rows the stats and the grouping by fingerprint take hundreds of
-//! milliseconds however they are indexed: each is an aggregate over every row. A page shows
-//! the last snapshot when it is younger than [`Options::snapshot_max_age`]
-//! (crate::Options::snapshot_max_age) (charts: 5 minutes); an older one is shown too, while one request refreshes
-//! it in the background (stale-while-revalidate), unless it is older than three times that
-//! (the console sat unviewed): then, as on the very first view, the page waits for its query. Every action the console takes drops the snapshots, so its result shows on
-//! the next page view. Row lists, a row's detail and one group's page are never cached: they
-//! read by index.
+//! PostgreSQL answers these from counts its triggers keep (`dlq_tallies`, a few milliseconds
+//! at a million rows); SQLite and other stores aggregate over every row, so there a snapshot
+//! spares most views that scan. A page shows the last snapshot when it is younger than
+//! [`Options::snapshot_max_age`](crate::Options::snapshot_max_age) (charts: 5 minutes); an
+//! older one is shown too, while one request refreshes it in the background
+//! (stale-while-revalidate), unless it is older than three times that (the console sat
+//! unviewed): then, as on the very first view, the page waits for its query. Every action the
+//! console takes drops the snapshots, so its result shows on the next page view. Row lists, a
+//! row's detail and one group's page are never cached: they read by index.
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -101,25 +101,34 @@ impl Admin {
     /// The store's error.
     pub async fn stats(&self, top: usize) -> Result<StatsReport, Error> {
         let at = Utc::now();
+        // Independent reads: asked together, so the report takes as long as the slowest.
+        let store = &self.store;
+        let (rows, groups, last_5m, last_1h, retriers, capacity, table, circuits) = tokio::try_join!(
+            store.stats(),
+            store.groups(ListFilter::default().limit(top)),
+            self.parked_since(at, 5),
+            self.parked_since(at, 60),
+            store.retriers(),
+            store.capacity(),
+            store.table_health(),
+            async {
+                match store.circuits().await {
+                    Ok(read) => Ok(read.circuits.into_iter().filter(|c| !c.is_claimable()).collect()),
+                    Err(Error::Unsupported { .. }) => Ok(Vec::new()),
+                    Err(error) => Err(error),
+                }
+            },
+        )?;
         let mut counts: BTreeMap<String, StatusCounts> = BTreeMap::new();
-        for row in self.store.stats().await? {
+        for row in rows {
             let entry = counts
                 .entry(row.event_type.clone())
                 .or_insert_with(|| StatusCounts { event_type: row.event_type.clone(), ..StatusCounts::default() });
             entry.add(row.status, row.count);
         }
-        let groups = self.store.groups(ListFilter::default().limit(top)).await?;
-        let growth = Growth { last_5m: self.parked_since(at, 5).await?, last_1h: self.parked_since(at, 60).await? };
-        let retriers = self.store.retriers().await?;
+        let growth = Growth { last_5m, last_1h };
         let orphans = self.orphans(&counts, &retriers);
-        let capacity = self.store.capacity().await?;
-        let table = self.store.table_health().await?;
         let saturation = capacity.map(|c| c.saturation());
-        let circuits = match self.store.circuits().await {
-            Ok(read) => read.circuits.into_iter().filter(|c| !c.is_claimable()).collect(),
-            Err(Error::Unsupported { .. }) => Vec::new(),
-            Err(error) => return Err(error),
-        };
         let mut report = StatsReport {
             at,
             counts: counts.into_values().collect(),

@@ -148,14 +148,78 @@ pub(crate) async fn set_state(store: &PgStore, id: i64, state: OperationState) -
 /// The retrier-driven vacuum's state in this process.
 #[derive(Debug, Default)]
 pub(crate) struct VacuumState {
-    /// When this process last vacuumed (or tried).
+    /// When this process last vacuumed `dlq_events` (or tried).
     last: Option<std::time::Instant>,
-    /// Whether the role may vacuum the table (it owns it), once known.
+    /// Whether the role may vacuum the tables (it owns them), once known.
     allowed: Option<bool>,
+    /// Tally rows this process folded since it last vacuumed `dlq_tallies`.
+    folded: u64,
 }
 
 /// The shortest time between two vacuums by this process, and since any vacuum of the table.
 const VACUUM_EVERY: Duration = Duration::from_secs(30);
+
+/// Folded tally rows (each a dead tuple) past which this process vacuums `dlq_tallies`: the
+/// table stays a few pages, so the stats that sum it stay sub-millisecond.
+const TALLY_VACUUM_ROWS: u64 = 20_000;
+
+/// The retrier's upkeep (`DeadLetterStore::maintain`): folds the tallies, then vacuums
+/// `dlq_events` when it needs it. Returns whether it vacuumed `dlq_events`.
+pub(crate) async fn maintain(store: &PgStore) -> StoreResult<bool> {
+    fold_tallies(store).await?;
+    vacuum_if_needed(store).await
+}
+
+/// Folds `dlq_tallies` into one row per key, and vacuums it once this process has folded
+/// [`TALLY_VACUUM_ROWS`] rows.
+pub(crate) async fn fold_tallies(store: &PgStore) -> StoreResult<u64> {
+    let folded: i64 =
+        sqlx::query_scalar(store.inner.sql.fold_tallies.sql()).fetch_one(&store.inner.pool).await.map_err(db)?;
+    let folded = unsigned(folded);
+    let due = {
+        let mut state = store.inner.vacuum.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.folded += folded;
+        state.folded >= TALLY_VACUUM_ROWS
+    };
+    if due {
+        let mut conn = store.inner.pool.acquire().await.map_err(db)?;
+        if may_vacuum(store, &mut conn).await? {
+            sqlx::query(store.inner.sql.vacuum_tallies.sql())
+                .persistent(false)
+                .execute(&mut *conn)
+                .await
+                .map_err(db)?;
+        }
+        store.inner.vacuum.lock().unwrap_or_else(std::sync::PoisonError::into_inner).folded = 0;
+    }
+    Ok(folded)
+}
+
+/// Whether this role may vacuum the store's tables: it must own them (PostgreSQL skips a
+/// table the role does not own with a warning, not an error). Asked once per process.
+async fn may_vacuum(store: &PgStore, conn: &mut sqlx::PgConnection) -> StoreResult<bool> {
+    let known = store.inner.vacuum.lock().unwrap_or_else(std::sync::PoisonError::into_inner).allowed;
+    if let Some(allowed) = known {
+        return Ok(allowed);
+    }
+    let owns: bool = sqlx::query_scalar(
+        "SELECT coalesce(bool_and(pg_has_role(c.relowner, 'MEMBER')), false) FROM pg_class c \
+         JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 \
+         AND c.relname IN ('dlq_events', 'dlq_tallies')",
+    )
+    .bind(&store.inner.config.schema)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db)?;
+    store.inner.vacuum.lock().unwrap_or_else(std::sync::PoisonError::into_inner).allowed = Some(owns);
+    if !owns {
+        tracing::warn!(
+            "this role does not own dlq_events, so it cannot vacuum it: dead tuples wait for autovacuum \
+             (make the role the table's owner, or set PgConfig::vacuum_dead_tuples(None) to silence this)"
+        );
+    }
+    Ok(owns)
+}
 
 /// `VACUUM (ANALYZE)` of `dlq_events` when its dead tuples pass the configured threshold:
 /// at most one retrier at a time (a session advisory lock), at most every 30 s, and not
@@ -178,25 +242,8 @@ pub(crate) async fn vacuum_if_needed(store: &PgStore) -> StoreResult<bool> {
         return Ok(false);
     }
     let mut conn = store.inner.pool.acquire().await.map_err(db)?;
-    let allowed = store.inner.vacuum.lock().unwrap_or_else(std::sync::PoisonError::into_inner).allowed;
-    if allowed.is_none() {
-        // PostgreSQL skips a table the role does not own with a warning, not an error.
-        let owns: bool = sqlx::query_scalar(
-            "SELECT coalesce(bool_or(pg_has_role(c.relowner, 'MEMBER')), false) FROM pg_class c \
-             JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'dlq_events'",
-        )
-        .bind(&store.inner.config.schema)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(db)?;
-        store.inner.vacuum.lock().unwrap_or_else(std::sync::PoisonError::into_inner).allowed = Some(owns);
-        if !owns {
-            tracing::warn!(
-                "this role does not own dlq_events, so it cannot vacuum it: dead tuples wait for autovacuum \
-                 (make the role the table's owner, or set PgConfig::vacuum_dead_tuples(None) to silence this)"
-            );
-            return Ok(false);
-        }
+    if !may_vacuum(store, &mut conn).await? {
+        return Ok(false);
     }
     let key = format!("dlq vacuum {}", store.inner.config.schema);
     let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock(hashtext($1))")

@@ -132,6 +132,8 @@ statements! {
     list_oldest = "list_oldest.sql";
     /// Filtered rows, counted up to a limit.
     count_matching = "count_matching.sql";
+    /// Rows created in a time window, counted up to a limit, by the `created_at` index.
+    count_created = "count_created.sql";
     /// One audit entry by id.
     audit_entry = "audit_entry.sql";
     /// Lock the rows of an action batch.
@@ -152,12 +154,20 @@ statements! {
     table_health = "table_health.sql";
     /// Vacuum the events table.
     vacuum = "vacuum.sql";
+    /// Vacuum the tallies.
+    vacuum_tallies = "vacuum_tallies.sql";
     /// Counts by type and status.
     stats = "stats.sql";
-    /// Failure groups.
+    /// Failure groups, by any filter (an aggregate over the matching rows).
     groups = "groups.sql";
+    /// Failure groups by status, event type and fingerprint, from the tallies.
+    groups_tallied = "groups_tallied.sql";
+    /// Fold the tallies' appended rows into one per key.
+    fold_tallies = "fold_tallies.sql";
     /// Rows created per event type and time bucket.
     created_histogram = "created_histogram.sql";
+    /// Rows parked per event type and whole-hour bucket, from the hourly tallies.
+    parked_histogram = "parked_histogram.sql";
     /// Attempt history of a row.
     attempts = "attempts.sql";
     /// Audit log of a row.
@@ -224,7 +234,7 @@ mod tests {
         assert!(sql.claim_with_limit(usize::MAX).0.contains(&format!("LIMIT {}", i64::MAX)));
         assert_eq!(sql.channel, "dlq_events.tenant_a");
         assert_eq!(Sql::new("public").channel, "dlq_events");
-        assert!(sql.list.0.contains("id > $10::int8") && !sql.list.0.contains("{filter}"));
+        assert!(sql.list.0.contains("id > $10)") && !sql.list.0.contains("{filter}"));
     }
 
     #[test]

@@ -10,8 +10,10 @@
 -- plans every claim anew instead of caching one plan.
 -- The claim commits asynchronously: a claim lost in a server crash only means the row is
 -- claimed again (at-least-once), and the outcome's durable commit flushes the claim with it.
+-- It changes no tally (rows in flight are tallied as PENDING, migration 0010), and says so to
+-- the tally trigger, which then skips its work.
 WITH async_commit AS MATERIALIZED (
-    SELECT set_config('synchronous_commit', 'off', true)
+    SELECT set_config('synchronous_commit', 'off', true), set_config('dlq.untallied', 'on', true)
 ),
 pending AS (
     SELECT id, retry_after FROM {schema}.dlq_claim_pending($1::text[], {limit})

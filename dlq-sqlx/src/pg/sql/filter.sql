@@ -6,4 +6,4 @@
       AND ($7::text IS NULL OR strpos(error_reason, $7) > 0)
       AND ($8::timestamptz IS NULL OR created_at >= $8)
       AND ($9::timestamptz IS NULL OR created_at < $9)
-      AND id > $10::int8 AND id < $11::int8
+      AND ($10::int8 IS NULL OR id > $10) AND ($11::int8 IS NULL OR id < $11)

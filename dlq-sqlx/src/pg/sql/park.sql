@@ -3,8 +3,12 @@
 -- key is already stored is skipped by the insert (`inserted` is false), and the caller looks
 -- the first row's id up. Attempt 0 of the history is the row's own failure (see
 -- first_failure_logged); retriers are woken when a PENDING row lands, unless $25 says another
--- write woke them a moment ago (the store then sends one trailing NOTIFY).
-WITH input AS (
+-- write woke them a moment ago (the store then sends one trailing NOTIFY). It writes its own
+-- tallies (migration 0010) and tells the table's trigger so: cheaper than the trigger's.
+WITH untallied AS MATERIALIZED (
+    SELECT set_config('dlq.untallied', 'on', true)
+),
+input AS (
     SELECT nextval('{schema}.dlq_events_id_seq') AS id, t.*
     FROM unnest(
         $1::text[], $2::text[], $3::jsonb[], $4::bytea[], $5::bool[], $6::int8[], $7::text[],
@@ -32,7 +36,17 @@ inserted AS (
         source_topic, source_partition, source_offset, source_headers, trace_context
     FROM input
     ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
-    RETURNING e.id, e.status
+    RETURNING e.id, e.status, e.event_type, e.fingerprint, e.created_at
+),
+tallied AS (
+    INSERT INTO {schema}.dlq_tallies
+    SELECT event_type, {schema}.dlq_tallied(status), fingerprint, count(*), min(created_at), max(created_at)
+    FROM inserted GROUP BY 1, 2, 3
+),
+hours AS (
+    INSERT INTO {schema}.dlq_parked_hours
+    SELECT event_type, {schema}.dlq_hour(created_at), count(*)
+    FROM inserted GROUP BY 1, 2
 ),
 wake AS (
     SELECT pg_notify($24, '') FROM (SELECT 1 FROM inserted WHERE status = 'PENDING' LIMIT 1) AS any_pending
@@ -43,5 +57,5 @@ SELECT
     i.dedupe_key,
     i.id IN (SELECT id FROM inserted) AS inserted,
     (SELECT count(*) FROM wake) AS woken
-FROM input i
+FROM input i, untallied
 ORDER BY i.ord
