@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use crate::circuit::{Circuit, CircuitState, CircuitWrite, Circuits};
+use crate::store::ClaimCap;
 use crate::{BreakerConfig, DeadLetterStore, Error, RetrierConfig, RetrierHeartbeat};
 
 /// Buckets of a window.
@@ -108,8 +109,9 @@ impl Local {
 pub(crate) struct Plan {
     /// Types claimed together with the batch size.
     pub(crate) free: Vec<String>,
-    /// Types claimed on their own, with their limit.
-    pub(crate) limited: Vec<(String, usize)>,
+    /// Types claimed on their own, with their limit in this retrier and, where the store
+    /// keeps caps, the cap across every retrier.
+    pub(crate) limited: Vec<(String, usize, Option<ClaimCap>)>,
     /// Open or abandoned half-open circuits whose trial is due.
     pub(crate) trials: Vec<Circuit>,
 }
@@ -122,6 +124,9 @@ pub(crate) struct Breakers {
     lease: Duration,
     /// Whether the store keeps circuits (else everything stays in this process).
     shared: AtomicBool,
+    /// Whether the store keeps limits across retriers (`DeadLetterStore::caps_claims`): then
+    /// each claim of a limited type carries its whole cap, else this retrier keeps its share.
+    caps: bool,
     local: Mutex<Local>,
 }
 
@@ -131,6 +136,7 @@ impl Breakers {
     pub(crate) fn new<'a>(
         config: &RetrierConfig,
         handlers: impl Iterator<Item = (&'a str, Option<BreakerConfig>)>,
+        caps: bool,
     ) -> Self {
         let now = Instant::now();
         let mut configs = HashMap::new();
@@ -148,7 +154,7 @@ impl Breakers {
             }
         }
         let local = Mutex::new(Local { types, ..Local::default() });
-        Self { configs, poll: config.poll_interval, lease: config.lease, shared: AtomicBool::new(true), local }
+        Self { configs, poll: config.poll_interval, lease: config.lease, shared: AtomicBool::new(true), caps, local }
     }
 
     fn lock(&self) -> MutexGuard<'_, Local> {
@@ -221,8 +227,8 @@ impl Breakers {
                 CircuitState::Open | CircuitState::HalfOpen => {}
                 CircuitState::Closed => match self.limit(&mut local, t, batch, now) {
                     None => plan.free.push(t.to_owned()),
-                    Some(0) => local.held_back = true,
-                    Some(n) => {
+                    Some((0, _)) => local.held_back = true,
+                    Some((n, cap)) => {
                         // Reserved now, so that the retrier's other claim loops see the slots
                         // and tokens taken; what the claim does not use is given back.
                         if let Some(state) = local.types.get_mut(t) {
@@ -231,7 +237,7 @@ impl Breakers {
                             let spent = n as f64;
                             state.bucket.tokens -= spent;
                         }
-                        plan.limited.push((t.to_owned(), n));
+                        plan.limited.push((t.to_owned(), n, cap));
                     }
                 },
             }
@@ -239,10 +245,15 @@ impl Breakers {
         plan
     }
 
-    /// The most rows of `t` one claim may take now, or `None` when nothing limits it.
-    fn limit(&self, local: &mut Local, t: &str, batch: usize, now: Instant) -> Option<usize> {
+    /// The most rows of `t` one claim of this retrier may take now, and the cap the store
+    /// keeps across retriers when it can; `None` when nothing limits `t`.
+    ///
+    /// Without the store's caps each retrier keeps an equal share of the limits (`sharing`,
+    /// from the heartbeats); with them, this retrier's own count only spares claims bound to
+    /// come back empty, and the store has the last word.
+    fn limit(&self, local: &mut Local, t: &str, batch: usize, now: Instant) -> Option<(usize, Option<ClaimCap>)> {
         let config = self.configs.get(t)?;
-        let share = local.sharing.get(t).copied().unwrap_or(1).max(1);
+        let share = if self.caps { 1 } else { local.sharing.get(t).copied().unwrap_or(1).max(1) };
         let state = local.types.get_mut(t)?;
         let mut limit = None;
         if let Some(max) = config.max_concurrent {
@@ -268,7 +279,8 @@ impl Breakers {
             let whole = bucket.tokens.floor().max(0.0) as usize;
             limit = Some(limit.map_or(whole, |l: usize| l.min(whole)).min(batch));
         }
-        limit
+        let cap = self.caps.then(|| ClaimCap { in_flight: config.max_concurrent, starts: rate.map(starts_per_window) });
+        limit.map(|n| (n, cap))
     }
 
     /// How long a claim loop with nothing to do may wait: the poll interval, or less when a
@@ -422,6 +434,21 @@ impl Breakers {
     }
 }
 
+/// A rate as the store's cap: `rate` claims in a window 10 % longer than a second (or, under
+/// one per second, one claim per 1.1 / `rate` seconds). Claims land a few milliseconds before
+/// their handlers start, so a window of exactly one second at the store would let a second
+/// seen by the handlers hold a little more than the rate; the tenth keeps it within.
+fn starts_per_window(rate: f64) -> (u32, Duration) {
+    const SLACK: f64 = 1.1;
+    if rate >= 1.0 {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a rate of at most u32::MAX")]
+        let whole = rate.floor().min(f64::from(u32::MAX)) as u32;
+        (whole, Duration::from_secs_f64(SLACK))
+    } else {
+        (1, Duration::from_secs_f64(SLACK / rate.max(1e-3)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,7 +456,7 @@ mod tests {
     fn breakers(rule: &str) -> Breakers {
         let config =
             RetrierConfig { breaker: Some(BreakerConfig::parse_rule(rule).unwrap()), ..RetrierConfig::default() };
-        Breakers::new(&config, [("payment", None)].into_iter())
+        Breakers::new(&config, [("payment", None)].into_iter(), false)
     }
 
     #[tokio::test(start_paused = true)]
@@ -463,7 +490,7 @@ mod tests {
         config.max_cool_down = Duration::from_secs(5);
         config.ramp = Duration::from_secs(10);
         let retrier = RetrierConfig { breaker: Some(config), ..RetrierConfig::default() };
-        let b = Breakers::new(&retrier, [("payment", None)].into_iter());
+        let b = Breakers::new(&retrier, [("payment", None)].into_iter(), false);
         let store = crate::MemoryStore::new();
         b.record("payment", true, "down", "me");
         let open = b.record("payment", true, "down", "me").unwrap();
@@ -484,7 +511,7 @@ mod tests {
         assert!(plan.free.is_empty() && plan.limited.is_empty(), "no token yet: {plan:?}");
         tokio::time::advance(Duration::from_secs(5)).await;
         let plan = b.plan(["payment"].into_iter(), 50);
-        assert_eq!(plan.limited, [("payment".to_owned(), 32)], "2^5 rows/s half-way through the ramp");
+        assert_eq!(plan.limited, [("payment".to_owned(), 32, None)], "2^5 rows/s half-way through the ramp");
         tokio::time::advance(Duration::from_secs(6)).await;
         let plan = b.plan(["payment"].into_iter(), 50);
         assert_eq!(plan.free, ["payment"], "ramp over, no max-rate: unlimited");
@@ -494,17 +521,37 @@ mod tests {
     async fn limits_are_shared_between_live_retriers() {
         let config = BreakerConfig { max_concurrent: Some(10), max_rate: Some(100), ..BreakerConfig::default() };
         let retrier = RetrierConfig { breaker: Some(config), ..RetrierConfig::default() };
-        let b = Breakers::new(&retrier, [("payment", None)].into_iter());
+        let b = Breakers::new(&retrier, [("payment", None)].into_iter(), false);
         let beats: Vec<_> = (0..4).map(|i| RetrierHeartbeat::new(&format!("r{i}"), ["payment"], false)).collect();
         b.share(&beats);
         tokio::time::advance(Duration::from_secs(1)).await;
         let plan = b.plan(["payment"].into_iter(), 50);
-        assert_eq!(plan.limited, [("payment".to_owned(), 3)], "10 / 4 handlers, rounded up");
+        assert_eq!(plan.limited, [("payment".to_owned(), 3, None)], "10 / 4 handlers, rounded up");
         assert!(b.plan(["payment"].into_iter(), 50).limited.is_empty(), "all 3 slots reserved");
         b.unreserve("payment", 1);
-        assert_eq!(b.plan(["payment"].into_iter(), 50).limited, [("payment".to_owned(), 1)], "one given back");
+        assert_eq!(b.plan(["payment"].into_iter(), 50).limited, [("payment".to_owned(), 1, None)], "one given back");
         b.finished("payment", 3);
         tokio::time::advance(Duration::from_secs(1)).await;
-        assert_eq!(b.plan(["payment"].into_iter(), 50).limited, [("payment".to_owned(), 3)]);
+        assert_eq!(b.plan(["payment"].into_iter(), 50).limited, [("payment".to_owned(), 3, None)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_a_store_that_caps_claims_each_claim_carries_the_whole_limits() {
+        let config = BreakerConfig { max_concurrent: Some(10), max_rate: Some(100), ..BreakerConfig::default() };
+        let retrier = RetrierConfig { breaker: Some(config), ..RetrierConfig::default() };
+        let b = Breakers::new(&retrier, [("payment", None)].into_iter(), true);
+        let beats: Vec<_> = (0..4).map(|i| RetrierHeartbeat::new(&format!("r{i}"), ["payment"], false)).collect();
+        b.share(&beats);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let cap = ClaimCap { in_flight: Some(10), starts: Some((100, Duration::from_secs_f64(1.1))) };
+        let plan = b.plan(["payment"].into_iter(), 50);
+        assert_eq!(plan.limited, [("payment".to_owned(), 10, Some(cap))], "no share: the store keeps the whole");
+    }
+
+    #[test]
+    fn rates_become_windows_a_tenth_longer_than_their_second() {
+        assert_eq!(starts_per_window(40.0), (40, Duration::from_secs_f64(1.1)));
+        assert_eq!(starts_per_window(2.5), (2, Duration::from_secs_f64(1.1)));
+        assert_eq!(starts_per_window(0.5), (1, Duration::from_secs_f64(2.2)), "under one per second");
     }
 }

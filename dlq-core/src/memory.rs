@@ -16,8 +16,9 @@ use crate::action::{
 };
 use crate::record::RetrierHeartbeat;
 use crate::record::{
-    AttemptRecord, AuditEntry, AuditNote, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter, DlqId,
-    FailureGroup, Lease, ListFilter, NewDeadLetter, Order, Parked, Payload, SettleReport, Settlement, StatsRow, Status,
+    AttemptRecord, AuditEntry, AuditNote, ClaimCap, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter,
+    DlqId, FailureGroup, Lease, ListFilter, NewDeadLetter, Order, Parked, Payload, SettleReport, Settlement, StatsRow,
+    Status,
 };
 use crate::store::{
     BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits, DeadLetterStore, SingletonLock, StoreResult,
@@ -72,6 +73,8 @@ struct Inner {
     operations: BTreeMap<i64, Operation>,
     circuits: BTreeMap<String, Circuit>,
     circuit_log: Vec<CircuitLogEntry>,
+    /// Capped claims per event type: when, and how many rows (for `claim_capped`'s window).
+    starts: HashMap<String, std::collections::VecDeque<(DateTime<Utc>, usize)>>,
 }
 
 #[derive(Debug, Clone)]
@@ -441,6 +444,41 @@ impl DeadLetterStore for MemoryStore {
 
     fn claim(&self, request: ClaimRequest) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
         ready(Ok(self.lock().claim(&request, now())))
+    }
+
+    /// Counts, claims and records under the store's lock.
+    fn claim_capped(&self, mut request: ClaimRequest, cap: ClaimCap) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
+        let at = now();
+        let mut inner = self.lock();
+        let Some(event_type) = request.event_types.first().cloned() else { return ready(Ok(Vec::new())) };
+        let in_flight = inner
+            .rows
+            .values()
+            .filter(|r| r.letter.event_type == event_type && r.letter.status == Status::Processing)
+            .filter(|r| r.letter.lease_until.is_some_and(|u| u > at))
+            .count();
+        let starts = inner.starts.entry(event_type.clone()).or_default();
+        if let Some(window) = cap.window() {
+            let since = at - chrono::Duration::from_std(window).unwrap_or(chrono::TimeDelta::MAX);
+            while starts.front().is_some_and(|(t, _)| *t <= since) {
+                starts.pop_front();
+            }
+        }
+        let started: usize = starts.iter().map(|(_, n)| n).sum();
+        request.event_types.truncate(1);
+        request.limit = cap.allows(request.limit, in_flight, started as u64);
+        if request.limit == 0 {
+            return ready(Ok(Vec::new()));
+        }
+        let claimed = inner.claim(&request, at);
+        if cap.starts.is_some() && !claimed.is_empty() {
+            inner.starts.entry(event_type).or_default().push_back((at, claimed.len()));
+        }
+        ready(Ok(claimed))
+    }
+
+    fn caps_claims(&self) -> bool {
+        true
     }
 
     fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>> {

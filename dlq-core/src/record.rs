@@ -591,6 +591,51 @@ pub struct ClaimRequest {
     pub owner: String,
 }
 
+/// Limits a claim of one event type keeps across every retrier that shares the store: the
+/// type's `max-concurrent` and `max-rate` (and the ramp after its circuit closes), checked
+/// and recorded by the store in one atomic step, so that however many processes claim, the
+/// limits hold as a whole ([`DeadLetterStore::claim_capped`](crate::DeadLetterStore::claim_capped)).
+///
+/// ```
+/// use dlq_core::store::ClaimCap;
+/// use std::time::Duration;
+///
+/// let cap = ClaimCap { in_flight: Some(4), starts: Some((40, Duration::from_secs(1))) };
+/// // 20 wanted, 3 running, 38 started within the window: 1 more may start.
+/// assert_eq!(cap.allows(20, 3, 38), 1);
+/// assert_eq!(ClaimCap::default().allows(20, 3, 38), 20, "no limit");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClaimCap {
+    /// At most this many rows of the type `PROCESSING` under a live lease, the new ones included.
+    pub in_flight: Option<usize>,
+    /// At most `.0` rows of the type claimed within any window of `.1`, the new ones included.
+    pub starts: Option<(u32, Duration)>,
+}
+
+impl ClaimCap {
+    /// How many of `want` rows a claim may take with `in_flight` rows of the type held under
+    /// a live lease and `started` rows claimed within the window.
+    #[must_use]
+    pub fn allows(&self, want: usize, in_flight: usize, started: u64) -> usize {
+        let mut n = want;
+        if let Some(max) = self.in_flight {
+            n = n.min(max.saturating_sub(in_flight));
+        }
+        if let Some((max, _)) = self.starts {
+            let left = u64::from(max).saturating_sub(started);
+            n = n.min(usize::try_from(left).unwrap_or(usize::MAX));
+        }
+        n
+    }
+
+    /// The window of the rate limit, when there is one.
+    #[must_use]
+    pub fn window(&self) -> Option<Duration> {
+        self.starts.map(|(_, window)| window)
+    }
+}
+
 /// A row claimed for a retry.
 #[derive(Debug, Clone)]
 pub struct Claimed {

@@ -19,7 +19,7 @@ use crate::breakers::Breakers;
 use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration};
 use crate::memory::now;
-use crate::record::{ClaimRequest, Claimed, DeadLetter, DeadReason, DlqId, RetrierHeartbeat, Settlement};
+use crate::record::{ClaimCap, ClaimRequest, Claimed, DeadLetter, DeadReason, DlqId, RetrierHeartbeat, Settlement};
 use crate::registry::Registry;
 use crate::store::{DeadLetterStore, SingletonLock};
 
@@ -185,7 +185,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// ```
     pub fn new(store: Arc<S>, registry: Registry) -> Self {
         let config = RetrierConfig::default();
-        let breakers = Arc::new(Breakers::new(&config, breakers_of(&registry)));
+        let breakers = Arc::new(Breakers::new(&config, breakers_of(&registry), store.caps_claims()));
         Self {
             store,
             registry,
@@ -203,7 +203,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         if !config.owner.is_empty() {
             self.owner = config.owner.as_str().into();
         }
-        self.breakers = Arc::new(Breakers::new(&config, breakers_of(&self.registry)));
+        self.breakers = Arc::new(Breakers::new(&config, breakers_of(&self.registry), self.store.caps_claims()));
         self.config = config;
         self
     }
@@ -483,10 +483,10 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         let plan = self.breakers.plan(self.registry.event_types(), self.config.batch_size.max(1));
         let mut claimed = Vec::new();
         if !plan.free.is_empty() {
-            claimed = match self.claim(plan.free, self.config.batch_size.max(1)).await {
+            claimed = match self.claim(plan.free, self.config.batch_size.max(1), None).await {
                 Ok(rows) => rows,
                 Err(error) => {
-                    plan.limited.iter().for_each(|(t, reserved)| self.breakers.unreserve(t, *reserved));
+                    plan.limited.iter().for_each(|(t, reserved, _)| self.breakers.unreserve(t, *reserved));
                     return Err(error);
                 }
             };
@@ -494,8 +494,8 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         // Once rows are claimed, a failing claim of another type must not strand them: it is
         // counted and logged (in `claim`) and the batch goes on.
         let mut limited: Vec<(String, usize)> = Vec::new();
-        for (event_type, reserved) in plan.limited {
-            let got = self.claim(vec![event_type.clone()], reserved).await.unwrap_or_default();
+        for (event_type, reserved, cap) in plan.limited {
+            let got = self.claim(vec![event_type.clone()], reserved, cap).await.unwrap_or_default();
             self.breakers.unreserve(&event_type, reserved - got.len());
             limited.push((event_type, got.len()));
             claimed.extend(got);
@@ -555,11 +555,21 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     }
 
     /// One claim of `event_types`, at most `limit` rows.
-    async fn claim(&self, event_types: Vec<String>, limit: usize) -> Result<Vec<Claimed>, Error> {
+    async fn claim(
+        &self,
+        event_types: Vec<String>,
+        limit: usize,
+        cap: Option<ClaimCap>,
+    ) -> Result<Vec<Claimed>, Error> {
         let request = ClaimRequest { event_types, limit, lease: self.config.lease, owner: self.owner.to_string() };
         let span = tracing::debug_span!("dlq.claim", batch_size = request.limit, claimed = tracing::field::Empty);
         let started = std::time::Instant::now();
-        let claimed = self.store.claim(request).instrument(span.clone()).await.inspect_err(|e| self.store_error(e))?;
+        // A limited type's claim keeps its cap across every retrier when the store can.
+        let claim = match cap {
+            Some(cap) => self.store.claim_capped(request, cap),
+            None => self.store.claim(request),
+        };
+        let claimed = claim.instrument(span.clone()).await.inspect_err(|e| self.store_error(e))?;
         crate::observe::claim_took(started.elapsed());
         span.record("claimed", claimed.len());
         Ok(claimed)
@@ -572,7 +582,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         if !self.breakers.commit(&*self.store, self.breakers.trial(circuit, &self.owner)).await {
             return Ok(None);
         }
-        let claimed = self.claim(vec![t.clone()], 1).await?.pop();
+        let claimed = self.claim(vec![t.clone()], 1, None).await?.pop();
         if claimed.is_none() {
             let mut close = self.breakers.after_trial(t, None, &self.owner);
             close.reason = "no due row to try: closed".into();

@@ -43,7 +43,7 @@ use crate::record::{
     AttemptRecord, AuditEntry, AuditNote, DeadLetter, DlqId, FailureGroup, ListFilter, NewDeadLetter, Parked, Payload,
     RetrierHeartbeat, StatsRow,
 };
-pub use crate::record::{ClaimRequest, Claimed, Lease, SettleReport, Settlement};
+pub use crate::record::{ClaimCap, ClaimRequest, Claimed, Lease, SettleReport, Settlement};
 /// A boxed, sendable future (from `futures-util`): the return type of [`DeadLetterStore`]
 /// methods, so the trait stays usable as `dyn DeadLetterStore`.
 pub use futures_util::future::BoxFuture;
@@ -225,6 +225,48 @@ pub trait DeadLetterStore: Send + Sync + 'static {
             }
             Ok(found)
         })
+    }
+
+    /// Claims like [`claim`](Self::claim), for the one event type of `request`, within `cap`
+    /// as a whole: the rows of that type under a live lease and those claimed within the
+    /// cap's window, by any process sharing the store, are counted, the claim takes what the
+    /// cap leaves (possibly nothing), and its rows are recorded, all in one atomic step. The
+    /// retrier uses it for types with `max-concurrent`, `max-rate` or a ramp when
+    /// [`caps_claims`](Self::caps_claims) says the store can; otherwise each retrier keeps
+    /// its share of the limits. The default refuses.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use dlq_core::store::{ClaimCap, ClaimRequest};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload};
+    /// use std::time::Duration;
+    ///
+    /// let store = MemoryStore::new();
+    /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+    /// for n in 0..10 {
+    ///     store.park(NewDeadLetter::new("payment", Payload::Json(n.into()), failure.clone())).await?;
+    /// }
+    /// let request = ClaimRequest {
+    ///     event_types: vec!["payment".into()],
+    ///     limit: 10,
+    ///     lease: Duration::from_secs(60),
+    ///     owner: "doc".into(),
+    /// };
+    /// let cap = ClaimCap { in_flight: Some(4), starts: None };
+    /// assert!(store.caps_claims());
+    /// assert_eq!(store.claim_capped(request.clone(), cap).await?.len(), 4);
+    /// assert_eq!(store.claim_capped(request, cap).await?.len(), 0, "4 are still held");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    fn claim_capped(&self, request: ClaimRequest, cap: ClaimCap) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
+        let _ = (request, cap);
+        Box::pin(async { Err(unsupported("claim caps")) })
+    }
+
+    /// Whether [`claim_capped`](Self::claim_capped) works on this store. The default: no.
+    fn caps_claims(&self) -> bool {
+        false
     }
 
     /// Upkeep a running retrier asks for every `heartbeat` (one call at a time per retrier):

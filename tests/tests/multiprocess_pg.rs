@@ -33,8 +33,13 @@ impl Drop for Worker {
 
 impl Worker {
     fn start(url: &str) -> Self {
+        Self::start_with(url, &[])
+    }
+
+    fn start_with(url: &str, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_dlq-mp-worker"))
             .args([url, &LEASE_MS.to_string()])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -199,4 +204,52 @@ async fn four_processes_lose_nothing_under_sigkill_and_sigstop(pool: PgPool) {
             sqlx::query_scalar("SELECT status FROM dlq_events WHERE id = $1").bind(id).fetch_one(&pool).await.unwrap();
         assert!(status == "SUCCEEDED" || status == "FAILED_PERMANENTLY", "row {id} is {status}");
     }
+}
+
+/// Four retrier processes keep one type's `max-concurrent = 4` and `max-rate = 40` together
+/// (the store's capped claims): counted from the handler side on the database's clock, never
+/// more than 4 handlers at once and never more than 40 starts in any one-second window.
+#[sqlx::test(migrations = false)]
+async fn four_processes_keep_a_types_limits_together(pool: PgPool) {
+    const LIMITED: i64 = 200;
+    let store = PgStore::from_pool(pool.clone(), PgConfig::default()).await.expect("store and migrations");
+    sqlx::query(
+        "CREATE TABLE mp_limited (dlq_id BIGINT PRIMARY KEY, started_at TIMESTAMPTZ NOT NULL, ended_at TIMESTAMPTZ)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let db: String = sqlx::query_scalar("SELECT current_database()").fetch_one(&pool).await.unwrap();
+    let url = url_of(&db);
+    let workers: Vec<Worker> = (0..4).map(|_| Worker::start_with(&url, &["limited"])).collect();
+    let failure = FailureInfo::new(ErrorClass::Transient, "Seed", "first failure".into(), vec![], None);
+    let letters = (0..LIMITED)
+        .map(|n| NewDeadLetter::new("mp-limited", Payload::Json(json!(n)), failure.clone()).retry(Duration::ZERO, 3))
+        .collect();
+    store.park_many(letters).await.unwrap();
+    wait_until(&pool, "SELECT count(*) FROM mp_limited WHERE ended_at IS NOT NULL", LIMITED, Duration::from_secs(60))
+        .await;
+    for worker in workers {
+        worker.stop();
+    }
+    let most_at_once = count(
+        &pool,
+        "SELECT max((SELECT count(*) FROM mp_limited b WHERE b.started_at <= a.started_at AND b.ended_at > a.started_at)) \
+         FROM mp_limited a",
+    )
+    .await;
+    let busiest_second = count(
+        &pool,
+        "SELECT max((SELECT count(*) FROM mp_limited b \
+                     WHERE b.started_at >= a.started_at AND b.started_at < a.started_at + interval '1 second')) \
+         FROM mp_limited a",
+    )
+    .await;
+    let pids = count(&pool, "SELECT count(DISTINCT lease_owner) FROM dlq_events WHERE event_type = 'mp-limited'").await;
+    println!(
+        "4 processes: at most {most_at_once} at once, at most {busiest_second} starts in any second, {pids} owners"
+    );
+    assert!(most_at_once <= 4, "max-concurrent 4: {most_at_once} ran at once");
+    assert!(busiest_second <= 40, "max-rate 40: {busiest_second} started within one second");
+    assert!(pids >= 2, "the rows were shared between processes: {pids}");
 }

@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use dlq_core::store::{ClaimRequest, Claimed, Lease, SettleReport, Settlement, StoreResult};
+use dlq_core::store::{ClaimCap, ClaimRequest, Claimed, Lease, SettleReport, Settlement, StoreResult};
 use sqlx::Row;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
@@ -16,12 +16,65 @@ pub(crate) async fn claim(store: &PgStore, request: ClaimRequest) -> StoreResult
     if request.event_types.is_empty() || request.limit == 0 {
         return Ok(Vec::new());
     }
-    let inner = &store.inner;
-    let rows = sqlx::query(inner.sql.claim_with_limit(request.limit))
+    let mut conn = store.inner.pool.acquire().await.map_err(dlq_core::Error::store)?;
+    claim_on(store, &mut conn, &request).await
+}
+
+/// Claims within `cap` across every process: in one transaction, under the type's advisory
+/// lock (taken in its own statement, so that the counts, read after it, see the previous
+/// holder's claim), counts the rows in flight and the rows claimed within the window,
+/// claims what the cap leaves, and records them.
+pub(crate) async fn claim_capped(
+    store: &PgStore,
+    mut request: ClaimRequest,
+    cap: ClaimCap,
+) -> StoreResult<Vec<Claimed>> {
+    if request.event_types.is_empty() || request.limit == 0 {
+        return Ok(Vec::new());
+    }
+    request.event_types.truncate(1);
+    let sql = &store.inner.sql;
+    let event_type = request.event_types[0].clone();
+    let window = cap.window().map_or(0, micros);
+    let mut tx = store.inner.pool.begin().await.map_err(dlq_core::Error::store)?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+        .bind(format!("dlq cap {} {event_type}", store.inner.config.schema))
+        .execute(&mut *tx)
+        .await
+        .map_err(dlq_core::Error::store)?;
+    let (in_flight, started): (i64, i64) = sqlx::query_as(sql.cap_counts.sql())
+        .bind(&event_type)
+        .bind(window)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(dlq_core::Error::store)?;
+    request.limit =
+        cap.allows(request.limit, usize::try_from(in_flight).unwrap_or(0), u64::try_from(started).unwrap_or(0));
+    if request.limit == 0 {
+        tx.commit().await.map_err(dlq_core::Error::store)?;
+        return Ok(Vec::new());
+    }
+    let claimed = claim_on(store, &mut tx, &request).await?;
+    if cap.starts.is_some() && !claimed.is_empty() {
+        sqlx::query(sql.cap_record.sql())
+            .bind(&event_type)
+            .bind(i32::try_from(claimed.len()).unwrap_or(i32::MAX))
+            .bind(window)
+            .execute(&mut *tx)
+            .await
+            .map_err(dlq_core::Error::store)?;
+    }
+    tx.commit().await.map_err(dlq_core::Error::store)?;
+    Ok(claimed)
+}
+
+/// The claim statement on `conn`.
+async fn claim_on(store: &PgStore, conn: &mut sqlx::PgConnection, request: &ClaimRequest) -> StoreResult<Vec<Claimed>> {
+    let rows = sqlx::query(store.inner.sql.claim_with_limit(request.limit))
         .bind(&request.event_types)
         .bind(micros(request.lease))
         .bind(&request.owner)
-        .fetch_all(&inner.pool)
+        .fetch_all(&mut *conn)
         .await
         .map_err(dlq_core::Error::store)?;
     let mut claimed = rows

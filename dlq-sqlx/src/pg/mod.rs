@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlq_core::store::{
-    ActionKind, BatchAction, BatchReport, BoxFuture, ClaimRequest, Claimed, Operation, OperationState, PatchRequest,
-    SettleReport, Settlement, StoreResult,
+    ActionKind, BatchAction, BatchReport, BoxFuture, ClaimCap, ClaimRequest, Claimed, Operation, OperationState,
+    PatchRequest, SettleReport, Settlement, StoreResult,
 };
 use dlq_core::{
     AttemptRecord, AuditEntry, AuditNote, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter, DeadLetterStore, DlqId, FailureGroup,
@@ -409,6 +409,16 @@ impl DeadLetterStore for PgStore {
 
     fn claim(&self, request: ClaimRequest) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
         Box::pin(claim::claim(self, request))
+    }
+
+    /// Counts, claims and records in one transaction under the type's advisory lock, so
+    /// capped claims of one type take turns across every process (migration 0011).
+    fn claim_capped(&self, request: ClaimRequest, cap: ClaimCap) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
+        Box::pin(claim::claim_capped(self, request, cap))
+    }
+
+    fn caps_claims(&self) -> bool {
+        true
     }
 
     fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>> {

@@ -120,6 +120,10 @@ statements! {
     dedupe_lookup = "dedupe_lookup.sql";
     /// Claim due and expired rows with `SKIP LOCKED`.
     claim = "claim.sql";
+    /// A capped claim's counts: rows in flight, rows claimed within the window.
+    cap_counts = "cap_counts.sql";
+    /// Record a capped claim's rows.
+    cap_record = "cap_record.sql";
     /// Every outcome of a batch, fenced, with attempt history, in one statement.
     settle = "settle.sql";
     /// Successes only (the common case), fenced, with attempt history.

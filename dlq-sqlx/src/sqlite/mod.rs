@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlq_core::store::{
-    ActionKind, BatchAction, BatchReport, BoxFuture, ClaimRequest, Claimed, Operation, OperationState, PatchRequest,
-    SettleReport, Settlement, StoreResult,
+    ActionKind, BatchAction, BatchReport, BoxFuture, ClaimCap, ClaimRequest, Claimed, Operation, OperationState,
+    PatchRequest, SettleReport, Settlement, StoreResult,
 };
 use dlq_core::{
     AttemptRecord, AuditEntry, AuditNote, DeadLetter, DeadLetterStore, DlqId, Error, FailureGroup, ListFilter,
@@ -291,7 +291,16 @@ impl DeadLetterStore for SqliteStore {
     }
 
     fn claim(&self, request: ClaimRequest) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
-        Box::pin(write::claim(&self.pool, request))
+        Box::pin(write::claim(&self.pool, request, None))
+    }
+
+    /// Counts, claims and records in one write transaction (`BEGIN IMMEDIATE`).
+    fn claim_capped(&self, request: ClaimRequest, cap: ClaimCap) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
+        Box::pin(write::claim(&self.pool, request, Some(cap)))
+    }
+
+    fn caps_claims(&self) -> bool {
+        true
     }
 
     fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>> {

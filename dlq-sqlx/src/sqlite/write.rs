@@ -1,7 +1,7 @@
 //! The hot path: parking, claiming and writing outcomes, each in one `BEGIN IMMEDIATE`
 //! transaction (the write lock is taken up front, so no transaction fails on upgrading it).
 
-use dlq_core::store::{ClaimRequest, Claimed, Lease, SettleReport, Settlement, StoreResult};
+use dlq_core::store::{ClaimCap, ClaimRequest, Claimed, Lease, SettleReport, Settlement, StoreResult};
 use dlq_core::{DEFAULT_MAX_PAYLOAD_BYTES, NewDeadLetter, Parked, Status};
 use sqlx::sqlite::{SqliteConnection, SqlitePool};
 use sqlx::{Row, Sqlite, Transaction};
@@ -135,14 +135,42 @@ async fn park_one(conn: &mut SqliteConnection, l: &NewDeadLetter, at: i64) -> St
     Ok(Parked { id, deduplicated: false, truncated: false })
 }
 
-/// Claims due rows, oldest `retry_after` first, each with a fresh token.
-pub(super) async fn claim(pool: &SqlitePool, req: ClaimRequest) -> StoreResult<Vec<Claimed>> {
+/// Rows of a type under a live lease, and rows claimed by capped claims since a time.
+const CAP_COUNTS: &str = "SELECT \
+     (SELECT count(*) FROM dlq_events WHERE event_type = ?1 AND status = 'PROCESSING' AND lease_until > ?2), \
+     (SELECT coalesce(sum(n), 0) FROM dlq_starts WHERE event_type = ?1 AND at > ?3)";
+
+/// Claims due rows, oldest `retry_after` first, each with a fresh token; within `cap` (for
+/// the one type of the request) across every process sharing the file, when given: the
+/// write transaction (`BEGIN IMMEDIATE`) makes count, claim and record one step.
+pub(super) async fn claim(
+    pool: &SqlitePool,
+    mut req: ClaimRequest,
+    cap: Option<ClaimCap>,
+) -> StoreResult<Vec<Claimed>> {
     if req.limit == 0 || req.event_types.is_empty() {
         return Ok(Vec::new());
     }
     let at = codec::now_micros();
     let lease_until = codec::later(at, req.lease);
     let mut tx = begin(pool).await?;
+    let mut window_start = None;
+    if let Some(cap) = cap {
+        req.event_types.truncate(1);
+        let since = cap.window().map_or(at, |w| at - i64::try_from(w.as_micros()).unwrap_or(i64::MAX).min(at));
+        let (in_flight, started): (i64, i64) = sqlx::query_as(CAP_COUNTS)
+            .bind(&req.event_types[0])
+            .bind(at)
+            .bind(since)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(sql)?;
+        req.limit = cap.allows(req.limit, usize::try_from(in_flight).unwrap_or(0), u64::try_from(started).unwrap_or(0));
+        if req.limit == 0 {
+            return Ok(Vec::new());
+        }
+        window_start = cap.window().map(|_| since);
+    }
     let due: Vec<(i64, i64)> = sqlx::query_as(SELECT_DUE)
         .bind(codec::json_list(&req.event_types))
         .bind(at)
@@ -163,6 +191,21 @@ pub(super) async fn claim(pool: &SqlitePool, req: ClaimRequest) -> StoreResult<V
             .await
             .map_err(sql)?;
         claimed.push(Claimed { letter: codec::letter(&row)?, lease: Lease { id, token } });
+    }
+    if let Some(since) = window_start.filter(|_| !claimed.is_empty()) {
+        sqlx::query("DELETE FROM dlq_starts WHERE event_type = ?1 AND at <= ?2")
+            .bind(&req.event_types[0])
+            .bind(since)
+            .execute(&mut *tx)
+            .await
+            .map_err(sql)?;
+        sqlx::query("INSERT INTO dlq_starts (event_type, at, n) VALUES (?1, ?2, ?3)")
+            .bind(&req.event_types[0])
+            .bind(at)
+            .bind(i64::try_from(claimed.len()).unwrap_or(i64::MAX))
+            .execute(&mut *tx)
+            .await
+            .map_err(sql)?;
     }
     tx.commit().await.map_err(sql)?;
     Ok(claimed)
