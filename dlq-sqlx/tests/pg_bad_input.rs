@@ -189,6 +189,7 @@ async fn sql_metacharacters_round_trip_exactly_in_every_text_field(pool: PgPool)
         "dlq_operations",
         "dlq_parked_hours",
         "dlq_retriers",
+        "dlq_starts",
         "dlq_tallies",
     ];
     assert_eq!(tables, expected, "none dropped");
