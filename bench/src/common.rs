@@ -58,13 +58,23 @@ impl Bench {
 /// Waits until `done` (a query returning one boolean) says true, looking every 20 ms;
 /// returns the time since `start`.
 pub(crate) async fn until_done(pool: &PgPool, done: &str, start: Instant) -> Result<Duration> {
+    until(start, done, || async { Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(done.to_owned())).fetch_one(pool).await?) })
+        .await
+}
+
+/// Waits until `finished` says true, looking every 20 ms; returns the time since `start`.
+/// `what` names the check in the timeout error.
+pub(crate) async fn until<F, Fut>(start: Instant, what: &str, mut finished: F) -> Result<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<bool>>,
+{
     loop {
-        let finished: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(done.to_owned())).fetch_one(pool).await?;
-        if finished {
+        if finished().await? {
             return Ok(start.elapsed());
         }
         if start.elapsed() > TIMEOUT {
-            return Err(format!("not done after {TIMEOUT:?}: {done}").into());
+            return Err(format!("not done after {TIMEOUT:?}: {what}").into());
         }
         tokio::time::sleep(POLL).await;
     }

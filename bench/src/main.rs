@@ -28,8 +28,12 @@ mod raw;
 
 #[cfg(feature = "apalis")]
 mod apalis_peer;
+#[cfg(feature = "awa")]
+mod awa_peer;
 #[cfg(feature = "graphile")]
 mod graphile;
+#[cfg(feature = "sqlxmq")]
+mod sqlxmq_peer;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -45,6 +49,10 @@ enum Peer {
     Graphile,
     #[cfg(feature = "apalis")]
     Apalis,
+    #[cfg(feature = "sqlxmq")]
+    Sqlxmq,
+    #[cfg(feature = "awa")]
+    Awa,
 }
 
 impl Peer {
@@ -55,6 +63,10 @@ impl Peer {
         Peer::Graphile,
         #[cfg(feature = "apalis")]
         Peer::Apalis,
+        #[cfg(feature = "sqlxmq")]
+        Peer::Sqlxmq,
+        #[cfg(feature = "awa")]
+        Peer::Awa,
     ];
 
     fn name(self) -> &'static str {
@@ -65,6 +77,10 @@ impl Peer {
             Peer::Graphile => "graphile",
             #[cfg(feature = "apalis")]
             Peer::Apalis => "apalis",
+            #[cfg(feature = "sqlxmq")]
+            Peer::Sqlxmq => "sqlxmq",
+            #[cfg(feature = "awa")]
+            Peer::Awa => "awa",
         }
     }
 
@@ -76,6 +92,10 @@ impl Peer {
             Peer::Graphile => graphile::LABEL,
             #[cfg(feature = "apalis")]
             Peer::Apalis => apalis_peer::LABEL,
+            #[cfg(feature = "sqlxmq")]
+            Peer::Sqlxmq => sqlxmq_peer::LABEL,
+            #[cfg(feature = "awa")]
+            Peer::Awa => awa_peer::LABEL,
         }
     }
 
@@ -87,6 +107,10 @@ impl Peer {
             Peer::Graphile => graphile::run(scenario, bench).await,
             #[cfg(feature = "apalis")]
             Peer::Apalis => apalis_peer::run(scenario, bench).await,
+            #[cfg(feature = "sqlxmq")]
+            Peer::Sqlxmq => sqlxmq_peer::run(scenario, bench).await,
+            #[cfg(feature = "awa")]
+            Peer::Awa => awa_peer::run(scenario, bench).await,
         }
     }
 }
