@@ -99,6 +99,10 @@ fn later(at: DateTime<Utc>, delay: Duration) -> DateTime<Utc> {
     chrono::Duration::from_std(delay).ok().and_then(|d| at.checked_add_signed(d)).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
+fn earlier(at: DateTime<Utc>, delay: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(delay).ok().and_then(|d| at.checked_sub_signed(d)).unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
 impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
@@ -457,9 +461,9 @@ impl DeadLetterStore for MemoryStore {
             .filter(|r| r.letter.event_type == event_type && r.letter.status == Status::Processing)
             .filter(|r| r.letter.lease_until.is_some_and(|u| u > at))
             .count();
-        let starts = inner.starts.entry(event_type.clone()).or_default();
+        let mut starts = inner.starts.remove(&event_type).unwrap_or_default();
         if let Some(window) = cap.window() {
-            let since = at - chrono::Duration::from_std(window).unwrap_or(chrono::TimeDelta::MAX);
+            let since = earlier(at, window);
             while starts.front().is_some_and(|(t, _)| *t <= since) {
                 starts.pop_front();
             }
@@ -467,13 +471,11 @@ impl DeadLetterStore for MemoryStore {
         let started: usize = starts.iter().map(|(_, n)| n).sum();
         request.event_types.truncate(1);
         request.limit = cap.allows(request.limit, in_flight, started as u64);
-        if request.limit == 0 {
-            return ready(Ok(Vec::new()));
-        }
-        let claimed = inner.claim(&request, at);
+        let claimed = if request.limit == 0 { Vec::new() } else { inner.claim(&request, at) };
         if cap.starts.is_some() && !claimed.is_empty() {
-            inner.starts.entry(event_type).or_default().push_back((at, claimed.len()));
+            starts.push_back((at, claimed.len()));
         }
+        inner.starts.insert(event_type, starts);
         ready(Ok(claimed))
     }
 

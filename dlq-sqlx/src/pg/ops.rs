@@ -259,6 +259,7 @@ pub(crate) async fn vacuum_if_needed(store: &PgStore) -> StoreResult<bool> {
     let unlocked = sqlx::query("SELECT pg_advisory_unlock(hashtext($1))").bind(&key).execute(&mut *conn).await;
     let mut state = store.inner.vacuum.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     state.last = Some(std::time::Instant::now());
+    state.folded = 0; // vacuum.sql vacuums dlq_tallies too
     if let Err(error) = unlocked {
         // A session lock outlives the statement: drop the connection so that it goes too.
         conn.detach();

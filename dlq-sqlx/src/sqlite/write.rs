@@ -157,7 +157,7 @@ pub(super) async fn claim(
     let mut window_start = None;
     if let Some(cap) = cap {
         req.event_types.truncate(1);
-        let since = cap.window().map_or(at, |w| at - i64::try_from(w.as_micros()).unwrap_or(i64::MAX).min(at));
+        let since = cap.window().map_or(at, |w| codec::earlier(at, w));
         let (in_flight, started): (i64, i64) = sqlx::query_as(CAP_COUNTS)
             .bind(&req.event_types[0])
             .bind(at)
