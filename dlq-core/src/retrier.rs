@@ -19,7 +19,9 @@ use crate::breakers::Breakers;
 use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration};
 use crate::memory::now;
-use crate::record::{ClaimCap, ClaimRequest, Claimed, DeadLetter, DeadReason, DlqId, RetrierHeartbeat, Settlement};
+use crate::record::{
+    ClaimCap, ClaimRequest, Claimed, DeadLetter, DeadReason, DlqId, RetrierHeartbeat, SettleReport, Settlement,
+};
 use crate::registry::Registry;
 use crate::store::{DeadLetterStore, SingletonLock};
 
@@ -49,6 +51,13 @@ pub struct RetrierStats {
     pub timeouts: u64,
     /// Store calls that failed (the retrier keeps going).
     pub store_errors: u64,
+}
+
+/// Rows claimed by the write of a batch's outcomes, for the batch after it, and the plan they
+/// were claimed under (its limited types and trials are claimed when that batch starts).
+struct Next {
+    plan: crate::breakers::Plan,
+    claimed: Vec<Claimed>,
 }
 
 #[derive(Debug, Default)]
@@ -438,17 +447,23 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     async fn worker(&self, stop: &CancellationToken) {
         match self.config.fixed_rate {
             None => {
+                // Rows claimed by the write of the previous batch's outcomes (one round trip
+                // between batches instead of two), with the plan they were claimed under.
+                let mut next = None;
                 while !stop.is_cancelled() {
-                    let full = match self.run_batch_once(stop).await {
+                    let full = match self.run_batch_once(stop, &mut next, true).await {
                         Ok(n) => n >= self.config.batch_size,
                         Err(_) => false,
                     };
-                    if !full {
+                    if next.is_none() && !full {
                         tokio::select! {
                             () = self.store.wait_for_work(self.breakers.wait_hint(self.config.poll_interval)) => {}
                             () = stop.cancelled() => {}
                         }
                     }
+                }
+                if let Some(next) = next {
+                    self.give_back(next).await;
                 }
             }
             Some(every) => {
@@ -459,7 +474,8 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                         _ = ticks.tick() => {}
                         () = stop.cancelled() => return,
                     }
-                    let _ = self.run_batch_once(stop).await;
+                    // Claims keep to the ticks: none is made with the outcomes' write.
+                    let _ = self.run_batch_once(stop, &mut None, false).await;
                 }
             }
         }
@@ -471,26 +487,43 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// The store's error from the claim or the outcome write (rows whose outcome could not be
     /// written keep their lease and are claimed again when it expires).
     pub async fn run_once(&self) -> Result<usize, Error> {
-        // Not part of a run: nothing cancels it.
-        self.run_batch_once(&CancellationToken::new()).await
+        // Not part of a run: nothing cancels it, and it claims nothing beyond its batch.
+        self.run_batch_once(&CancellationToken::new(), &mut None, false).await
     }
 
-    async fn run_batch_once(&self, stop: &CancellationToken) -> Result<usize, Error> {
+    /// One batch: the rows in `next` (claimed when the previous batch's outcomes were
+    /// written) or a fresh claim, then the limited types' claims and the trials; runs them and
+    /// writes their outcomes. With `chain`, that write also claims the following batch into
+    /// `next`, unless the retrier is stopping.
+    async fn run_batch_once(
+        &self,
+        stop: &CancellationToken,
+        next: &mut Option<Next>,
+        chain: bool,
+    ) -> Result<usize, Error> {
         if stop.is_cancelled() || self.registry.is_empty() {
+            if let Some(next) = next.take() {
+                self.give_back(next).await;
+            }
             return Ok(0);
         }
-        self.breakers.refresh(&*self.store).await;
-        let plan = self.breakers.plan(self.registry.event_types(), self.config.batch_size.max(1));
-        let mut claimed = Vec::new();
-        if !plan.free.is_empty() {
-            claimed = match self.claim(plan.free, self.config.batch_size.max(1), None).await {
-                Ok(rows) => rows,
-                Err(error) => {
-                    plan.limited.iter().for_each(|(t, reserved, _)| self.breakers.unreserve(t, *reserved));
-                    return Err(error);
+        let (plan, mut claimed) = match next.take() {
+            Some(Next { plan, claimed }) => (plan, claimed),
+            None => {
+                let plan = self.plan().await;
+                let mut claimed = Vec::new();
+                if !plan.free.is_empty() {
+                    claimed = match self.claim(plan.free.clone(), self.config.batch_size.max(1), None).await {
+                        Ok(rows) => rows,
+                        Err(error) => {
+                            self.unreserve(&plan);
+                            return Err(error);
+                        }
+                    };
                 }
-            };
-        }
+                (plan, claimed)
+            }
+        };
         // Once rows are claimed, a failing claim of another type must not strand them: it is
         // counted and logged (in `claim`) and the batch goes on.
         let mut limited: Vec<(String, usize)> = Vec::new();
@@ -519,7 +552,12 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         limited.iter().for_each(|(t, n)| self.breakers.finished(t, *n));
         let kinds: Vec<(DlqId, &AtomicU64, &'static str)> =
             outcomes.iter().map(|o| (o.lease().id, self.counter_for(o), o.outcome_name())).collect();
-        let report = match self.store.settle(outcomes).await {
+        let written = if chain && !stop.is_cancelled() {
+            self.settle_and_claim(outcomes, next).await
+        } else {
+            self.store.settle(outcomes).await
+        };
+        let report = match written {
             Ok(report) => report,
             Err(error) => {
                 // Nothing was written: the rows keep their lease and run again once it expires.
@@ -552,6 +590,84 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             );
         }
         Ok(n)
+    }
+
+    /// The claim plan for the next batch, circuits refreshed from the store first.
+    async fn plan(&self) -> crate::breakers::Plan {
+        self.breakers.refresh(&*self.store).await;
+        self.breakers.plan(self.registry.event_types(), self.config.batch_size.max(1))
+    }
+
+    /// Gives back what a plan reserved for its limited types and did not claim.
+    fn unreserve(&self, plan: &crate::breakers::Plan) {
+        plan.limited.iter().for_each(|(t, reserved, _)| self.breakers.unreserve(t, *reserved));
+    }
+
+    /// Writes a batch's outcomes and claims the next batch's free types in the same store
+    /// call, into `next`. A failed claim is counted and logged like any other and leaves
+    /// `next` empty; a failed write is the caller's to handle.
+    async fn settle_and_claim(
+        &self,
+        outcomes: Vec<Settlement>,
+        next: &mut Option<Next>,
+    ) -> Result<SettleReport, Error> {
+        let plan = self.plan().await;
+        if plan.free.is_empty() {
+            self.unreserve(&plan);
+            return self.store.settle(outcomes).await;
+        }
+        let request = ClaimRequest {
+            event_types: plan.free.clone(),
+            limit: self.config.batch_size.max(1),
+            lease: self.config.lease,
+            owner: self.owner.to_string(),
+        };
+        let span = tracing::debug_span!("dlq.claim", batch_size = request.limit, claimed = tracing::field::Empty);
+        let started = std::time::Instant::now();
+        let (report, claimed) = match self.store.settle_and_claim(outcomes, request).instrument(span.clone()).await {
+            Ok(written) => written,
+            Err(error) => {
+                self.unreserve(&plan);
+                return Err(error);
+            }
+        };
+        match claimed {
+            Ok(claimed) => {
+                crate::observe::claim_took(started.elapsed());
+                span.record("claimed", claimed.len());
+                if claimed.is_empty() {
+                    // Nothing due: the loop waits for work and plans afresh.
+                    self.unreserve(&plan);
+                } else {
+                    *next = Some(Next { plan, claimed });
+                }
+            }
+            Err(error) => {
+                self.store_error(&error);
+                self.unreserve(&plan);
+            }
+        }
+        Ok(report)
+    }
+
+    /// Hands rows claimed for a batch that will not run back to the store at once (the
+    /// retrier is stopping), and what their plan reserved.
+    async fn give_back(&self, next: Next) {
+        self.unreserve(&next.plan);
+        let n = next.claimed.len() as u64;
+        Counters::add(&self.counters.claimed, n);
+        let released = next.claimed.iter().map(|c| Settlement::Release { lease: c.lease }).collect();
+        match self.store.settle(released).await {
+            Ok(report) => {
+                Counters::add(&self.counters.fenced, report.fenced.len() as u64);
+                Counters::add(&self.counters.released, n - report.fenced.len() as u64);
+            }
+            Err(error) => {
+                // They keep their lease and run again once it expires.
+                Counters::add(&self.counters.unwritten, n);
+                self.store_error(&error);
+            }
+        }
     }
 
     /// One claim of `event_types`, at most `limit` rows.

@@ -94,6 +94,38 @@ fn status(store: &MemoryStore, id: crate::DlqId) -> (Status, u32, Option<DeadRea
     (l.status, l.retry_count, l.dead_reason)
 }
 
+/// The trait's required methods, delegated to the wrapped store (`self.0`).
+macro_rules! delegate_required {
+    () => {
+            delegate! {
+                park(l: NewDeadLetter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::Parked>>;
+                park_many(l: Vec<NewDeadLetter>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::Parked>>>;
+                claim(r: ClaimRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<Claimed>>>;
+                settle(o: Vec<Settlement>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::SettleReport>>;
+                get(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<DeadLetter>>>;
+                list(f: crate::ListFilter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<DeadLetter>>>;
+                stats() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::StatsRow>>>;
+                groups(f: crate::ListFilter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::FailureGroup>>>;
+                attempts(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::AttemptRecord>>>;
+                audit(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::AuditEntry>>>;
+                redrive(f: crate::ListFilter, a: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<DlqId>>>;
+                discard(f: crate::ListFilter, a: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<DlqId>>>;
+                patch_payload(id: DlqId, p: Payload, a: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
+                purge(d: Duration) -> crate::store::BoxFuture<'_, crate::store::StoreResult<u64>>;
+                heartbeat(b: &RetrierHeartbeat, d: Duration) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
+                remove_heartbeat(o: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
+                retriers() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<RetrierHeartbeat>>>;
+            }
+    };
+}
+
+/// Each `name(args) -> out`, delegated to `self.0`.
+macro_rules! delegate {
+    ($($name:ident($($arg:ident: $ty:ty),*) -> $out:ty;)*) => {
+        $(fn $name(&self, $($arg: $ty),*) -> $out { self.0.$name($($arg),*) })*
+    };
+}
+
 #[tokio::test(start_paused = true)]
 async fn success_marks_succeeded_and_records_the_attempt() {
     let store = Arc::new(MemoryStore::new());
@@ -356,33 +388,10 @@ async fn singletons_take_turns_and_stale_heartbeats_expire() {
 
 #[tokio::test]
 async fn singleton_on_a_store_without_a_lock_refuses_to_start() {
-    struct NoLock(MemoryStore);
     // Delegates everything but the singleton lock, which keeps the trait's default.
-    macro_rules! delegate {
-        ($($name:ident($($arg:ident: $ty:ty),*) -> $out:ty;)*) => {
-            $(fn $name(&self, $($arg: $ty),*) -> $out { self.0.$name($($arg),*) })*
-        };
-    }
+    struct NoLock(MemoryStore);
     impl DeadLetterStore for NoLock {
-        delegate! {
-            park(l: NewDeadLetter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::Parked>>;
-            park_many(l: Vec<NewDeadLetter>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::Parked>>>;
-            claim(r: ClaimRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<Claimed>>>;
-            settle(o: Vec<Settlement>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::SettleReport>>;
-            get(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<DeadLetter>>>;
-            list(f: crate::ListFilter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<DeadLetter>>>;
-            stats() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::StatsRow>>>;
-            groups(f: crate::ListFilter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::FailureGroup>>>;
-            attempts(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::AttemptRecord>>>;
-            audit(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::AuditEntry>>>;
-            redrive(f: crate::ListFilter, a: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<DlqId>>>;
-            discard(f: crate::ListFilter, a: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<DlqId>>>;
-            patch_payload(id: DlqId, p: Payload, a: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
-            purge(d: Duration) -> crate::store::BoxFuture<'_, crate::store::StoreResult<u64>>;
-            heartbeat(b: &RetrierHeartbeat, d: Duration) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
-            remove_heartbeat(o: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
-            retriers() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<RetrierHeartbeat>>>;
-        }
+        delegate_required!();
     }
     let registry = Registry::from_registrations([&SCRIPTED]).unwrap();
     let r = Retrier::new(Arc::new(NoLock(MemoryStore::new())), registry)
@@ -412,4 +421,43 @@ async fn a_stopped_retrier_runs_again() {
     let id = park(&store, "scripted", json!({})).await;
     assert_eq!(r.run_once().await.unwrap(), 1, "a finished run leaves nothing cancelled");
     assert_eq!(status(&store, id).0, Status::Succeeded);
+}
+
+#[tokio::test(start_paused = true)]
+async fn rows_claimed_with_the_last_outcomes_are_handed_back_on_shutdown() {
+    // Shutdown arrives while the outcomes of the first batch are written and the next batch
+    // claimed: that batch does not run, and its rows are released at once.
+    struct StopsMidWrite(MemoryStore, CancellationToken);
+    impl DeadLetterStore for StopsMidWrite {
+        delegate_required!();
+        fn settle_and_claim(
+            &self,
+            outcomes: Vec<Settlement>,
+            next: ClaimRequest,
+        ) -> crate::store::BoxFuture<
+            '_,
+            crate::store::StoreResult<(crate::store::SettleReport, crate::store::StoreResult<Vec<Claimed>>)>,
+        > {
+            Box::pin(async move {
+                self.1.cancel();
+                // Lets the retrier see the shutdown while this write is under way.
+                tokio::task::yield_now().await;
+                self.0.settle_and_claim(outcomes, next).await
+            })
+        }
+    }
+    let shutdown = CancellationToken::new();
+    let store = Arc::new(StopsMidWrite(MemoryStore::new(), shutdown.clone()));
+    for _ in 0..4 {
+        park(&store.0, "scripted", json!({})).await;
+    }
+    let registry = Registry::from_registrations([&SCRIPTED]).unwrap();
+    let config = RetrierConfig { batch_size: 2, workers: 1, ..RetrierConfig::default() };
+    let r = Retrier::new(Arc::clone(&store), registry).config(config);
+    let stats = r.run_until(shutdown.cancelled_owned()).await.unwrap();
+    assert_eq!((stats.claimed, stats.succeeded, stats.released, stats.fenced), (4, 2, 2, 0));
+    let rows = store.0.list(crate::ListFilter::default()).await.unwrap();
+    let statuses: Vec<_> = rows.iter().map(|r| (r.status, r.retry_count, r.lease_owner.is_some())).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == (Status::Succeeded, 0, false)).count(), 2);
+    assert_eq!(statuses.iter().filter(|s| **s == (Status::Pending, 0, false)).count(), 2, "released, not run");
 }

@@ -88,6 +88,55 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// Writes the outcomes of retries, each fenced by its lease token.
     fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>>;
 
+    /// Writes the outcomes of one batch, then claims the next: what a retrier's claim loop
+    /// does between two batches. The default makes the two calls one after the other;
+    /// PostgreSQL does both in one statement (one round trip and one commit instead of two).
+    /// Rows that the outcomes leave due at once may or may not be among those claimed (the
+    /// default's claim sees them; PostgreSQL's single statement does not).
+    ///
+    /// The claim's own result comes back beside the report: when the outcomes were written
+    /// and the claim failed, the caller still learns what was written.
+    ///
+    /// # Errors
+    /// The outcome write's error; nothing was claimed then either.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dlq_core::store::{ClaimRequest, Settlement};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "503".into(), vec![], None);
+    /// for n in 0..4 {
+    ///     let letter = NewDeadLetter::new("payment", Payload::Json(n.into()), failure.clone());
+    ///     store.park(letter.retry(Duration::ZERO, 5)).await?;
+    /// }
+    /// let request = ClaimRequest {
+    ///     event_types: vec!["payment".into()],
+    ///     limit: 2,
+    ///     lease: Duration::from_secs(60),
+    ///     owner: "doc".into(),
+    /// };
+    /// let first = store.claim(request.clone()).await?;
+    /// let done = first.iter().map(|c| Settlement::Succeeded { lease: c.lease }).collect();
+    /// let (report, next) = store.settle_and_claim(done, request).await?;
+    /// assert_eq!(report.applied, 2);
+    /// assert_eq!(next?.len(), 2, "the other two rows");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    fn settle_and_claim(
+        &self,
+        outcomes: Vec<Settlement>,
+        next: ClaimRequest,
+    ) -> BoxFuture<'_, StoreResult<(SettleReport, StoreResult<Vec<Claimed>>)>> {
+        Box::pin(async move {
+            let report = self.settle(outcomes).await?;
+            Ok((report, self.claim(next).await))
+        })
+    }
+
     /// Waits until new work may be due (a park or redrive happened) or `max` elapsed.
     ///
     /// The default sleeps for `max`; stores with a notification channel wake earlier.

@@ -6,7 +6,8 @@
 //! `dlq_bench` (`DLQ_BENCH_DB` names another, `[a-z0-9_]` only). Set `DLQ_BENCH_ROWS` to change the row count (default 20000),
 //! `DLQ_BENCH_RUNS` the number of alternating runs whose medians are reported (default 5), and
 //! `DLQ_BENCH_LARGE` the large-table size for claim latency (default 1000000; 0 skips the
-//! claim-latency rows, for a quick run of the drains). Ratios are
+//! claim-latency rows, for a quick run of the drains). `DLQ_BENCH_ONLY` runs some scenarios
+//! only, a comma-separated list of `burst`, `drain`, `flaky`, `park` (default: all). Ratios are
 //! only meaningful on an otherwise idle machine.
 
 use std::sync::Arc;
@@ -60,6 +61,11 @@ INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reas
 SELECT t.event_type, t.payload, 'transient', t.kind, t.reason, t.chain, t.fingerprint, 'PENDING', 5, now()
 FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::text[], $5::jsonb[], $6::text[])
     AS t(event_type, payload, kind, reason, chain, fingerprint)";
+
+/// Whether `DLQ_BENCH_ONLY` (unset: every scenario) names `scenario`.
+fn selected(scenario: &str) -> bool {
+    std::env::var("DLQ_BENCH_ONLY").map_or(true, |only| only.split(',').any(|s| s.trim() == scenario))
+}
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -374,66 +380,79 @@ async fn run() -> Result<()> {
     let flaky_registry = handlers![flaky]?;
 
     let runs = env_usize("DLQ_BENCH_RUNS", 5);
-    let (burst_raw_planner, _) =
-        paired(runs, || raw_drain(&pool, rows, Table::Burst, Plan::Planner), || async { Ok(Duration::ZERO) }).await?;
-    let (burst_raw, burst_ours) = paired(
-        runs,
-        || raw_drain(&pool, rows, Table::Burst, Plan::IndexWalk),
-        || ours_drain(&pool, &store, rows, "bench-noop", noop_registry.clone(), RetrierConfig::default(), Table::Burst),
-    )
-    .await?;
-    let (raw, ours_noop) = paired(
-        runs,
-        || raw_drain(&pool, rows, Table::Vacuumed, Plan::Planner),
-        || ours_drain(&pool, &store, rows, "bench-noop", noop_registry.clone(), retry_config(50), Table::Vacuumed),
-    )
-    .await?;
-    let mut flaky = Vec::new();
-    let flaky_configs = [("default config, burst", RetrierConfig::default(), Table::Burst)]
-        .into_iter()
-        .chain([50, 200].map(|b| (if b == 50 { "batch 50" } else { "batch 200" }, retry_config(b), Table::Vacuumed)));
-    for (label, config, table) in flaky_configs {
-        let mut times = Vec::new();
-        for _ in 0..runs.min(3) {
-            let registry = flaky_registry.clone();
-            times.push(ours_drain(&pool, &store, rows, "bench-flaky", registry, config.clone(), table).await?);
-        }
-        times.sort();
-        flaky.push((label, times[times.len() / 2]));
-    }
-    let park_rows = (rows / 64) * 64;
-    let (raw_insert, ours_parked) =
-        paired(runs, || raw_park(&pool, park_rows), || ours_park(&pool, &store, park_rows)).await?;
-
-    let (r, o) = (per_sec(rows, raw), per_sec(rows, ours_noop));
-    let (br, bo) = (per_sec(rows, burst_raw), per_sec(rows, burst_ours));
-    let brp = per_sec(rows, burst_raw_planner);
-    let (ri, op) = (per_sec(park_rows, raw_insert), per_sec(park_rows, ours_parked));
-    println!("\nmedians of {runs} alternating runs on {} rows", rows);
+    println!("\nmedians of {runs} alternating runs on {rows} rows");
     println!("\n| benchmark | dlq | raw SQL | ratio | target |");
     println!("| --- | ---: | ---: | ---: | --- |");
-    println!(
-        "| burst drain {rows} rows (no VACUUM/ANALYZE), no-op handler, default RetrierConfig | {bo:.0} rows/s | {br:.0} rows/s | {:.2}x | >= 0.9x |",
-        bo / br
-    );
-    println!(
-        "| the same raw SQL on the burst with the planner's own plan (bitmap heap scan + sort) | - | {brp:.0} rows/s | - | - |"
-    );
-    println!(
-        "| drain {rows} rows, vacuumed, no-op handler (4 workers, concurrency 50, batch 50) | {o:.0} rows/s | {r:.0} rows/s | {:.2}x | >= 0.9x |",
-        o / r
-    );
-    for (label, time) in flaky {
-        let f = per_sec(rows, time);
+    if selected("burst") {
+        let (planner, _) =
+            paired(runs, || raw_drain(&pool, rows, Table::Burst, Plan::Planner), || async { Ok(Duration::ZERO) })
+                .await?;
+        let (raw, ours_noop) = paired(
+            runs,
+            || raw_drain(&pool, rows, Table::Burst, Plan::IndexWalk),
+            || {
+                ours_drain(
+                    &pool,
+                    &store,
+                    rows,
+                    "bench-noop",
+                    noop_registry.clone(),
+                    RetrierConfig::default(),
+                    Table::Burst,
+                )
+            },
+        )
+        .await?;
+        let (r, o, p) = (per_sec(rows, raw), per_sec(rows, ours_noop), per_sec(rows, planner));
         println!(
-            "| fail once then succeed, zero backoff, {label} | {f:.0} rows/s ({:.0} attempts/s) | - | - | >= 15k rows/s |",
-            2.0 * f
+            "| burst drain {rows} rows (no VACUUM/ANALYZE), no-op handler, default RetrierConfig | {o:.0} rows/s | {r:.0} rows/s | {:.2}x | >= 0.9x |",
+            o / r
+        );
+        println!(
+            "| the same raw SQL on the burst with the planner's own plan (bitmap heap scan + sort) | - | {p:.0} rows/s | - | - |"
         );
     }
-    println!(
-        "| park {park_rows} rows from 64 tasks (group commit) vs 64-row INSERTs | {op:.0} rows/s | {ri:.0} rows/s | {:.2}x | >= 0.6x |",
-        op / ri
-    );
+    if selected("drain") {
+        let (raw, ours_noop) = paired(
+            runs,
+            || raw_drain(&pool, rows, Table::Vacuumed, Plan::Planner),
+            || ours_drain(&pool, &store, rows, "bench-noop", noop_registry.clone(), retry_config(50), Table::Vacuumed),
+        )
+        .await?;
+        let (r, o) = (per_sec(rows, raw), per_sec(rows, ours_noop));
+        println!(
+            "| drain {rows} rows, vacuumed, no-op handler (4 workers, concurrency 50, batch 50) | {o:.0} rows/s | {r:.0} rows/s | {:.2}x | >= 0.9x |",
+            o / r
+        );
+    }
+    if selected("flaky") {
+        let flaky_configs = [("default config, burst", RetrierConfig::default(), Table::Burst)].into_iter().chain(
+            [50, 200].map(|b| (if b == 50 { "batch 50" } else { "batch 200" }, retry_config(b), Table::Vacuumed)),
+        );
+        for (label, config, table) in flaky_configs {
+            let mut times = Vec::new();
+            for _ in 0..runs.min(3) {
+                let registry = flaky_registry.clone();
+                times.push(ours_drain(&pool, &store, rows, "bench-flaky", registry, config.clone(), table).await?);
+            }
+            times.sort();
+            let f = per_sec(rows, times[times.len() / 2]);
+            println!(
+                "| fail once then succeed, zero backoff, {label} | {f:.0} rows/s ({:.0} attempts/s) | - | - | >= 15k rows/s |",
+                2.0 * f
+            );
+        }
+    }
+    if selected("park") {
+        let park_rows = (rows / 64) * 64;
+        let (raw_insert, ours_parked) =
+            paired(runs, || raw_park(&pool, park_rows), || ours_park(&pool, &store, park_rows)).await?;
+        let (ri, op) = (per_sec(park_rows, raw_insert), per_sec(park_rows, ours_parked));
+        println!(
+            "| park {park_rows} rows from 64 tasks (group commit) vs 64-row INSERTs | {op:.0} rows/s | {ri:.0} rows/s | {:.2}x | >= 0.8x |",
+            op / ri
+        );
+    }
     if large > 0 {
         print_claim_latency(&pool, &store, large).await?;
     }

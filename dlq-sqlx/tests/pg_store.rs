@@ -538,22 +538,9 @@ async fn tallies_match_the_table(store: &dlq_sqlx::PgStore, pool: &PgPool, when:
     assert_eq!(tallied, scanned, "groups {when}");
 }
 
-#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
-async fn stats_and_groups_follow_every_change_without_scanning(pool: PgPool) {
-    let store = store(&pool).await;
-    for n in 0..30 {
-        let ty = ["payment", "refund", "invoice"][usize::try_from(n % 3).unwrap()];
-        let mut parked = letter(ty, n);
-        if n % 5 == 0 {
-            parked.failure = failure(ErrorClass::Permanent, "card declined");
-        }
-        store.park(parked).await.unwrap();
-    }
-    tallies_match_the_table(&store, &pool, "after parking").await;
-
-    let claimed = claim(&store, &["payment", "refund"], 8).await;
-    tallies_match_the_table(&store, &pool, "with rows claimed").await;
-    let settlements = claimed
+/// Every third claimed row succeeds, every third is retried at once, every third dies.
+fn mixed_outcomes(claimed: &[dlq_core::store::Claimed]) -> Vec<Settlement> {
+    claimed
         .iter()
         .enumerate()
         .map(|(i, c)| match i % 3 {
@@ -570,8 +557,25 @@ async fn stats_and_groups_follow_every_change_without_scanning(pool: PgPool) {
                 counts: true,
             },
         })
-        .collect();
-    store.settle(settlements).await.unwrap();
+        .collect()
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn stats_and_groups_follow_every_change_without_scanning(pool: PgPool) {
+    let store = store(&pool).await;
+    for n in 0..30 {
+        let ty = ["payment", "refund", "invoice"][usize::try_from(n % 3).unwrap()];
+        let mut parked = letter(ty, n);
+        if n % 5 == 0 {
+            parked.failure = failure(ErrorClass::Permanent, "card declined");
+        }
+        store.park(parked).await.unwrap();
+    }
+    tallies_match_the_table(&store, &pool, "after parking").await;
+
+    let claimed = claim(&store, &["payment", "refund"], 8).await;
+    tallies_match_the_table(&store, &pool, "with rows claimed").await;
+    store.settle(mixed_outcomes(&claimed)).await.unwrap();
     tallies_match_the_table(&store, &pool, "after settling").await;
 
     assert!(!store.maintain().await.unwrap(), "folds; nothing to vacuum");
@@ -650,4 +654,50 @@ async fn charts_on_whole_hours_count_parks_without_scanning(pool: PgPool) {
     sqlx::query("DELETE FROM dlq_events WHERE id % 3 = 0").execute(&pool).await.unwrap();
     assert_eq!(charted().await, before, "after a delete");
     assert_ne!(expected().await, before);
+}
+
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_batch_is_settled_and_the_next_claimed_in_one_statement(pool: PgPool) {
+    let store = store(&pool).await;
+    store.park_many((0..25).map(|n| letter("payment", n)).collect()).await.unwrap();
+    let lease = Duration::from_secs(60);
+    let first = claim(&store, &["payment"], 10).await;
+    // A mixed batch (a success, a retry due at once, a dead end) plus a lease that no longer
+    // holds its row: written, fenced, and the next ten claimed, none of them settled here.
+    let expired = store.claim(request(&["payment"], 1, Duration::from_millis(1))).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut outcomes = mixed_outcomes(&first);
+    outcomes.push(Settlement::Succeeded { lease: expired[0].lease });
+    let (report, next) = store.settle_and_claim(outcomes, request(&["payment"], 10, lease)).await.unwrap();
+    assert_eq!((report.applied, report.fenced.clone()), (10, vec![expired[0].lease.id]));
+    let next = next.unwrap();
+    assert_eq!(next.len(), 10);
+    let settled: Vec<_> = first.iter().map(|c| c.letter.id).collect();
+    assert!(next.iter().all(|c| !settled.contains(&c.letter.id)), "a row settled here is not claimed here");
+    assert!(next.iter().all(|c| c.letter.status == Status::Processing && c.letter.lease_owner.is_some()));
+    assert_eq!(store.get(first[1].letter.id).await.unwrap().unwrap().status, Status::Pending);
+    assert_eq!(store.get(first[2].letter.id).await.unwrap().unwrap().status, Status::FailedPermanently);
+    let history = store.attempts(first[1].letter.id).await.unwrap();
+    assert_eq!(history.iter().map(|a| a.outcome.as_str()).collect::<Vec<_>>(), ["failed", "retry"]);
+    tallies_match_the_table(&store, &pool, "after a mixed batch and a claim").await;
+
+    // Successes only, and a claim that finds the rest (the expired row and the retries).
+    let successes = next.iter().map(|c| Settlement::Succeeded { lease: c.lease }).collect();
+    let (report, rest) = store.settle_and_claim(successes, request(&["payment"], 50, lease)).await.unwrap();
+    assert_eq!((report.applied, report.fenced.len()), (10, 0));
+    let rest = rest.unwrap();
+    assert_eq!(rest.len(), 25 - 10 - 10 + 3, "the rows not claimed yet and the 3 retries");
+    tallies_match_the_table(&store, &pool, "after successes and a claim").await;
+
+    // Nothing left to claim: the outcomes are still written.
+    let successes = rest.iter().map(|c| Settlement::Succeeded { lease: c.lease }).collect();
+    let (report, none) = store.settle_and_claim(successes, request(&["payment"], 50, lease)).await.unwrap();
+    assert_eq!(report.applied, 8);
+    assert!(none.unwrap().is_empty());
+    let (report, none) = store.settle_and_claim(Vec::new(), request(&["payment"], 50, lease)).await.unwrap();
+    assert_eq!(report, dlq_core::store::SettleReport::default());
+    assert!(none.unwrap().is_empty());
+    let dead = 3;
+    assert_eq!(store.list(ListFilter::default().status(Status::Succeeded)).await.unwrap().len(), 25 - dead);
+    tallies_match_the_table(&store, &pool, "after the last batch").await;
 }

@@ -884,3 +884,42 @@ pub async fn claim_capped_keeps_the_cap<S: DeadLetterStore>(s: &S) {
     let short = ClaimCap { in_flight: None, starts: Some((4, Duration::from_millis(20))) };
     assert_eq!(capped(3, short).await.expect("capped claim").len(), 3, "the earlier claims are out of the window");
 }
+
+/// `settle_and_claim` writes the outcomes as `settle` would (fencing a lease that no longer
+/// holds its row) and claims the next batch as `claim` would, never twice the same row; with
+/// nothing left to claim the outcomes are still written.
+pub async fn settle_and_claim_writes_then_claims<S: DeadLetterStore>(s: &S) {
+    for n in 0..9 {
+        park(s, letter("payment", n)).await;
+    }
+    let first = s.claim(request(&["payment"], 4, LONG, "conformance")).await.expect("claim");
+    assert_eq!(first.len(), 4);
+    let mut stale = first[0].lease;
+    stale.token = Uuid::new_v4();
+    let mut outcomes: Vec<Settlement> = first.iter().map(|c| Settlement::Succeeded { lease: c.lease }).collect();
+    outcomes.push(Settlement::Succeeded { lease: stale });
+    let (report, next) =
+        s.settle_and_claim(outcomes, request(&["payment"], 4, LONG, "conformance")).await.expect("settle and claim");
+    assert_eq!((report.applied, report.fenced.clone()), (4, vec![stale.id]), "the stale token is fenced");
+    let next = next.expect("claim");
+    assert_eq!(next.len(), 4);
+    assert!(next.iter().all(|c| !ids(&first).contains(&c.letter.id)), "settled rows are not claimed again");
+    for c in &first {
+        assert_eq!(get(s, c.letter.id).await.status, Status::Succeeded);
+    }
+    let outcomes = next
+        .iter()
+        .map(|c| Settlement::Retry { lease: c.lease, delay: Duration::from_secs(3600), failure: failure("io", "503") })
+        .collect();
+    let (report, last) =
+        s.settle_and_claim(outcomes, request(&["payment"], 4, LONG, "conformance")).await.expect("settle and claim");
+    assert_eq!(report.applied, 4);
+    let last = last.expect("claim");
+    assert_eq!(ids(&last).len(), 1, "the one row never claimed; the retries are not due");
+    let done = vec![Settlement::Succeeded { lease: last[0].lease }];
+    let (report, none) =
+        s.settle_and_claim(done, request(&["payment"], 4, LONG, "conformance")).await.expect("settle and claim");
+    assert_eq!(report.applied, 1);
+    assert!(none.expect("claim").is_empty());
+    assert_eq!(get(s, last[0].letter.id).await.status, Status::Succeeded);
+}

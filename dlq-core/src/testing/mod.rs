@@ -240,6 +240,7 @@ macro_rules! __store_conformance_each {
         $crate::__store_conformance_test!($setup circuits_compare_and_set);
         $crate::__store_conformance_test!($setup circuit_trial_taken_once);
         $crate::__store_conformance_test!($setup claim_capped_keeps_the_cap);
+        $crate::__store_conformance_test!($setup settle_and_claim_writes_then_claims);
     };
 }
 

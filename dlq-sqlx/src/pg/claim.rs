@@ -8,6 +8,7 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use uuid::Uuid;
 
+use super::schema::ClaimStmt;
 use super::{PgStore, micros, row};
 
 /// Claims up to `request.limit` due rows in one statement (see `sql/claim.sql`); the rows
@@ -77,14 +78,21 @@ async fn claim_on(store: &PgStore, conn: &mut sqlx::PgConnection, request: &Clai
         .fetch_all(&mut *conn)
         .await
         .map_err(dlq_core::Error::store)?;
-    let mut claimed = rows
-        .iter()
-        .map(|r| {
-            let token: Uuid = r.try_get("lease_token").map_err(dlq_core::Error::store)?;
-            let letter = row::letter(r)?;
-            Ok(Claimed { lease: Lease { id: letter.id, token }, letter })
-        })
-        .collect::<StoreResult<Vec<_>>>()?;
+    claimed_rows(&rows)
+}
+
+/// The claimed rows of a claiming statement's result (a row with a NULL id stands for none),
+/// in claim order, `(retry_after, id)`.
+fn claimed_rows(rows: &[PgRow]) -> StoreResult<Vec<Claimed>> {
+    let mut claimed = Vec::with_capacity(rows.len());
+    for r in rows {
+        if r.try_get::<Option<i64>, _>("id").map_err(dlq_core::Error::store)?.is_none() {
+            continue;
+        }
+        let token: Uuid = r.try_get("lease_token").map_err(dlq_core::Error::store)?;
+        let letter = row::letter(r)?;
+        claimed.push(Claimed { lease: Lease { id: letter.id, token }, letter });
+    }
     claimed.sort_by_key(|c| (c.letter.retry_after, c.letter.id));
     Ok(claimed)
 }
@@ -107,8 +115,14 @@ struct Outcomes {
 }
 
 impl Outcomes {
-    fn query(self, store: &PgStore, wake: bool) -> Query<'_, sqlx::Postgres, PgArguments> {
-        sqlx::query(store.inner.sql.settle.sql())
+    /// Binds the arrays and the wake-up parameters ($1 to $14 of `settle_rows.sql`).
+    fn bind<'q>(
+        self,
+        query: Query<'q, sqlx::Postgres, PgArguments>,
+        store: &PgStore,
+        wake: bool,
+    ) -> Query<'q, sqlx::Postgres, PgArguments> {
+        query
             .bind(self.ids)
             .bind(self.tokens)
             .bind(self.outcomes)
@@ -121,7 +135,7 @@ impl Outcomes {
             .bind(self.error_chain)
             .bind(self.stacktrace)
             .bind(self.fingerprint)
-            .bind(store.inner.sql.channel.as_str())
+            .bind(store.inner.sql.channel.clone())
             .bind(wake)
     }
 
@@ -157,31 +171,86 @@ impl Outcomes {
 }
 
 /// Writes every outcome of a batch in one statement: a batch of successes only with the lean
-/// `sql/succeed.sql`, any other batch whole with the general `sql/settle.sql` (one round trip
-/// and one durable commit per batch, however its outcomes mix). An outcome whose token no
-/// longer holds its row (lease expired and reclaimed, or already settled) changes nothing and
-/// is reported in [`SettleReport::fenced`].
+/// `sql/succeed_rows.sql`, any other batch whole with the general `sql/settle_rows.sql` (one
+/// round trip and one durable commit per batch, however its outcomes mix). An outcome whose
+/// token no longer holds its row (lease expired and reclaimed, or already settled) changes
+/// nothing and is reported in [`SettleReport::fenced`].
 pub(crate) async fn settle(store: &PgStore, outcomes: Vec<Settlement>) -> StoreResult<SettleReport> {
-    // A lease presented twice: the first outcome is sent, the others are reported fenced.
+    let mut written = HashMap::with_capacity(outcomes.len());
+    if let Some(query) = write_query(store, &outcomes, None) {
+        record(&mut written, query.fetch_all(&store.inner.pool).await.map_err(dlq_core::Error::store)?)?;
+    }
+    Ok(report(&outcomes, written))
+}
+
+/// Writes a batch's outcomes and claims the next batch in one statement
+/// (`sql/settle_claim.sql`): one round trip and one durable commit between two batches.
+pub(crate) async fn settle_and_claim(
+    store: &PgStore,
+    outcomes: Vec<Settlement>,
+    next: ClaimRequest,
+) -> StoreResult<(SettleReport, StoreResult<Vec<Claimed>>)> {
+    if next.event_types.is_empty() || next.limit == 0 {
+        return Ok((settle(store, outcomes).await?, Ok(Vec::new())));
+    }
+    let Some(query) = write_query(store, &outcomes, Some(&next)) else {
+        return Ok((report(&outcomes, HashMap::new()), claim(store, next).await));
+    };
+    let rows = query.fetch_all(&store.inner.pool).await.map_err(dlq_core::Error::store)?;
+    let mut written = HashMap::with_capacity(outcomes.len());
+    if let Some(first) = rows.first() {
+        let ids: Option<Vec<i64>> = first.try_get("settled_ids").map_err(dlq_core::Error::store)?;
+        let tokens: Option<Vec<Uuid>> = first.try_get("settled_tokens").map_err(dlq_core::Error::store)?;
+        for key in ids.unwrap_or_default().into_iter().zip(tokens.unwrap_or_default()) {
+            *written.entry(key).or_default() += 1;
+        }
+    }
+    Ok((report(&outcomes, written), claimed_rows(&rows)))
+}
+
+/// The statement that writes `outcomes` (each lease once: the first outcome of a lease is
+/// sent, the others are reported fenced) and, with `next`, claims the next batch, every
+/// parameter bound; `None` when there is nothing to write.
+fn write_query<'q>(
+    store: &PgStore,
+    outcomes: &[Settlement],
+    next: Option<&ClaimRequest>,
+) -> Option<Query<'q, sqlx::Postgres, PgArguments>> {
     let mut seen = HashSet::with_capacity(outcomes.len());
     let unique: Vec<&Settlement> = outcomes.iter().filter(|s| seen.insert(s.lease())).collect();
-    let mut written: HashMap<(i64, Uuid), u32> = HashMap::with_capacity(outcomes.len());
-    if unique.iter().all(|s| matches!(s, Settlement::Succeeded { .. })) {
-        if !unique.is_empty() {
-            let (ids, tokens): (Vec<i64>, Vec<Uuid>) = unique.iter().map(|s| (s.lease().id, s.lease().token)).unzip();
-            let query = sqlx::query(store.inner.sql.succeed.sql()).bind(ids).bind(tokens);
-            record(&mut written, query.fetch_all(&store.inner.pool).await.map_err(dlq_core::Error::store)?)?;
-        }
+    if unique.is_empty() {
+        return None;
+    }
+    let sql = &store.inner.sql;
+    let query = if unique.iter().all(|s| matches!(s, Settlement::Succeeded { .. })) {
+        let statement = match next {
+            Some(next) => sql.claiming(ClaimStmt::AfterSuccesses, next.limit),
+            None => sql.succeed.sql(),
+        };
+        let (ids, tokens): (Vec<i64>, Vec<Uuid>) = unique.iter().map(|s| (s.lease().id, s.lease().token)).unzip();
+        sqlx::query(statement).bind(ids).bind(tokens)
     } else {
+        let statement = match next {
+            Some(next) => sql.claiming(ClaimStmt::AfterOutcomes, next.limit),
+            None => sql.settle.sql(),
+        };
         let due_again = unique.iter().any(|s| matches!(s, Settlement::Retry { .. } | Settlement::Release { .. }));
         let wake = due_again && store.inner.debounce.notify_now();
         let mut o = Outcomes::default();
         unique.into_iter().for_each(|s| o.push(s));
-        let rows = o.query(store, wake).fetch_all(&store.inner.pool).await.map_err(dlq_core::Error::store)?;
-        record(&mut written, rows)?;
-    }
+        o.bind(sqlx::query(statement), store, wake)
+    };
+    Some(match next {
+        Some(next) => query.bind(next.event_types.clone()).bind(micros(next.lease)).bind(next.owner.clone()),
+        None => query,
+    })
+}
+
+/// Each outcome counted once: applied when the statement wrote its lease (as many times as
+/// it was written), else fenced.
+fn report(outcomes: &[Settlement], mut written: HashMap<(i64, Uuid), u32>) -> SettleReport {
     let mut report = SettleReport::default();
-    for settlement in &outcomes {
+    for settlement in outcomes {
         let lease = settlement.lease();
         match written.get_mut(&(lease.id, lease.token)) {
             Some(n) if *n > 0 => {
@@ -191,7 +260,7 @@ pub(crate) async fn settle(store: &PgStore, outcomes: Vec<Settlement>) -> StoreR
             _ => report.fenced.push(lease.id),
         }
     }
-    Ok(report)
+    report
 }
 
 fn record(written: &mut HashMap<(i64, Uuid), u32>, rows: Vec<PgRow>) -> StoreResult<()> {

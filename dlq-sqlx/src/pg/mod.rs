@@ -180,9 +180,11 @@ impl PgConfig {
 /// from many tasks are group-committed into multi-row inserts; [`park_in`](Self::park_in)
 /// joins the caller's transaction instead. Claims use `FOR UPDATE SKIP LOCKED` with leases
 /// and fencing tokens, so any number of retriers on any number of hosts can share the table;
-/// timestamps come from the database clock only. Parks and outcomes commit durably; claims
-/// commit asynchronously, since a claim lost in a server crash only means the row is claimed
-/// again. Parks and retries wake waiting retriers with `NOTIFY`, at most one per 20 ms burst.
+/// timestamps come from the database clock only. Parks and outcomes commit durably; a claim
+/// on its own commits asynchronously, since a claim lost in a server crash only means the row
+/// is claimed again. Between two batches a retrier writes the outcomes of one and claims the
+/// next in a single statement ([`settle_and_claim`](DeadLetterStore::settle_and_claim)).
+/// Parks and retries wake waiting retriers with `NOTIFY`, at most one per 20 ms burst.
 ///
 /// ```no_run
 /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload};
@@ -423,6 +425,15 @@ impl DeadLetterStore for PgStore {
 
     fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>> {
         Box::pin(claim::settle(self, outcomes))
+    }
+
+    /// Both in one statement: one round trip and one durable commit between two batches.
+    fn settle_and_claim(
+        &self,
+        outcomes: Vec<Settlement>,
+        next: ClaimRequest,
+    ) -> BoxFuture<'_, StoreResult<(SettleReport, StoreResult<Vec<Claimed>>)>> {
+        Box::pin(claim::settle_and_claim(self, outcomes, next))
     }
 
     fn wait_for_work(&self, max: Duration) -> BoxFuture<'_, ()> {

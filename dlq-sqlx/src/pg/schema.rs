@@ -53,23 +53,45 @@ pub fn validate_schema(name: &str) -> Result<(), dlq_core::Error> {
     Ok(())
 }
 
-/// How many batch sizes keep a rendered claim statement.
-const CLAIM_SIZES_KEPT: usize = 16;
+/// How many (statement, batch size) pairs keep a rendered claim statement.
+const CLAIM_SIZES_KEPT: usize = 48;
+
+/// The statements that claim, each rendered per batch size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ClaimStmt {
+    /// The claim on its own (`claim.sql`).
+    Alone,
+    /// A batch of successes written and the next batch claimed (`settle_claim.sql` with
+    /// `succeed_rows.sql`).
+    AfterSuccesses,
+    /// Any batch of outcomes written and the next batch claimed (`settle_claim.sql` with
+    /// `settle_rows.sql`).
+    AfterOutcomes,
+}
 
 impl Sql {
     /// The claim statement with `limit` as its batch size (at most `i64::MAX`).
     pub(crate) fn claim_with_limit(&self, limit: usize) -> AssertSqlSafe<Arc<str>> {
+        self.claiming(ClaimStmt::Alone, limit)
+    }
+
+    /// One of the claiming statements with `limit` as its batch size (at most `i64::MAX`).
+    pub(crate) fn claiming(&self, stmt: ClaimStmt, limit: usize) -> AssertSqlSafe<Arc<str>> {
         let limit = limit.min(usize::try_from(i64::MAX).unwrap_or(usize::MAX));
-        let render = || Stmt(self.claim.0.replace("{limit}", &limit.to_string()).into());
+        let template = match stmt {
+            ClaimStmt::Alone => &self.claim,
+            ClaimStmt::AfterSuccesses => &self.succeed_claim,
+            ClaimStmt::AfterOutcomes => &self.settle_claim,
+        };
         let mut claims = self.claims.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(stmt) = claims.get(&limit) {
-            return stmt.sql();
+        if let Some(rendered) = claims.get(&(stmt, limit)) {
+            return rendered.sql();
         }
-        let stmt = render();
+        let rendered = Stmt(template.0.replace("{limit}", &limit.to_string()).into());
         if claims.len() < CLAIM_SIZES_KEPT {
-            claims.insert(limit, stmt.clone());
+            claims.insert((stmt, limit), rendered.clone());
         }
-        stmt.sql()
+        rendered.sql()
     }
 }
 
@@ -93,8 +115,12 @@ macro_rules! statements {
             pub(crate) channel: String,
             /// The quoted schema, for DDL run by the migrator.
             pub(crate) quoted_schema: String,
-            /// The claim statement rendered per batch size.
-            claims: std::sync::Mutex<std::collections::HashMap<usize, Stmt>>,
+            /// The claiming statements rendered per batch size.
+            claims: std::sync::Mutex<std::collections::HashMap<(ClaimStmt, usize), Stmt>>,
+            /// Successes written and the next batch claimed, `{limit}` not yet filled in.
+            pub(crate) succeed_claim: Stmt,
+            /// Outcomes written and the next batch claimed, `{limit}` not yet filled in.
+            pub(crate) settle_claim: Stmt,
             $($(#[$m])* pub(crate) $name: Stmt,)*
         }
 
@@ -105,6 +131,8 @@ macro_rules! statements {
                 Self {
                     channel: channel_name(schema),
                     $($name: Stmt(render(include_str!(concat!("sql/", $file)), &quoted).into()),)*
+                    succeed_claim: Stmt(render(&settle_claim("{succeed_rows}", 3, "0"), &quoted).into()),
+                    settle_claim: Stmt(render(&settle_claim("{settle_rows}", 15, "(SELECT count(*) FROM wake)"), &quoted).into()),
                     quoted_schema: quoted,
                     claims: std::sync::Mutex::default(),
                 }
@@ -209,11 +237,41 @@ statements! {
 /// The `WHERE` clause of a `ListFilter` (see `admin::bind_filter`), shared by the statements
 /// that select by filter.
 const FILTER: &str = include_str!("sql/filter.sql");
+/// The claim's CTEs, with its parameters as `{p1}` to `{p3}`.
+const CLAIM_ROWS: &str = include_str!("sql/claim_rows.sql");
+/// The CTEs that write a mixed batch of outcomes.
+const SETTLE_ROWS: &str = include_str!("sql/settle_rows.sql");
+/// The CTE that writes a batch of successes.
+const SUCCEED_ROWS: &str = include_str!("sql/succeed_rows.sql");
+/// Outcomes written and the next batch claimed, with `{outcome_rows}`, `{claim_rows}` and
+/// `{woken}` to fill in.
+const SETTLE_CLAIM: &str = include_str!("sql/settle_claim.sql");
 
-/// A statement's text for a quoted schema: `{filter}` and `{schema}` filled in, both our own
-/// text (no value is ever put into SQL).
+/// `claim_rows.sql` with its three parameters numbered from `$first`.
+fn claim_rows(first: usize) -> String {
+    (1..=3).fold(CLAIM_ROWS.trim_end().to_owned(), |sql, p| {
+        sql.replace(&format!("{{p{p}}}"), &format!("${}", first + p - 1))
+    })
+}
+
+/// `settle_claim.sql` around `outcome_rows`, the claim's parameters numbered from `$first`.
+fn settle_claim(outcome_rows: &str, first: usize, woken: &str) -> String {
+    SETTLE_CLAIM
+        .replace("{outcome_rows}", outcome_rows)
+        .replace("{claim_rows}", &claim_rows(first))
+        .replace("{woken}", woken)
+}
+
+/// A statement's text for a quoted schema: the shared parts (`{filter}`, `{claim_rows}`,
+/// `{settle_rows}`, `{succeed_rows}`) and `{schema}` filled in, all our own text (no value is
+/// ever put into SQL).
 fn render(template: &str, quoted_schema: &str) -> String {
-    template.replace("{filter}", FILTER.trim_end()).replace("{schema}", quoted_schema)
+    template
+        .replace("{filter}", FILTER.trim_end())
+        .replace("{claim_rows}", &claim_rows(1))
+        .replace("{settle_rows}", SETTLE_ROWS.trim_end())
+        .replace("{succeed_rows}", SUCCEED_ROWS.trim_end())
+        .replace("{schema}", quoted_schema)
 }
 
 /// `dlq_events` for the `public` schema, `dlq_events.<schema>` otherwise (at most 63 bytes:

@@ -1,0 +1,40 @@
+-- The claim's CTEs, shared by claim.sql and the statements that write a batch's outcomes and
+-- claim the next one (settle_claim.sql). {p1}, {p2}, {p3} are the event
+-- types, the lease in microseconds and the owner; the including statement numbers them.
+-- Due rows: PENDING rows whose retry_after passed, and PROCESSING rows whose lease expired
+-- (their retrier died or stalled), oldest retry_after first. Each branch walks its own
+-- partial index in order: the PENDING branch through dlq_claim_pending() (migration 0007),
+-- whose plan is that ordered walk with or without table statistics, so a claim right after a
+-- burst of parks reads `limit` rows, not every due one; the event-type test is written as a
+-- CASE so that the planner never prefers the (event_type, status) index, which would read
+-- every row in flight. SKIP LOCKED lets retriers claim side by side. The new token fences
+-- every outcome write of this claim. The batch size is an integer literal ({limit}), not a
+-- parameter: with `LIMIT $n` PostgreSQL plans every claim anew instead of caching one plan.
+pending AS (
+    SELECT id, retry_after FROM {schema}.dlq_claim_pending({p1}::text[], {limit})
+),
+expired AS (
+    SELECT id, retry_after FROM {schema}.dlq_events
+    WHERE status = 'PROCESSING' AND lease_until <= now()
+      AND CASE WHEN event_type = ANY({p1}::text[]) THEN true ELSE false END
+    ORDER BY retry_after, id
+    LIMIT {limit}
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id FROM (SELECT * FROM pending UNION ALL SELECT * FROM expired) AS d
+    ORDER BY retry_after, id
+    LIMIT {limit}
+),
+claimed AS (
+    UPDATE {schema}.dlq_events AS e SET
+        status = 'PROCESSING',
+        lease_owner = {p3},
+        lease_until = now() + {p2} * INTERVAL '1 microsecond',
+        lease_token = gen_random_uuid(),
+        last_attempt_at = now(),
+        updated_at = now()
+    FROM due
+    WHERE e.id = due.id
+    RETURNING e.*
+)

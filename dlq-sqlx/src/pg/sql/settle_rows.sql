@@ -1,0 +1,72 @@
+-- The CTEs of settle.sql, shared with settle_claim.sql (parameters $1 to $14; see settle.sql).
+input AS (
+    SELECT * FROM unnest(
+        $1::int8[], $2::uuid[], $3::text[], $4::int8[], $5::int4[], $6::text[],
+        $7::text[], $8::text[], $9::text[], $10::jsonb[], $11::text[], $12::text[]
+    ) AS t(id, token, outcome, delay_us, counts, dead_reason,
+           error_class, error_kind, error_reason, error_chain, error_stacktrace, fingerprint)
+),
+-- The original failure of rows whose error this batch replaces for the first time becomes
+-- attempt 0 in dlq_attempts (until then attempt 0 is read from the row itself).
+original AS (
+    SELECT o.id, o.error_class, o.error_reason, o.first_failed_at
+    FROM input AS i
+    CROSS JOIN LATERAL (
+        SELECT id, error_class, error_reason, first_failed_at, first_failure_logged
+        FROM {schema}.dlq_events
+        WHERE id = i.id
+    ) AS o
+    WHERE i.error_class IS NOT NULL AND NOT o.first_failure_logged
+),
+settled AS (
+    UPDATE {schema}.dlq_events AS e SET
+        status = CASE i.outcome
+            WHEN 'succeeded' THEN 'SUCCEEDED'
+            WHEN 'dead' THEN 'FAILED_PERMANENTLY'
+            ELSE 'PENDING' END,
+        retry_count = e.retry_count + i.counts,
+        retry_after = CASE i.outcome
+            WHEN 'retry' THEN now() + i.delay_us * INTERVAL '1 microsecond'
+            WHEN 'released' THEN now()
+            ELSE e.retry_after END,
+        dead_reason = CASE WHEN i.outcome = 'dead' THEN i.dead_reason ELSE e.dead_reason END,
+        error_class = COALESCE(i.error_class, e.error_class),
+        error_kind = CASE WHEN i.error_class IS NULL THEN e.error_kind ELSE i.error_kind END,
+        error_reason = CASE WHEN i.error_class IS NULL THEN e.error_reason ELSE i.error_reason END,
+        error_chain = CASE WHEN i.error_class IS NULL THEN e.error_chain ELSE i.error_chain END,
+        error_stacktrace = CASE WHEN i.error_class IS NULL THEN e.error_stacktrace ELSE i.error_stacktrace END,
+        fingerprint = CASE WHEN i.error_class IS NULL THEN e.fingerprint ELSE i.fingerprint END,
+        first_failure_logged = e.first_failure_logged OR i.error_class IS NOT NULL,
+        lease_until = NULL,
+        lease_token = NULL,
+        updated_at = now()
+    FROM input AS i
+    WHERE e.id = i.id
+      AND e.lease_token = i.token
+      -- "PROCESSING with an unexpired lease", written as a CASE so that the planner drives
+      -- the update from the input by primary key and never from the lease index, whose
+      -- statistics (taken while few rows were in flight) make it look free.
+      AND CASE WHEN e.status = 'PROCESSING' THEN e.lease_until > now() ELSE false END
+    RETURNING e.id, i.token, i.outcome, e.retry_count + 1 - i.counts AS attempt, e.lease_owner,
+        i.error_class, i.error_reason
+),
+history AS (
+    INSERT INTO {schema}.dlq_attempts (dlq_id, attempt, outcome, error_class, error_reason, owner, at)
+    SELECT dlq_id, attempt, outcome, error_class, error_reason, owner, at
+    FROM (
+        SELECT o.id AS dlq_id, 0 AS attempt, 'failed' AS outcome, o.error_class, o.error_reason,
+            NULL::text AS owner, o.first_failed_at AS at, 0 AS k
+        FROM original AS o
+        JOIN settled AS s ON s.id = o.id
+        UNION ALL
+        SELECT id, attempt, outcome, error_class, error_reason, lease_owner, now(), 1
+        FROM settled
+        WHERE outcome NOT IN ('released', 'succeeded')
+    ) AS h
+    ORDER BY k
+),
+wake AS (
+    SELECT pg_notify($13, '')
+    FROM (SELECT 1 FROM settled WHERE outcome IN ('retry', 'released') LIMIT 1) AS any_due
+    WHERE $14
+)
