@@ -577,6 +577,9 @@ async fn stats_and_groups_follow_every_change_without_scanning(pool: PgPool) {
     tallies_match_the_table(&store, &pool, "with rows claimed").await;
     store.settle(mixed_outcomes(&claimed)).await.unwrap();
     tallies_match_the_table(&store, &pool, "after settling").await;
+    let claimed = claim(&store, &["payment", "invoice"], 6).await;
+    store.settle(claimed.iter().map(|c| Settlement::Succeeded { lease: c.lease }).collect()).await.unwrap();
+    tallies_match_the_table(&store, &pool, "after settling successes only").await;
 
     assert!(!store.maintain().await.unwrap(), "folds; nothing to vacuum");
     let keys: i64 = sqlx::query_scalar("SELECT count(*) FROM dlq_tallies").fetch_one(&pool).await.unwrap();
