@@ -25,7 +25,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     (OLDEST_DUE, "gauge", "age in seconds of the oldest PENDING row that is due, by event_type (0 when none)"),
     (LIVE_RETRIERS, "gauge", "retrier processes whose heartbeat is live"),
     (SATURATION, "gauge", "rows in the store over its max_entries limit (stores with a limit only)"),
-    (CLAIM_SECONDS, "histogram", "time of one claim round trip, in seconds"),
+    (
+        CLAIM_SECONDS,
+        "histogram",
+        "time of one claim round trip (with the previous batch's outcomes when written together), in seconds",
+    ),
     (HANDLER_SECONDS, "histogram", "time of one retried handler run, by event_type, in seconds"),
     (RECOVERY_SECONDS, "histogram", "time from an event's first failure to its successful retry, by event_type"),
     (
