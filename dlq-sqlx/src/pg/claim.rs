@@ -197,10 +197,12 @@ pub(crate) async fn settle_and_claim(
         return Ok((report(&outcomes, HashMap::new()), claim(store, next).await));
     };
     let rows = query.fetch_all(&store.inner.pool).await.map_err(dlq_core::Error::store)?;
+    // One row carries the settled leases (the statement's rank 1; looked for in every row,
+    // so that the order rows arrive in does not matter).
     let mut written = HashMap::with_capacity(outcomes.len());
-    if let Some(first) = rows.first() {
-        let ids: Option<Vec<i64>> = first.try_get("settled_ids").map_err(dlq_core::Error::store)?;
-        let tokens: Option<Vec<Uuid>> = first.try_get("settled_tokens").map_err(dlq_core::Error::store)?;
+    for r in &rows {
+        let ids: Option<Vec<i64>> = r.try_get("settled_ids").map_err(dlq_core::Error::store)?;
+        let tokens: Option<Vec<Uuid>> = r.try_get("settled_tokens").map_err(dlq_core::Error::store)?;
         for key in ids.unwrap_or_default().into_iter().zip(tokens.unwrap_or_default()) {
             *written.entry(key).or_default() += 1;
         }
