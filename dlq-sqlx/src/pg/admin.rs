@@ -65,7 +65,7 @@ pub(crate) async fn list(store: &PgStore, filter: ListFilter) -> StoreResult<Vec
     };
     let query = bind_filter(sqlx::query(statement.sql()), &filter);
     let rows = query.fetch_all(&store.inner.pool).await.map_err(db)?;
-    rows.iter().map(row::letter).collect()
+    row::letters(&rows)
 }
 
 pub(crate) async fn count(store: &PgStore, filter: ListFilter) -> StoreResult<u64> {

@@ -81,18 +81,22 @@ async fn claim_on(store: &PgStore, conn: &mut sqlx::PgConnection, request: &Clai
     claimed_rows(&rows)
 }
 
-/// The claimed rows of a claiming statement's result (a row with a NULL id stands for none),
+/// The claimed rows of a claiming statement's result (a row without a lease token stands for none),
 /// in claim order, `(retry_after, id)`.
 fn claimed_rows(rows: &[PgRow]) -> StoreResult<Vec<Claimed>> {
-    let mut claimed = Vec::with_capacity(rows.len());
+    let mut held = Vec::with_capacity(rows.len());
+    let mut tokens = Vec::with_capacity(rows.len());
     for r in rows {
-        if r.try_get::<Option<i64>, _>("id").map_err(dlq_core::Error::store)?.is_none() {
-            continue;
+        if let Some(token) = r.try_get::<Option<Uuid>, _>("lease_token").map_err(dlq_core::Error::store)? {
+            held.push(r);
+            tokens.push(token);
         }
-        let token: Uuid = r.try_get("lease_token").map_err(dlq_core::Error::store)?;
-        let letter = row::letter(r)?;
-        claimed.push(Claimed { lease: Lease { id: letter.id, token }, letter });
     }
+    let mut claimed: Vec<Claimed> = row::letters(held)?
+        .into_iter()
+        .zip(tokens)
+        .map(|(letter, token)| Claimed { lease: Lease { id: letter.id, token }, letter })
+        .collect();
     claimed.sort_by_key(|c| (c.letter.retry_after, c.letter.id));
     Ok(claimed)
 }
