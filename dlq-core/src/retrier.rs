@@ -616,15 +616,14 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             self.unreserve(&plan);
             return self.store.settle(outcomes).await;
         }
-        let request = ClaimRequest {
-            event_types: plan.free.clone(),
-            limit: self.config.batch_size.max(1),
-            lease: self.config.lease,
-            owner: self.owner.to_string(),
-        };
-        let span = tracing::debug_span!("dlq.claim", batch_size = request.limit, claimed = tracing::field::Empty);
-        let started = std::time::Instant::now();
-        let (report, claimed) = match self.store.settle_and_claim(outcomes, request).instrument(span.clone()).await {
+        let request = self.request(plan.free.clone(), self.config.batch_size.max(1));
+        let limit = request.limit;
+        let written = self.store.settle_and_claim(outcomes, request);
+        let written = self.timed(limit, written, |w| match w {
+            Ok((_, Ok(claimed))) => Some(claimed.len()),
+            _ => None,
+        });
+        let (report, claimed) = match written.await {
             Ok(written) => written,
             Err(error) => {
                 self.unreserve(&plan);
@@ -633,8 +632,6 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         };
         match claimed {
             Ok(claimed) => {
-                crate::observe::claim_took(started.elapsed());
-                span.record("claimed", claimed.len());
                 if claimed.is_empty() {
                     // Nothing due: the loop waits for work and plans afresh.
                     self.unreserve(&plan);
@@ -677,18 +674,36 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         limit: usize,
         cap: Option<ClaimCap>,
     ) -> Result<Vec<Claimed>, Error> {
-        let request = ClaimRequest { event_types, limit, lease: self.config.lease, owner: self.owner.to_string() };
-        let span = tracing::debug_span!("dlq.claim", batch_size = request.limit, claimed = tracing::field::Empty);
-        let started = std::time::Instant::now();
+        let request = self.request(event_types, limit);
         // A limited type's claim keeps its cap across every retrier when the store can.
         let claim = match cap {
             Some(cap) => self.store.claim_capped(request, cap),
             None => self.store.claim(request),
         };
-        let claimed = claim.instrument(span.clone()).await.inspect_err(|e| self.store_error(e))?;
-        crate::observe::claim_took(started.elapsed());
-        span.record("claimed", claimed.len());
-        Ok(claimed)
+        self.timed(limit, claim, |c| c.as_ref().ok().map(Vec::len)).await.inspect_err(|e| self.store_error(e))
+    }
+
+    /// A claim of at most `limit` rows of `event_types`, leased to this retrier.
+    fn request(&self, event_types: Vec<String>, limit: usize) -> ClaimRequest {
+        ClaimRequest { event_types, limit, lease: self.config.lease, owner: self.owner.to_string() }
+    }
+
+    /// Runs a store call that claims (alone, or with a batch's outcomes) under a `dlq.claim`
+    /// span; when `claimed` finds how many rows it claimed, records its time and that count.
+    async fn timed<T>(
+        &self,
+        limit: usize,
+        call: impl Future<Output = T>,
+        claimed: impl FnOnce(&T) -> Option<usize>,
+    ) -> T {
+        let span = tracing::debug_span!("dlq.claim", batch_size = limit, claimed = tracing::field::Empty);
+        let started = std::time::Instant::now();
+        let out = call.instrument(span.clone()).await;
+        if let Some(n) = claimed(&out) {
+            crate::observe::claim_took(started.elapsed());
+            span.record("claimed", n);
+        }
+        out
     }
 
     /// Takes the trial of an open circuit (compare-and-set: one retrier wins) and claims its

@@ -123,7 +123,7 @@ impl Outcomes {
     fn bind<'q>(
         self,
         query: Query<'q, sqlx::Postgres, PgArguments>,
-        store: &PgStore,
+        store: &'q PgStore,
         wake: bool,
     ) -> Query<'q, sqlx::Postgres, PgArguments> {
         query
@@ -139,7 +139,7 @@ impl Outcomes {
             .bind(self.error_chain)
             .bind(self.stacktrace)
             .bind(self.fingerprint)
-            .bind(store.inner.sql.channel.clone())
+            .bind(store.inner.sql.channel.as_str())
             .bind(wake)
     }
 
@@ -218,9 +218,9 @@ pub(crate) async fn settle_and_claim(
 /// sent, the others are reported fenced) and, with `next`, claims the next batch, every
 /// parameter bound; `None` when there is nothing to write.
 fn write_query<'q>(
-    store: &PgStore,
+    store: &'q PgStore,
     outcomes: &[Settlement],
-    next: Option<&ClaimRequest>,
+    next: Option<&'q ClaimRequest>,
 ) -> Option<Query<'q, sqlx::Postgres, PgArguments>> {
     let mut seen = HashSet::with_capacity(outcomes.len());
     let unique: Vec<&Settlement> = outcomes.iter().filter(|s| seen.insert(s.lease())).collect();
@@ -247,7 +247,7 @@ fn write_query<'q>(
         o.bind(sqlx::query(statement), store, wake)
     };
     Some(match next {
-        Some(next) => query.bind(next.event_types.clone()).bind(micros(next.lease)).bind(next.owner.clone()),
+        Some(next) => query.bind(&next.event_types).bind(micros(next.lease)).bind(next.owner.as_str()),
         None => query,
     })
 }
