@@ -7,7 +7,9 @@
 //! `DLQ_BENCH_RUNS` the number of alternating runs whose medians are reported (default 5), and
 //! `DLQ_BENCH_LARGE` the large-table size for claim latency (default 1000000; 0 skips the
 //! claim-latency rows, for a quick run of the drains). `DLQ_BENCH_ONLY` runs some scenarios
-//! only, a comma-separated list of `burst`, `drain`, `flaky`, `park` (default: all). Ratios are
+//! only, a comma-separated list of `burst`, `drain`, `flaky`, `park` (default: all).
+//! `DLQ_BENCH_CPU=1` also prints, for each drain, the CPU time of this process and of every
+//! PostgreSQL process on the host while it ran (Linux `/proc`, ticks of 10 ms). Ratios are
 //! only meaningful on an otherwise idle machine.
 
 use std::sync::Arc;
@@ -61,6 +63,37 @@ INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reas
 SELECT t.event_type, t.payload, 'transient', t.kind, t.reason, t.chain, t.fingerprint, 'PENDING', 5, now()
 FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::text[], $5::jsonb[], $6::text[])
     AS t(event_type, payload, kind, reason, chain, fingerprint)";
+
+/// CPU ticks so far of this process and of every `postgres` process (Linux `/proc`).
+fn cpu_ticks() -> (u64, u64) {
+    let ticks = |stat: &str| -> u64 {
+        let fields: Vec<&str> = stat.rsplit_once(") ").map_or("", |(_, rest)| rest).split(' ').collect();
+        fields.get(11..13).map_or(0, |f| f.iter().filter_map(|t| t.parse::<u64>().ok()).sum())
+    };
+    let own = std::fs::read_to_string("/proc/self/stat").map_or(0, |s| ticks(&s));
+    let postgres = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter(|stat| stat.contains("(postgres)"))
+        .map(|stat| ticks(&stat))
+        .sum();
+    (own, postgres)
+}
+
+/// With `DLQ_BENCH_CPU` set, prints the CPU ticks spent since `from` (see `cpu_ticks`).
+fn report_cpu(who: &str, from: (u64, u64), took: Duration) {
+    if std::env::var_os("DLQ_BENCH_CPU").is_some() {
+        let (own, postgres) = cpu_ticks();
+        println!(
+            "cpu {who}: {:.0} ms, bench process {} ticks, PostgreSQL {} ticks",
+            took.as_secs_f64() * 1e3,
+            own - from.0,
+            postgres - from.1
+        );
+    }
+}
 
 /// Whether `DLQ_BENCH_ONLY` (unset: every scenario) names `scenario`.
 fn selected(scenario: &str) -> bool {
@@ -143,6 +176,7 @@ async fn raw_drain(pool: &PgPool, n: usize, table: Table, plan: Plan) -> Result<
     if table == Table::Vacuumed {
         vacuum(pool).await?;
     }
+    let cpu = cpu_ticks();
     let start = Instant::now();
     let tasks: Vec<_> = (0..4)
         .map(|_| {
@@ -169,6 +203,7 @@ async fn raw_drain(pool: &PgPool, n: usize, table: Table, plan: Plan) -> Result<
     for task in tasks {
         task.await??;
     }
+    report_cpu("raw SQL", cpu, start.elapsed());
     Ok(start.elapsed())
 }
 
@@ -190,6 +225,7 @@ async fn ours(
 ) -> Result<(Duration, dlq_core::RetrierStats)> {
     let shutdown = CancellationToken::new();
     let retrier = Retrier::new(Arc::new(store.clone()), registry).config(config);
+    let cpu = cpu_ticks();
     let start = Instant::now();
     let running = tokio::spawn({
         let (retrier, shutdown) = (retrier.clone(), shutdown.clone());
@@ -202,6 +238,7 @@ async fn ours(
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let elapsed = start.elapsed();
+    report_cpu("dlq", cpu, elapsed);
     shutdown.cancel();
     let stats = running.await??;
     Ok((elapsed, stats))
