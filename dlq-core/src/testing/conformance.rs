@@ -657,19 +657,28 @@ pub async fn purge_by_age<S: DeadLetterStore>(s: &S) {
     assert!(!reparked.deduplicated && reparked.id > late, "a purged row's dedupe key is free; ids are not reused");
 }
 
-/// `list` applies every filter field and the limit, newest first.
+/// `list` applies every filter field and the limit, newest first, over rows in every status
+/// (succeeded and in-flight rows included, which PostgreSQL keeps out of its operator indexes).
 pub async fn list_filters_newest_first<S: DeadLetterStore>(s: &S) {
-    let a = park(s, letter("payment", 1)).await;
+    let done = park(s, letter("payment", 0)).await;
+    settle_ok(s, Settlement::Succeeded { lease: claim_one(s, "payment").await }).await;
+    let held = park(s, letter("payment", 9)).await;
+    claim_one(s, "payment").await;
+    let a = park(s, letter("payment", 1).retry(Duration::from_secs(3600), 5)).await;
     let b = park(s, NewDeadLetter::new("refund", Payload::Json(json!(2)), failure("parse", "bad"))).await;
     let c = park(s, letter("payment", 3).dead(DeadReason::Permanent)).await;
     let list = |f: ListFilter| async move { s.list(f).await.expect("list").iter().map(|l| l.id).collect::<Vec<_>>() };
-    assert_eq!(list(ListFilter::default()).await, vec![c, b, a]);
+    assert_eq!(list(ListFilter::default()).await, vec![c, b, a, held, done]);
     assert_eq!(list(ListFilter::default().limit(2)).await, vec![c, b]);
     assert_eq!(list(ListFilter::default().limit(0)).await, Vec::<DlqId>::new());
-    assert_eq!(list(ListFilter::default().event_type("payment")).await, vec![c, a]);
+    assert_eq!(list(ListFilter::default().event_type("payment")).await, vec![c, a, held, done]);
     assert_eq!(list(ListFilter::default().status(Status::FailedPermanently)).await, vec![c]);
+    assert_eq!(list(ListFilter::default().status(Status::Succeeded)).await, vec![done]);
+    assert_eq!(list(ListFilter::default().event_type("payment").status(Status::Processing)).await, vec![held]);
+    assert_eq!(list(ListFilter::default().event_type("payment").status(Status::Pending)).await, vec![a]);
     let fp = get(s, a).await.failure.fingerprint;
-    assert_eq!(list(ListFilter::default().fingerprint(&fp)).await, vec![c, a]);
+    assert_eq!(list(ListFilter::default().fingerprint(&fp)).await, vec![c, a, held, done]);
+    assert_eq!(list(ListFilter::default().fingerprint(&fp).status(Status::Succeeded)).await, vec![done]);
     assert_eq!(list(ListFilter::default().ids([a, b, 999_999])).await, vec![b, a]);
     assert_eq!(list(ListFilter::default().ids([a]).status(Status::Succeeded)).await, Vec::<DlqId>::new());
     let rows = s.list(ListFilter::default().ids([b])).await.expect("list");

@@ -3,8 +3,9 @@
 -- counted here by the small partial index of leases); for a filter of status, event type and
 -- fingerprint only ($1..$3 as in filter.sql; $4 the limit). Kind and sample reason come from
 -- the newest row of each group, found by walking the (fingerprint, id) index back from the
--- newest row (the CASE keeps the planner off the (event_type, status, id) index, which on a
--- table without statistics it would pick and then read every row of the type: seconds at a
+-- newest row (the status test, in plain sight, proves that partial index's predicate,
+-- migration 0012; the CASE keeps the planner off the (event_type, status, id) index, which on
+-- a table without statistics it would pick and then read every row of the type: seconds at a
 -- million rows).
 WITH t AS (
     SELECT fingerprint, event_type, sum(n) AS n, min(first_seen) AS first_seen, max(last_seen) AS last_seen
@@ -38,8 +39,8 @@ CROSS JOIN LATERAL (
     SELECT e.id, e.error_kind, e.error_reason
     FROM {schema}.dlq_events AS e
     WHERE e.fingerprint = g.fingerprint
-      AND CASE WHEN e.event_type = g.event_type AND e.status IN ('PENDING', 'FAILED_PERMANENTLY')
-          THEN true ELSE false END
+      AND e.status IN ('PENDING', 'FAILED_PERMANENTLY')
+      AND CASE WHEN e.event_type = g.event_type THEN true ELSE false END
     ORDER BY e.fingerprint DESC, e.id DESC
     LIMIT 1
 ) AS s
