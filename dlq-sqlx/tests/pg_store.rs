@@ -449,6 +449,42 @@ async fn the_dlq_history_view_shows_what_attempts_returns(pool: PgPool) {
             .await
             .unwrap();
     assert_eq!(outcomes, ["failed", "retry", "succeeded"]);
+    let written: i64 = sqlx::query_scalar("SELECT count(*) FROM dlq_attempts WHERE dlq_id = $1")
+        .bind(retried)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(written, 1, "the first retry writes one history row; the original stays on the row");
+}
+
+/// A row whose original failure an earlier version copied to `dlq_attempts` (before migration
+/// 0013: `first_failure_logged`) keeps one attempt 0 through later retries.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn an_original_failure_copied_by_an_earlier_version_is_read_once(pool: PgPool) {
+    let store = store(&pool).await;
+    let id = store.park(letter("payment", 1)).await.unwrap().id;
+    sqlx::query(
+        "WITH copied AS (INSERT INTO dlq_attempts (dlq_id, attempt, outcome, error_class, error_reason, at)
+             SELECT id, 0, 'failed', error_class, error_reason, first_failed_at FROM dlq_events WHERE id = $1)
+         UPDATE dlq_events SET first_failure_logged = true, error_reason = 'a later failure' WHERE id = $1",
+    )
+    .bind(id)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let claimed = claim(&store, &["payment"], 1).await;
+    let failure = FailureInfo::new(ErrorClass::Transient, "http", "503".into(), vec![], None);
+    store.settle(vec![Settlement::Retry { lease: claimed[0].lease, delay: Duration::ZERO, failure }]).await.unwrap();
+    let history: Vec<(u32, String, Option<String>)> =
+        store.attempts(id).await.unwrap().into_iter().map(|a| (a.attempt, a.outcome, a.error_reason)).collect();
+    let original = letter("payment", 1).failure.reason;
+    assert_eq!(history, [(0, "failed".to_owned(), Some(original)), (1, "retry".to_owned(), Some("503".to_owned()))]);
+    let from_view: i64 = sqlx::query_scalar("SELECT count(*) FROM dlq_history WHERE dlq_id = $1")
+        .bind(id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(from_view, 2);
 }
 
 /// Heap tuples one call of the claim's PENDING branch (`dlq_claim_pending`, migration 0007)

@@ -2,7 +2,7 @@
 -- Ids are drawn first, in input order, so each input row learns its own id; a row whose dedupe
 -- key is already stored is skipped by the insert (`inserted` is false), and the caller looks
 -- the first row's id up. Attempt 0 of the history is the row's own failure (see
--- first_failure_logged); retriers are woken when a PENDING row lands, unless $25 says another
+-- attempts.sql); retriers are woken when a PENDING row lands, unless $25 says another
 -- write woke them a moment ago (the store then sends one trailing NOTIFY). It writes its own
 -- tallies (migration 0010) and tells the table's trigger so: cheaper than the trigger's.
 WITH untallied AS MATERIALIZED (

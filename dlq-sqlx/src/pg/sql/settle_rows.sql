@@ -6,18 +6,6 @@ input AS (
     ) AS t(id, token, outcome, delay_us, counts, dead_reason,
            error_class, error_kind, error_reason, error_chain, error_stacktrace, fingerprint)
 ),
--- The original failure of rows whose error this batch replaces for the first time becomes
--- attempt 0 in dlq_attempts (until then attempt 0 is read from the row itself).
-original AS (
-    SELECT o.id, o.error_class, o.error_reason, o.first_failed_at
-    FROM input AS i
-    CROSS JOIN LATERAL (
-        SELECT id, error_class, error_reason, first_failed_at, first_failure_logged
-        FROM {schema}.dlq_events
-        WHERE id = i.id
-    ) AS o
-    WHERE i.error_class IS NOT NULL AND NOT o.first_failure_logged
-),
 settled AS (
     UPDATE {schema}.dlq_events AS e SET
         status = CASE i.outcome
@@ -36,7 +24,12 @@ settled AS (
         error_chain = CASE WHEN i.error_class IS NULL THEN e.error_chain ELSE i.error_chain END,
         error_stacktrace = CASE WHEN i.error_class IS NULL THEN e.error_stacktrace ELSE i.error_stacktrace END,
         fingerprint = CASE WHEN i.error_class IS NULL THEN e.fingerprint ELSE i.fingerprint END,
-        first_failure_logged = e.first_failure_logged OR i.error_class IS NOT NULL,
+        -- The first replacement of the row's error keeps the original (attempt 0 of the
+        -- history) on the row (migration 0013); on the right of SET, e.* is the row before.
+        first_error_class = CASE WHEN i.error_class IS NULL OR e.first_failure_logged OR e.first_error_class IS NOT NULL
+            THEN e.first_error_class ELSE e.error_class END,
+        first_error_reason = CASE WHEN i.error_class IS NULL OR e.first_failure_logged OR e.first_error_class IS NOT NULL
+            THEN e.first_error_reason ELSE e.error_reason END,
         lease_until = NULL,
         lease_token = NULL,
         updated_at = now()
@@ -52,18 +45,9 @@ settled AS (
 ),
 history AS (
     INSERT INTO {schema}.dlq_attempts (dlq_id, attempt, outcome, error_class, error_reason, owner, at)
-    SELECT dlq_id, attempt, outcome, error_class, error_reason, owner, at
-    FROM (
-        SELECT o.id AS dlq_id, 0 AS attempt, 'failed' AS outcome, o.error_class, o.error_reason,
-            NULL::text AS owner, o.first_failed_at AS at, 0 AS k
-        FROM original AS o
-        JOIN settled AS s ON s.id = o.id
-        UNION ALL
-        SELECT id, attempt, outcome, error_class, error_reason, lease_owner, now(), 1
-        FROM settled
-        WHERE outcome NOT IN ('released', 'succeeded')
-    ) AS h
-    ORDER BY k
+    SELECT id, attempt, outcome, error_class, error_reason, lease_owner, now()
+    FROM settled
+    WHERE outcome NOT IN ('released', 'succeeded')
 ),
 wake AS (
     SELECT pg_notify($13, '')
