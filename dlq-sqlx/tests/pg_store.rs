@@ -351,8 +351,13 @@ async fn concurrent_claims_never_overlap(pool: PgPool) {
     assert_eq!((all.len(), unique.len()), (300, 300));
 }
 
+/// Rows `dlq_attempts` holds for one row (the history less what the row itself keeps).
+async fn history_rows(pool: &PgPool, id: i64) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM dlq_attempts WHERE dlq_id = $1").bind(id).fetch_one(pool).await.unwrap()
+}
+
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
-async fn attempt_zero_is_copied_once_when_a_retry_replaces_the_error(pool: PgPool) {
+async fn attempt_zero_is_kept_once_when_retries_replace_the_error(pool: PgPool) {
     let store = store(&pool).await;
     let id = store.park(letter("payment", 1)).await.unwrap().id;
     for n in 1..=3 {
@@ -373,6 +378,8 @@ async fn attempt_zero_is_copied_once_when_a_retry_replaces_the_error(pool: PgPoo
         ]
     );
     assert_eq!(store.get(id).await.unwrap().unwrap().failure.reason, "failure 3");
+    let written = history_rows(&pool, id).await;
+    assert_eq!(written, 3, "one history row per retry; the original failure stays on the row");
 }
 
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
@@ -449,11 +456,7 @@ async fn the_dlq_history_view_shows_what_attempts_returns(pool: PgPool) {
             .await
             .unwrap();
     assert_eq!(outcomes, ["failed", "retry", "succeeded"]);
-    let written: i64 = sqlx::query_scalar("SELECT count(*) FROM dlq_attempts WHERE dlq_id = $1")
-        .bind(retried)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let written = history_rows(&pool, retried).await;
     assert_eq!(written, 1, "the first retry writes one history row; the original stays on the row");
 }
 

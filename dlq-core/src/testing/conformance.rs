@@ -725,6 +725,12 @@ pub async fn created_histogram_buckets<S: DeadLetterStore>(s: &S) {
         park(s, letter("payment", n)).await;
     }
     park(s, letter("refund", 1).dead(DeadReason::Permanent)).await;
+    // One row in flight and one succeeded: every row counts where it was created.
+    let one = || async { s.claim(request(&["payment"], 1, LONG, "conformance")).await.expect("claim")[0].lease };
+    settle_ok(s, Settlement::Succeeded { lease: one().await }).await;
+    one().await;
+    let window = ListFilter { since: Some(start), ..ListFilter::default() };
+    assert_eq!(s.count(window).await.expect("count"), 4, "rows created since the window's start");
     let mut buckets = s.created_histogram(start, step, 3).await.expect("histogram");
     buckets.sort_by(|a, b| a.event_type.cmp(&b.event_type));
     let found: Vec<_> = buckets.iter().map(|b| (b.event_type.as_str(), b.bucket, b.count)).collect();
