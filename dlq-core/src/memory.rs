@@ -17,8 +17,7 @@ use crate::action::{
 use crate::record::RetrierHeartbeat;
 use crate::record::{
     AttemptRecord, AuditEntry, AuditNote, ClaimCap, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter,
-    DlqId, FailureGroup, Lease, ListFilter, NewDeadLetter, Order, Parked, Payload, SettleReport, Settlement, StatsRow,
-    Status,
+    DlqId, FailureGroup, ListFilter, NewDeadLetter, Order, Parked, Payload, SettleReport, Settlement, StatsRow, Status,
 };
 use crate::store::{
     BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits, DeadLetterStore, SingletonLock, StoreResult,
@@ -216,7 +215,7 @@ impl Inner {
                 l.lease_until = Some(later(at, req.lease));
                 l.last_attempt_at = Some(at);
                 l.updated_at = at;
-                Some(Claimed { letter: l.clone(), lease: Lease { id, token } })
+                Some(Claimed::of(l, token))
             })
             .collect()
     }

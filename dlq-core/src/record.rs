@@ -636,13 +636,66 @@ impl ClaimCap {
     }
 }
 
-/// A row claimed for a retry.
-#[derive(Debug, Clone)]
+/// A row claimed for a retry: what a retry reads of it, and the lease to present with the
+/// outcome.
+///
+/// A claim returns only these columns, not the whole [`DeadLetter`]: a retrier claims a
+/// batch between two runs of its handlers, and the error, its chain and the source metadata
+/// it never reads were most of what each claim sent. The whole row is
+/// [`DeadLetterStore::get`](crate::store::DeadLetterStore::get)`(claimed.id())`.
+///
+/// ```
+/// use dlq_core::store::Claimed;
+/// use dlq_core::{DeadLetter, ErrorClass, FailureInfo, Payload};
+///
+/// let failure = FailureInfo::new(ErrorClass::Transient, "timeout", "gateway timed out".into(), vec![], None);
+/// let letter = DeadLetter::new(7, "payment", Payload::Json(serde_json::json!({"id": 1})), failure, chrono::Utc::now());
+/// let token = uuid::Uuid::new_v4();
+/// let claimed = Claimed::of(&letter, token);
+/// assert_eq!((claimed.id(), claimed.lease.token), (7, token));
+/// assert_eq!((claimed.event_type.as_str(), claimed.retry_count), ("payment", 0));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
 pub struct Claimed {
-    /// The row as it was claimed (status `PROCESSING`).
-    pub letter: DeadLetter,
-    /// The lease to present with the outcome.
+    /// The lease to present with the outcome; `lease.id` is the row's id.
     pub lease: Lease,
+    /// The event type, which names the handler that retries it.
+    pub event_type: String,
+    /// The payload as stored.
+    pub payload: Payload,
+    /// Retries run so far.
+    pub retry_count: u32,
+    /// The retry budget stored with the row.
+    pub max_retries: u32,
+    /// When the row came due; a claim returns its rows in `(retry_after, id)` order.
+    pub retry_after: DateTime<Utc>,
+    /// When the event first failed (a handler's `max_age` counts from here).
+    pub first_failed_at: DateTime<Utc>,
+    /// The W3C `traceparent` of the event that failed, if it carried one.
+    pub trace_context: Option<String>,
+}
+
+impl Claimed {
+    /// The claimed row's id.
+    #[must_use]
+    pub const fn id(&self) -> DlqId {
+        self.lease.id
+    }
+
+    /// The claim of `letter` under the fencing `token`: for a store that reads whole rows.
+    #[must_use]
+    pub fn of(letter: &DeadLetter, token: Uuid) -> Self {
+        Self {
+            lease: Lease { id: letter.id, token },
+            event_type: letter.event_type.clone(),
+            payload: letter.payload.clone(),
+            retry_count: letter.retry_count,
+            max_retries: letter.max_retries,
+            retry_after: letter.retry_after,
+            first_failed_at: letter.first_failed_at,
+            trace_context: letter.source.trace_context.clone(),
+        }
+    }
 }
 
 /// The outcome of a retry, written fenced by the lease token.

@@ -19,9 +19,7 @@ use crate::breakers::Breakers;
 use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration};
 use crate::memory::now;
-use crate::record::{
-    ClaimCap, ClaimRequest, Claimed, DeadLetter, DeadReason, DlqId, RetrierHeartbeat, SettleReport, Settlement,
-};
+use crate::record::{ClaimCap, ClaimRequest, Claimed, DeadReason, DlqId, RetrierHeartbeat, SettleReport, Settlement};
 use crate::registry::Registry;
 use crate::store::{DeadLetterStore, SingletonLock};
 
@@ -536,7 +534,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         let mut trials = HashSet::new();
         for circuit in plan.trials {
             if let Ok(Some(trial)) = self.take_trial(&circuit).await {
-                trials.insert(trial.letter.id);
+                trials.insert(trial.id());
                 claimed.push(trial);
             }
         }
@@ -547,7 +545,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         Counters::add(&self.counters.claimed, n as u64);
         // What the metrics need of each row once its outcome is known.
         let rows: HashMap<DlqId, (String, DateTime<Utc>)> =
-            claimed.iter().map(|c| (c.letter.id, (c.letter.event_type.clone(), c.letter.first_failed_at))).collect();
+            claimed.iter().map(|c| (c.id(), (c.event_type.clone(), c.first_failed_at))).collect();
         let outcomes = self.run_batch(claimed, &trials, stop).await;
         limited.iter().for_each(|(t, n)| self.breakers.finished(t, *n));
         let kinds: Vec<(DlqId, &AtomicU64, &'static str)> =
@@ -748,7 +746,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         let mut outcomes: Vec<Option<Settlement>> = vec![None; claimed.len()];
         let runs = stream::iter(claimed.into_iter().enumerate())
             .map(|(i, c)| {
-                let trial = trials.contains(&c.letter.id);
+                let trial = trials.contains(&c.id());
                 self.run_one(c, trial).map(move |s| (i, s))
             })
             .buffer_unordered(self.config.concurrency.max(1));
@@ -770,56 +768,57 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         outcomes.into_iter().zip(leases).map(|(o, lease)| o.unwrap_or(Settlement::Release { lease })).collect()
     }
 
-    async fn run_one(&self, claimed: Claimed, trial: bool) -> Settlement {
-        let Claimed { letter, lease } = claimed;
-        let Ok(reg) = self.registry.get(&letter.event_type) else {
+    async fn run_one(&self, mut claimed: Claimed, trial: bool) -> Settlement {
+        let lease = claimed.lease;
+        let Ok(reg) = self.registry.get(&claimed.event_type) else {
             return Settlement::Release { lease };
         };
-        if !trial && !self.breakers.admits(&letter.event_type) {
+        if !trial && !self.breakers.admits(&claimed.event_type) {
             // Its circuit opened or it was paused since the claim: not run, nothing counted.
             return Settlement::Release { lease };
         }
-        if letter.payload.is_truncated() {
+        if claimed.payload.is_truncated() {
             // Only the first bytes are stored: no run can succeed. Stores park such rows dead;
             // this covers rows written otherwise. As a trial it says nothing of the downstream:
             // the circuit closes rather than wait for the trial's hold to expire.
             if trial {
-                self.circuit_after(&letter.event_type, true, None).await;
+                self.circuit_after(&claimed.event_type, true, None).await;
             }
             let reason = "the stored payload was cut to the store's size limit; patch in the whole event".to_owned();
             let failure = FailureInfo::new(ErrorClass::Permanent, "too_large", reason, Vec::new(), None);
             return Settlement::Dead { lease, reason: DeadReason::TooLarge, failure, counts: false };
         }
         let invocation = Invocation {
-            payload: letter.payload.clone(),
+            // The handler takes the payload; what `decide` reads stays.
+            payload: std::mem::replace(&mut claimed.payload, crate::Payload::Json(serde_json::Value::Null)),
             context: Arc::clone(&self.context),
             attempt: Attempt {
-                id: Some(letter.id),
-                retry_count: letter.retry_count,
-                first_failed_at: Some(letter.first_failed_at),
+                id: Some(claimed.id()),
+                retry_count: claimed.retry_count,
+                first_failed_at: Some(claimed.first_failed_at),
             },
         };
         let span = tracing::info_span!(
             "dlq.retry",
-            dlq_id = letter.id,
-            event_type = %letter.event_type,
-            attempt = letter.retry_count + 1,
+            dlq_id = claimed.id(),
+            event_type = %claimed.event_type,
+            attempt = claimed.retry_count + 1,
             outcome = tracing::field::Empty,
             error = tracing::field::Empty,
-            trace_context = letter.source.trace_context.as_deref(),
+            trace_context = claimed.trace_context.as_deref(),
         );
-        if let Some(traceparent) = &letter.source.trace_context {
+        if let Some(traceparent) = &claimed.trace_context {
             crate::otel::link(&span, traceparent);
         }
         let started = std::time::Instant::now();
         let outcome = self.invoke(reg, invocation).instrument(span.clone()).await;
-        crate::observe::handler_took(&letter.event_type, started.elapsed());
+        crate::observe::handler_took(&claimed.event_type, started.elapsed());
         let transient = match &outcome {
             HandlerOutcome::Failed(failure) => (failure.class != ErrorClass::Permanent).then(|| failure.reason.clone()),
             _ => None,
         };
-        let mut settlement = decide(&letter, reg, self.config.max_retries, outcome, lease);
-        if self.circuit_after(&letter.event_type, trial, transient.as_deref()).await {
+        let mut settlement = decide(&claimed, reg, self.config.max_retries, outcome, lease);
+        if self.circuit_after(&claimed.event_type, trial, transient.as_deref()).await {
             // The type's circuit is open: the failure is the outage's, not the row's.
             settlement = Settlement::Release { lease };
         }
@@ -886,7 +885,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
 
 /// The outcome to write for one run of a claimed row.
 fn decide(
-    letter: &DeadLetter,
+    claimed: &Claimed,
     reg: &Registration,
     max_retries_override: Option<u32>,
     outcome: HandlerOutcome,
@@ -904,20 +903,20 @@ fn decide(
             return Settlement::Dead { lease, reason: DeadReason::Permanent, failure, counts: true };
         }
         ErrorClass::Fatal => {
-            tracing::error!(id = letter.id, reason = %failure.reason, "fatal error in a retried handler; recorded as transient");
+            tracing::error!(id = claimed.id(), reason = %failure.reason, "fatal error in a retried handler; recorded as transient");
             None
         }
         ErrorClass::Transient => failure.retry_after,
     };
-    let retries = letter.retry_count + 1;
-    let max_retries = max_retries_override.unwrap_or(letter.max_retries);
+    let retries = claimed.retry_count + 1;
+    let max_retries = max_retries_override.unwrap_or(claimed.max_retries);
     if retries >= max_retries {
         return Settlement::Dead { lease, reason: DeadReason::RetriesExhausted, failure, counts: true };
     }
     let delay = retry_after.unwrap_or_else(|| reg.policy.backoff.next_delay(retries + 1));
     if let Some(max_age) = reg.policy.max_age {
         // Durations come from the attribute and the handler's error: saturate, never panic.
-        let horizon = later(letter.first_failed_at, max_age);
+        let horizon = later(claimed.first_failed_at, max_age);
         let next = later(now(), delay);
         if next > horizon {
             return Settlement::Dead { lease, reason: DeadReason::MaxAge, failure, counts: true };

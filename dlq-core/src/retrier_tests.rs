@@ -102,8 +102,8 @@ macro_rules! delegate_required {
                 park_many(l: Vec<NewDeadLetter>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::Parked>>>;
                 claim(r: ClaimRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<Claimed>>>;
                 settle(o: Vec<Settlement>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::SettleReport>>;
-                get(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<DeadLetter>>>;
-                list(f: crate::ListFilter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<DeadLetter>>>;
+                get(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<crate::DeadLetter>>>;
+                list(f: crate::ListFilter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::DeadLetter>>>;
                 stats() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::StatsRow>>>;
                 groups(f: crate::ListFilter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::FailureGroup>>>;
                 attempts(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::AttemptRecord>>>;

@@ -23,7 +23,7 @@
 //!     owner: "retrier-1".into(),
 //! };
 //! let claimed = store.claim(request).await?;
-//! assert_eq!(claimed[0].letter.id, id);
+//! assert_eq!(claimed[0].id(), id);
 //!
 //! let report = store.settle(vec![Settlement::Succeeded { lease: claimed[0].lease }]).await?;
 //! assert_eq!((report.applied, report.fenced.len()), (1, 0));

@@ -215,7 +215,7 @@ async fn hostile_schema_names_are_rejected_and_a_plain_one_works(pool: PgPool) {
     let tenant = store_with(&pool, PgConfig::default().schema("Tenant_A")).await;
     assert_eq!(tenant.channel(), "dlq_events.Tenant_A");
     let id = tenant.park(letter("payment", 1)).await.unwrap().id;
-    assert_eq!(claim(&tenant, &["payment"], 5).await[0].letter.id, id);
+    assert_eq!(claim(&tenant, &["payment"], 5).await[0].id(), id);
     let in_schema: i64 =
         sqlx::query_scalar("SELECT count(*) FROM \"Tenant_A\".dlq_events").fetch_one(&pool).await.unwrap();
     assert_eq!(in_schema, 1);

@@ -32,7 +32,7 @@ async fn drop_oldest_deletes_old_finished_and_dead_rows_but_never_pending_ones(p
     let dead = store.park(letter("payment", 1).dead(DeadReason::Permanent)).await.unwrap().id;
     let succeeded = store.park(letter("payment", 2)).await.unwrap().id;
     let claimed = claim(&store, &["payment"], 1).await;
-    assert_eq!(claimed[0].letter.id, succeeded);
+    assert_eq!(claimed[0].id(), succeeded);
     store.settle(vec![Settlement::Succeeded { lease: claimed[0].lease }]).await.unwrap();
     let pending: Vec<_> = store
         .park_many(vec![letter("other", 3), letter("other", 4)])

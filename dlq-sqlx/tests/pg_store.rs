@@ -6,7 +6,7 @@ mod pg_support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use dlq_core::store::Settlement;
+use dlq_core::store::{Claimed, Settlement};
 use dlq_core::{
     DeadLetterStore, DeadReason, ErrorClass, FailureInfo, ListFilter, NewDeadLetter, Payload, SourceMeta, Status,
 };
@@ -92,14 +92,15 @@ async fn claim_takes_due_rows_of_known_types_oldest_first(pool: PgPool) {
         .await
         .unwrap();
     let claimed = claim(&store, &["payment"], 10).await;
-    let ids: Vec<_> = claimed.iter().map(|c| c.letter.id).collect();
+    let ids: Vec<_> = claimed.iter().map(|c| c.id()).collect();
     assert_eq!(ids, vec![earlier, later]);
     assert!(!ids.contains(&future) && !ids.contains(&other) && !ids.contains(&dead));
     for c in &claimed {
-        assert_eq!(c.letter.status, Status::Processing);
-        assert_eq!(c.letter.lease_owner.as_deref(), Some("test-retrier"));
-        assert!(c.letter.lease_until.is_some() && c.letter.last_attempt_at.is_some());
-        assert_eq!(c.lease.id, c.letter.id);
+        let row = store.get(c.id()).await.unwrap().unwrap();
+        assert_eq!(row.status, Status::Processing);
+        assert_eq!(row.lease_owner.as_deref(), Some("test-retrier"));
+        assert!(row.lease_until.is_some() && row.last_attempt_at.is_some());
+        assert_eq!(*c, Claimed::of(&row, c.lease.token), "the claim carries the stored row's values");
     }
     assert!(claim(&store, &["payment"], 10).await.is_empty(), "held rows are not claimed twice");
     assert!(claim(&store, &[], 10).await.is_empty());
@@ -135,7 +136,7 @@ async fn a_batch_of_outcomes_settles_each_kind(pool: PgPool) {
     let ids: Vec<_> = store.park_many((0..5).map(|n| letter("payment", n)).collect()).await.unwrap();
     let claimed = claim(&store, &["payment"], 10).await;
     assert_eq!(claimed.len(), 5);
-    let lease = |i: usize| claimed.iter().find(|c| c.letter.id == ids[i].id).unwrap().lease;
+    let lease = |i: usize| claimed.iter().find(|c| c.id() == ids[i].id).unwrap().lease;
     let retry_failure =
         FailureInfo::new(ErrorClass::Transient, "http", "503 from ledger".into(), vec!["503".into()], None);
     let dead_failure = FailureInfo::new(ErrorClass::Permanent, "validation", "bad currency".into(), vec![], None);
@@ -338,7 +339,7 @@ async fn concurrent_claims_never_overlap(pool: PgPool) {
                     if got.is_empty() {
                         return mine;
                     }
-                    mine.extend(got.into_iter().map(|c| c.letter.id));
+                    mine.extend(got.into_iter().map(|c| c.id()));
                 }
             })
         })
@@ -534,7 +535,7 @@ async fn a_claim_after_a_burst_reads_the_batch_not_every_due_row(pool: PgPool) {
 
     // The whole claim still takes the oldest due rows first.
     let store = store(&pool).await;
-    let ids: Vec<i64> = claim(&store, &["burst"], 50).await.iter().map(|c| c.letter.id).collect();
+    let ids: Vec<i64> = claim(&store, &["burst"], 50).await.iter().map(|c| c.id()).collect();
     let oldest: Vec<i64> = sqlx::query_scalar("SELECT id FROM dlq_events ORDER BY retry_after, id LIMIT 50")
         .fetch_all(&pool)
         .await
@@ -714,12 +715,16 @@ async fn a_batch_is_settled_and_the_next_claimed_in_one_statement(pool: PgPool) 
     assert_eq!((report.applied, report.fenced.clone()), (10, vec![expired[0].lease.id]));
     let next = next.unwrap();
     assert_eq!(next.len(), 10);
-    let settled: Vec<_> = first.iter().map(|c| c.letter.id).collect();
-    assert!(next.iter().all(|c| !settled.contains(&c.letter.id)), "a row settled here is not claimed here");
-    assert!(next.iter().all(|c| c.letter.status == Status::Processing && c.letter.lease_owner.is_some()));
-    assert_eq!(store.get(first[1].letter.id).await.unwrap().unwrap().status, Status::Pending);
-    assert_eq!(store.get(first[2].letter.id).await.unwrap().unwrap().status, Status::FailedPermanently);
-    let history = store.attempts(first[1].letter.id).await.unwrap();
+    let settled: Vec<_> = first.iter().map(|c| c.id()).collect();
+    assert!(next.iter().all(|c| !settled.contains(&c.id())), "a row settled here is not claimed here");
+    for c in &next {
+        let row = store.get(c.id()).await.unwrap().unwrap();
+        assert_eq!((row.status, row.lease_owner.as_deref()), (Status::Processing, Some("test-retrier")));
+        assert_eq!(*c, Claimed::of(&row, c.lease.token), "the claim carries the stored row's values");
+    }
+    assert_eq!(store.get(first[1].id()).await.unwrap().unwrap().status, Status::Pending);
+    assert_eq!(store.get(first[2].id()).await.unwrap().unwrap().status, Status::FailedPermanently);
+    let history = store.attempts(first[1].id()).await.unwrap();
     assert_eq!(history.iter().map(|a| a.outcome.as_str()).collect::<Vec<_>>(), ["failed", "retry"]);
     tallies_match_the_table(&store, &pool, "after a mixed batch and a claim").await;
 

@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use dlq_core::store::{ClaimCap, ClaimRequest, Claimed, Lease, SettleReport, Settlement, StoreResult};
+use dlq_core::store::{ClaimCap, ClaimRequest, Claimed, SettleReport, Settlement, StoreResult};
 use sqlx::Row;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
@@ -84,20 +84,8 @@ async fn claim_on(store: &PgStore, conn: &mut sqlx::PgConnection, request: &Clai
 /// The claimed rows of a claiming statement's result (a row without a lease token stands for none),
 /// in claim order, `(retry_after, id)`.
 fn claimed_rows(rows: &[PgRow]) -> StoreResult<Vec<Claimed>> {
-    let mut held = Vec::with_capacity(rows.len());
-    let mut tokens = Vec::with_capacity(rows.len());
-    for r in rows {
-        if let Some(token) = r.try_get::<Option<Uuid>, _>("lease_token").map_err(dlq_core::Error::store)? {
-            held.push(r);
-            tokens.push(token);
-        }
-    }
-    let mut claimed: Vec<Claimed> = row::letters(held)?
-        .into_iter()
-        .zip(tokens)
-        .map(|(letter, token)| Claimed { lease: Lease { id: letter.id, token }, letter })
-        .collect();
-    claimed.sort_by_key(|c| (c.letter.retry_after, c.letter.id));
+    let mut claimed = row::claimed(rows)?;
+    claimed.sort_by_key(|c| (c.retry_after, c.id()));
     Ok(claimed)
 }
 

@@ -1,4 +1,5 @@
-//! Decoding `dlq_events` rows into [`DeadLetter`]s: private row types derive
+//! Decoding `dlq_events` rows into [`DeadLetter`]s (and a claim's columns into
+//! [`Claimed`]s): private row types derive
 //! [`sqlx::FromRow`] for the columns as stored, and a conversion step turns them into the
 //! `dlq_core` records (class and status names, the JSON chain and headers, counts).
 
@@ -6,9 +7,11 @@ use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
+use dlq_core::store::{Claimed, Lease};
 use dlq_core::{DeadLetter, DeadReason, ErrorClass, FailureInfo, Payload, SourceMeta, Status, Truncation};
 use sqlx::postgres::PgRow;
 use sqlx::{Column, FromRow, Postgres, Row};
+use uuid::Uuid;
 
 type Result<T> = std::result::Result<T, dlq_core::Error>;
 
@@ -113,17 +116,15 @@ struct EventRow {
     last_attempt_at: Option<DateTime<Utc>>,
 }
 
-/// Declares [`Columns`], the position of each named column in a result set.
+/// Declares a struct holding the position of each named column in a result set.
 macro_rules! columns {
-    ($($name:ident),* $(,)?) => {
-        /// Where each column of an [`EventRow`] sits in one result set: looked up by name once
-        /// for all the set's rows (a claim decodes a batch of rows; a by-name read of each
-        /// column of each row was a third of a retrier's CPU).
-        struct Columns {
+    ($(#[$doc:meta])* $columns:ident { $($name:ident),* $(,)? }) => {
+        $(#[$doc])*
+        struct $columns {
             $($name: usize,)*
         }
 
-        impl Columns {
+        impl $columns {
             fn of(row: &PgRow) -> Result<Self> {
                 let at = |name: &str| row.try_column(name).map(Column::ordinal).map_err(dlq_core::Error::store);
                 Ok(Self { $($name: at(stringify!($name))?,)* })
@@ -133,6 +134,10 @@ macro_rules! columns {
 }
 
 columns!(
+    /// Where each column of an [`EventRow`] sits in one result set: looked up by name once
+    /// for all the set's rows (a list decodes a page of rows; a by-name read of each column
+    /// of each row was a third of a retrier's CPU).
+    Columns {
     id,
     event_type,
     handler,
@@ -165,6 +170,25 @@ columns!(
     updated_at,
     first_failed_at,
     last_attempt_at,
+});
+
+columns!(
+    /// Where each column a claim returns (`claim_rows.sql`) sits in its result set.
+    ClaimColumns {
+        id,
+        event_type,
+        payload,
+        payload_raw,
+        payload_truncated,
+        payload_original_len,
+        payload_sha256,
+        retry_count,
+        max_retries,
+        retry_after,
+        first_failed_at,
+        trace_context,
+        lease_token,
+    }
 );
 
 /// The value at `index`, whose type the schema fixes (so sqlx's per-value type check is skipped;
@@ -280,4 +304,39 @@ pub(crate) fn letters<'r>(rows: impl IntoIterator<Item = &'r PgRow>) -> Result<V
         letters.push(EventRow::read(row, c)?.try_into()?);
     }
     Ok(letters)
+}
+
+/// The claimed rows of a claiming statement's result set, in the order they came, each column
+/// found once for all; a row without a lease token (a settling statement that claimed
+/// nothing) stands for none.
+pub(crate) fn claimed(rows: &[PgRow]) -> Result<Vec<Claimed>> {
+    let mut columns = None;
+    let mut claimed = Vec::with_capacity(rows.len());
+    for row in rows {
+        let c = match &columns {
+            Some(c) => c,
+            None => columns.insert(ClaimColumns::of(row)?),
+        };
+        let Some(token) = at::<Option<Uuid>>(row, c.lease_token)? else {
+            continue;
+        };
+        let payload = PayloadRow {
+            payload: at(row, c.payload)?,
+            payload_raw: at(row, c.payload_raw)?,
+            payload_truncated: at(row, c.payload_truncated)?,
+            payload_original_len: at(row, c.payload_original_len)?,
+            payload_sha256: at(row, c.payload_sha256)?,
+        };
+        claimed.push(Claimed {
+            lease: Lease { id: at(row, c.id)?, token },
+            event_type: at(row, c.event_type)?,
+            payload: payload.into_payload(),
+            retry_count: count(row, c.retry_count)?,
+            max_retries: count(row, c.max_retries)?,
+            retry_after: at(row, c.retry_after)?,
+            first_failed_at: at(row, c.first_failed_at)?,
+            trace_context: at(row, c.trace_context)?,
+        });
+    }
+    Ok(claimed)
 }

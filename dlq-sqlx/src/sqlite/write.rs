@@ -1,7 +1,7 @@
 //! The hot path: parking, claiming and writing outcomes, each in one `BEGIN IMMEDIATE`
 //! transaction (the write lock is taken up front, so no transaction fails on upgrading it).
 
-use dlq_core::store::{ClaimCap, ClaimRequest, Claimed, Lease, SettleReport, Settlement, StoreResult};
+use dlq_core::store::{ClaimCap, ClaimRequest, Claimed, SettleReport, Settlement, StoreResult};
 use dlq_core::{DEFAULT_MAX_PAYLOAD_BYTES, NewDeadLetter, Parked, Status};
 use sqlx::sqlite::{SqliteConnection, SqlitePool};
 use sqlx::{Row, Sqlite, Transaction};
@@ -190,7 +190,7 @@ pub(super) async fn claim(
             .fetch_one(&mut *tx)
             .await
             .map_err(sql)?;
-        claimed.push(Claimed { letter: codec::letter(&row)?, lease: Lease { id, token } });
+        claimed.push(Claimed::of(&codec::letter(&row)?, token));
     }
     if let Some(since) = window_start.filter(|_| !claimed.is_empty()) {
         sqlx::query("DELETE FROM dlq_starts WHERE event_type = ?1 AND at <= ?2")

@@ -8,7 +8,8 @@
 -- burst of parks reads `limit` rows, not every due one; the event-type test is written as a
 -- CASE so that the planner never prefers the (event_type, status) index, which would read
 -- every row in flight. SKIP LOCKED lets retriers claim side by side. The new token fences
--- every outcome write of this claim. The batch size is an integer literal ({limit}), not a
+-- every outcome write of this claim. It returns only the columns a retry reads (dlq_core's
+-- `Claimed`), not the error and source metadata it never reads. The batch size is an integer literal ({limit}), not a
 -- parameter: with `LIMIT $n` PostgreSQL plans every claim anew instead of caching one plan.
 pending AS (
     SELECT id, retry_after FROM {schema}.dlq_claim_pending({p1}::text[], {limit})
@@ -36,5 +37,7 @@ claimed AS (
         updated_at = now()
     FROM due
     WHERE e.id = due.id
-    RETURNING e.*
+    RETURNING e.id, e.event_type, e.payload, e.payload_raw, e.payload_truncated, e.payload_original_len,
+        e.payload_sha256, e.retry_count, e.max_retries, e.retry_after, e.first_failed_at, e.trace_context,
+        e.lease_token
 )
