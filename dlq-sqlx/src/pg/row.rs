@@ -26,6 +26,18 @@ pub(crate) struct PayloadRow {
 }
 
 impl PayloadRow {
+    /// The payload columns at `[payload, payload_raw, payload_truncated, payload_original_len,
+    /// payload_sha256]` of a result set's row.
+    fn read(row: &PgRow, [payload, raw, truncated, original_len, sha256]: [usize; 5]) -> Result<Self> {
+        Ok(Self {
+            payload: at(row, payload)?,
+            payload_raw: at(row, raw)?,
+            payload_truncated: at(row, truncated)?,
+            payload_original_len: at(row, original_len)?,
+            payload_sha256: at(row, sha256)?,
+        })
+    }
+
     /// The stored payload: the raw bytes when there are any, the JSON value otherwise.
     pub(crate) fn into_payload(self) -> Payload {
         let Some(bytes) = self.payload_raw else {
@@ -138,39 +150,40 @@ columns!(
     /// for all the set's rows (a list decodes a page of rows; a by-name read of each column
     /// of each row was a third of a retrier's CPU).
     Columns {
-    id,
-    event_type,
-    handler,
-    payload,
-    payload_raw,
-    payload_truncated,
-    payload_original_len,
-    payload_sha256,
-    error_class,
-    error_kind,
-    error_reason,
-    error_chain,
-    error_stacktrace,
-    fingerprint,
-    status,
-    retry_count,
-    max_retries,
-    retry_after,
-    dead_reason,
-    lease_owner,
-    lease_until,
-    dedupe_key,
-    source_topic,
-    source_partition,
-    source_offset,
-    source_headers,
-    trace_context,
-    redrive_count,
-    created_at,
-    updated_at,
-    first_failed_at,
-    last_attempt_at,
-});
+        id,
+        event_type,
+        handler,
+        payload,
+        payload_raw,
+        payload_truncated,
+        payload_original_len,
+        payload_sha256,
+        error_class,
+        error_kind,
+        error_reason,
+        error_chain,
+        error_stacktrace,
+        fingerprint,
+        status,
+        retry_count,
+        max_retries,
+        retry_after,
+        dead_reason,
+        lease_owner,
+        lease_until,
+        dedupe_key,
+        source_topic,
+        source_partition,
+        source_offset,
+        source_headers,
+        trace_context,
+        redrive_count,
+        created_at,
+        updated_at,
+        first_failed_at,
+        last_attempt_at,
+    }
+);
 
 columns!(
     /// Where each column a claim returns (`claim_rows.sql`) sits in its result set.
@@ -209,13 +222,10 @@ impl EventRow {
             id: at(row, c.id)?,
             event_type: at(row, c.event_type)?,
             handler: at(row, c.handler)?,
-            payload: PayloadRow {
-                payload: at(row, c.payload)?,
-                payload_raw: at(row, c.payload_raw)?,
-                payload_truncated: at(row, c.payload_truncated)?,
-                payload_original_len: at(row, c.payload_original_len)?,
-                payload_sha256: at(row, c.payload_sha256)?,
-            },
+            payload: PayloadRow::read(
+                row,
+                [c.payload, c.payload_raw, c.payload_truncated, c.payload_original_len, c.payload_sha256],
+            )?,
             failure: FailureRow {
                 error_class: at(row, c.error_class)?,
                 error_kind: at(row, c.error_kind)?,
@@ -320,13 +330,10 @@ pub(crate) fn claimed(rows: &[PgRow]) -> Result<Vec<Claimed>> {
         let Some(token) = at::<Option<Uuid>>(row, c.lease_token)? else {
             continue;
         };
-        let payload = PayloadRow {
-            payload: at(row, c.payload)?,
-            payload_raw: at(row, c.payload_raw)?,
-            payload_truncated: at(row, c.payload_truncated)?,
-            payload_original_len: at(row, c.payload_original_len)?,
-            payload_sha256: at(row, c.payload_sha256)?,
-        };
+        let payload = PayloadRow::read(
+            row,
+            [c.payload, c.payload_raw, c.payload_truncated, c.payload_original_len, c.payload_sha256],
+        )?;
         claimed.push(Claimed {
             lease: Lease { id: at(row, c.id)?, token },
             event_type: at(row, c.event_type)?,

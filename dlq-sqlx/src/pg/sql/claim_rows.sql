@@ -9,8 +9,9 @@
 -- CASE so that the planner never prefers the (event_type, status) index, which would read
 -- every row in flight. SKIP LOCKED lets retriers claim side by side. The new token fences
 -- every outcome write of this claim. It returns only the columns a retry reads (dlq_core's
--- `Claimed`), not the error and source metadata it never reads. The batch size is an integer literal ({limit}), not a
--- parameter: with `LIMIT $n` PostgreSQL plans every claim anew instead of caching one plan.
+-- `Claimed`), not the error and source metadata it never reads. The batch size is an integer
+-- literal ({limit}), not a parameter: with `LIMIT $n` PostgreSQL plans every claim anew
+-- instead of caching one plan.
 pending AS (
     SELECT id, retry_after FROM {schema}.dlq_claim_pending({p1}::text[], {limit})
 ),
