@@ -270,3 +270,41 @@ async fn the_retrier_applies_retention_periodically(pool: PgPool) {
     shutdown.cancel();
     running.await.unwrap().unwrap();
 }
+
+#[dead_letter(event_type = "pg-retrier-slow")]
+async fn slow(_n: u64) -> Result<(), std::io::Error> {
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    Ok(())
+}
+
+/// The store keeps a busy retrier's connection between its statements (no pool round trips),
+/// but never while the pool has none to spare: other callers of a small pool are not starved.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_busy_retrier_leaves_a_small_pool_to_other_callers(
+    _: sqlx::postgres::PgPoolOptions,
+    options: sqlx::postgres::PgConnectOptions,
+) {
+    let small = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_secs(1))
+        .connect_with(options)
+        .await
+        .unwrap();
+    let store = store(&small).await;
+    store.park_many((0..2000).map(|n| job("pg-retrier-slow", n)).collect()).await.unwrap();
+    let shutdown = CancellationToken::new();
+    let retrier = retrier(&store, fast(), handlers![slow].unwrap(), &shutdown);
+    let running = start(&retrier);
+    // While the 2,000 rows drain (about two seconds), other calls on the pool go through.
+    let mut calls = 0;
+    while count(&store, Status::Succeeded).await < 2000 {
+        store.stats().await.expect("stats() while the retrier is busy");
+        store.park(job("pg-retrier-other", calls)).await.expect("park() while the retrier is busy");
+        calls += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    shutdown.cancel();
+    let stats = running.await.unwrap().unwrap();
+    assert_eq!((stats.succeeded, stats.store_errors), (2000, 0));
+    assert!(calls >= 10, "only {calls} calls while the retrier drained");
+}

@@ -17,8 +17,10 @@ pub(crate) async fn claim(store: &PgStore, request: ClaimRequest) -> StoreResult
     if request.event_types.is_empty() || request.limit == 0 {
         return Ok(Vec::new());
     }
-    let mut conn = store.inner.pool.acquire().await.map_err(dlq_core::Error::store)?;
-    claim_on(store, &mut conn, &request).await
+    let mut hot = store.inner.hot.take().await.map_err(dlq_core::Error::store)?;
+    let claimed = claim_on(store, &mut hot.conn, &request).await?;
+    store.inner.hot.keep(hot);
+    Ok(claimed)
 }
 
 /// Claims within `cap` across every process: in one transaction, under the type's advisory
@@ -170,7 +172,9 @@ impl Outcomes {
 pub(crate) async fn settle(store: &PgStore, outcomes: Vec<Settlement>) -> StoreResult<SettleReport> {
     let mut written = HashMap::with_capacity(outcomes.len());
     if let Some(query) = write_query(store, &outcomes, None) {
-        record(&mut written, query.fetch_all(&store.inner.pool).await.map_err(dlq_core::Error::store)?)?;
+        let mut hot = store.inner.hot.take().await.map_err(dlq_core::Error::store)?;
+        record(&mut written, query.fetch_all(&mut *hot.conn).await.map_err(dlq_core::Error::store)?)?;
+        store.inner.hot.keep(hot);
     }
     Ok(report(&outcomes, written))
 }
@@ -188,7 +192,9 @@ pub(crate) async fn settle_and_claim(
     let Some(query) = write_query(store, &outcomes, Some(&next)) else {
         return Ok((report(&outcomes, HashMap::new()), claim(store, next).await));
     };
-    let rows = query.fetch_all(&store.inner.pool).await.map_err(dlq_core::Error::store)?;
+    let mut hot = store.inner.hot.take().await.map_err(dlq_core::Error::store)?;
+    let rows = query.fetch_all(&mut *hot.conn).await.map_err(dlq_core::Error::store)?;
+    store.inner.hot.keep(hot);
     // One row carries the settled leases (the statement's rank 1; looked for in every row,
     // so that the order rows arrive in does not matter).
     let mut written = HashMap::with_capacity(outcomes.len());

@@ -13,6 +13,7 @@ mod capacity;
 mod circuits;
 mod claim;
 mod heartbeat;
+mod hot;
 mod notify;
 mod ops;
 mod park;
@@ -213,6 +214,8 @@ struct Inner {
     debounce: Arc<notify::Debounce>,
     capacity: Option<capacity::Capacity>,
     vacuum: std::sync::Mutex<ops::VacuumState>,
+    /// Connections kept between the statements of a burst (claims, outcomes, parks).
+    hot: Arc<hot::HotConnections>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -252,6 +255,23 @@ impl PgStore {
     ///
     /// Must be called inside a tokio runtime: it starts the group-commit writer.
     ///
+    /// # Connections between statements
+    /// sqlx's pool tests a connection with a round trip each time it hands one out (unless
+    /// `test_before_acquire` is off) and each time it takes one back. During a burst the store
+    /// skips both: a retrier's claims and outcome writes, and the group-commit writer's
+    /// inserts, keep their connection between one statement and the next instead of giving it
+    /// back. That is about a fifth more drain throughput (`docs/BENCHMARKS.md`). A connection
+    /// is kept only
+    /// - while the pool has one to spare (a caller may be waiting otherwise);
+    /// - for a second after its last statement succeeded;
+    /// - for 30 seconds in all, so that the pool's `max_lifetime` still applies.
+    ///
+    /// After that it goes back to the pool. `Pool::close` gets kept connections back at once.
+    /// So the pool's `before_acquire` and `after_release` hooks run once per burst rather than
+    /// once per statement. A database restart within that second fails the next statement
+    /// instead of being caught by the pool's test; the retrier counts it as a store error and
+    /// the rows run again when their lease expires, as after any failed write.
+    ///
     /// # Errors
     /// [`dlq_core::Error::Config`] (key `schema`) for a schema name that is not a plain
     /// identifier; [`dlq_core::Error::Store`] when the migrations fail.
@@ -262,11 +282,12 @@ impl PgStore {
             migrate(&pool, &config.schema).await?;
         }
         let debounce = notify::Debounce::new(pool.clone(), sql.channel.clone());
-        let writer = park::GroupCommit::start(pool.clone(), Arc::clone(&sql), &config, Arc::clone(&debounce));
+        let hot = hot::HotConnections::start(pool.clone());
+        let writer = park::GroupCommit::start(Arc::clone(&hot), Arc::clone(&sql), &config, Arc::clone(&debounce));
         let capacity = config.max_entries.map(|max| capacity::Capacity::new(max, config.overflow));
         let wakeups = notify::Wakeups::new(&pool, sql.channel.clone());
         let vacuum = std::sync::Mutex::default();
-        Ok(Self { inner: Arc::new(Inner { pool, config, sql, writer, wakeups, debounce, capacity, vacuum }) })
+        Ok(Self { inner: Arc::new(Inner { pool, config, sql, writer, wakeups, debounce, capacity, vacuum, hot }) })
     }
 
     /// The pool the store uses.

@@ -14,10 +14,11 @@ use std::time::Duration;
 use dlq_core::store::StoreResult;
 use dlq_core::{NewDeadLetter, Parked, Payload, Status};
 use sqlx::Row;
-use sqlx::postgres::{PgConnection, PgPool};
+use sqlx::postgres::PgConnection;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use super::hot::HotConnections;
 use super::notify::Debounce;
 use super::schema::Sql;
 use super::{PgConfig, PgStore, micros};
@@ -324,15 +325,15 @@ pub(crate) struct GroupCommit {
 
 impl GroupCommit {
     /// Starts the writer; it stops when the last handle is dropped.
-    pub(crate) fn start(pool: PgPool, sql: Arc<Sql>, config: &PgConfig, debounce: Arc<Debounce>) -> Self {
+    pub(crate) fn start(hot: Arc<HotConnections>, sql: Arc<Sql>, config: &PgConfig, debounce: Arc<Debounce>) -> Self {
         let (tx, rx) = mpsc::channel(1024);
         let writer = Arc::new(Writer {
-            pool,
             sql,
             linger: config.linger,
             max_batch: config.max_batch.max(1),
             timeout: config.park_timeout,
             debounce,
+            hot,
         });
         let rx = Arc::new(tokio::sync::Mutex::new(rx));
         for _ in 0..config.writers.max(1) {
@@ -361,12 +362,13 @@ const MAX_BATCH_BYTES: usize = 16 << 20;
 const MAX_YIELDS: u32 = 4;
 
 struct Writer {
-    pool: PgPool,
     sql: Arc<Sql>,
     linger: Duration,
     max_batch: usize,
     timeout: Duration,
     debounce: Arc<Debounce>,
+    /// The connection between two batches of a burst.
+    hot: Arc<HotConnections>,
 }
 
 impl Writer {
@@ -442,9 +444,11 @@ impl Writer {
     }
 
     async fn insert(&self, letters: Vec<NewDeadLetter>) -> Result<Vec<Parked>, sqlx::Error> {
-        let mut conn = self.pool.acquire().await?;
+        let mut hot = self.hot.take().await?;
         let wake = letters.iter().any(|l| l.status() == Status::Pending) && self.debounce.notify_now();
-        insert(&mut conn, &self.sql, letters, wake).await
+        let parked = insert(&mut hot.conn, &self.sql, letters, wake).await?;
+        self.hot.keep(hot);
+        Ok(parked)
     }
 }
 
