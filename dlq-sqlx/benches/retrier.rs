@@ -9,8 +9,9 @@
 //! claim-latency rows, for a quick run of the drains). `DLQ_BENCH_ONLY` runs some scenarios
 //! only, a comma-separated list of `burst`, `drain`, `flaky`, `park` (default: all).
 //! `DLQ_BENCH_CPU=1` also prints, for each drain, the CPU time of this process and of every
-//! PostgreSQL process on the host while it ran (Linux `/proc`, ticks of 10 ms). Ratios are
-//! only meaningful on an otherwise idle machine.
+//! PostgreSQL process on the host while it ran (Linux `/proc`, ticks of 10 ms).
+//! `DLQ_BENCH_DURABLE_OUTCOMES=1` runs dlq with `PgConfig::durable_outcomes(true)` instead of
+//! the default. Ratios are only meaningful on an otherwise idle machine.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,7 +118,8 @@ async fn setup() -> Result<(PgPool, PgStore)> {
         None => return Err("DATABASE_URL has no database name".into()),
     };
     let pool = PgPoolOptions::new().max_connections(16).connect(&url).await?;
-    let store = PgStore::from_pool(pool.clone(), PgConfig::default()).await?;
+    let durable = std::env::var_os("DLQ_BENCH_DURABLE_OUTCOMES").is_some_and(|v| v == "1");
+    let store = PgStore::from_pool(pool.clone(), PgConfig::default().durable_outcomes(durable)).await?;
     Ok((pool, store))
 }
 
@@ -417,7 +419,8 @@ async fn run() -> Result<()> {
     let flaky_registry = handlers![flaky]?;
 
     let runs = env_usize("DLQ_BENCH_RUNS", 5);
-    println!("\nmedians of {runs} alternating runs on {rows} rows");
+    let durable = if store.config().durable_outcomes { ", PgConfig::durable_outcomes(true)" } else { "" };
+    println!("\nmedians of {runs} alternating runs on {rows} rows{durable}");
     println!("\n| benchmark | dlq | raw SQL | ratio | target |");
     println!("| --- | ---: | ---: | ---: | --- |");
     if selected("burst") {

@@ -12,3 +12,17 @@ dlq_core::store_conformance_tests! {
         PgStore::from_pool(pool, config).await.expect("PgStore with migrations")
     }
 }
+
+/// The same suite with a retrier's outcomes committed durably (`PgConfig::durable_outcomes`),
+/// whose statements differ from the default's.
+mod durable_outcomes {
+    use super::*;
+
+    dlq_core::store_conformance_tests! {
+        #[sqlx::test(migrations = false)]
+        async fn pg_store(pool: PgPool) -> PgStore {
+            let config = PgConfig::default().max_payload_bytes(8 << 20).durable_outcomes(true);
+            PgStore::from_pool(pool, config).await.expect("PgStore with migrations")
+        }
+    }
+}

@@ -166,7 +166,7 @@ impl Outcomes {
 
 /// Writes every outcome of a batch in one statement: a batch of successes only with the lean
 /// `sql/succeed_rows.sql`, any other batch whole with the general `sql/settle_rows.sql` (one
-/// round trip and one durable commit per batch, however its outcomes mix). An outcome whose
+/// round trip and one commit per batch, however its outcomes mix). An outcome whose
 /// token no longer holds its row (lease expired and reclaimed, or already settled) changes
 /// nothing and is reported in [`SettleReport::fenced`].
 pub(crate) async fn settle(store: &PgStore, outcomes: Vec<Settlement>) -> StoreResult<SettleReport> {
@@ -180,7 +180,7 @@ pub(crate) async fn settle(store: &PgStore, outcomes: Vec<Settlement>) -> StoreR
 }
 
 /// Writes a batch's outcomes and claims the next batch in one statement
-/// (`sql/settle_claim.sql`): one round trip and one durable commit between two batches.
+/// (`sql/settle_claim.sql`): one round trip and one commit between two batches.
 pub(crate) async fn settle_and_claim(
     store: &PgStore,
     outcomes: Vec<Settlement>,

@@ -96,6 +96,20 @@ pub struct PgConfig {
     /// claim takes 3.5 times as long, and autovacuum may be off or lagging. Needs the role to
     /// own the table (else a warning, once, and no further tries). Default 50,000.
     pub vacuum_dead_tuples: Option<u64>,
+    /// Whether the outcomes a retrier writes for its batches (succeeded, retry, dead, released;
+    /// and the claim written with them) commit durably.
+    /// `false` (the default): they commit with `synchronous_commit = off`, as a claim does.
+    /// PostgreSQL then acknowledges the commit before its WAL reaches the disk, and a server
+    /// crash can lose the last fraction of a second of outcomes (up to three times
+    /// `wal_writer_delay`, 600 ms by default). Those rows are back to where they were before:
+    /// claimed, and run again once their lease expires. That is what already happens when a
+    /// retrier dies between running a batch and writing its outcomes (delivery is
+    /// at-least-once), so no event is lost; a handler may run twice. Only outcomes are
+    /// concerned: parks, operator actions and the store's other writes always commit durably,
+    /// and any later durable commit flushes the outcomes before it. `true`: outcomes commit
+    /// as the server's `synchronous_commit` says (durably by default), for handlers whose
+    /// second run is costly; burst drains are then about a tenth slower (`docs/BENCHMARKS.md`).
+    pub durable_outcomes: bool,
 }
 
 impl Default for PgConfig {
@@ -111,6 +125,7 @@ impl Default for PgConfig {
             max_entries: None,
             overflow: Overflow::Reject,
             vacuum_dead_tuples: Some(50_000),
+            durable_outcomes: false,
         }
     }
 }
@@ -166,6 +181,18 @@ impl PgConfig {
         self
     }
 
+    /// Sets whether a retrier's outcomes commit durably (see [`durable_outcomes`](Self::durable_outcomes)).
+    ///
+    /// ```
+    /// let config = dlq_sqlx::PgConfig::default().durable_outcomes(true);
+    /// assert!(config.durable_outcomes);
+    /// ```
+    #[must_use]
+    pub const fn durable_outcomes(mut self, durable: bool) -> Self {
+        self.durable_outcomes = durable;
+        self
+    }
+
     /// Limits the table to `max` rows, with `overflow` deciding what a park does at the limit.
     #[must_use]
     pub const fn max_entries(mut self, max: u64, overflow: Overflow) -> Self {
@@ -181,9 +208,10 @@ impl PgConfig {
 /// from many tasks are group-committed into multi-row inserts; [`park_in`](Self::park_in)
 /// joins the caller's transaction instead. Claims use `FOR UPDATE SKIP LOCKED` with leases
 /// and fencing tokens, so any number of retriers on any number of hosts can share the table;
-/// timestamps come from the database clock only. Parks and outcomes commit durably; a claim
-/// on its own commits asynchronously, since a claim lost in a server crash only means the row
-/// is claimed again. Between two batches a retrier writes the outcomes of one and claims the
+/// timestamps come from the database clock only. Parks commit durably. Claims and the
+/// outcomes of retries commit asynchronously: one lost in a server crash only means the row is claimed
+/// and run again, as when a retrier dies mid-batch (see [`PgConfig::durable_outcomes`]).
+/// Between two batches a retrier writes the outcomes of one and claims the
 /// next in a single statement ([`settle_and_claim`](DeadLetterStore::settle_and_claim)).
 /// Parks and retries wake waiting retriers with `NOTIFY`, at most one per 20 ms burst.
 ///
@@ -277,7 +305,7 @@ impl PgStore {
     /// identifier; [`dlq_core::Error::Store`] when the migrations fail.
     pub async fn from_pool(pool: PgPool, config: PgConfig) -> StoreResult<Self> {
         validate_schema(&config.schema)?;
-        let sql = Arc::new(schema::Sql::new(&config.schema));
+        let sql = Arc::new(schema::Sql::new(&config.schema, config.durable_outcomes));
         if config.run_migrations {
             migrate(&pool, &config.schema).await?;
         }
@@ -394,7 +422,7 @@ impl PgStore {
 /// ```
 pub async fn migrate(pool: &PgPool, schema: &str) -> StoreResult<()> {
     validate_schema(schema)?;
-    let sql = schema::Sql::new(schema);
+    let sql = schema::Sql::new(schema, PgConfig::default().durable_outcomes);
     let mut conn = pool.acquire().await.map_err(dlq_core::Error::store)?.detach();
     let result = migrate_on(&mut conn, schema, &sql.quoted_schema).await;
     let _ = sqlx::Connection::close(conn).await;
@@ -448,7 +476,7 @@ impl DeadLetterStore for PgStore {
         Box::pin(claim::settle(self, outcomes))
     }
 
-    /// Both in one statement: one round trip and one durable commit between two batches.
+    /// Both in one statement: one round trip and one commit between two batches.
     fn settle_and_claim(
         &self,
         outcomes: Vec<Settlement>,

@@ -125,14 +125,16 @@ macro_rules! statements {
         }
 
         impl Sql {
-            /// Renders every statement for `schema`, which must have passed [`validate_schema`].
-            pub(crate) fn new(schema: &str) -> Self {
+            /// Renders every statement for `schema`, which must have passed [`validate_schema`];
+            /// outcomes commit durably when `durable_outcomes` (`PgConfig::durable_outcomes`).
+            pub(crate) fn new(schema: &str, durable_outcomes: bool) -> Self {
                 let quoted = format!("\"{schema}\"");
+                let render = |template: &str| render(template, &quoted, durable_outcomes);
                 Self {
                     channel: channel_name(schema),
-                    $($name: Stmt(render(include_str!(concat!("sql/", $file)), &quoted).into()),)*
-                    succeed_claim: Stmt(render(&settle_claim("{succeed_rows}", 3, "0"), &quoted).into()),
-                    settle_claim: Stmt(render(&settle_claim("{settle_rows}", 15, "(SELECT count(*) FROM wake)"), &quoted).into()),
+                    $($name: Stmt(render(include_str!(concat!("sql/", $file))).into()),)*
+                    succeed_claim: Stmt(render(&settle_claim("{succeed_rows}", 3, "0")).into()),
+                    settle_claim: Stmt(render(&settle_claim("{settle_rows}", 15, "(SELECT count(*) FROM wake)")).into()),
                     quoted_schema: quoted,
                     claims: std::sync::Mutex::default(),
                 }
@@ -263,15 +265,18 @@ fn settle_claim(outcome_rows: &str, first: usize, woken: &str) -> String {
 }
 
 /// A statement's text for a quoted schema: the shared parts (`{filter}`, `{claim_rows}`,
-/// `{settle_rows}`, `{succeed_rows}`) and `{schema}` filled in, all our own text (no value is
-/// ever put into SQL).
-fn render(template: &str, quoted_schema: &str) -> String {
+/// `{settle_rows}`, `{succeed_rows}`), `{schema}` and `{outcome_commit}` (the outcomes'
+/// `synchronous_commit`: `off`, or the server's own when `durable_outcomes`) filled in, all
+/// our own text (no value is ever put into SQL).
+fn render(template: &str, quoted_schema: &str, durable_outcomes: bool) -> String {
+    let outcome_commit = if durable_outcomes { "current_setting('synchronous_commit')" } else { "'off'" };
     template
         .replace("{filter}", FILTER.trim_end())
         .replace("{claim_rows}", &claim_rows(1))
         .replace("{settle_rows}", SETTLE_ROWS.trim_end())
         .replace("{succeed_rows}", SUCCEED_ROWS.trim_end())
         .replace("{schema}", quoted_schema)
+        .replace("{outcome_commit}", outcome_commit)
 }
 
 /// `dlq_events` for the `public` schema, `dlq_events.<schema>` otherwise (at most 63 bytes:
@@ -288,15 +293,40 @@ mod tests {
 
     #[test]
     fn statements_name_the_quoted_schema_only() {
-        let sql = Sql::new("tenant_a");
+        let sql = Sql::new("tenant_a", false);
         assert!(sql.claim.0.contains("\"tenant_a\".dlq_events"));
         assert!(!sql.claim.0.contains("{schema}"));
         let claim = sql.claim_with_limit(50);
         assert!(claim.0.contains("LIMIT 50") && !claim.0.contains("{limit}"));
         assert!(sql.claim_with_limit(usize::MAX).0.contains(&format!("LIMIT {}", i64::MAX)));
         assert_eq!(sql.channel, "dlq_events.tenant_a");
-        assert_eq!(Sql::new("public").channel, "dlq_events");
+        assert_eq!(Sql::new("public", false).channel, "dlq_events");
         assert!(sql.list.0.contains("id > $10)") && !sql.list.0.contains("{filter}"));
+    }
+
+    #[test]
+    fn outcomes_commit_as_configured() {
+        let commits = |sql: &Sql| {
+            let claim = |stmt| sql.claiming(stmt, 50).0.to_string();
+            let texts = [
+                sql.settle.0.to_string(),
+                sql.succeed.0.to_string(),
+                claim(ClaimStmt::AfterSuccesses),
+                claim(ClaimStmt::AfterOutcomes),
+            ];
+            texts.map(|t| {
+                assert!(!t.contains("{outcome_commit}") && !t.contains("{schema}"), "a placeholder is left: {t}");
+                let off = t.contains("set_config('synchronous_commit', 'off', true)");
+                let server =
+                    t.contains("set_config('synchronous_commit', current_setting('synchronous_commit'), true)");
+                assert!(off != server, "{t}");
+                off
+            })
+        };
+        assert_eq!(commits(&Sql::new("public", false)), [true; 4], "asynchronous by default");
+        assert_eq!(commits(&Sql::new("public", true)), [false; 4], "as the server says when durable");
+        // A claim on its own is asynchronous either way.
+        assert!(Sql::new("public", true).claim.0.contains("set_config('synchronous_commit', 'off', true)"));
     }
 
     #[test]

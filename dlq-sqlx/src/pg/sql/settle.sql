@@ -10,4 +10,4 @@
 -- lease_owner is kept as "the retrier that last held the row" (reported only while PROCESSING),
 -- so the attempt records its owner without reading the row twice.
 WITH {settle_rows}
-SELECT id, token, (SELECT count(*) FROM wake) AS woken FROM settled
+SELECT id, token, (SELECT count(*) FROM wake) AS woken FROM settled, outcome_commit

@@ -3,8 +3,8 @@
 -- succeed_rows.sql for a batch of successes ($1, $2; the claim's parameters from $3) and with
 -- settle_rows.sql for any other batch ($1 to $14; the claim's from $15), and the claim's
 -- CTEs from claim_rows.sql. The claim never takes a row this statement settles (PostgreSQL
--- does not update a row twice in one statement). It commits durably, as the outcomes must,
--- and the trigger tallies both changes (the claim's rows net to nothing).
+-- does not update a row twice in one statement). It commits as the outcomes do
+-- (outcome_commit), and the trigger tallies both changes (the claim's rows net to nothing).
 -- One row per claimed row, or one row with a NULL id when nothing was claimed; one row (rank 1)
 -- carries the settled ids and tokens (a lease missing from them was fenced).
 WITH {outcome_rows},
@@ -16,4 +16,5 @@ SELECT CASE WHEN coalesce(c.claim_rank, 1) = 1 THEN w.settled_ids END AS settled
     CASE WHEN coalesce(c.claim_rank, 1) = 1 THEN w.settled_tokens END AS settled_tokens,
     w.woken, c.*
 FROM written AS w
+CROSS JOIN outcome_commit
 LEFT JOIN (SELECT claimed.*, row_number() OVER () AS claim_rank FROM claimed) AS c ON true

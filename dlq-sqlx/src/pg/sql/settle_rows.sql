@@ -1,4 +1,9 @@
 -- The CTEs of settle.sql, shared with settle_claim.sql (parameters $1 to $14; see settle.sql).
+-- outcome_commit: how the statement commits (PgConfig::durable_outcomes; the statement must
+-- read it for it to run).
+outcome_commit AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', {outcome_commit}, true) AS synchronous_commit
+),
 input AS (
     SELECT * FROM unnest(
         $1::int8[], $2::uuid[], $3::text[], $4::int8[], $5::int4[], $6::text[],

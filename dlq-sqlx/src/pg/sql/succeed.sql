@@ -3,4 +3,4 @@
 -- row's own last attempt (read by attempts.sql; written to dlq_attempts only if an operator
 -- later patches or discards the row), so nothing else is written.
 WITH {succeed_rows}
-SELECT id, token FROM settled
+SELECT id, token FROM settled, outcome_commit

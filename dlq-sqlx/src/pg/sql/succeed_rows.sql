@@ -1,4 +1,9 @@
--- The CTE of succeed.sql, shared with settle_claim.sql (parameters $1 and $2; see succeed.sql).
+-- The CTEs of succeed.sql, shared with settle_claim.sql (parameters $1 and $2; see succeed.sql).
+-- outcome_commit: how the statement commits (PgConfig::durable_outcomes; the statement must
+-- read it for it to run).
+outcome_commit AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', {outcome_commit}, true) AS synchronous_commit
+),
 settled AS (
     UPDATE {schema}.dlq_events AS e SET
         status = 'SUCCEEDED',
