@@ -181,7 +181,8 @@ impl PgConfig {
         self
     }
 
-    /// Sets whether a retrier's outcomes commit durably (see [`durable_outcomes`](Self::durable_outcomes)).
+    /// Sets whether a retrier's outcomes commit durably (see
+    /// [`durable_outcomes`](Self::durable_outcomes)).
     ///
     /// ```
     /// let config = dlq_sqlx::PgConfig::default().durable_outcomes(true);
@@ -209,11 +210,12 @@ impl PgConfig {
 /// joins the caller's transaction instead. Claims use `FOR UPDATE SKIP LOCKED` with leases
 /// and fencing tokens, so any number of retriers on any number of hosts can share the table;
 /// timestamps come from the database clock only. Parks commit durably. Claims and the
-/// outcomes of retries commit asynchronously: one lost in a server crash only means the row is claimed
-/// and run again, as when a retrier dies mid-batch (see [`PgConfig::durable_outcomes`]).
-/// Between two batches a retrier writes the outcomes of one and claims the
-/// next in a single statement ([`settle_and_claim`](DeadLetterStore::settle_and_claim)).
-/// Parks and retries wake waiting retriers with `NOTIFY`, at most one per 20 ms burst.
+/// outcomes of retries commit asynchronously: one lost in a server crash only means the row
+/// is claimed and run again, as when a retrier dies mid-batch (see
+/// [`PgConfig::durable_outcomes`]). Between two batches a retrier writes the outcomes of one
+/// and claims the next in a single statement
+/// ([`settle_and_claim`](DeadLetterStore::settle_and_claim)). Parks and retries wake waiting
+/// retriers with `NOTIFY`, at most one per 20 ms burst.
 ///
 /// ```no_run
 /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload};
