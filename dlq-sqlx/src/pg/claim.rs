@@ -17,10 +17,7 @@ pub(crate) async fn claim(store: &PgStore, request: ClaimRequest) -> StoreResult
     if request.event_types.is_empty() || request.limit == 0 {
         return Ok(Vec::new());
     }
-    let mut hot = store.inner.hot.take().await.map_err(dlq_core::Error::store)?;
-    let claimed = claim_on(store, &mut hot.conn, &request).await?;
-    store.inner.hot.keep(hot);
-    Ok(claimed)
+    claimed_rows(&store.inner.hot.fetch_all(claim_query(store, &request)).await.map_err(dlq_core::Error::store)?)
 }
 
 /// Claims within `cap` across every process: in one transaction, under the type's advisory
@@ -57,7 +54,8 @@ pub(crate) async fn claim_capped(
         tx.commit().await.map_err(dlq_core::Error::store)?;
         return Ok(Vec::new());
     }
-    let claimed = claim_on(store, &mut tx, &request).await?;
+    let claimed =
+        claimed_rows(&claim_query(store, &request).fetch_all(&mut *tx).await.map_err(dlq_core::Error::store)?)?;
     if cap.starts.is_some() && !claimed.is_empty() {
         sqlx::query(sql.cap_record.sql())
             .bind(&event_type)
@@ -71,16 +69,12 @@ pub(crate) async fn claim_capped(
     Ok(claimed)
 }
 
-/// The claim statement on `conn`.
-async fn claim_on(store: &PgStore, conn: &mut sqlx::PgConnection, request: &ClaimRequest) -> StoreResult<Vec<Claimed>> {
-    let rows = sqlx::query(store.inner.sql.claim_with_limit(request.limit))
+/// The claim statement of `request`, every parameter bound.
+fn claim_query<'q>(store: &'q PgStore, request: &'q ClaimRequest) -> Query<'q, sqlx::Postgres, PgArguments> {
+    sqlx::query(store.inner.sql.claim_with_limit(request.limit))
         .bind(&request.event_types)
         .bind(micros(request.lease))
         .bind(&request.owner)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(dlq_core::Error::store)?;
-    claimed_rows(&rows)
 }
 
 /// The claimed rows of a claiming statement's result (a row without a lease token stands for none),
@@ -172,9 +166,7 @@ impl Outcomes {
 pub(crate) async fn settle(store: &PgStore, outcomes: Vec<Settlement>) -> StoreResult<SettleReport> {
     let mut written = HashMap::with_capacity(outcomes.len());
     if let Some(query) = write_query(store, &outcomes, None) {
-        let mut hot = store.inner.hot.take().await.map_err(dlq_core::Error::store)?;
-        record(&mut written, query.fetch_all(&mut *hot.conn).await.map_err(dlq_core::Error::store)?)?;
-        store.inner.hot.keep(hot);
+        record(&mut written, store.inner.hot.fetch_all(query).await.map_err(dlq_core::Error::store)?)?;
     }
     Ok(report(&outcomes, written))
 }
@@ -192,9 +184,7 @@ pub(crate) async fn settle_and_claim(
     let Some(query) = write_query(store, &outcomes, Some(&next)) else {
         return Ok((report(&outcomes, HashMap::new()), claim(store, next).await));
     };
-    let mut hot = store.inner.hot.take().await.map_err(dlq_core::Error::store)?;
-    let rows = query.fetch_all(&mut *hot.conn).await.map_err(dlq_core::Error::store)?;
-    store.inner.hot.keep(hot);
+    let rows = store.inner.hot.fetch_all(query).await.map_err(dlq_core::Error::store)?;
     // One row carries the settled leases (the statement's rank 1; looked for in every row,
     // so that the order rows arrive in does not matter).
     let mut written = HashMap::with_capacity(outcomes.len());

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::Postgres;
+use sqlx::postgres::{PgArguments, PgRow, Postgres};
+use sqlx::query::Query;
 
 /// How long after its last statement a kept connection is reused without a test.
 const FRESH: Duration = Duration::from_secs(1);
@@ -63,11 +64,11 @@ impl HotConnections {
 
     /// The freshest kept connection, else one from the pool (tested by the pool as usual).
     pub(crate) async fn take(&self) -> Result<Hot, sqlx::Error> {
-        let kept = {
+        let (gone, kept) = {
             let mut kept = self.lock();
-            drop(stale(&mut kept, Instant::now()));
-            kept.pop()
+            (stale(&mut kept, Instant::now()), kept.pop())
         };
+        drop(gone);
         match kept {
             Some(Kept { conn, out, .. }) => Ok(Hot { conn, out }),
             None => Ok(Hot { conn: self.pool.acquire().await?, out: Instant::now() }),
@@ -82,6 +83,14 @@ impl HotConnections {
         if spare && !self.pool.is_closed() && now.duration_since(hot.out) < TERM {
             self.lock().push(Kept { conn: hot.conn, used: now, out: hot.out });
         }
+    }
+
+    /// Runs one statement on a taken connection and keeps the connection if it succeeded.
+    pub(crate) async fn fetch_all(&self, query: Query<'_, Postgres, PgArguments>) -> Result<Vec<PgRow>, sqlx::Error> {
+        let mut hot = self.take().await?;
+        let rows = query.fetch_all(&mut *hot.conn).await?;
+        self.keep(hot);
+        Ok(rows)
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<Kept>> {
