@@ -699,6 +699,44 @@ async fn charts_on_whole_hours_count_parks_without_scanning(pool: PgPool) {
     assert_ne!(expected().await, before);
 }
 
+/// Migration 0014: the hour a park is charted under is the UTC hour holding it (as 0010 defined
+/// it, in any session time zone and before 1970), computed inline rather than by a SQL-function
+/// call per parked row.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn the_hour_of_a_park_is_the_utc_hour_computed_inline(pool: PgPool) {
+    let plan: Vec<String> =
+        sqlx::query_scalar("EXPLAIN (VERBOSE, COSTS OFF) SELECT dlq_hour(created_at) FROM dlq_events")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert!(!plan.concat().contains("dlq_hour("), "not inlined: {plan:?}");
+    let mut conn = pool.acquire().await.unwrap();
+    for zone in ["UTC", "Asia/Kolkata", "America/St_Johns", "Europe/Berlin"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!("SET TIME ZONE '{zone}'"))).execute(&mut *conn).await.unwrap();
+        let differ: Vec<String> = sqlx::query_scalar(
+            "SELECT t::text FROM unnest($1::timestamptz[]) AS t
+             WHERE dlq_hour(t) IS DISTINCT FROM to_timestamp(floor(extract(epoch FROM t) / 3600) * 3600)",
+        )
+        .bind(
+            [
+                "2026-03-29 00:59:59.999999+00",
+                "2026-03-29 01:00:00+00",
+                "2026-10-25 00:30:00+00",
+                "2026-11-25 11:17:42.5+05:30",
+                "2026-11-25 12:00:00+00",
+                "1969-12-31 23:30:00+00",
+                "1900-06-01 12:34:56+00",
+            ]
+            .map(|t| chrono::DateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f%#z").unwrap().to_utc())
+            .to_vec(),
+        )
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+        assert!(differ.is_empty(), "{zone}: {differ:?}");
+    }
+}
+
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn a_batch_is_settled_and_the_next_claimed_in_one_statement(pool: PgPool) {
     let store = store(&pool).await;
