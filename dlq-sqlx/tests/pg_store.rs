@@ -53,6 +53,48 @@ async fn park_then_get_round_trips_every_field(pool: PgPool) {
     assert_eq!((attempts[0].attempt, attempts[0].outcome.as_str()), (0, "failed"));
 }
 
+/// One statement parks letters whose optional columns are filled next to letters that leave
+/// them empty: each row gets its own letter's values (a column no letter of a batch fills goes
+/// as one NULL array, see `park.sql`).
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_batch_of_full_and_bare_letters_keeps_each_letters_fields(pool: PgPool) {
+    let store = store(&pool).await;
+    let failure = |reason: &str| {
+        FailureInfo::new(
+            ErrorClass::Transient,
+            "io",
+            reason.into(),
+            vec![reason.into()],
+            Some("at f (src/lib.rs:1)".into()),
+        )
+    };
+    let bare = |n: u32| {
+        let mut f = failure(&format!("bare {n}"));
+        f.stacktrace = None;
+        NewDeadLetter::new("payment", Payload::Json(serde_json::json!({ "n": n })), f)
+    };
+    let mut source = SourceMeta::kafka("payments", 3, 77);
+    source.trace_context = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned());
+    let mut full =
+        NewDeadLetter::new("payment", Payload::Raw { bytes: vec![0xff, 0x00, 0xfe], truncated: None }, failure("full"))
+            .with_source(source.clone());
+    full.dead_reason = Some(dlq_core::DeadReason::Undecodable);
+    let bare_batch = || (0..3).map(bare).collect::<Vec<_>>();
+    for batch in [vec![bare(0), full.clone(), bare(1)], bare_batch()] {
+        let expected: Vec<NewDeadLetter> = batch.clone();
+        let parked = store.park_many(batch).await.unwrap();
+        for (letter, parked) in expected.iter().zip(parked) {
+            let row = store.get(parked.id).await.unwrap().unwrap();
+            assert_eq!(row.payload, letter.payload);
+            assert_eq!(row.failure, letter.failure);
+            assert_eq!(row.dead_reason, letter.dead_reason);
+            assert_eq!(row.status, letter.status());
+            assert_eq!(row.dedupe_key, letter.dedupe_key);
+            assert_eq!(row.source, letter.source);
+        }
+    }
+}
+
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn dedupe_key_returns_the_first_row_in_input_order(pool: PgPool) {
     let store = store(&pool).await;

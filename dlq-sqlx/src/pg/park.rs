@@ -217,29 +217,36 @@ impl Columns {
             .bind(self.event_type)
             .bind(self.handler)
             .bind(self.payload)
-            .bind(self.payload_raw)
+            .bind(or_null(self.payload_raw))
             .bind(self.truncated)
-            .bind(self.original_len)
-            .bind(self.sha256)
+            .bind(or_null(self.original_len))
+            .bind(or_null(self.sha256))
             .bind(self.error_class)
             .bind(self.error_kind)
             .bind(self.error_reason)
             .bind(self.error_chain)
-            .bind(self.stacktrace)
+            .bind(or_null(self.stacktrace))
             .bind(self.fingerprint)
             .bind(self.status)
             .bind(self.max_retries)
             .bind(self.delay_us)
-            .bind(self.dead_reason)
-            .bind(self.dedupe_key)
-            .bind(self.topic)
-            .bind(self.partition)
-            .bind(self.offset)
+            .bind(or_null(self.dead_reason))
+            .bind(or_null(self.dedupe_key))
+            .bind(or_null(self.topic))
+            .bind(or_null(self.partition))
+            .bind(or_null(self.offset))
             .bind(self.headers)
-            .bind(self.trace_context)
+            .bind(or_null(self.trace_context))
             .bind(sql.channel.as_str())
             .bind(wake)
     }
+}
+
+/// A column that is NULL for every letter of the batch as one NULL array (`unnest` gives its
+/// rows NULL), which PostgreSQL neither receives element by element nor copies: most letters
+/// carry no raw payload, stack trace, dedupe key or source.
+fn or_null<T>(column: Vec<Option<T>>) -> Option<Vec<Option<T>>> {
+    column.iter().any(Option::is_some).then_some(column)
 }
 
 /// Inserts prepared letters in one statement on `conn`; ids come back in input order, and a

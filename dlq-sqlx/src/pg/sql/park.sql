@@ -5,6 +5,8 @@
 -- attempts.sql); retriers are woken when a PENDING row lands, unless $25 says another
 -- write woke them a moment ago (the store then sends one trailing NOTIFY). It writes its own
 -- tallies (migration 0010) and tells the table's trigger so: cheaper than the trigger's.
+-- An optional column that no letter of the batch fills comes as one NULL array: unnest pads
+-- the shorter arrays of its list with NULLs.
 WITH untallied AS MATERIALIZED (
     SELECT set_config('dlq.untallied', 'on', true)
 ),
