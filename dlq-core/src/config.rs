@@ -25,6 +25,10 @@ use crate::{BreakerConfig, Error};
 ///   run at once per batch. Raise them for fast handlers; lower them to spare a downstream.
 /// - `lease` must outlast the longest handler run (and its `timeout`): a row whose lease
 ///   expires is claimed again by another retrier.
+/// - `immediate-retries`: a transient failure whose retry is due at once (`backoff = "none"`)
+///   is run again under the same claim, up to this many times, before the outcome is written:
+///   one write instead of a write and a claim per attempt. Each attempt still counts and is
+///   recorded in the history; `0` writes every attempt before the next.
 /// - `poll-interval` bounds how late a row that became due without a wake-up (a retry delay
 ///   elapsing) is picked up; parks and redrives wake retriers at once on PostgreSQL.
 /// - `fixed-rate` switches to the classic scheduler: one batch every period, nothing between.
@@ -72,6 +76,11 @@ pub struct RetrierConfig {
     /// How long a claim holds a row.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub lease: Duration,
+    /// How many times a transient failure whose retry is due at once (the handler's backoff
+    /// gives no wait) is run again under the same claim before its outcome is written. Only
+    /// while the claim has more than half its lease left (after the handler's `timeout`), the
+    /// type's circuit admits it and the retrier is not stopping.
+    pub immediate_retries: u32,
     /// How long in-flight handlers may finish after shutdown before their rows are released.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub shutdown_grace: Duration,
@@ -107,6 +116,7 @@ impl Default for RetrierConfig {
             fixed_rate: None,
             poll_interval: Duration::from_secs(5),
             lease: Duration::from_secs(300),
+            immediate_retries: 2,
             shutdown_grace: Duration::from_secs(30),
             singleton: false,
             heartbeat: Duration::from_secs(10),
@@ -410,12 +420,14 @@ mod tests {
             jail.set_env("DLQ_RETRY_PURGE_INTERVAL", "1h 30m");
             jail.set_env("DLQ_RETRY_FIXED_RATE", "21600000");
             jail.set_env("DLQ_RETRY_ENABLED", "false");
+            jail.set_env("DLQ_RETRY_IMMEDIATE_RETRIES", "0");
             let config =
                 RetrierConfig::from_toml_str("lease = \"1m\"\nheartbeat = \"2s\"").unwrap().with_env().unwrap();
             assert_eq!((config.batch_size, config.max_retries, config.retention), (20, Some(3), None));
             assert_eq!((config.owner.as_str(), config.purge_interval), ("worker-1", Duration::from_secs(5400)));
             assert_eq!((config.fixed_rate, config.enabled), (Some(Duration::from_secs(21600)), false));
             assert_eq!((config.lease, config.heartbeat), (Duration::from_secs(60), Duration::from_secs(2)), "kept");
+            assert_eq!(config.immediate_retries, 0);
             assert_eq!(config.concurrency, 16, "untouched keys keep their defaults");
 
             jail.set_env("DLQ_RETRY_MAX_RETRIES", "off");
@@ -432,7 +444,7 @@ mod tests {
         // from the serialized keys.
         let keys = serde_json::to_value(RetrierConfig::default()).unwrap();
         let keys: Vec<String> = keys.as_object().unwrap().keys().cloned().collect();
-        assert_eq!(keys.len(), 16, "{keys:?}");
+        assert_eq!(keys.len(), 17, "{keys:?}");
         figment::Jail::expect_with(|jail| {
             for key in &keys {
                 jail.set_env(format!("DLQ_RETRY_{}", key.replace('-', "_").to_ascii_uppercase()), "nonsense value");

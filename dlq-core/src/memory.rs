@@ -234,8 +234,23 @@ impl Inner {
         let l = &mut row.letter;
         l.lease_until = None;
         l.updated_at = at;
+        // Earlier attempts of the same claim, each written as a retry.
+        for failure in outcome.earlier_failures() {
+            l.retry_count += 1;
+            l.failure = stored(failure.clone());
+            self.attempts.push(AttemptRecord {
+                dlq_id: lease.id,
+                attempt: l.retry_count,
+                outcome: "retry".into(),
+                error_class: Some(failure.class.name().into()),
+                error_reason: Some(failure.reason.clone()),
+                owner: owner.clone(),
+                at,
+            });
+        }
         let attempt = l.retry_count + 1;
-        match &outcome {
+        let outcome = outcome.last();
+        match outcome {
             Settlement::Succeeded { .. } => l.status = Status::Succeeded,
             Settlement::Retry { delay, failure, .. } => {
                 l.status = Status::Pending;
@@ -254,6 +269,7 @@ impl Inner {
                 l.retry_after = at;
                 return true;
             }
+            Settlement::Repeated { .. } => unreachable!("Settlement::last is never Repeated"),
         }
         self.attempts.push(AttemptRecord {
             dlq_id: lease.id,
@@ -489,7 +505,7 @@ impl DeadLetterStore for MemoryStore {
         let mut wake = false;
         for outcome in outcomes {
             let id = outcome.lease().id;
-            wake |= matches!(outcome, Settlement::Release { .. } | Settlement::Retry { .. });
+            wake |= matches!(outcome.last(), Settlement::Release { .. } | Settlement::Retry { .. });
             if inner.settle(outcome, at) {
                 report.applied += 1;
             } else {

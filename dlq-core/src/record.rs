@@ -731,32 +731,109 @@ pub enum Settlement {
         /// The claim.
         lease: Lease,
     },
+    /// Attempts run back to back under one claim: each of `failed` failed transiently with no
+    /// wait before the next (the retrier runs such a retry at once instead of writing it and
+    /// claiming the row again), then `last` is the outcome of the final attempt. A store
+    /// writes it as `failed.len()` `Retry` outcomes followed by `last`: each failure counts as
+    /// a retry and is appended to the attempt history in order, the row keeps the latest
+    /// failure, and the lease is `last`'s. Build it with [`Settlement::repeated`], which keeps
+    /// it flat.
+    Repeated {
+        /// The failures of the earlier attempts, oldest first.
+        failed: Vec<FailureInfo>,
+        /// The outcome of the final attempt (never itself `Repeated`).
+        last: Box<Settlement>,
+    },
 }
 
 impl Settlement {
-    /// The lease this outcome is fenced by.
-    pub const fn lease(&self) -> Lease {
+    /// `failed` attempts, then `last`: a [`Settlement::Repeated`], or `last` alone when nothing
+    /// failed before it. A `last` that is itself repeated is merged, so the result is flat.
+    ///
+    /// ```
+    /// use dlq_core::store::{Lease, Settlement};
+    /// use dlq_core::{ErrorClass, FailureInfo};
+    ///
+    /// let lease = Lease { id: 7, token: uuid::Uuid::new_v4() };
+    /// let timeout = FailureInfo::new(ErrorClass::Transient, "io", "timed out".into(), vec![], None);
+    /// let outcome = Settlement::repeated(vec![timeout.clone()], Settlement::Succeeded { lease });
+    /// assert_eq!((outcome.lease(), outcome.outcome_name(), outcome.counted()), (lease, "succeeded", 1));
+    /// assert_eq!(outcome.earlier_failures(), [timeout.clone()]);
+    /// assert_eq!(outcome.failure(), Some(&timeout), "the row keeps the latest failure");
+    /// assert_eq!(Settlement::repeated(vec![], Settlement::Succeeded { lease }), Settlement::Succeeded { lease });
+    /// ```
+    #[must_use]
+    pub fn repeated(mut failed: Vec<FailureInfo>, last: Self) -> Self {
+        let last = match last {
+            Self::Repeated { failed: more, last } => {
+                failed.extend(more);
+                *last
+            }
+            last => last,
+        };
+        if failed.is_empty() { last } else { Self::Repeated { failed, last: Box::new(last) } }
+    }
+
+    /// The outcome of the final attempt: `last` of a [`Settlement::Repeated`], else itself.
+    #[must_use]
+    pub fn last(&self) -> &Self {
         match self {
-            Self::Succeeded { lease } | Self::Release { lease } => *lease,
-            Self::Retry { lease, .. } | Self::Dead { lease, .. } => *lease,
+            Self::Repeated { last, .. } => last.last(),
+            other => other,
         }
     }
 
-    /// The failure this outcome records, if any.
-    pub const fn failure(&self) -> Option<&FailureInfo> {
+    /// The failures of the attempts before the final one (empty but for
+    /// [`Settlement::Repeated`]), oldest first.
+    #[must_use]
+    pub fn earlier_failures(&self) -> &[FailureInfo] {
+        match self {
+            Self::Repeated { failed, .. } => failed,
+            _ => &[],
+        }
+    }
+
+    /// How many retries this outcome adds to the row's `retry_count`: one per earlier failure,
+    /// plus one when the final attempt counts (`Retry`, or `Dead` with `counts`).
+    #[must_use]
+    pub fn counted(&self) -> u32 {
+        let last = match self.last() {
+            Self::Retry { .. } | Self::Dead { counts: true, .. } => 1,
+            _ => 0,
+        };
+        u32::try_from(self.earlier_failures().len()).unwrap_or(u32::MAX).saturating_add(last)
+    }
+
+    /// The lease this outcome is fenced by.
+    #[must_use]
+    pub fn lease(&self) -> Lease {
+        match self {
+            Self::Succeeded { lease } | Self::Release { lease } => *lease,
+            Self::Retry { lease, .. } | Self::Dead { lease, .. } => *lease,
+            Self::Repeated { last, .. } => last.lease(),
+        }
+    }
+
+    /// The failure the row keeps after this outcome, if it records one: the final attempt's,
+    /// else the latest earlier failure.
+    #[must_use]
+    pub fn failure(&self) -> Option<&FailureInfo> {
         match self {
             Self::Retry { failure, .. } | Self::Dead { failure, .. } => Some(failure),
+            Self::Repeated { failed, last } => last.failure().or(failed.last()),
             _ => None,
         }
     }
 
-    /// The outcome's name in the attempt history.
-    pub const fn outcome_name(&self) -> &'static str {
+    /// The name of the final attempt's outcome in the attempt history.
+    #[must_use]
+    pub fn outcome_name(&self) -> &'static str {
         match self {
             Self::Succeeded { .. } => "succeeded",
             Self::Retry { .. } => "retry",
             Self::Dead { .. } => "dead",
             Self::Release { .. } => "released",
+            Self::Repeated { last, .. } => last.outcome_name(),
         }
     }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use futures_util::stream::{self, StreamExt};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
@@ -33,6 +34,9 @@ pub struct RetrierStats {
     pub succeeded: u64,
     /// Retries that failed and were rescheduled.
     pub retried: u64,
+    /// Failed attempts run again at once under the same claim (`immediate-retries`); not part
+    /// of the sum below, which counts each claimed row once by its final outcome.
+    pub retried_at_once: u64,
     /// Rows parked dead.
     pub dead: u64,
     /// Rows released unrun at shutdown.
@@ -56,6 +60,8 @@ pub struct RetrierStats {
 struct Next {
     plan: crate::breakers::Plan,
     claimed: Vec<Claimed>,
+    /// When the claim was asked for: the leases run from about then.
+    at: Instant,
 }
 
 #[derive(Debug, Default)]
@@ -63,6 +69,7 @@ struct Counters {
     claimed: AtomicU64,
     succeeded: AtomicU64,
     retried: AtomicU64,
+    retried_at_once: AtomicU64,
     dead: AtomicU64,
     released: AtomicU64,
     fenced: AtomicU64,
@@ -83,6 +90,7 @@ impl Counters {
             claimed: get(&self.claimed),
             succeeded: get(&self.succeeded),
             retried: get(&self.retried),
+            retried_at_once: get(&self.retried_at_once),
             dead: get(&self.dead),
             released: get(&self.released),
             fenced: get(&self.fenced),
@@ -505,9 +513,10 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             }
             return Ok(0);
         }
-        let (plan, mut claimed) = match next.take() {
-            Some(Next { plan, claimed }) => (plan, claimed),
+        let (plan, mut claimed, claimed_at) = match next.take() {
+            Some(Next { plan, claimed, at }) => (plan, claimed, at),
             None => {
+                let at = Instant::now();
                 let plan = self.plan().await;
                 let mut claimed = Vec::new();
                 if !plan.free.is_empty() {
@@ -519,7 +528,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                         }
                     };
                 }
-                (plan, claimed)
+                (plan, claimed, at)
             }
         };
         // Once rows are claimed, a failing claim of another type must not strand them: it is
@@ -546,10 +555,12 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         // What the metrics need of each row once its outcome is known.
         let rows: HashMap<DlqId, (String, DateTime<Utc>)> =
             claimed.iter().map(|c| (c.id(), (c.event_type.clone(), c.first_failed_at))).collect();
-        let outcomes = self.run_batch(claimed, &trials, stop).await;
+        let outcomes = self.run_batch(claimed, &trials, claimed_at, stop).await;
         limited.iter().for_each(|(t, n)| self.breakers.finished(t, *n));
-        let kinds: Vec<(DlqId, &AtomicU64, &'static str)> =
-            outcomes.iter().map(|o| (o.lease().id, self.counter_for(o), o.outcome_name())).collect();
+        let kinds: Vec<(DlqId, &AtomicU64, &'static str, usize)> = outcomes
+            .iter()
+            .map(|o| (o.lease().id, self.counter_for(o.last()), o.outcome_name(), o.earlier_failures().len()))
+            .collect();
         let written = if chain && !stop.is_cancelled() {
             self.settle_and_claim(outcomes, next).await
         } else {
@@ -569,10 +580,16 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         // refused to write it.
         let fenced: HashSet<DlqId> = report.fenced.iter().copied().collect();
         let now = Utc::now();
-        for (id, counter, outcome) in kinds {
+        for (id, counter, outcome, earlier) in kinds {
             let is_fenced = fenced.contains(&id);
             Counters::add(if is_fenced { &self.counters.fenced } else { counter }, 1);
+            if !is_fenced {
+                Counters::add(&self.counters.retried_at_once, earlier as u64);
+            }
             if let Some((event_type, first_failed_at)) = rows.get(&id) {
+                if !is_fenced {
+                    (0..earlier).for_each(|_| crate::observe::retried(event_type, "retry"));
+                }
                 crate::observe::retried(event_type, if is_fenced { "fenced" } else { outcome });
                 if !is_fenced && outcome == "succeeded" {
                     crate::observe::recovered(event_type, now - *first_failed_at);
@@ -616,6 +633,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         }
         let request = self.request(plan.free.clone(), self.config.batch_size.max(1));
         let limit = request.limit;
+        let at = Instant::now();
         let written = self.store.settle_and_claim(outcomes, request);
         let written = self.timed(limit, written, |w| match w {
             Ok((_, Ok(claimed))) => Some(claimed.len()),
@@ -634,7 +652,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                     // Nothing due: the loop waits for work and plans afresh.
                     self.unreserve(&plan);
                 } else {
-                    *next = Some(Next { plan, claimed });
+                    *next = Some(Next { plan, claimed, at });
                 }
             }
             Err(error) => {
@@ -726,6 +744,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             Settlement::Retry { .. } => &self.counters.retried,
             Settlement::Dead { .. } => &self.counters.dead,
             Settlement::Release { .. } => &self.counters.released,
+            Settlement::Repeated { last, .. } => self.counter_for(last),
         }
     }
 
@@ -735,11 +754,13 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         tracing::warn!(%error, "dead-letter store call failed; retrying later");
     }
 
-    /// Runs every claimed row; on shutdown, waits out the grace period and releases the rest.
+    /// Runs every claimed row (claimed at `claimed_at`); on shutdown, waits out the grace
+    /// period and releases the rest.
     async fn run_batch(
         &self,
         claimed: Vec<Claimed>,
         trials: &HashSet<DlqId>,
+        claimed_at: Instant,
         stop: &CancellationToken,
     ) -> Vec<Settlement> {
         let leases: Vec<_> = claimed.iter().map(|c| c.lease).collect();
@@ -747,7 +768,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         let runs = stream::iter(claimed.into_iter().enumerate())
             .map(|(i, c)| {
                 let trial = trials.contains(&c.id());
-                self.run_one(c, trial).map(move |s| (i, s))
+                self.run_one(c, trial, claimed_at, stop).map(move |s| (i, s))
             })
             .buffer_unordered(self.config.concurrency.max(1));
         let mut runs = std::pin::pin!(runs);
@@ -768,7 +789,15 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         outcomes.into_iter().zip(leases).map(|(o, lease)| o.unwrap_or(Settlement::Release { lease })).collect()
     }
 
-    async fn run_one(&self, mut claimed: Claimed, trial: bool) -> Settlement {
+    /// Runs one claimed row: an attempt, and while it fails transiently with its retry due at
+    /// once, up to `immediate_retries` more under the same claim (see [`Self::again_at_once`]).
+    async fn run_one(
+        &self,
+        mut claimed: Claimed,
+        trial: bool,
+        claimed_at: Instant,
+        stop: &CancellationToken,
+    ) -> Settlement {
         let lease = claimed.lease;
         let Ok(reg) = self.registry.get(&claimed.event_type) else {
             return Settlement::Release { lease };
@@ -788,9 +817,53 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             let failure = FailureInfo::new(ErrorClass::Permanent, "too_large", reason, Vec::new(), None);
             return Settlement::Dead { lease, reason: DeadReason::TooLarge, failure, counts: false };
         }
+        // A trial is one attempt, and a handler whose backoff waits is never run again at once:
+        // for the others, the payload is kept for another attempt.
+        let mut again = if trial { 0 } else { self.config.immediate_retries };
+        if reg.policy.backoff.next_delay(claimed.retry_count + 2) > Duration::ZERO {
+            again = 0;
+        }
+        let mut failed = Vec::new();
+        loop {
+            let payload = if again == 0 {
+                // The handler takes the payload; what `decide` reads stays.
+                std::mem::replace(&mut claimed.payload, crate::Payload::Json(serde_json::Value::Null))
+            } else {
+                claimed.payload.clone()
+            };
+            match self.attempt(&claimed, reg, payload, trial).await {
+                Settlement::Retry { delay, failure, .. }
+                    if again > 0 && delay.is_zero() && self.again_at_once(&claimed, reg, claimed_at, stop) =>
+                {
+                    failed.push(failure);
+                    claimed.retry_count += 1;
+                    again -= 1;
+                }
+                last => return Settlement::repeated(failed, last),
+            }
+        }
+    }
+
+    /// Whether a row whose attempt just failed with its retry due at once may run again under
+    /// the same claim: the retrier is not stopping, the type's circuit admits it, and the
+    /// claim keeps more than half its lease after another attempt's `timeout`.
+    fn again_at_once(
+        &self,
+        claimed: &Claimed,
+        reg: &Registration,
+        claimed_at: Instant,
+        stop: &CancellationToken,
+    ) -> bool {
+        let next_attempt_ends = claimed_at.elapsed().saturating_add(reg.policy.timeout.unwrap_or_default());
+        !stop.is_cancelled() && self.breakers.admits(&claimed.event_type) && next_attempt_ends < self.config.lease / 2
+    }
+
+    /// One attempt of a claimed row with `payload`, its outcome decided and fed to the type's
+    /// breaker.
+    async fn attempt(&self, claimed: &Claimed, reg: &Registration, payload: crate::Payload, trial: bool) -> Settlement {
+        let lease = claimed.lease;
         let invocation = Invocation {
-            // The handler takes the payload; what `decide` reads stays.
-            payload: std::mem::replace(&mut claimed.payload, crate::Payload::Json(serde_json::Value::Null)),
+            payload,
             context: Arc::clone(&self.context),
             attempt: Attempt {
                 id: Some(claimed.id()),
@@ -817,7 +890,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             HandlerOutcome::Failed(failure) => (failure.class != ErrorClass::Permanent).then(|| failure.reason.clone()),
             _ => None,
         };
-        let mut settlement = decide(&claimed, reg, self.config.max_retries, outcome, lease);
+        let mut settlement = decide(claimed, reg, self.config.max_retries, outcome, lease);
         if self.circuit_after(&claimed.event_type, trial, transient.as_deref()).await {
             // The type's circuit is open: the failure is the outage's, not the row's.
             settlement = Settlement::Release { lease };

@@ -78,8 +78,21 @@ static AGED: Registration = Registration {
     missing_state: crate::handler::needs_no_state,
 };
 
+/// `backoff = "none"`: a transient failure is due again at once.
+static INSTANT: Registration = Registration {
+    event_type: "instant",
+    handler: "tests::instant",
+    file: file!(),
+    line: line!(),
+    policy: RetryPolicy { max_retries: 5, backoff: Backoff::NONE, ..POLICY },
+    breaker: None,
+    dispatch: scripted,
+    check: crate::handler::accepts_any,
+    missing_state: crate::handler::needs_no_state,
+};
+
 fn retrier(store: &Arc<MemoryStore>) -> Retrier<MemoryStore> {
-    let registry = Registry::from_registrations([&SCRIPTED, &AGED]).unwrap();
+    let registry = Registry::from_registrations([&SCRIPTED, &AGED, &INSTANT]).unwrap();
     Retrier::new(Arc::clone(store), registry)
 }
 
@@ -460,4 +473,71 @@ async fn rows_claimed_with_the_last_outcomes_are_handed_back_on_shutdown() {
     let statuses: Vec<_> = rows.iter().map(|r| (r.status, r.retry_count, r.lease_owner.is_some())).collect();
     assert_eq!(statuses.iter().filter(|s| **s == (Status::Succeeded, 0, false)).count(), 2);
     assert_eq!(statuses.iter().filter(|s| **s == (Status::Pending, 0, false)).count(), 2, "released, not run");
+}
+
+/// Each attempt of the row's history: (attempt, outcome).
+async fn history(store: &MemoryStore, id: crate::DlqId) -> Vec<(u32, String)> {
+    store.attempts(id).await.unwrap().into_iter().map(|a| (a.attempt, a.outcome)).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_due_at_once_runs_again_under_the_same_claim() {
+    let store = Arc::new(MemoryStore::new());
+    let id = park(&store, "instant", json!({"fail": 1})).await;
+    let r = retrier(&store);
+    assert_eq!(r.run_once().await.unwrap(), 1);
+    assert_eq!(status(&store, id), (Status::Succeeded, 1, None), "the failed attempt counts");
+    let attempts = history(&store, id).await;
+    assert_eq!(attempts, [(0, "failed".into()), (1, "retry".into()), (2, "succeeded".into())]);
+    assert_eq!(store.get_now(id).unwrap().failure.reason, "scripted failure", "the row keeps the latest failure");
+    let stats = r.stats();
+    assert_eq!((stats.claimed, stats.succeeded, stats.retried, stats.retried_at_once), (1, 1, 0, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn immediate_retries_stop_at_the_configured_count_and_at_max_retries() {
+    let store = Arc::new(MemoryStore::new());
+    let failure = FailureInfo::new(ErrorClass::Transient, "Scripted", "first failure".into(), vec![], None);
+    let letter = NewDeadLetter::new("instant", Payload::Json(json!({"fail": 99})), failure).retry(Duration::ZERO, 5);
+    let id = store.park(letter).await.unwrap().id;
+    let r = retrier(&store);
+    r.run_once().await.unwrap();
+    // The attempt and two more at once, then the outcome is written: due again at once.
+    assert_eq!(status(&store, id), (Status::Pending, 3, None));
+    assert_eq!(history(&store, id).await.len(), 4);
+    r.run_once().await.unwrap();
+    // Attempt 4 fails at once, attempt 5 spends the budget of 5.
+    assert_eq!(status(&store, id), (Status::FailedPermanently, 5, Some(DeadReason::RetriesExhausted)));
+    let outcomes: Vec<String> = history(&store, id).await.into_iter().map(|(_, o)| o).collect();
+    assert_eq!(outcomes, ["failed", "retry", "retry", "retry", "retry", "dead"]);
+    let stats = r.stats();
+    assert_eq!((stats.claimed, stats.retried, stats.dead, stats.retried_at_once), (2, 1, 1, 3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn zero_immediate_retries_writes_every_attempt() {
+    let store = Arc::new(MemoryStore::new());
+    let id = park(&store, "instant", json!({"fail": 1})).await;
+    let r = retrier(&store).config(RetrierConfig { immediate_retries: 0, ..RetrierConfig::default() });
+    r.run_once().await.unwrap();
+    assert_eq!(status(&store, id), (Status::Pending, 1, None));
+    r.run_once().await.unwrap();
+    assert_eq!(status(&store, id), (Status::Succeeded, 1, None));
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_immediate_retry_when_another_attempt_could_outlast_half_the_lease() {
+    let store = Arc::new(MemoryStore::new());
+    let id = park(&store, "instant", json!({"fail": 1})).await;
+    // The handler's 60 s timeout is more than half of a 100 s lease.
+    let r = retrier(&store).config(RetrierConfig { lease: Duration::from_secs(100), ..RetrierConfig::default() });
+    r.run_once().await.unwrap();
+    assert_eq!(status(&store, id), (Status::Pending, 1, None));
+    // The same after a first attempt of 50 s under a 200 s lease: 50 s + 60 s is past 100 s.
+    let slow = park(&store, "instant", json!({"fail": 1, "sleep_ms": 50_000})).await;
+    let r = retrier(&store).config(RetrierConfig { lease: Duration::from_secs(200), ..RetrierConfig::default() });
+    r.run_once().await.unwrap();
+    assert_eq!(status(&store, slow).1, 1);
+    assert_eq!(status(&store, id), (Status::Succeeded, 1, None));
+    assert_eq!(r.stats().retried_at_once, 0);
 }

@@ -90,8 +90,24 @@ async fn drains_retries_and_keeps_a_heartbeat_until_shutdown(pool: PgPool) {
     assert!(store.retriers().await.unwrap()[0].last_seen > first_seen, "the heartbeat is refreshed");
     shutdown.cancel();
     let stats = running.await.unwrap().unwrap();
-    assert_eq!((stats.succeeded, stats.retried, stats.claimed), (40, 20, 60));
+    // The odd rows' failures were run again at once under the same claim (no backoff): one
+    // claim and one write per row, each failure still counted and in the history.
+    assert_eq!((stats.succeeded, stats.retried, stats.retried_at_once, stats.claimed), (40, 0, 20, 40));
     assert_eq!(stats.fenced, 0);
+    let rows = store.list(ListFilter::default().limit(100)).await.unwrap();
+    for row in &rows {
+        let Payload::Json(n) = &row.payload else { panic!("a JSON payload: {:?}", row.payload) };
+        let odd = n.as_u64().unwrap() % 2 == 1;
+        let history: Vec<(u32, String)> =
+            store.attempts(row.id).await.unwrap().into_iter().skip(1).map(|a| (a.attempt, a.outcome)).collect();
+        if odd {
+            assert_eq!((row.retry_count, row.failure.reason.as_str()), (1, "downstream 503"), "attempt 1's failure");
+            assert_eq!(history, [(1, "retry".to_owned()), (2, "succeeded".to_owned())]);
+        } else {
+            assert_eq!((row.retry_count, history), (0, vec![(1, "succeeded".to_owned())]));
+        }
+    }
+    assert_eq!(rows.len(), 40);
     assert!(store.retriers().await.unwrap().is_empty(), "the heartbeat row is removed on shutdown");
     assert_eq!(retrier.0.stats(), stats);
 }

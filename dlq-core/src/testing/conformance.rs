@@ -482,6 +482,78 @@ pub async fn settle_same_lease_twice_first_wins<S: DeadLetterStore>(s: &S) {
     assert_eq!(outcomes, ["failed", "succeeded"]);
 }
 
+/// A `Repeated` outcome writes each earlier failure as a counted retry, appended to the
+/// history in order before the final attempt, and then its final outcome; the row keeps the
+/// latest failure; a fenced one writes nothing. `settle_and_claim` writes it the same way.
+pub async fn settle_repeated_attempts<S: DeadLetterStore>(s: &S) {
+    let rows = [
+        park(s, letter("payment", 1)).await,
+        park(s, letter("payment", 2)).await,
+        park(s, letter("payment", 3)).await,
+        park(s, letter("payment", 4)).await,
+    ];
+    let [ok, again, released, forged_row] = rows;
+    let claimed = claim(s, &["payment"], LONG).await;
+    assert_eq!(ids(&claimed), rows);
+    let (first, second, third) = (failure("io", "timed out"), failure("http", "503"), failure("http", "502"));
+    let mut forged = claimed[3].lease;
+    forged.token = Uuid::new_v4();
+    let hour = Duration::from_secs(3600);
+    let retry = Settlement::Retry { lease: claimed[1].lease, delay: hour, failure: third.clone() };
+    let outcomes = vec![
+        Settlement::repeated(vec![first.clone()], Settlement::Succeeded { lease: claimed[0].lease }),
+        Settlement::repeated(vec![first.clone(), second.clone()], retry),
+        Settlement::repeated(vec![second.clone()], Settlement::Release { lease: claimed[2].lease }),
+        Settlement::repeated(vec![first.clone()], Settlement::Succeeded { lease: forged }),
+    ];
+    let report = s.settle(outcomes).await.expect("settle");
+    assert_eq!((report.applied, report.fenced), (3, vec![forged_row]));
+    let l = get(s, ok).await;
+    assert_eq!((l.status, l.retry_count, &l.failure), (Status::Succeeded, 1, &first), "the earlier failure is kept");
+    let l = get(s, again).await;
+    assert_eq!((l.status, l.retry_count, &l.failure), (Status::Pending, 3, &third));
+    assert_gap(l.updated_at, l.retry_after, hour);
+    let l = get(s, released).await;
+    assert_eq!((l.status, l.retry_count, &l.failure), (Status::Pending, 1, &second), "a release counts nothing more");
+    assert_eq!(l.retry_after, l.updated_at, "due at once");
+    let l = get(s, forged_row).await;
+    assert_eq!((l.status, l.retry_count), (Status::Processing, 0), "the fenced outcome wrote nothing");
+    // The forged row's real lease, through settle_and_claim: written, and `released` claimed.
+    let dead = Settlement::Dead {
+        lease: claimed[3].lease,
+        reason: DeadReason::RetriesExhausted,
+        failure: first.clone(),
+        counts: true,
+    };
+    let outcomes = vec![Settlement::repeated(vec![third.clone()], dead)];
+    let (report, next) =
+        s.settle_and_claim(outcomes, request(&["payment"], 4, LONG, "conformance")).await.expect("settle and claim");
+    assert_eq!((report.applied, ids(&next.expect("claim"))), (1, vec![released]));
+    let l = get(s, forged_row).await;
+    assert_eq!(
+        (l.status, l.dead_reason, l.retry_count),
+        (Status::FailedPermanently, Some(DeadReason::RetriesExhausted), 2)
+    );
+    let mut histories = Vec::new();
+    for id in rows {
+        let attempts = s.attempts(id).await.expect("attempts");
+        assert!(attempts[1..].iter().all(|a| a.owner.as_deref() == Some("conformance")), "{attempts:?}");
+        let summary: Vec<(u32, String, Option<String>)> =
+            attempts.into_iter().skip(1).map(|a| (a.attempt, a.outcome, a.error_reason)).collect();
+        histories.push(summary);
+    }
+    let a = |n: u32, outcome: &str, reason: Option<&str>| (n, outcome.to_owned(), reason.map(str::to_owned));
+    assert_eq!(
+        histories,
+        [
+            vec![a(1, "retry", Some("timed out")), a(2, "succeeded", None)],
+            vec![a(1, "retry", Some("timed out")), a(2, "retry", Some("503")), a(3, "retry", Some("502"))],
+            vec![a(1, "retry", Some("503"))],
+            vec![a(1, "retry", Some("502")), a(2, "dead", Some("timed out"))],
+        ]
+    );
+}
+
 /// An outcome presented after its lease expired writes nothing, even if nobody reclaimed
 /// the row.
 pub async fn settle_fences_expired_leases<S: DeadLetterStore>(s: &S) {

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::memory::now;
-use crate::{Context, MemoryStore, Registry, Retrier, Status, with_store};
+use crate::{Context, MemoryStore, Registry, Retrier, RetrierConfig, Status, with_store};
 
 /// Runs an application's annotated handlers against a fresh [`MemoryStore`], and retries
 /// their parked failures on demand, as a retrier would: River's `rivertest` for `dlq`.
@@ -122,8 +122,11 @@ impl Harness {
         with_store(Arc::new(self.store.clone()), future).await
     }
 
-    /// Runs one retrier batch ([`Retrier::run_once`]) over the rows due now, and returns how
-    /// many rows it ran.
+    /// Runs one retrier batch ([`Retrier::run_once`]) over the rows due now, one attempt per
+    /// row, and returns how many rows it ran. A production retrier runs a retry that is due
+    /// at once (`backoff = "none"`) again under the same claim, up to
+    /// [`RetrierConfig::immediate_retries`](crate::RetrierConfig::immediate_retries) times;
+    /// the harness steps attempt by attempt instead, so that a test sees each one.
     ///
     /// # Panics
     /// When the context lacks a handler's `State<T>` (see [`context`](Self::context)).
@@ -142,7 +145,10 @@ impl Harness {
         if let Err(e) = self.registry.check_context(&self.context) {
             panic!("{e}: give it with `Harness::context`");
         }
-        let retrier = Retrier::new(Arc::new(self.store.clone()), self.registry.clone()).context(self.context.clone());
+        let config = RetrierConfig { immediate_retries: 0, ..RetrierConfig::default() };
+        let retrier = Retrier::new(Arc::new(self.store.clone()), self.registry.clone())
+            .config(config)
+            .context(self.context.clone());
         retrier.run_once().await.unwrap_or_else(|e| panic!("the retrier failed on the memory store: {e}"))
     }
 

@@ -224,6 +224,7 @@ macro_rules! __store_conformance_each {
         $crate::__store_conformance_test!($setup huge_delays_saturate);
         $crate::__store_conformance_test!($setup settle_fences_stale_tokens);
         $crate::__store_conformance_test!($setup settle_same_lease_twice_first_wins);
+        $crate::__store_conformance_test!($setup settle_repeated_attempts);
         $crate::__store_conformance_test!($setup settle_fences_expired_leases);
         $crate::__store_conformance_test!($setup attempt_history);
         $crate::__store_conformance_test!($setup redrive_only_dead_rows);

@@ -100,10 +100,12 @@ struct Outcomes {
     error_chain: Vec<Option<serde_json::Value>>,
     stacktrace: Vec<Option<String>>,
     fingerprint: Vec<Option<String>>,
+    /// The failures of a repeated outcome's earlier attempts, `[{"class", "reason"}]`.
+    earlier: Vec<Option<serde_json::Value>>,
 }
 
 impl Outcomes {
-    /// Binds the arrays and the wake-up parameters ($1 to $14 of `settle_rows.sql`).
+    /// Binds the arrays and the wake-up parameters ($1 to $15 of `settle_rows.sql`).
     fn bind<'q>(
         self,
         query: Query<'q, sqlx::Postgres, PgArguments>,
@@ -125,6 +127,7 @@ impl Outcomes {
             .bind(self.fingerprint)
             .bind(store.inner.sql.channel.as_str())
             .bind(wake)
+            .bind(self.earlier)
     }
 
     fn push(&mut self, settlement: &Settlement) {
@@ -132,14 +135,23 @@ impl Outcomes {
         self.ids.push(lease.id);
         self.tokens.push(lease.token);
         self.outcomes.push(settlement.outcome_name());
-        let (delay, counts, reason) = match settlement {
-            Settlement::Retry { delay, .. } => (micros(*delay), 1, None),
-            Settlement::Dead { reason, counts, .. } => (0, i32::from(*counts), Some(reason.as_str())),
-            Settlement::Succeeded { .. } | Settlement::Release { .. } => (0, 0, None),
+        let (delay, reason) = match settlement.last() {
+            Settlement::Retry { delay, .. } => (micros(*delay), None),
+            Settlement::Dead { reason, .. } => (0, Some(reason.as_str())),
+            _ => (0, None),
         };
         self.delay_us.push(delay);
-        self.counts.push(counts);
+        self.counts.push(i32::try_from(settlement.counted()).unwrap_or(i32::MAX));
         self.dead_reason.push(reason);
+        let earlier = settlement.earlier_failures();
+        self.earlier.push((!earlier.is_empty()).then(|| {
+            let attempt = |f: &dlq_core::FailureInfo| {
+                let mut reason = f.reason.clone();
+                super::park::clean(&mut reason);
+                serde_json::json!({ "class": f.class.name(), "reason": reason })
+            };
+            serde_json::Value::Array(earlier.iter().map(attempt).collect())
+        }));
         let failure = settlement.failure().map(|f| {
             let mut f = f.clone();
             [&mut f.kind, &mut f.reason, &mut f.fingerprint]
@@ -224,7 +236,8 @@ fn write_query<'q>(
             Some(next) => sql.claiming(ClaimStmt::AfterOutcomes, next.limit),
             None => sql.settle.sql(),
         };
-        let due_again = unique.iter().any(|s| matches!(s, Settlement::Retry { .. } | Settlement::Release { .. }));
+        let due_again =
+            unique.iter().any(|s| matches!(s.last(), Settlement::Retry { .. } | Settlement::Release { .. }));
         let wake = due_again && store.inner.debounce.notify_now();
         let mut o = Outcomes::default();
         unique.into_iter().for_each(|s| o.push(s));

@@ -134,7 +134,7 @@ macro_rules! statements {
                     channel: channel_name(schema),
                     $($name: Stmt(render(include_str!(concat!("sql/", $file))).into()),)*
                     succeed_claim: Stmt(render(&settle_claim("{succeed_rows}", 3, "0")).into()),
-                    settle_claim: Stmt(render(&settle_claim("{settle_rows}", 15, "(SELECT count(*) FROM wake)")).into()),
+                    settle_claim: Stmt(render(&settle_claim("{settle_rows}", 16, "(SELECT count(*) FROM wake)")).into()),
                     quoted_schema: quoted,
                     claims: std::sync::Mutex::default(),
                 }

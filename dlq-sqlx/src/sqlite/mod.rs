@@ -305,7 +305,8 @@ impl DeadLetterStore for SqliteStore {
 
     fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>> {
         Box::pin(async move {
-            let wake = outcomes.iter().any(|o| matches!(o, Settlement::Retry { .. } | Settlement::Release { .. }));
+            let wake =
+                outcomes.iter().any(|o| matches!(o.last(), Settlement::Retry { .. } | Settlement::Release { .. }));
             let report = write::settle(&self.pool, outcomes).await?;
             if wake {
                 self.wake();

@@ -240,15 +240,13 @@ struct Change {
 }
 
 fn change(outcome: &Settlement, at: i64) -> Change {
-    let (status, add_retry, retry_after, dead_reason) = match outcome {
-        Settlement::Succeeded { .. } => (Status::Succeeded, 0, None, None),
-        Settlement::Retry { delay, .. } => (Status::Pending, 1, Some(codec::later(at, *delay)), None),
-        Settlement::Dead { reason, counts, .. } => {
-            (Status::FailedPermanently, i64::from(*counts), None, Some(reason.as_str()))
-        }
-        Settlement::Release { .. } => (Status::Pending, 0, Some(at), None),
+    let (status, retry_after, dead_reason) = match outcome.last() {
+        Settlement::Succeeded { .. } => (Status::Succeeded, None, None),
+        Settlement::Retry { delay, .. } => (Status::Pending, Some(codec::later(at, *delay)), None),
+        Settlement::Dead { reason, .. } => (Status::FailedPermanently, None, Some(reason.as_str())),
+        Settlement::Release { .. } | Settlement::Repeated { .. } => (Status::Pending, Some(at), None),
     };
-    Change { status, add_retry, retry_after, dead_reason }
+    Change { status, add_retry: i64::from(outcome.counted()), retry_after, dead_reason }
 }
 
 async fn settle_one(tx: &mut Transaction<'static, Sqlite>, outcome: &Settlement, at: i64) -> StoreResult<bool> {
@@ -279,14 +277,18 @@ async fn settle_one(tx: &mut Transaction<'static, Sqlite>, outcome: &Settlement,
         .execute(&mut **tx)
         .await
         .map_err(sql)?;
-    if !matches!(outcome, Settlement::Release { .. }) {
+    // The earlier attempts of a repeated outcome, then the final one (a release is no attempt).
+    let earlier = outcome.earlier_failures().iter().map(|f| ("retry", Some(f)));
+    let last = outcome.last();
+    let last = (!matches!(last, Settlement::Release { .. })).then(|| (last.outcome_name(), last.failure()));
+    for (n, (name, failure)) in (1..).zip(earlier.chain(last)) {
         sqlx::query(INSERT_ATTEMPT)
             .bind(lease.id)
-            .bind(retry_count + 1)
-            .bind(outcome.outcome_name())
-            .bind(f.as_ref().map(|f| f.class))
-            .bind(f.map(|f| f.reason))
-            .bind(owner)
+            .bind(retry_count + n)
+            .bind(name)
+            .bind(failure.map(|f| f.class.name()))
+            .bind(failure.map(|f| f.reason.as_str()))
+            .bind(owner.as_deref())
             .bind(at)
             .execute(&mut **tx)
             .await

@@ -5,7 +5,10 @@
 -- (never appended). Retries and dead ends append an attempt; a success does not, as in
 -- succeed.sql (the row itself is its last attempt); retries and releases wake retriers
 -- (unless $14 says another write woke them a moment ago).
---   outcome: succeeded | retry | dead | released;  counts: 1 when the attempt is a retry.
+--   outcome: succeeded | retry | dead | released (of the final attempt);  counts: the retries
+--   the outcome adds (the earlier attempts, plus 1 when the final one is a retry or counts);
+--   earlier ($15): NULL, or the failures of the attempts run before the final one under the
+--   same claim, oldest first, as [{"class": ..., "reason": ...}] (Settlement::Repeated).
 -- The caller sends each lease once (the first outcome of a lease wins; the others are fenced).
 -- lease_owner is kept as "the retrier that last held the row" (reported only while PROCESSING),
 -- so the attempt records its owner without reading the row twice.

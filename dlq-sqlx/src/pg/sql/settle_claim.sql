@@ -1,7 +1,7 @@
 -- A batch's outcomes written and the next batch claimed in one statement: one round trip and
 -- one commit between two batches of a retrier's claim loop. Rendered twice: with
 -- succeed_rows.sql for a batch of successes ($1, $2; the claim's parameters from $3) and with
--- settle_rows.sql for any other batch ($1 to $14; the claim's from $15), and the claim's
+-- settle_rows.sql for any other batch ($1 to $15; the claim's from $16), and the claim's
 -- CTEs from claim_rows.sql. The claim never takes a row this statement settles (PostgreSQL
 -- does not update a row twice in one statement). It commits as the outcomes do
 -- (outcome_commit), and the trigger tallies both changes (the claim's rows net to nothing).

@@ -1,4 +1,4 @@
--- The CTEs of settle.sql, shared with settle_claim.sql (parameters $1 to $14; see settle.sql).
+-- The CTEs of settle.sql, shared with settle_claim.sql (parameters $1 to $15; see settle.sql).
 -- outcome_commit: how the statement commits (PgConfig::durable_outcomes; the statement must
 -- read it for it to run).
 outcome_commit AS MATERIALIZED (
@@ -7,9 +7,9 @@ outcome_commit AS MATERIALIZED (
 input AS (
     SELECT * FROM unnest(
         $1::int8[], $2::uuid[], $3::text[], $4::int8[], $5::int4[], $6::text[],
-        $7::text[], $8::text[], $9::text[], $10::jsonb[], $11::text[], $12::text[]
+        $7::text[], $8::text[], $9::text[], $10::jsonb[], $11::text[], $12::text[], $15::jsonb[]
     ) AS t(id, token, outcome, delay_us, counts, dead_reason,
-           error_class, error_kind, error_reason, error_chain, error_stacktrace, fingerprint)
+           error_class, error_kind, error_reason, error_chain, error_stacktrace, fingerprint, earlier)
 ),
 settled AS (
     UPDATE {schema}.dlq_events AS e SET
@@ -45,14 +45,26 @@ settled AS (
       -- the update from the input by primary key and never from the lease index, whose
       -- statistics (taken while few rows were in flight) make it look free.
       AND CASE WHEN e.status = 'PROCESSING' THEN e.lease_until > now() ELSE false END
-    RETURNING e.id, i.token, i.outcome, e.retry_count + 1 - i.counts AS attempt, e.lease_owner,
-        i.error_class, i.error_reason
+    RETURNING e.id, i.token, i.outcome,
+        e.retry_count + 1 - i.counts + coalesce(jsonb_array_length(i.earlier), 0) AS attempt,
+        e.lease_owner, i.error_class, i.error_reason, i.earlier
 ),
+-- The final attempt of each outcome but a success (the row is its record) or a release (no
+-- attempt), after the earlier attempts of a repeated outcome (`earlier`: their failures, oldest
+-- first, each a retry), in attempt order.
 history AS (
     INSERT INTO {schema}.dlq_attempts (dlq_id, attempt, outcome, error_class, error_reason, owner, at)
     SELECT id, attempt, outcome, error_class, error_reason, lease_owner, now()
-    FROM settled
-    WHERE outcome NOT IN ('released', 'succeeded')
+    FROM (
+        SELECT id, attempt, outcome, error_class, error_reason, lease_owner
+        FROM settled
+        WHERE outcome NOT IN ('released', 'succeeded')
+        UNION ALL
+        SELECT s.id, s.attempt - jsonb_array_length(s.earlier) + x.n::int4 - 1, 'retry',
+            x.failure ->> 'class', x.failure ->> 'reason', s.lease_owner
+        FROM settled AS s, jsonb_array_elements(s.earlier) WITH ORDINALITY AS x(failure, n)
+    ) AS attempts
+    ORDER BY id, attempt
 ),
 wake AS (
     SELECT pg_notify($13, '')
