@@ -19,8 +19,8 @@
 //!   on the second, with the peer's shortest backoff.
 //!
 //! Options (flags, or the environment variable in brackets): `--rows N` (`BENCH_ROWS`, 20000),
-//! `--reps N` (`BENCH_REPS`, 3; medians are printed), `--peers a,b` (`BENCH_PEERS`; raw, dlq and
-//! the peers compiled in), `--scenarios a,b` (`BENCH_SCENARIOS`; enqueue, drain, fail_once).
+//! `--reps N` (`BENCH_REPS`, 3; medians are printed), `--peers a,b` (`BENCH_PEERS`; raw, dlq,
+//! dlq-db (dlq with `immediate-retries = 0`, fail_once only) and the peers compiled in), `--scenarios a,b` (`BENCH_SCENARIOS`; enqueue, drain, fail_once).
 
 mod common;
 mod ours;
@@ -45,6 +45,8 @@ use common::{Bench, Result};
 enum Peer {
     Raw,
     Dlq,
+    /// dlq with `immediate-retries = 0`: every attempt through the database (fail once only).
+    DlqDb,
     #[cfg(feature = "graphile")]
     Graphile,
     #[cfg(feature = "apalis")]
@@ -59,6 +61,7 @@ impl Peer {
     const ALL: &[Peer] = &[
         Peer::Raw,
         Peer::Dlq,
+        Peer::DlqDb,
         #[cfg(feature = "graphile")]
         Peer::Graphile,
         #[cfg(feature = "apalis")]
@@ -73,6 +76,7 @@ impl Peer {
         match self {
             Peer::Raw => "raw",
             Peer::Dlq => "dlq",
+            Peer::DlqDb => "dlq-db",
             #[cfg(feature = "graphile")]
             Peer::Graphile => "graphile",
             #[cfg(feature = "apalis")]
@@ -88,6 +92,7 @@ impl Peer {
         match self {
             Peer::Raw => "raw SQL (claim 50 SKIP LOCKED walking the index, complete by id array, 4 tasks)",
             Peer::Dlq => "dlq (park_many; PgRetrier, default RetrierConfig)",
+            Peer::DlqDb => "dlq, every attempt through the database (immediate-retries 0)",
             #[cfg(feature = "graphile")]
             Peer::Graphile => graphile::LABEL,
             #[cfg(feature = "apalis")]
@@ -102,7 +107,10 @@ impl Peer {
     async fn run(self, scenario: Scenario, bench: &Bench) -> Result<Option<Duration>> {
         match self {
             Peer::Raw => raw::run(scenario, bench).await,
-            Peer::Dlq => ours::run(scenario, bench).await,
+            Peer::Dlq => ours::run(scenario, bench, true).await,
+            // Only a retry can differ from dlq's defaults.
+            Peer::DlqDb if scenario != Scenario::FailOnce => Ok(None),
+            Peer::DlqDb => ours::run(scenario, bench, false).await,
             #[cfg(feature = "graphile")]
             Peer::Graphile => graphile::run(scenario, bench).await,
             #[cfg(feature = "apalis")]

@@ -25,8 +25,10 @@ async fn flaky(n: serde_json::Value, attempt: Attempt) -> std::result::Result<()
     Ok(())
 }
 
-pub(crate) async fn run(scenario: Scenario, bench: &Bench) -> Result<Option<Duration>> {
-    let (_, pool) = bench.fresh_pool("dlq").await?;
+/// With `immediate_retries` false, the retrier runs with `immediate-retries = 0`: a failed
+/// attempt is written and claimed again, every attempt through the database.
+pub(crate) async fn run(scenario: Scenario, bench: &Bench, immediate_retries: bool) -> Result<Option<Duration>> {
+    let (_, pool) = bench.fresh_pool(if immediate_retries { "dlq" } else { "dlq_db" }).await?;
     let store = PgStore::from_pool(pool.clone(), PgConfig::default()).await?;
     let event_type = if scenario == Scenario::FailOnce { "bench-flaky" } else { "bench" };
     let start = Instant::now();
@@ -37,7 +39,11 @@ pub(crate) async fn run(scenario: Scenario, bench: &Bench) -> Result<Option<Dura
         return Ok(Some(took));
     }
     let registry = if scenario == Scenario::FailOnce { handlers![flaky]? } else { handlers![noop]? };
-    let retrier = Retrier::new(Arc::new(store), registry).config(RetrierConfig::default());
+    let mut config = RetrierConfig::default();
+    if !immediate_retries {
+        config.immediate_retries = 0;
+    }
+    let retrier = Retrier::new(Arc::new(store), registry).config(config);
     let shutdown = CancellationToken::new();
     let start = Instant::now();
     let running = tokio::spawn({
