@@ -85,7 +85,11 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// Claims due rows for a retry.
     fn claim(&self, request: ClaimRequest) -> BoxFuture<'_, StoreResult<Vec<Claimed>>>;
 
-    /// Writes the outcomes of retries, each fenced by its lease token.
+    /// Writes the outcomes of retries, each fenced by its lease token. A
+    /// [`Settlement::Repeated`] (attempts a retrier ran back to back under one claim) is
+    /// written as its earlier failures, each a counted retry appended to the attempt history,
+    /// then its final outcome ([`Settlement::earlier_failures`], [`Settlement::last`] and
+    /// [`Settlement::counted`] give the parts); `store_conformance_tests!` checks it.
     fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>>;
 
     /// Writes the outcomes of one batch, then claims the next: what a retrier's claim loop
