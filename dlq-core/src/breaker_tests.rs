@@ -160,3 +160,40 @@ async fn live_failures_of_an_open_type_wait_for_the_next_probe() {
     let letter = crate::live::letter_for(&LIVE, Payload::Json(0.into()), failure);
     assert_eq!(letter.retry_delay, Duration::from_secs(6), "parked until the probe, not after 1 s of backoff");
 }
+
+/// `backoff = "none"`, so that a failed attempt is due again at once.
+static AT_ONCE: Registration = Registration {
+    event_type: "breaker-rate",
+    handler: "breaker_tests::post",
+    file: file!(),
+    line: line!(),
+    policy: RetryPolicy { backoff: Backoff::NONE, ..POLICY },
+    breaker: None,
+    dispatch: post,
+    missing_state: crate::handler::needs_no_state,
+    check: crate::handler::accepts_any,
+};
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limited_type_runs_no_attempt_again_at_once() {
+    // The downstream sees no more attempts per second than `max-rate` lets rows start.
+    // Without the limit: the attempt and two more at once spend the row's 3 retries.
+    let cases = [
+        (r#"{"enabled": false, "max-rate": 40}"#, 1, Status::Pending),
+        (r#"{"enabled": false}"#, 3, Status::FailedPermanently),
+    ];
+    for (limits, attempts, status) in cases {
+        let store = Arc::new(MemoryStore::new());
+        let ledger = Arc::new(Ledger::default());
+        ledger.down.store(true, Ordering::SeqCst);
+        park_many(&store, "breaker-rate", 1).await;
+        let config = RetrierConfig::from_json_str(&format!(r#"{{"breakers": {{"breaker-rate": {limits}}}}}"#)).unwrap();
+        let retrier = Retrier::new(Arc::clone(&store), Registry::from_registrations([&AT_ONCE]).unwrap())
+            .config(config)
+            .context(crate::Context::new().with(Arc::clone(&ledger)));
+        assert_eq!(retrier.run_once().await.unwrap(), 1);
+        assert_eq!(calls(&ledger), attempts, "{limits}");
+        let row = store.list(crate::ListFilter::default()).await.unwrap().remove(0);
+        assert_eq!((row.status, row.retry_count), (status, attempts), "{limits}");
+    }
+}

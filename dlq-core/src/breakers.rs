@@ -318,6 +318,12 @@ impl Breakers {
         }
     }
 
+    /// Whether `t` has a rate limit (`max-rate`): its attempts are paced by claims, so none
+    /// runs again at once under its claim.
+    pub(crate) fn rate_limited(&self, t: &str) -> bool {
+        self.configs.get(t).is_some_and(|c| c.max_rate.is_some())
+    }
+
     /// Whether rows of `t` may run now: closed and not paused, as last known.
     pub(crate) fn admits(&self, t: &str) -> bool {
         self.lock().circuits.get(t).is_none_or(Circuit::is_claimable)

@@ -79,7 +79,8 @@ pub struct RetrierConfig {
     /// How many times a transient failure whose retry is due at once (the handler's backoff
     /// gives no wait) is run again under the same claim before its outcome is written. Only
     /// while the claim has more than half its lease left (after the handler's `timeout`), the
-    /// type's circuit admits it and the retrier is not stopping.
+    /// type's circuit admits it and the retrier is not stopping; never for a type with a
+    /// `max-rate`, whose attempts its claims pace, nor for a circuit's trial.
     pub immediate_retries: u32,
     /// How long in-flight handlers may finish after shutdown before their rows are released.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]

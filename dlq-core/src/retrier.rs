@@ -817,10 +817,14 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             let failure = FailureInfo::new(ErrorClass::Permanent, "too_large", reason, Vec::new(), None);
             return Settlement::Dead { lease, reason: DeadReason::TooLarge, failure, counts: false };
         }
-        // A trial is one attempt, and a handler whose backoff waits is never run again at once:
-        // for the others, the payload is kept for another attempt.
-        let mut again = if trial { 0 } else { self.config.immediate_retries };
-        if reg.policy.backoff.next_delay(claimed.retry_count + 2) > Duration::ZERO {
+        // A trial is one attempt; a type with a rate limit is paced by its claims; a handler
+        // whose backoff waits is never run again at once. For the others, the payload is kept
+        // for another attempt.
+        let mut again = self.config.immediate_retries;
+        if trial
+            || self.breakers.rate_limited(&claimed.event_type)
+            || reg.policy.backoff.next_delay(claimed.retry_count + 2) > Duration::ZERO
+        {
             again = 0;
         }
         let mut failed = Vec::new();
