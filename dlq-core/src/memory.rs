@@ -505,7 +505,7 @@ impl DeadLetterStore for MemoryStore {
         let mut wake = false;
         for outcome in outcomes {
             let id = outcome.lease().id;
-            wake |= matches!(outcome.last(), Settlement::Release { .. } | Settlement::Retry { .. });
+            wake |= outcome.pending_again();
             if inner.settle(outcome, at) {
                 report.applied += 1;
             } else {

@@ -804,6 +804,21 @@ impl Settlement {
         u32::try_from(self.earlier_failures().len()).unwrap_or(u32::MAX).saturating_add(last)
     }
 
+    /// Whether the row is `PENDING` again after this outcome (its final attempt is a `Retry`
+    /// or a `Release`): stores wake waiting retriers when they write one.
+    ///
+    /// ```
+    /// use dlq_core::store::{Lease, Settlement};
+    ///
+    /// let lease = Lease { id: 7, token: uuid::Uuid::new_v4() };
+    /// assert!(Settlement::Release { lease }.pending_again());
+    /// assert!(!Settlement::Succeeded { lease }.pending_again());
+    /// ```
+    #[must_use]
+    pub fn pending_again(&self) -> bool {
+        matches!(self.last(), Self::Retry { .. } | Self::Release { .. })
+    }
+
     /// The lease this outcome is fenced by.
     #[must_use]
     pub fn lease(&self) -> Lease {

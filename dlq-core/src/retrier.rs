@@ -582,14 +582,12 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         let now = Utc::now();
         for (id, counter, outcome, earlier) in kinds {
             let is_fenced = fenced.contains(&id);
+            // A fenced outcome wrote none of its attempts.
+            let earlier = if is_fenced { 0 } else { earlier };
             Counters::add(if is_fenced { &self.counters.fenced } else { counter }, 1);
-            if !is_fenced {
-                Counters::add(&self.counters.retried_at_once, earlier as u64);
-            }
+            Counters::add(&self.counters.retried_at_once, earlier as u64);
             if let Some((event_type, first_failed_at)) = rows.get(&id) {
-                if !is_fenced {
-                    (0..earlier).for_each(|_| crate::observe::retried(event_type, "retry"));
-                }
+                (0..earlier).for_each(|_| crate::observe::retried(event_type, "retry"));
                 crate::observe::retried(event_type, if is_fenced { "fenced" } else { outcome });
                 if !is_fenced && outcome == "succeeded" {
                     crate::observe::recovered(event_type, now - *first_failed_at);
@@ -820,13 +818,14 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         // A trial is one attempt; a type with a rate limit is paced by its claims; a handler
         // whose backoff waits is never run again at once. For the others, the payload is kept
         // for another attempt.
-        let mut again = self.config.immediate_retries;
-        if trial
+        let mut again = if trial
             || self.breakers.rate_limited(&claimed.event_type)
             || reg.policy.backoff.next_delay(claimed.retry_count + 2) > Duration::ZERO
         {
-            again = 0;
-        }
+            0
+        } else {
+            self.config.immediate_retries
+        };
         let mut failed = Vec::new();
         loop {
             let payload = if again == 0 {

@@ -236,9 +236,7 @@ fn write_query<'q>(
             Some(next) => sql.claiming(ClaimStmt::AfterOutcomes, next.limit),
             None => sql.settle.sql(),
         };
-        let due_again =
-            unique.iter().any(|s| matches!(s.last(), Settlement::Retry { .. } | Settlement::Release { .. }));
-        let wake = due_again && store.inner.debounce.notify_now();
+        let wake = unique.iter().any(|s| s.pending_again()) && store.inner.debounce.notify_now();
         let mut o = Outcomes::default();
         unique.into_iter().for_each(|s| o.push(s));
         o.bind(sqlx::query(statement), store, wake)

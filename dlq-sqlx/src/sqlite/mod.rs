@@ -305,8 +305,7 @@ impl DeadLetterStore for SqliteStore {
 
     fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>> {
         Box::pin(async move {
-            let wake =
-                outcomes.iter().any(|o| matches!(o.last(), Settlement::Retry { .. } | Settlement::Release { .. }));
+            let wake = outcomes.iter().any(Settlement::pending_again);
             let report = write::settle(&self.pool, outcomes).await?;
             if wake {
                 self.wake();
