@@ -759,6 +759,7 @@ impl Settlement {
     /// let outcome = Settlement::repeated(vec![timeout.clone()], Settlement::Succeeded { lease });
     /// assert_eq!((outcome.lease(), outcome.outcome_name(), outcome.counted()), (lease, "succeeded", 1));
     /// assert_eq!(outcome.earlier_failures(), [timeout.clone()]);
+    /// assert_eq!(outcome.last(), &Settlement::Succeeded { lease });
     /// assert_eq!(outcome.failure(), Some(&timeout), "the row keeps the latest failure");
     /// assert_eq!(Settlement::repeated(vec![], Settlement::Succeeded { lease }), Settlement::Succeeded { lease });
     /// ```
