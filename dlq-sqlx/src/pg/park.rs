@@ -257,36 +257,35 @@ impl Columns {
 
     /// The park statement with this batch's arguments, encoded into one buffer sized up front
     /// (grown value by value, it is copied over and over).
-    fn query(self, sql: &Sql, wake: bool) -> Result<Query, sqlx::Error> {
+    fn query(self, sql: &Sql, wake: bool) -> Query {
         let mut args = PgArguments::default();
         args.reserve(25, self.bytes);
-        let add = |result: Result<(), sqlx::error::BoxDynError>| result.map_err(sqlx::Error::Encode);
-        add(args.add(self.event_type))?;
-        add(args.add(self.handler))?;
-        add(args.add(self.payload))?;
-        add(args.add(or_null(self.payload_raw)))?;
-        add(args.add(self.truncated))?;
-        add(args.add(or_null(self.original_len)))?;
-        add(args.add(or_null(self.sha256)))?;
-        add(args.add(self.error_class))?;
-        add(args.add(self.error_kind))?;
-        add(args.add(self.error_reason))?;
-        add(args.add(self.error_chain))?;
-        add(args.add(or_null(self.stacktrace)))?;
-        add(args.add(self.fingerprint))?;
-        add(args.add(self.status))?;
-        add(args.add(self.max_retries))?;
-        add(args.add(self.delay_us))?;
-        add(args.add(or_null(self.dead_reason)))?;
-        add(args.add(or_null(self.dedupe_key)))?;
-        add(args.add(or_null(self.topic)))?;
-        add(args.add(or_null(self.partition)))?;
-        add(args.add(or_null(self.offset)))?;
-        add(args.add(self.headers))?;
-        add(args.add(or_null(self.trace_context)))?;
-        add(args.add(sql.channel.clone()))?;
-        add(args.add(wake))?;
-        Ok(sqlx::query_with(sql.park.sql(), args))
+        sqlx::query_with(sql.park.sql(), args)
+            .bind(self.event_type)
+            .bind(self.handler)
+            .bind(self.payload)
+            .bind(or_null(self.payload_raw))
+            .bind(self.truncated)
+            .bind(or_null(self.original_len))
+            .bind(or_null(self.sha256))
+            .bind(self.error_class)
+            .bind(self.error_kind)
+            .bind(self.error_reason)
+            .bind(self.error_chain)
+            .bind(or_null(self.stacktrace))
+            .bind(self.fingerprint)
+            .bind(self.status)
+            .bind(self.max_retries)
+            .bind(self.delay_us)
+            .bind(or_null(self.dead_reason))
+            .bind(or_null(self.dedupe_key))
+            .bind(or_null(self.topic))
+            .bind(or_null(self.partition))
+            .bind(or_null(self.offset))
+            .bind(self.headers)
+            .bind(or_null(self.trace_context))
+            .bind(sql.channel.as_str())
+            .bind(wake)
     }
 }
 
@@ -313,7 +312,7 @@ pub(crate) async fn insert(
     let cut: Vec<bool> = letters.iter().map(|l| l.payload.is_truncated()).collect();
     let mut columns = Columns::with_capacity(letters.len(), payload_bytes);
     letters.into_iter().for_each(|l| columns.push(l));
-    let rows = columns.query(sql, wake)?.fetch_all(&mut *conn).await?;
+    let rows = columns.query(sql, wake).fetch_all(&mut *conn).await?;
     let mut parked: Vec<Option<Parked>> = Vec::with_capacity(rows.len());
     let mut by_key: HashMap<String, i64> = HashMap::new();
     for row in &rows {
@@ -379,7 +378,7 @@ struct Job {
 /// A job's answer: its letters' ids in order, or the batch's error.
 type Reply = Result<Vec<Parked>, SharedError>;
 
-/// Answers still to send, the next one last.
+/// Answers to send: a batch's in job order, or the rest of a relay with the next one last.
 type Chain = Vec<(oneshot::Sender<Delivery>, Reply)>;
 
 /// A job's answer, and the answers its caller passes on.
@@ -398,7 +397,7 @@ const RELAY_CHAIN: usize = 16;
 /// the bench process against 11,000 this way); a wake from the task that has just run goes to
 /// its own worker's next slot. A relay is short so that no caller waits on many others being
 /// scheduled first.
-fn deliver(answers: Vec<(oneshot::Sender<Delivery>, Reply)>) {
+fn deliver(answers: Chain) {
     let mut answers = answers.into_iter();
     loop {
         let mut chain: Chain = answers.by_ref().take(RELAY_CHAIN).collect();
@@ -561,7 +560,7 @@ impl Writer {
             Ok(result) => result.map_err(|e| SharedError(Arc::new(e))),
             Err(_) => Err(SharedError(Arc::new(sqlx::Error::PoolTimedOut))),
         };
-        let answers: Vec<(oneshot::Sender<Delivery>, Reply)> = match result {
+        let answers: Chain = match result {
             Ok(parked) => {
                 let mut rest = parked.into_iter();
                 replies
@@ -605,7 +604,7 @@ mod tests {
         assert_eq!((letter.payload, letter.dead_reason), (small, None));
     }
 
-    fn answers(n: i64) -> (Vec<(oneshot::Sender<Delivery>, Reply)>, Vec<Answer>) {
+    fn answers(n: i64) -> (Chain, Vec<Answer>) {
         (0..n)
             .map(|id| {
                 let (tx, rx) = oneshot::channel();
