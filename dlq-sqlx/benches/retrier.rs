@@ -9,7 +9,8 @@
 //! claim-latency rows, for a quick run of the drains). `DLQ_BENCH_ONLY` runs some scenarios
 //! only, a comma-separated list of `burst`, `drain`, `flaky`, `park` (default: all).
 //! `DLQ_BENCH_CPU=1` also prints, for each drain and park run, the CPU time of this process and of every
-//! PostgreSQL process on the host while it ran (Linux `/proc`, ticks of 10 ms).
+//! PostgreSQL process on the host while it ran (Linux `/proc`, ticks of 10 ms), and how many
+//! statements dlq's parks took (rows per group-commit batch).
 //! `DLQ_BENCH_DURABLE_OUTCOMES=1` runs dlq with `PgConfig::durable_outcomes(true)` instead of
 //! the default. Ratios are only meaningful on an otherwise idle machine.
 
@@ -302,8 +303,14 @@ async fn ours_park(pool: &PgPool, store: &PgStore, n: usize) -> Result<Duration>
     for task in tasks {
         task.await??;
     }
-    report_cpu("dlq park", cpu, start.elapsed());
-    Ok(start.elapsed())
+    let took = start.elapsed();
+    report_cpu("dlq park", cpu, took);
+    if std::env::var_os("DLQ_BENCH_CPU").is_some() {
+        // Each park statement appends one tally row per key (one key here): its batches.
+        let (batches,): (i64,) = sqlx::query_as("SELECT count(*) FROM dlq_tallies").fetch_one(pool).await?;
+        println!("dlq park: {batches} statements, {:.1} rows each", n as f64 / batches.max(1) as f64);
+    }
+    Ok(took)
 }
 
 /// The same rows as one raw 64-row `INSERT … SELECT FROM unnest` after another.

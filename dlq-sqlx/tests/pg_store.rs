@@ -54,8 +54,8 @@ async fn park_then_get_round_trips_every_field(pool: PgPool) {
 }
 
 /// One statement parks letters whose optional columns are filled next to letters that leave
-/// them empty: each row gets its own letter's values (a column no letter of a batch fills goes
-/// as one NULL array, see `park.sql`).
+/// them empty: each row gets its own letter's values (the batch goes as one array of
+/// `dlq_park_row`, written field by field by the store, see `pg/park_rows.rs`).
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn a_batch_of_full_and_bare_letters_keeps_each_letters_fields(pool: PgPool) {
     let store = store(&pool).await;

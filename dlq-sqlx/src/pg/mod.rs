@@ -17,6 +17,7 @@ mod hot;
 mod notify;
 mod ops;
 mod park;
+mod park_rows;
 mod row;
 mod schema;
 

@@ -22,8 +22,9 @@ use tokio::time::Instant;
 
 use super::hot::HotConnections;
 use super::notify::Debounce;
+use super::park_rows::ParkRows;
 use super::schema::Sql;
-use super::{PgConfig, PgStore, micros};
+use super::{PgConfig, PgStore};
 
 /// A park statement returned no row for a letter (should not happen; reported, not hidden).
 #[derive(Debug)]
@@ -148,156 +149,6 @@ pub(crate) fn jsonb_storable(payload: Payload) -> Payload {
     Payload::Raw { bytes: payload.to_bytes(), truncated: None }
 }
 
-/// The columns of a batch, one array per column, for `unnest`.
-struct Columns {
-    /// About how many bytes the encoded arguments take, to size their buffer once.
-    bytes: usize,
-    event_type: Vec<String>,
-    handler: Vec<String>,
-    payload: Vec<Option<serde_json::Value>>,
-    payload_raw: Vec<Option<Vec<u8>>>,
-    truncated: Vec<bool>,
-    original_len: Vec<Option<i64>>,
-    sha256: Vec<Option<String>>,
-    error_class: Vec<&'static str>,
-    error_kind: Vec<String>,
-    error_reason: Vec<String>,
-    error_chain: Vec<serde_json::Value>,
-    stacktrace: Vec<Option<String>>,
-    fingerprint: Vec<String>,
-    status: Vec<&'static str>,
-    max_retries: Vec<i32>,
-    delay_us: Vec<i64>,
-    dead_reason: Vec<Option<&'static str>>,
-    dedupe_key: Vec<Option<String>>,
-    topic: Vec<Option<String>>,
-    partition: Vec<Option<i32>>,
-    offset: Vec<Option<i64>>,
-    headers: Vec<serde_json::Value>,
-    trace_context: Vec<Option<String>>,
-}
-
-impl Columns {
-    /// Room for `rows` letters whose payloads take about `payload_bytes`.
-    fn with_capacity(rows: usize, payload_bytes: usize) -> Self {
-        Self {
-            // Each array has a header and each element a length word; most columns are short.
-            bytes: payload_bytes + rows * 256 + 25 * 32,
-            event_type: Vec::with_capacity(rows),
-            handler: Vec::with_capacity(rows),
-            payload: Vec::with_capacity(rows),
-            payload_raw: Vec::with_capacity(rows),
-            truncated: Vec::with_capacity(rows),
-            original_len: Vec::with_capacity(rows),
-            sha256: Vec::with_capacity(rows),
-            error_class: Vec::with_capacity(rows),
-            error_kind: Vec::with_capacity(rows),
-            error_reason: Vec::with_capacity(rows),
-            error_chain: Vec::with_capacity(rows),
-            stacktrace: Vec::with_capacity(rows),
-            fingerprint: Vec::with_capacity(rows),
-            status: Vec::with_capacity(rows),
-            max_retries: Vec::with_capacity(rows),
-            delay_us: Vec::with_capacity(rows),
-            dead_reason: Vec::with_capacity(rows),
-            dedupe_key: Vec::with_capacity(rows),
-            topic: Vec::with_capacity(rows),
-            partition: Vec::with_capacity(rows),
-            offset: Vec::with_capacity(rows),
-            headers: Vec::with_capacity(rows),
-            trace_context: Vec::with_capacity(rows),
-        }
-    }
-
-    fn push(&mut self, letter: NewDeadLetter) {
-        self.status.push(letter.status().as_str());
-        self.dead_reason.push(letter.dead_reason.map(|r| r.as_str()));
-        match letter.payload {
-            Payload::Json(value) => {
-                self.payload.push(Some(value));
-                self.payload_raw.push(None);
-                self.truncated.push(false);
-                self.original_len.push(None);
-                self.sha256.push(None);
-            }
-            Payload::Raw { bytes, truncated } => {
-                self.payload.push(None);
-                self.payload_raw.push(Some(bytes));
-                self.truncated.push(truncated.is_some());
-                self.original_len.push(truncated.as_ref().map(|t| i64::try_from(t.original_len).unwrap_or(i64::MAX)));
-                self.sha256.push(truncated.map(|t| t.original_sha256));
-            }
-        }
-        let f = letter.failure;
-        self.bytes += letter.event_type.len()
-            + letter.handler.len()
-            + f.kind.len()
-            + f.reason.len()
-            + f.fingerprint.len()
-            + f.chain.iter().map(|c| c.len() + 8).sum::<usize>()
-            + f.stacktrace.as_ref().map_or(0, String::len);
-        self.error_class.push(f.class.name());
-        self.error_kind.push(f.kind);
-        self.error_reason.push(f.reason);
-        self.error_chain.push(serde_json::Value::from(f.chain));
-        self.stacktrace.push(f.stacktrace);
-        self.fingerprint.push(f.fingerprint);
-        self.event_type.push(letter.event_type);
-        self.handler.push(letter.handler);
-        self.max_retries.push(i32::try_from(letter.max_retries).unwrap_or(i32::MAX));
-        self.delay_us.push(micros(letter.retry_delay));
-        self.dedupe_key.push(letter.dedupe_key);
-        let src = letter.source;
-        self.topic.push(src.topic);
-        self.partition.push(src.partition);
-        self.offset.push(src.offset);
-        self.headers.push(serde_json::to_value(src.headers).unwrap_or_default());
-        self.trace_context.push(src.trace_context);
-    }
-
-    /// The park statement with this batch's arguments, encoded into one buffer sized up front
-    /// (grown value by value, it is copied over and over).
-    fn query(self, sql: &Sql, wake: bool) -> Query {
-        let mut args = PgArguments::default();
-        args.reserve(25, self.bytes);
-        sqlx::query_with(sql.park.sql(), args)
-            .bind(self.event_type)
-            .bind(self.handler)
-            .bind(self.payload)
-            .bind(or_null(self.payload_raw))
-            .bind(self.truncated)
-            .bind(or_null(self.original_len))
-            .bind(or_null(self.sha256))
-            .bind(self.error_class)
-            .bind(self.error_kind)
-            .bind(self.error_reason)
-            .bind(self.error_chain)
-            .bind(or_null(self.stacktrace))
-            .bind(self.fingerprint)
-            .bind(self.status)
-            .bind(self.max_retries)
-            .bind(self.delay_us)
-            .bind(or_null(self.dead_reason))
-            .bind(or_null(self.dedupe_key))
-            .bind(or_null(self.topic))
-            .bind(or_null(self.partition))
-            .bind(or_null(self.offset))
-            .bind(self.headers)
-            .bind(or_null(self.trace_context))
-            .bind(sql.channel.as_str())
-            .bind(wake)
-    }
-}
-
-type Query = sqlx::query::Query<'static, sqlx::Postgres, PgArguments>;
-
-/// A column that is NULL for every letter of the batch as one NULL array (`unnest` gives its
-/// rows NULL), which PostgreSQL neither receives element by element nor copies: most letters
-/// carry no raw payload, stack trace, dedupe key or source.
-fn or_null<T>(column: Vec<Option<T>>) -> Option<Vec<Option<T>>> {
-    column.iter().any(Option::is_some).then_some(column)
-}
-
 /// Inserts prepared letters in one statement on `conn`; ids come back in input order, and a
 /// letter whose dedupe key is already stored gets the stored row's id. `wake`: whether the
 /// statement sends the `NOTIFY` for the pending rows it parks.
@@ -308,11 +159,7 @@ pub(crate) async fn insert(
     payload_bytes: usize,
     wake: bool,
 ) -> Result<Vec<Parked>, sqlx::Error> {
-    let keys: Vec<Option<String>> = letters.iter().map(|l| l.dedupe_key.clone()).collect();
-    let cut: Vec<bool> = letters.iter().map(|l| l.payload.is_truncated()).collect();
-    let mut columns = Columns::with_capacity(letters.len(), payload_bytes);
-    letters.into_iter().for_each(|l| columns.push(l));
-    let rows = columns.query(sql, wake).fetch_all(&mut *conn).await?;
+    let rows = park_rows(conn, sql, &letters, payload_bytes, wake).await.inspect_err(|_| sql.park_row.forget())?;
     let mut parked: Vec<Option<Parked>> = Vec::with_capacity(rows.len());
     let mut by_key: HashMap<String, i64> = HashMap::new();
     for row in &rows {
@@ -326,14 +173,34 @@ pub(crate) async fn insert(
             parked.push(None);
         }
     }
+    let keys: Vec<Option<&str>> = letters.iter().map(|l| l.dedupe_key.as_deref()).collect();
     resolve_duplicates(conn, sql, &keys, &mut parked, by_key).await?;
     parked
         .into_iter()
-        .zip(cut)
+        .zip(letters.iter().map(|l| l.payload.is_truncated()))
         .map(|(p, truncated)| {
             p.map(|p| Parked { truncated, ..p }).ok_or_else(|| sqlx::Error::Protocol("park returned no id".into()))
         })
         .collect()
+}
+
+/// Runs the park statement for `letters`, sent as one `dlq_park_row[]`.
+async fn park_rows(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    letters: &[NewDeadLetter],
+    payload_bytes: usize,
+    wake: bool,
+) -> Result<Vec<sqlx::postgres::PgRow>, sqlx::Error> {
+    let oids = sql.park_row.resolve(conn, &sql.park_row_name).await?;
+    let rows = ParkRows { letters, oids };
+    let mut args = PgArguments::default();
+    // Sized once: grown value by value, the buffer is copied over and over.
+    args.reserve(3, rows.size_hint(payload_bytes));
+    args.add(rows).map_err(sqlx::Error::Encode)?;
+    args.add(sql.channel.as_str()).map_err(sqlx::Error::Encode)?;
+    args.add(wake).map_err(sqlx::Error::Encode)?;
+    sqlx::query_with(sql.park.sql(), args).fetch_all(conn).await
 }
 
 /// Fills in ids of letters skipped for their dedupe key: a row of the same batch, or one
@@ -342,7 +209,7 @@ pub(crate) async fn insert(
 async fn resolve_duplicates(
     conn: &mut PgConnection,
     sql: &Sql,
-    keys: &[Option<String>],
+    keys: &[Option<&str>],
     parked: &mut [Option<Parked>],
     mut by_key: HashMap<String, i64>,
 ) -> Result<(), sqlx::Error> {
@@ -350,8 +217,9 @@ async fn resolve_duplicates(
         .iter()
         .zip(keys)
         .filter(|(p, _)| p.is_none())
-        .filter_map(|(_, k)| k.clone())
-        .filter(|k| !by_key.contains_key(k))
+        .filter_map(|(_, k)| *k)
+        .filter(|k| !by_key.contains_key(*k))
+        .map(str::to_owned)
         .collect();
     if !missing.is_empty() {
         let rows = sqlx::query(sql.dedupe_lookup.sql()).bind(&missing).fetch_all(&mut *conn).await?;
@@ -361,8 +229,7 @@ async fn resolve_duplicates(
     }
     for (slot, key) in parked.iter_mut().zip(keys) {
         if slot.is_none() {
-            *slot =
-                key.as_ref().and_then(|k| by_key.get(k)).map(|&id| Parked { id, deduplicated: true, truncated: false });
+            *slot = key.and_then(|k| by_key.get(k)).map(|&id| Parked { id, deduplicated: true, truncated: false });
         }
     }
     Ok(())

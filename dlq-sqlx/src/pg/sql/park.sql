@@ -1,23 +1,17 @@
--- Parks a batch of letters in one statement (group commit and park_many).
+-- Parks a batch of letters in one statement (group commit and park_many). The batch comes as
+-- one array of dlq_park_row (migration 0015), one element per letter.
 -- Ids are drawn first, in input order, so each input row learns its own id; a row whose dedupe
 -- key is already stored is skipped by the insert (`inserted` is false), and the caller looks
 -- the first row's id up. Attempt 0 of the history is the row's own failure (see
--- attempts.sql); retriers are woken when a PENDING row lands, unless $25 says another
+-- attempts.sql); retriers are woken when a PENDING row lands, unless $3 says another
 -- write woke them a moment ago (the store then sends one trailing NOTIFY). It writes its own
 -- tallies (migration 0010) and tells the table's trigger so: cheaper than the trigger's.
--- An optional column that no letter of the batch fills comes as one NULL array: unnest pads
--- the shorter arrays of its list with NULLs.
 WITH untallied AS MATERIALIZED (
     SELECT set_config('dlq.untallied', 'on', true)
 ),
 input AS (
     SELECT nextval('{schema}.dlq_events_id_seq') AS id, t.*
-    FROM unnest(
-        $1::text[], $2::text[], $3::jsonb[], $4::bytea[], $5::bool[], $6::int8[], $7::text[],
-        $8::text[], $9::text[], $10::text[], $11::jsonb[], $12::text[], $13::text[],
-        $14::text[], $15::int4[], $16::int8[], $17::text[], $18::text[],
-        $19::text[], $20::int4[], $21::int8[], $22::jsonb[], $23::text[]
-    ) WITH ORDINALITY AS t(
+    FROM unnest($1::{schema}.dlq_park_row[]) WITH ORDINALITY AS t(
         event_type, handler, payload, payload_raw, payload_truncated, payload_original_len, payload_sha256,
         error_class, error_kind, error_reason, error_chain, error_stacktrace, fingerprint,
         status, max_retries, delay_us, dead_reason, dedupe_key,
@@ -51,8 +45,8 @@ hours AS (
     FROM inserted GROUP BY 1, 2
 ),
 wake AS (
-    SELECT pg_notify($24, '') FROM (SELECT 1 FROM inserted WHERE status = 'PENDING' LIMIT 1) AS any_pending
-    WHERE $25
+    SELECT pg_notify($2, '') FROM (SELECT 1 FROM inserted WHERE status = 'PENDING' LIMIT 1) AS any_pending
+    WHERE $3
 )
 SELECT
     i.id,

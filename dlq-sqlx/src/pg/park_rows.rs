@@ -1,0 +1,198 @@
+//! A park batch as one `dlq_park_row[]` argument (migration 0015), written straight from the
+//! letters into sqlx's argument buffer in PostgreSQL's binary format.
+//!
+//! One array of rows, not one array per column: with 23 arrays PostgreSQL received, copied
+//! and joined 23 values per statement (`unnest` fills a tuplestore per array), and the store
+//! first moved every letter's fields into 23 vectors to bind them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use dlq_core::{NewDeadLetter, Payload};
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
+use sqlx::postgres::types::Oid;
+use sqlx::postgres::{PgArgumentBuffer, PgConnection, PgTypeInfo};
+use sqlx::{Encode, Postgres, Type};
+
+use super::micros;
+
+/// PostgreSQL's fixed OIDs of the field types (its catalog's `pg_type.dat`).
+const BOOL: u32 = 16;
+const BYTEA: u32 = 17;
+const INT8: u32 = 20;
+const INT4: u32 = 23;
+const TEXT: u32 = 25;
+const JSONB: u32 = 3802;
+
+/// Fields of `dlq_park_row`, as [`write_row`] writes them.
+const FIELDS: i32 = 23;
+
+/// The OIDs of `dlq_park_row` and of its array type in one schema, looked up on first use:
+/// the type is created by a migration, so its OID differs from database to database.
+#[derive(Debug, Default)]
+pub(crate) struct RowType(AtomicU64);
+
+impl RowType {
+    /// The OIDs (row, array), looked up on `conn` unless known. `name` is the schema-qualified
+    /// type name.
+    pub(crate) async fn resolve(&self, conn: &mut PgConnection, name: &str) -> Result<(u32, u32), sqlx::Error> {
+        let known = self.0.load(Ordering::Relaxed);
+        if known != 0 {
+            return Ok(((known >> 32) as u32, known as u32));
+        }
+        let (row, array): (Oid, Oid) =
+            sqlx::query_as("SELECT oid, typarray FROM pg_catalog.pg_type WHERE oid = $1::regtype")
+                .bind(name)
+                .fetch_one(conn)
+                .await?;
+        self.0.store(u64::from(row.0) << 32 | u64::from(array.0), Ordering::Relaxed);
+        Ok((row.0, array.0))
+    }
+
+    /// Forgets the OIDs (after a failed park: the schema may have been dropped and migrated
+    /// again), so that the next park looks them up.
+    pub(crate) fn forget(&self) {
+        self.0.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Prepared letters as one `dlq_park_row[]` value.
+pub(crate) struct ParkRows<'a> {
+    pub(crate) letters: &'a [NewDeadLetter],
+    /// `dlq_park_row`'s OID and its array type's, from [`RowType::resolve`].
+    pub(crate) oids: (u32, u32),
+}
+
+impl ParkRows<'_> {
+    /// About how many bytes the encoded batch takes, `payload_bytes` being its payloads'.
+    pub(crate) fn size_hint(&self, payload_bytes: usize) -> usize {
+        let text: usize = self
+            .letters
+            .iter()
+            .map(|l| {
+                let f = &l.failure;
+                l.event_type.len()
+                    + l.handler.len()
+                    + f.kind.len()
+                    + f.reason.len()
+                    + f.fingerprint.len()
+                    + f.chain.iter().map(|c| c.len() + 8).sum::<usize>()
+                    + f.stacktrace.as_ref().map_or(0, String::len)
+            })
+            .sum();
+        // Each field carries its type and length (8 bytes), most of them fixed or short.
+        20 + payload_bytes + text + self.letters.len() * (4 + FIELDS as usize * 8 + 64)
+    }
+}
+
+impl Type<Postgres> for ParkRows<'_> {
+    fn type_info() -> PgTypeInfo {
+        // Named for the default schema; `produces` gives the resolved type of the store's.
+        PgTypeInfo::array_of("dlq_park_row")
+    }
+}
+
+impl Encode<'_, Postgres> for ParkRows<'_> {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        let buf: &mut Vec<u8> = buf;
+        // One dimension, no NULL elements, the element type, then the dimension's length and
+        // lower bound (PostgreSQL's array_recv).
+        let len = i32::try_from(self.letters.len()).map_err(|_| "too many letters for one array")?;
+        for word in [1, 0, self.oids.0 as i32, len, 1] {
+            buf.extend_from_slice(&word.to_be_bytes());
+        }
+        for letter in self.letters {
+            sized(buf, |buf| write_row(buf, letter))?;
+        }
+        Ok(IsNull::No)
+    }
+
+    fn produces(&self) -> Option<PgTypeInfo> {
+        Some(PgTypeInfo::with_oid(Oid(self.oids.1)))
+    }
+}
+
+/// Writes a length word, then what `write` writes, then fills in the length.
+fn sized(buf: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>) -> Result<(), BoxDynError>) -> Result<(), BoxDynError> {
+    let at = buf.len();
+    buf.extend_from_slice(&[0; 4]);
+    write(buf)?;
+    let len = i32::try_from(buf.len() - at - 4).map_err(|_| "a park row's value is over 2 GiB")?;
+    buf[at..at + 4].copy_from_slice(&len.to_be_bytes());
+    Ok(())
+}
+
+/// One field of a record: its type, then its length and bytes, or -1 for NULL (PostgreSQL's
+/// record_recv).
+fn field(buf: &mut Vec<u8>, oid: u32, value: Option<&[u8]>) -> Result<(), BoxDynError> {
+    buf.extend_from_slice(&oid.to_be_bytes());
+    match value {
+        Some(value) => sized(buf, |b| {
+            b.extend_from_slice(value);
+            Ok(())
+        }),
+        None => {
+            buf.extend_from_slice(&(-1_i32).to_be_bytes());
+            Ok(())
+        }
+    }
+}
+
+fn text(buf: &mut Vec<u8>, value: Option<&str>) -> Result<(), BoxDynError> {
+    field(buf, TEXT, value.map(str::as_bytes))
+}
+
+/// A JSONB field, serialized in place: a version byte, then the JSON text.
+fn jsonb(buf: &mut Vec<u8>, value: Option<&impl serde::Serialize>) -> Result<(), BoxDynError> {
+    let Some(value) = value else {
+        return field(buf, JSONB, None);
+    };
+    buf.extend_from_slice(&JSONB.to_be_bytes());
+    sized(buf, |b| {
+        b.push(1);
+        serde_json::to_writer(b, value)?;
+        Ok(())
+    })
+}
+
+/// One letter as a `dlq_park_row`, its fields in the type's order.
+fn write_row(buf: &mut Vec<u8>, letter: &NewDeadLetter) -> Result<(), BoxDynError> {
+    buf.extend_from_slice(&FIELDS.to_be_bytes());
+    let (json, raw, truncation) = match &letter.payload {
+        Payload::Json(value) => (Some(value), None, None),
+        Payload::Raw { bytes, truncated } => (None, Some(bytes.as_slice()), truncated.as_ref()),
+    };
+    let f = &letter.failure;
+    let src = &letter.source;
+    text(buf, Some(&letter.event_type))?;
+    text(buf, Some(&letter.handler))?;
+    jsonb(buf, json)?;
+    field(buf, BYTEA, raw)?;
+    field(buf, BOOL, Some(&[u8::from(truncation.is_some())]))?;
+    int8(buf, truncation.map(|t| i64::try_from(t.original_len).unwrap_or(i64::MAX)))?;
+    text(buf, truncation.map(|t| t.original_sha256.as_str()))?;
+    text(buf, Some(f.class.name()))?;
+    text(buf, Some(&f.kind))?;
+    text(buf, Some(&f.reason))?;
+    jsonb(buf, Some(&f.chain))?;
+    text(buf, f.stacktrace.as_deref())?;
+    text(buf, Some(&f.fingerprint))?;
+    text(buf, Some(letter.status().as_str()))?;
+    int4(buf, Some(i32::try_from(letter.max_retries).unwrap_or(i32::MAX)))?;
+    int8(buf, Some(micros(letter.retry_delay)))?;
+    text(buf, letter.dead_reason.map(|r| r.as_str()))?;
+    text(buf, letter.dedupe_key.as_deref())?;
+    text(buf, src.topic.as_deref())?;
+    int4(buf, src.partition)?;
+    int8(buf, src.offset)?;
+    jsonb(buf, Some(&src.headers))?;
+    text(buf, src.trace_context.as_deref())
+}
+
+fn int8(buf: &mut Vec<u8>, value: Option<i64>) -> Result<(), BoxDynError> {
+    field(buf, INT8, value.map(i64::to_be_bytes).as_ref().map(<[u8; 8]>::as_slice))
+}
+
+fn int4(buf: &mut Vec<u8>, value: Option<i32>) -> Result<(), BoxDynError> {
+    field(buf, INT4, value.map(i32::to_be_bytes).as_ref().map(<[u8; 4]>::as_slice))
+}
