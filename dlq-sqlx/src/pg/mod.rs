@@ -375,7 +375,7 @@ impl PgStore {
         }
         let (prepared, bytes) = park::prepare(letters, self.inner.config.max_payload_bytes);
         // Always wake from inside the caller's transaction: the NOTIFY goes out with its commit.
-        park::insert(&mut *conn, &self.inner.sql, prepared, bytes, true).await.map_err(dlq_core::Error::store)
+        park::insert(&mut *conn, &self.inner.sql, &prepared, bytes, true).await.map_err(dlq_core::Error::store)
     }
 
     /// The fraction of `max_entries` in use, from the last count (refreshed by parks and by

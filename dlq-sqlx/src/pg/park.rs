@@ -155,11 +155,11 @@ pub(crate) fn jsonb_storable(payload: Payload) -> Payload {
 pub(crate) async fn insert(
     conn: &mut PgConnection,
     sql: &Sql,
-    letters: Vec<NewDeadLetter>,
+    letters: &[NewDeadLetter],
     payload_bytes: usize,
     wake: bool,
 ) -> Result<Vec<Parked>, sqlx::Error> {
-    let rows = park_rows(conn, sql, &letters, payload_bytes, wake).await.inspect_err(|_| sql.park_row.forget())?;
+    let rows = run_park(conn, sql, letters, payload_bytes, wake).await.inspect_err(|_| sql.park_row.forget())?;
     let mut parked: Vec<Option<Parked>> = Vec::with_capacity(rows.len());
     let mut by_key: HashMap<String, i64> = HashMap::new();
     for row in &rows {
@@ -173,8 +173,7 @@ pub(crate) async fn insert(
             parked.push(None);
         }
     }
-    let keys: Vec<Option<&str>> = letters.iter().map(|l| l.dedupe_key.as_deref()).collect();
-    resolve_duplicates(conn, sql, &keys, &mut parked, by_key).await?;
+    resolve_duplicates(conn, sql, letters, &mut parked, by_key).await?;
     parked
         .into_iter()
         .zip(letters.iter().map(|l| l.payload.is_truncated()))
@@ -185,14 +184,14 @@ pub(crate) async fn insert(
 }
 
 /// Runs the park statement for `letters`, sent as one `dlq_park_row[]`.
-async fn park_rows(
+async fn run_park(
     conn: &mut PgConnection,
     sql: &Sql,
     letters: &[NewDeadLetter],
     payload_bytes: usize,
     wake: bool,
 ) -> Result<Vec<sqlx::postgres::PgRow>, sqlx::Error> {
-    let oids = sql.park_row.resolve(conn, &sql.park_row_name).await?;
+    let oids = sql.park_row.resolve(conn).await?;
     let rows = ParkRows { letters, oids };
     let mut args = PgArguments::default();
     // Sized once: grown value by value, the buffer is copied over and over.
@@ -209,15 +208,15 @@ async fn park_rows(
 async fn resolve_duplicates(
     conn: &mut PgConnection,
     sql: &Sql,
-    keys: &[Option<&str>],
+    letters: &[NewDeadLetter],
     parked: &mut [Option<Parked>],
     mut by_key: HashMap<String, i64>,
 ) -> Result<(), sqlx::Error> {
     let missing: Vec<String> = parked
         .iter()
-        .zip(keys)
+        .zip(letters)
         .filter(|(p, _)| p.is_none())
-        .filter_map(|(_, k)| *k)
+        .filter_map(|(_, l)| l.dedupe_key.as_deref())
         .filter(|k| !by_key.contains_key(*k))
         .map(str::to_owned)
         .collect();
@@ -227,9 +226,10 @@ async fn resolve_duplicates(
             by_key.insert(row.try_get("dedupe_key")?, row.try_get("id")?);
         }
     }
-    for (slot, key) in parked.iter_mut().zip(keys) {
+    for (slot, letter) in parked.iter_mut().zip(letters) {
         if slot.is_none() {
-            *slot = key.and_then(|k| by_key.get(k)).map(|&id| Parked { id, deduplicated: true, truncated: false });
+            let stored = letter.dedupe_key.as_ref().and_then(|k| by_key.get(k));
+            *slot = stored.map(|&id| Parked { id, deduplicated: true, truncated: false });
         }
     }
     Ok(())
@@ -444,7 +444,7 @@ impl Writer {
     async fn insert(&self, letters: Vec<NewDeadLetter>, bytes: usize) -> Result<Vec<Parked>, sqlx::Error> {
         let mut hot = self.hot.take().await?;
         let wake = letters.iter().any(|l| l.status() == Status::Pending) && self.debounce.notify_now();
-        let parked = insert(&mut hot.conn, &self.sql, letters, bytes, wake).await?;
+        let parked = insert(&mut hot.conn, &self.sql, &letters, bytes, wake).await?;
         self.hot.keep(hot);
         Ok(parked)
     }

@@ -27,32 +27,41 @@ const JSONB: u32 = 3802;
 /// Fields of `dlq_park_row`, as [`write_row`] writes them.
 const FIELDS: i32 = 23;
 
-/// The OIDs of `dlq_park_row` and of its array type in one schema, looked up on first use:
-/// the type is created by a migration, so its OID differs from database to database.
-#[derive(Debug, Default)]
-pub(crate) struct RowType(AtomicU64);
+/// `dlq_park_row` in one schema, and the OIDs of it and of its array type, looked up on first
+/// use: the type is created by a migration, so its OID differs from database to database.
+#[derive(Debug)]
+pub(crate) struct RowType {
+    /// The schema-qualified type name.
+    name: String,
+    /// Row OID << 32 | array OID; 0 until looked up.
+    oids: AtomicU64,
+}
 
 impl RowType {
-    /// The OIDs (row, array), looked up on `conn` unless known. `name` is the schema-qualified
-    /// type name.
-    pub(crate) async fn resolve(&self, conn: &mut PgConnection, name: &str) -> Result<(u32, u32), sqlx::Error> {
-        let known = self.0.load(Ordering::Relaxed);
+    /// The type in the schema `quoted_schema` (validated and double-quoted).
+    pub(crate) fn new(quoted_schema: &str) -> Self {
+        Self { name: format!("{quoted_schema}.dlq_park_row"), oids: AtomicU64::new(0) }
+    }
+
+    /// The OIDs (row, array), looked up on `conn` unless known.
+    pub(crate) async fn resolve(&self, conn: &mut PgConnection) -> Result<(u32, u32), sqlx::Error> {
+        let known = self.oids.load(Ordering::Relaxed);
         if known != 0 {
             return Ok(((known >> 32) as u32, known as u32));
         }
         let (row, array): (Oid, Oid) =
             sqlx::query_as("SELECT oid, typarray FROM pg_catalog.pg_type WHERE oid = $1::regtype")
-                .bind(name)
+                .bind(&self.name)
                 .fetch_one(conn)
                 .await?;
-        self.0.store(u64::from(row.0) << 32 | u64::from(array.0), Ordering::Relaxed);
+        self.oids.store(u64::from(row.0) << 32 | u64::from(array.0), Ordering::Relaxed);
         Ok((row.0, array.0))
     }
 
     /// Forgets the OIDs (after a failed park: the schema may have been dropped and migrated
     /// again), so that the next park looks them up.
     pub(crate) fn forget(&self) {
-        self.0.store(0, Ordering::Relaxed);
+        self.oids.store(0, Ordering::Relaxed);
     }
 }
 

@@ -115,9 +115,7 @@ macro_rules! statements {
             pub(crate) channel: String,
             /// The quoted schema, for DDL run by the migrator.
             pub(crate) quoted_schema: String,
-            /// The park batch's row type (migration 0015), schema-qualified.
-            pub(crate) park_row_name: String,
-            /// Its OIDs, once looked up.
+            /// The park batch's row type (migration 0015) in this schema.
             pub(crate) park_row: super::park_rows::RowType,
             /// The claiming statements rendered per batch size.
             claims: std::sync::Mutex<std::collections::HashMap<(ClaimStmt, usize), Stmt>>,
@@ -139,8 +137,7 @@ macro_rules! statements {
                     $($name: Stmt(render(include_str!(concat!("sql/", $file))).into()),)*
                     succeed_claim: Stmt(render(&settle_claim("{succeed_rows}", 3, "0")).into()),
                     settle_claim: Stmt(render(&settle_claim("{settle_rows}", 16, "(SELECT count(*) FROM wake)")).into()),
-                    park_row_name: format!("{quoted}.dlq_park_row"),
-                    park_row: super::park_rows::RowType::default(),
+                    park_row: super::park_rows::RowType::new(&quoted),
                     quoted_schema: quoted,
                     claims: std::sync::Mutex::default(),
                 }
