@@ -43,8 +43,14 @@ impl Bench {
             .await?;
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&mut admin).await?;
         admin.close().await?;
-        let base = self.admin_url.rsplit_once('/').map_or("", |(base, _)| base);
-        Ok(format!("{base}/{db}"))
+        // The same server and options (`?sslmode=...`), another database.
+        let (path, query) =
+            self.admin_url.split_once('?').map_or((self.admin_url.as_str(), None), |(p, q)| (p, Some(q)));
+        let base = path.rsplit_once('/').map_or("", |(base, _)| base);
+        Ok(match query {
+            Some(query) => format!("{base}/{db}?{query}"),
+            None => format!("{base}/{db}"),
+        })
     }
 
     /// A pool on a fresh `dlq_bench_<name>`.
