@@ -55,7 +55,7 @@ async fn park_then_get_round_trips_every_field(pool: PgPool) {
 
 /// One statement parks letters whose optional columns are filled next to letters that leave
 /// them empty: each row gets its own letter's values (the batch goes as one array of
-/// `dlq_park_row`, written field by field by the store, see `pg/park_rows.rs`).
+/// `dlq_park_letter`, written field by field by the store, see `pg/park_rows.rs`).
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn a_batch_of_full_and_bare_letters_keeps_each_letters_fields(pool: PgPool) {
     let store = store(&pool).await;
@@ -92,6 +92,49 @@ async fn a_batch_of_full_and_bare_letters_keeps_each_letters_fields(pool: PgPool
             assert_eq!(row.dedupe_key, letter.dedupe_key);
             assert_eq!(row.source, letter.source);
         }
+    }
+}
+
+/// A letter's optional fields travel in one nested `dlq_park_extra`, sent only when it has
+/// one of them (migration 0016): a letter with any single one of them keeps it, and the
+/// letters around it keep theirs empty.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_letter_with_one_optional_field_keeps_it(pool: PgPool) {
+    let store = store(&pool).await;
+    let bare = || letter("payment", 0);
+    let with_source = |edit: fn(&mut SourceMeta)| {
+        let mut source = SourceMeta::default();
+        edit(&mut source);
+        let mut letter = bare();
+        letter.source = source;
+        letter
+    };
+    let mut stacktrace = bare();
+    stacktrace.failure.stacktrace = Some("at f (src/lib.rs:1)".into());
+    let mut raw = bare();
+    raw.payload = Payload::Raw { bytes: vec![0xff, 0xfe], truncated: None };
+    let batch = vec![
+        raw,
+        stacktrace,
+        bare().dead(DeadReason::Permanent),
+        bare().with_dedupe_key("alone"),
+        with_source(|s| s.topic = Some("payments".into())),
+        with_source(|s| s.partition = Some(0)),
+        with_source(|s| s.offset = Some(0)),
+        with_source(|s| s.headers = BTreeMap::from([("k".to_owned(), String::new())])),
+        with_source(|s| s.trace_context = Some(String::new())),
+    ];
+    let mut interleaved = Vec::new();
+    for letter in batch {
+        interleaved.extend([letter, bare()]);
+    }
+    let parked = store.park_many(interleaved.clone()).await.unwrap();
+    for (letter, parked) in interleaved.iter().zip(parked) {
+        let row = store.get(parked.id).await.unwrap().unwrap();
+        assert_eq!(
+            (&row.payload, &row.failure, row.dead_reason, row.status, &row.dedupe_key, &row.source),
+            (&letter.payload, &letter.failure, letter.dead_reason, letter.status(), &letter.dedupe_key, &letter.source),
+        );
     }
 }
 
@@ -829,7 +872,7 @@ async fn a_batch_is_settled_and_the_next_claimed_in_one_statement(pool: PgPool) 
     tallies_match_the_table(&store, &pool, "after the last batch").await;
 }
 
-/// Migration 0015: a park batch is one `dlq_park_row[]`, whose OID the store looks up once.
+/// A park batch is one `dlq_park_letter[]` (migration 0016), whose OIDs the store looks up once.
 /// A schema dropped and migrated again under a running store gets a new type OID; parks report
 /// the error instead of storing anything wrong, and park again once the store has looked the
 /// new OID up.

@@ -183,7 +183,7 @@ pub(crate) async fn insert(
         .collect()
 }
 
-/// Runs the park statement for `letters`, sent as one `dlq_park_row[]`.
+/// Runs the park statement for `letters`, sent as one `dlq_park_letter[]`.
 async fn run_park(
     conn: &mut PgConnection,
     sql: &Sql,

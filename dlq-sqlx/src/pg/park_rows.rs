@@ -1,11 +1,13 @@
-//! A park batch as one `dlq_park_row[]` argument (migration 0015), written straight from the
-//! letters into sqlx's argument buffer in PostgreSQL's binary format.
+//! A park batch as one `dlq_park_letter[]` argument (migration 0016), written straight from
+//! the letters into sqlx's argument buffer in PostgreSQL's binary format.
 //!
 //! One array of rows, not one array per column: with 23 arrays PostgreSQL received, copied
 //! and joined 23 values per statement (`unnest` fills a tuplestore per array), and the store
-//! first moved every letter's fields into 23 vectors to bind them.
+//! first moved every letter's fields into 23 vectors to bind them. The fields a letter may
+//! leave empty come as one nested `dlq_park_extra`, NULL when it has none of them: every
+//! field of a record costs 8 bytes of type and length, NULL or not.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use dlq_core::{NewDeadLetter, Payload};
 use sqlx::encode::IsNull;
@@ -17,59 +19,78 @@ use sqlx::{Encode, Postgres, Type};
 use super::micros;
 
 /// PostgreSQL's fixed OIDs of the field types (its catalog's `pg_type.dat`).
-const BOOL: u32 = 16;
 const BYTEA: u32 = 17;
 const INT8: u32 = 20;
 const INT4: u32 = 23;
 const TEXT: u32 = 25;
 const JSONB: u32 = 3802;
 
-/// Fields of `dlq_park_row`, as [`write_row`] writes them.
-const FIELDS: i32 = 23;
+/// Fields of `dlq_park_letter` and of `dlq_park_extra`, as [`write_row`] writes them.
+const FIELDS: i32 = 12;
+const EXTRA_FIELDS: i32 = 11;
 
-/// `dlq_park_row` in one schema, and the OIDs of it and of its array type, looked up on first
-/// use: the type is created by a migration, so its OID differs from database to database.
+/// The OIDs of the park types in one database: they are created by a migration, so they
+/// differ from database to database.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Oids {
+    /// `dlq_park_letter`.
+    letter: u32,
+    /// `dlq_park_letter[]`.
+    array: u32,
+    /// `dlq_park_extra`.
+    extra: u32,
+}
+
+/// `dlq_park_letter` in one schema, and its OIDs, looked up on first use.
 #[derive(Debug)]
 pub(crate) struct RowType {
     /// The schema-qualified type name.
     name: String,
-    /// Row OID << 32 | array OID; 0 until looked up.
-    oids: AtomicU64,
+    oids: Mutex<Option<Oids>>,
 }
 
 impl RowType {
     /// The type in the schema `quoted_schema` (validated and double-quoted).
     pub(crate) fn new(quoted_schema: &str) -> Self {
-        Self { name: format!("{quoted_schema}.dlq_park_row"), oids: AtomicU64::new(0) }
+        Self { name: format!("{quoted_schema}.dlq_park_letter"), oids: Mutex::new(None) }
     }
 
-    /// The OIDs (row, array), looked up on `conn` unless known.
-    pub(crate) async fn resolve(&self, conn: &mut PgConnection) -> Result<(u32, u32), sqlx::Error> {
-        let known = self.oids.load(Ordering::Relaxed);
-        if known != 0 {
-            return Ok(((known >> 32) as u32, known as u32));
+    /// The OIDs, looked up on `conn` unless known (the extra type is the type of the letter's
+    /// `extra` field).
+    pub(crate) async fn resolve(&self, conn: &mut PgConnection) -> Result<Oids, sqlx::Error> {
+        if let Some(known) = *self.lock() {
+            return Ok(known);
         }
-        let (row, array): (Oid, Oid) =
-            sqlx::query_as("SELECT oid, typarray FROM pg_catalog.pg_type WHERE oid = $1::regtype")
-                .bind(&self.name)
-                .fetch_one(conn)
-                .await?;
-        self.oids.store(u64::from(row.0) << 32 | u64::from(array.0), Ordering::Relaxed);
-        Ok((row.0, array.0))
+        let (letter, array, extra): (Oid, Oid, Oid) = sqlx::query_as(
+            "SELECT t.oid, t.typarray, a.atttypid FROM pg_catalog.pg_type t
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = t.typrelid AND a.attname = 'extra'
+             WHERE t.oid = $1::regtype",
+        )
+        .bind(&self.name)
+        .fetch_one(conn)
+        .await?;
+        let oids = Oids { letter: letter.0, array: array.0, extra: extra.0 };
+        *self.lock() = Some(oids);
+        Ok(oids)
     }
 
     /// Forgets the OIDs (after a failed park: the schema may have been dropped and migrated
     /// again), so that the next park looks them up.
     pub(crate) fn forget(&self) {
-        self.oids.store(0, Ordering::Relaxed);
+        *self.lock() = None;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Oids>> {
+        // A panic cannot leave the guarded `Option` half-written.
+        self.oids.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
-/// Prepared letters as one `dlq_park_row[]` value.
+/// Prepared letters as one `dlq_park_letter[]` value.
 pub(crate) struct ParkRows<'a> {
     pub(crate) letters: &'a [NewDeadLetter],
-    /// `dlq_park_row`'s OID and its array type's, from [`RowType::resolve`].
-    pub(crate) oids: (u32, u32),
+    /// The types' OIDs, from [`RowType::resolve`].
+    pub(crate) oids: Oids,
 }
 
 impl ParkRows<'_> {
@@ -89,15 +110,16 @@ impl ParkRows<'_> {
                     + f.stacktrace.as_ref().map_or(0, String::len)
             })
             .sum();
-        // Each field carries its type and length (8 bytes), most of them fixed or short.
-        20 + payload_bytes + text + self.letters.len() * (4 + FIELDS as usize * 8 + 64)
+        // Each field carries its type and length (8 bytes), most of them fixed or short; a
+        // letter's extra fields are not counted (a vector grows once if they are many).
+        20 + payload_bytes + text + self.letters.len() * (8 + FIELDS as usize * 8 + 48)
     }
 }
 
 impl Type<Postgres> for ParkRows<'_> {
     fn type_info() -> PgTypeInfo {
         // Named for the default schema; `produces` gives the resolved type of the store's.
-        PgTypeInfo::array_of("dlq_park_row")
+        PgTypeInfo::array_of("dlq_park_letter")
     }
 }
 
@@ -107,17 +129,17 @@ impl Encode<'_, Postgres> for ParkRows<'_> {
         // One dimension, no NULL elements, the element type, then the dimension's length and
         // lower bound (PostgreSQL's array_recv).
         let len = i32::try_from(self.letters.len()).map_err(|_| "too many letters for one array")?;
-        for word in [1, 0, self.oids.0 as i32, len, 1] {
+        for word in [1, 0, self.oids.letter as i32, len, 1] {
             buf.extend_from_slice(&word.to_be_bytes());
         }
         for letter in self.letters {
-            sized(buf, |buf| write_row(buf, letter))?;
+            sized(buf, |buf| write_row(buf, letter, self.oids.extra))?;
         }
         Ok(IsNull::No)
     }
 
     fn produces(&self) -> Option<PgTypeInfo> {
-        Some(PgTypeInfo::with_oid(Oid(self.oids.1)))
+        Some(PgTypeInfo::with_oid(Oid(self.oids.array)))
     }
 }
 
@@ -164,37 +186,67 @@ fn jsonb(buf: &mut Vec<u8>, value: Option<&impl serde::Serialize>) -> Result<(),
     })
 }
 
-/// One letter as a `dlq_park_row`, its fields in the type's order.
-fn write_row(buf: &mut Vec<u8>, letter: &NewDeadLetter) -> Result<(), BoxDynError> {
+/// One letter as a `dlq_park_letter`, its fields in the type's order; `extra` is the OID of
+/// `dlq_park_extra`.
+fn write_row(buf: &mut Vec<u8>, letter: &NewDeadLetter, extra: u32) -> Result<(), BoxDynError> {
     buf.extend_from_slice(&FIELDS.to_be_bytes());
-    let (json, raw, truncation) = match &letter.payload {
-        Payload::Json(value) => (Some(value), None, None),
-        Payload::Raw { bytes, truncated } => (None, Some(bytes.as_slice()), truncated.as_ref()),
-    };
     let f = &letter.failure;
-    let src = &letter.source;
+    let json = match &letter.payload {
+        Payload::Json(value) => Some(value),
+        Payload::Raw { .. } => None,
+    };
     text(buf, Some(&letter.event_type))?;
     text(buf, Some(&letter.handler))?;
     jsonb(buf, json)?;
-    field(buf, BYTEA, raw)?;
-    field(buf, BOOL, Some(&[u8::from(truncation.is_some())]))?;
-    int8(buf, truncation.map(|t| i64::try_from(t.original_len).unwrap_or(i64::MAX)))?;
-    text(buf, truncation.map(|t| t.original_sha256.as_str()))?;
     text(buf, Some(f.class.name()))?;
     text(buf, Some(&f.kind))?;
     text(buf, Some(&f.reason))?;
     jsonb(buf, Some(&f.chain))?;
-    text(buf, f.stacktrace.as_deref())?;
     text(buf, Some(&f.fingerprint))?;
     text(buf, Some(letter.status().as_str()))?;
     int4(buf, Some(i32::try_from(letter.max_retries).unwrap_or(i32::MAX)))?;
     int8(buf, Some(micros(letter.retry_delay)))?;
+    buf.extend_from_slice(&extra.to_be_bytes());
+    if has_extra(letter) {
+        sized(buf, |buf| write_extra(buf, letter))
+    } else {
+        buf.extend_from_slice(&(-1_i32).to_be_bytes());
+        Ok(())
+    }
+}
+
+/// Whether a letter has any field of `dlq_park_extra`.
+fn has_extra(letter: &NewDeadLetter) -> bool {
+    let src = &letter.source;
+    matches!(letter.payload, Payload::Raw { .. })
+        || letter.failure.stacktrace.is_some()
+        || letter.dead_reason.is_some()
+        || letter.dedupe_key.is_some()
+        || src.topic.is_some()
+        || src.partition.is_some()
+        || src.offset.is_some()
+        || !src.headers.is_empty()
+        || src.trace_context.is_some()
+}
+
+/// A letter's optional fields as a `dlq_park_extra`, in the type's order.
+fn write_extra(buf: &mut Vec<u8>, letter: &NewDeadLetter) -> Result<(), BoxDynError> {
+    buf.extend_from_slice(&EXTRA_FIELDS.to_be_bytes());
+    let (raw, truncation) = match &letter.payload {
+        Payload::Json(_) => (None, None),
+        Payload::Raw { bytes, truncated } => (Some(bytes.as_slice()), truncated.as_ref()),
+    };
+    let src = &letter.source;
+    field(buf, BYTEA, raw)?;
+    int8(buf, truncation.map(|t| i64::try_from(t.original_len).unwrap_or(i64::MAX)))?;
+    text(buf, truncation.map(|t| t.original_sha256.as_str()))?;
+    text(buf, letter.failure.stacktrace.as_deref())?;
     text(buf, letter.dead_reason.map(|r| r.as_str()))?;
     text(buf, letter.dedupe_key.as_deref())?;
     text(buf, src.topic.as_deref())?;
     int4(buf, src.partition)?;
     int8(buf, src.offset)?;
-    jsonb(buf, Some(&src.headers))?;
+    jsonb(buf, (!src.headers.is_empty()).then_some(&src.headers))?;
     text(buf, src.trace_context.as_deref())
 }
 

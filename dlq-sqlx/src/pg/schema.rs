@@ -115,7 +115,7 @@ macro_rules! statements {
             pub(crate) channel: String,
             /// The quoted schema, for DDL run by the migrator.
             pub(crate) quoted_schema: String,
-            /// The park batch's row type (migration 0015) in this schema.
+            /// The park batch's row type (migration 0016) in this schema.
             pub(crate) park_row: super::park_rows::RowType,
             /// The claiming statements rendered per batch size.
             claims: std::sync::Mutex<std::collections::HashMap<(ClaimStmt, usize), Stmt>>,

@@ -1,5 +1,6 @@
 -- Parks a batch of letters in one statement (group commit and park_many). The batch comes as
--- one array of dlq_park_row (migration 0015), one element per letter.
+-- one array of dlq_park_letter (migration 0016), one element per letter; its optional fields
+-- come in one dlq_park_extra, NULL when the letter has none.
 -- Ids are drawn first, in input order, so each input row learns its own id; a row whose dedupe
 -- key is already stored is skipped by the insert (`inserted` is false), and the caller looks
 -- the first row's id up. Attempt 0 of the history is the row's own failure (see
@@ -10,12 +11,17 @@ WITH untallied AS MATERIALIZED (
     SELECT set_config('dlq.untallied', 'on', true)
 ),
 input AS (
-    SELECT nextval('{schema}.dlq_events_id_seq') AS id, t.*
-    FROM unnest($1::{schema}.dlq_park_row[]) WITH ORDINALITY AS t(
-        event_type, handler, payload, payload_raw, payload_truncated, payload_original_len, payload_sha256,
-        error_class, error_kind, error_reason, error_chain, error_stacktrace, fingerprint,
-        status, max_retries, delay_us, dead_reason, dedupe_key,
-        source_topic, source_partition, source_offset, source_headers, trace_context, ord
+    SELECT
+        nextval('{schema}.dlq_events_id_seq') AS id, t.event_type, t.handler, t.payload,
+        (t.extra).payload_raw, (t.extra).payload_original_len IS NOT NULL AS payload_truncated,
+        (t.extra).payload_original_len, (t.extra).payload_sha256,
+        t.error_class, t.error_kind, t.error_reason, t.error_chain, (t.extra).error_stacktrace, t.fingerprint,
+        t.status, t.max_retries, t.delay_us, (t.extra).dead_reason, (t.extra).dedupe_key,
+        (t.extra).source_topic, (t.extra).source_partition, (t.extra).source_offset,
+        COALESCE((t.extra).source_headers, '{}') AS source_headers, (t.extra).trace_context, t.ord
+    FROM unnest($1::{schema}.dlq_park_letter[]) WITH ORDINALITY AS t(
+        event_type, handler, payload, error_class, error_kind, error_reason, error_chain, fingerprint,
+        status, max_retries, delay_us, extra, ord
     )
 ),
 inserted AS (
