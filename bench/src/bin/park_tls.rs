@@ -1,0 +1,77 @@
+//! Parking from 64 concurrent tasks (each letter through the group-commit writer, as failing
+//! handlers park), over TLS and without, on the same server: sqlx 0.9.0 sets no `TCP_NODELAY`,
+//! so a statement longer than one TLS record (16 KiB) waits for the server's delayed ACK
+//! (about 40 ms on Linux). See docs/BENCHMARKS.md.
+//!
+//! ```sh
+//! cargo run --release --manifest-path bench/Cargo.toml --bin park_tls
+//! ```
+//!
+//! `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`) names the server; the
+//! run drops and creates `dlq_bench_park_tls` on it. `BENCH_REPS` (3) alternations of both,
+//! `BENCH_PAYLOAD` (0) bytes of padding in each payload.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dlq_core::{DeadLetterStore, FailureInfo, NewDeadLetter, Payload, classify_error};
+use dlq_sqlx::PgStore;
+use sqlx::Connection;
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+const TASKS: usize = 64;
+const PER_TASK: usize = 300;
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let admin = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let base = admin.split_once('?').map_or(admin.as_str(), |(path, _)| path);
+    let base = base.rsplit_once('/').ok_or("DATABASE_URL has no database name")?.0;
+    let env = |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let (reps, padding) = (env("BENCH_REPS", 3), env("BENCH_PAYLOAD", 0));
+    println!("| | TLS (sslmode=require) rows/s | no TLS (sslmode=disable) rows/s |\n| --- | ---: | ---: |");
+    for rep in 1..=reps {
+        let mut cells = Vec::new();
+        for mode in ["require", "disable"] {
+            let mut conn = sqlx::PgConnection::connect(&admin).await?;
+            sqlx::query("DROP DATABASE IF EXISTS dlq_bench_park_tls WITH (FORCE)").execute(&mut conn).await?;
+            sqlx::query("CREATE DATABASE dlq_bench_park_tls").execute(&mut conn).await?;
+            conn.close().await?;
+            let url = format!("{base}/dlq_bench_park_tls?sslmode={mode}");
+            let took = park(&url, padding).await?;
+            cells.push(format!("{:.0}", (TASKS * PER_TASK) as f64 / took.as_secs_f64()));
+        }
+        println!(
+            "| run {rep} ({TASKS} tasks x {PER_TASK} parks, payload +{padding} B) | {} | {} |",
+            cells[0], cells[1]
+        );
+    }
+    Ok(())
+}
+
+/// Parks `TASKS * PER_TASK` transient failures, one `park` call each, from `TASKS` tasks.
+async fn park(url: &str, padding: usize) -> Result<Duration> {
+    let store = Arc::new(PgStore::connect(url).await?);
+    let pad = "x".repeat(padding);
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let (store, pad) = (Arc::clone(&store), pad.clone());
+            tokio::spawn(async move {
+                let error = std::io::Error::other("downstream 503");
+                for n in 0..PER_TASK {
+                    let failure = FailureInfo::from_error(classify_error(&error), "io::Error", &error);
+                    let payload = serde_json::json!({ "n": task * PER_TASK + n, "pad": pad });
+                    let letter = NewDeadLetter::new("bench", Payload::Json(payload), failure).retry(Duration::ZERO, 5);
+                    store.park(letter).await?;
+                }
+                Ok::<_, dlq_core::Error>(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await??;
+    }
+    Ok(start.elapsed())
+}
