@@ -875,7 +875,7 @@ async fn a_batch_is_settled_and_the_next_claimed_in_one_statement(pool: PgPool) 
 /// A park batch is one `dlq_park_letter[]` (migration 0016), whose OIDs the store looks up once.
 /// A schema dropped and migrated again under a running store gets a new type OID; parks report
 /// the error instead of storing anything wrong, and park again once the store has looked the
-/// new OID up.
+/// new OIDs up and prepared its statement again on that connection.
 #[sqlx::test(migrations = false)]
 async fn parks_go_on_after_the_schema_is_dropped_and_migrated_again(pool: PgPool) {
     let store = store_with(&pool, dlq_sqlx::postgres::PgConfig::default().schema("again")).await;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use dlq_core::store::StoreResult;
 use dlq_core::{NewDeadLetter, Parked, Payload, Status};
 use sqlx::postgres::{PgArguments, PgConnection};
-use sqlx::{Arguments, Row};
+use sqlx::{Arguments, Connection, Row};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -159,7 +159,19 @@ pub(crate) async fn insert(
     payload_bytes: usize,
     wake: bool,
 ) -> Result<Vec<Parked>, sqlx::Error> {
-    let rows = run_park(conn, sql, letters, payload_bytes, wake).await.inspect_err(|_| sql.park_row.forget())?;
+    let rows = match run_park(conn, sql, letters, payload_bytes, wake).await {
+        Ok(rows) => rows,
+        Err(error) => {
+            // The schema may have been dropped and migrated again: its types have new OIDs,
+            // and this connection's prepared park statement still names the old ones (the
+            // server fails it with "cache lookup failed for type" until it is prepared again).
+            sql.park_row.forget();
+            if matches!(error, sqlx::Error::Database(_)) {
+                let _ = conn.clear_cached_statements().await;
+            }
+            return Err(error);
+        }
+    };
     let mut parked: Vec<Option<Parked>> = Vec::with_capacity(rows.len());
     let mut by_key: HashMap<String, i64> = HashMap::new();
     for row in &rows {
