@@ -892,3 +892,43 @@ async fn parks_go_on_after_the_schema_is_dropped_and_migrated_again(pool: PgPool
     let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM again.dlq_events").fetch_one(&pool).await.unwrap();
     assert_eq!(stored, parked as i64, "{outcomes:#?}");
 }
+
+/// `PgConfig::max_batch_bytes`: a park that would take a group-commit batch past the limit
+/// waits for the next batch, and every park is stored. Each park statement appends one tally
+/// row per (type, status, fingerprint), one here, counting its rows: the batches' sizes.
+#[sqlx::test(migrations = false)]
+async fn a_batch_byte_limit_splits_concurrent_parks_into_more_statements(pool: PgPool) {
+    async fn batches(config: dlq_sqlx::postgres::PgConfig, pool: &PgPool, event_type: &str) -> Vec<i64> {
+        let store = std::sync::Arc::new(store_with(pool, config).await);
+        let parks: Vec<_> = (0..16)
+            .map(|n| {
+                let store = std::sync::Arc::clone(&store);
+                let letter = letter(event_type, n);
+                tokio::spawn(async move { store.park(letter).await })
+            })
+            .collect();
+        for park in parks {
+            park.await.unwrap().unwrap();
+        }
+        let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM dlq_events WHERE event_type = $1")
+            .bind(event_type)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        assert_eq!(stored, 16);
+        sqlx::query_scalar("SELECT n FROM dlq_tallies WHERE event_type = $1")
+            .bind(event_type)
+            .fetch_all(pool)
+            .await
+            .unwrap()
+    }
+    let config = dlq_sqlx::postgres::PgConfig::default;
+    // A limit below any letter: each park alone.
+    assert_eq!(batches(config().max_batch_bytes(1), &pool, "limited").await, vec![1; 16]);
+    // Room for two of these letters (about 250 bytes each) but not three.
+    let pairs = batches(config().max_batch_bytes(600), &pool, "pairs").await;
+    assert!(pairs.iter().all(|&n| n <= 2) && pairs.contains(&2), "{pairs:?}");
+    // The default, without TLS: one batch, or the first park then the other fifteen.
+    let default = batches(config(), &pool, "default").await;
+    assert!(default.len() <= 2, "{default:?}");
+}

@@ -9,13 +9,14 @@
 //!
 //! `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`) names the server; the
 //! run drops and creates `dlq_bench_park_tls` on it. `BENCH_REPS` (3) alternations of both,
-//! `BENCH_PAYLOAD` (0) bytes of padding in each payload.
+//! `BENCH_PAYLOAD` (0) bytes of padding in each payload, `BENCH_MAX_BATCH_BYTES` the store's
+//! `PgConfig::max_batch_bytes` (unset: the store chooses, 16,000 over TLS).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dlq_core::{DeadLetterStore, FailureInfo, NewDeadLetter, Payload, classify_error};
-use dlq_sqlx::PgStore;
+use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::Connection;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -30,6 +31,10 @@ async fn main() -> Result<()> {
     let base = base.rsplit_once('/').ok_or("DATABASE_URL has no database name")?.0;
     let env = |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
     let (reps, padding) = (env("BENCH_REPS", 3), env("BENCH_PAYLOAD", 0));
+    let mut config = PgConfig::default();
+    if let Some(max) = std::env::var("BENCH_MAX_BATCH_BYTES").ok().and_then(|v| v.parse().ok()) {
+        config = config.max_batch_bytes(max);
+    }
     println!("| | TLS (sslmode=require) rows/s | no TLS (sslmode=disable) rows/s |\n| --- | ---: | ---: |");
     for rep in 1..=reps {
         let mut cells = Vec::new();
@@ -39,11 +44,12 @@ async fn main() -> Result<()> {
             sqlx::query("CREATE DATABASE dlq_bench_park_tls").execute(&mut conn).await?;
             conn.close().await?;
             let url = format!("{base}/dlq_bench_park_tls?sslmode={mode}");
-            let took = park(&url, padding).await?;
+            let took = park(&url, &config, padding).await?;
             cells.push(format!("{:.0}", (TASKS * PER_TASK) as f64 / took.as_secs_f64()));
         }
+        let max = config.max_batch_bytes;
         println!(
-            "| run {rep} ({TASKS} tasks x {PER_TASK} parks, payload +{padding} B) | {} | {} |",
+            "| run {rep} ({TASKS} tasks x {PER_TASK} parks, payload +{padding} B, max_batch_bytes {max:?}) | {} | {} |",
             cells[0], cells[1]
         );
     }
@@ -51,8 +57,8 @@ async fn main() -> Result<()> {
 }
 
 /// Parks `TASKS * PER_TASK` transient failures, one `park` call each, from `TASKS` tasks.
-async fn park(url: &str, padding: usize) -> Result<Duration> {
-    let store = Arc::new(PgStore::connect(url).await?);
+async fn park(url: &str, config: &PgConfig, padding: usize) -> Result<Duration> {
+    let store = Arc::new(PgStore::connect_with(url, config.clone()).await?);
     let pad = "x".repeat(padding);
     let start = Instant::now();
     let tasks: Vec<_> = (0..TASKS)

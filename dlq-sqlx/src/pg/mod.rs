@@ -82,6 +82,15 @@ pub struct PgConfig {
     pub linger: Duration,
     /// The most rows written by one group-commit insert.
     pub max_batch: usize,
+    /// About the most bytes one group-commit insert sends: a park that would take a batch
+    /// past it goes in the next one (a single park larger than it goes alone). `None` (the
+    /// default) chooses on the writer's first connection: 16,000 bytes when it is encrypted
+    /// (TLS), 16 MiB otherwise. sqlx 0.9.0 sets no `TCP_NODELAY` on its sockets (sqlx issue
+    /// 4335), and over TLS a statement longer than one TLS record (16 KiB) can wait about
+    /// 40 ms for the server's delayed ACK: 64 tasks parking letters of about 470 bytes over
+    /// TLS to a server on the same host parked 1.3k rows/s in batches of up to 64, and 9-10k
+    /// with batches kept under one record (12k without TLS; `docs/BENCHMARKS.md`).
+    pub max_batch_bytes: Option<usize>,
     /// Group-commit writers (each writes one batch at a time, on its own connection).
     pub writers: usize,
     /// Payloads larger than this are stored truncated, with the original's length and SHA-256.
@@ -121,6 +130,7 @@ impl Default for PgConfig {
             park_timeout: Duration::from_secs(5),
             linger: Duration::ZERO,
             max_batch: 256,
+            max_batch_bytes: None,
             writers: 1,
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
             max_entries: None,
@@ -159,6 +169,20 @@ impl PgConfig {
         self.linger = linger;
         self.max_batch = max_batch;
         self.writers = writers;
+        self
+    }
+
+    /// Sets about the most bytes one group-commit insert sends, instead of the choice made
+    /// from the connection (see the field of that name).
+    ///
+    /// ```
+    /// // Large batches even over TLS (for example once sqlx sets TCP_NODELAY again):
+    /// let config = dlq_sqlx::postgres::PgConfig::default().max_batch_bytes(16 << 20);
+    /// assert_eq!(config.max_batch_bytes, Some(16 << 20));
+    /// ```
+    #[must_use]
+    pub const fn max_batch_bytes(mut self, bytes: usize) -> Self {
+        self.max_batch_bytes = Some(bytes);
         self
     }
 

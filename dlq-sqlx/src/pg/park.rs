@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use super::hot::HotConnections;
 use super::notify::Debounce;
-use super::park_rows::ParkRows;
+use super::park_rows::{ParkRows, encoded_len};
 use super::schema::Sql;
 use super::{PgConfig, PgStore};
 
@@ -79,27 +79,27 @@ pub(crate) async fn park(store: &PgStore, letters: Vec<NewDeadLetter>) -> StoreR
         // each call) three times the size, without a capacity limit too.
         Box::pin(capacity.admit(store, letters.len() as u64, deadline)).await?;
     }
-    let (letters, bytes) = prepare(letters, inner.config.max_payload_bytes);
-    match tokio::time::timeout_at(deadline, inner.writer.submit(letters, bytes)).await {
+    let (letters, size) = prepare(letters, inner.config.max_payload_bytes);
+    match tokio::time::timeout_at(deadline, inner.writer.submit(letters, size)).await {
         Ok(result) => result,
         Err(_) => Err(dlq_core::Error::Timeout(timeout)),
     }
 }
 
 /// Makes letters storable: payload within the size limit and acceptable to JSONB, text
-/// without NUL bytes (which PostgreSQL `TEXT` rejects). Also returns the payload bytes, which
-/// size group-commit batches.
+/// without NUL bytes (which PostgreSQL `TEXT` rejects). Also returns about how many bytes the
+/// letters take in a park statement, which sizes group-commit batches and the statement's buffer.
 pub(crate) fn prepare(letters: Vec<NewDeadLetter>, max_payload: usize) -> (Vec<NewDeadLetter>, usize) {
-    let mut bytes = 0;
+    let mut size = 0;
     let letters = letters
         .into_iter()
         .map(|l| {
             let (letter, len) = prepare_one(l, max_payload);
-            bytes += len;
+            size += encoded_len(&letter, len);
             letter
         })
         .collect();
-    (letters, bytes)
+    (letters, size)
 }
 
 /// One letter made storable, and its payload's size as stored.
@@ -150,16 +150,17 @@ pub(crate) fn jsonb_storable(payload: Payload) -> Payload {
 }
 
 /// Inserts prepared letters in one statement on `conn`; ids come back in input order, and a
-/// letter whose dedupe key is already stored gets the stored row's id. `wake`: whether the
-/// statement sends the `NOTIFY` for the pending rows it parks.
+/// letter whose dedupe key is already stored gets the stored row's id. `size`: about how many
+/// bytes they take (from [`prepare`]). `wake`: whether the statement sends the `NOTIFY` for
+/// the pending rows it parks.
 pub(crate) async fn insert(
     conn: &mut PgConnection,
     sql: &Sql,
     letters: &[NewDeadLetter],
-    payload_bytes: usize,
+    size: usize,
     wake: bool,
 ) -> Result<Vec<Parked>, sqlx::Error> {
-    let rows = match run_park(conn, sql, letters, payload_bytes, wake).await {
+    let rows = match run_park(conn, sql, letters, size, wake).await {
         Ok(rows) => rows,
         Err(error) => {
             // The schema may have been dropped and migrated again: its types have new OIDs,
@@ -200,14 +201,14 @@ async fn run_park(
     conn: &mut PgConnection,
     sql: &Sql,
     letters: &[NewDeadLetter],
-    payload_bytes: usize,
+    size: usize,
     wake: bool,
 ) -> Result<Vec<sqlx::postgres::PgRow>, sqlx::Error> {
     let oids = sql.park_row.resolve(conn).await?;
     let rows = ParkRows { letters, oids };
     let mut args = PgArguments::default();
     // Sized once: grown value by value, the buffer is copied over and over.
-    args.reserve(3, rows.size_hint(payload_bytes));
+    args.reserve(3, 64 + size);
     args.add(rows).map_err(sqlx::Error::Encode)?;
     args.add(sql.channel.as_str()).map_err(sqlx::Error::Encode)?;
     args.add(wake).map_err(sqlx::Error::Encode)?;
@@ -249,7 +250,7 @@ async fn resolve_duplicates(
 
 struct Job {
     letters: Vec<NewDeadLetter>,
-    /// The letters' payload bytes.
+    /// About how many bytes the letters take in a park statement.
     bytes: usize,
     reply: oneshot::Sender<Delivery>,
 }
@@ -335,13 +336,14 @@ impl GroupCommit {
             sql,
             linger: config.linger,
             max_batch: config.max_batch.max(1),
+            max_bytes: config.max_batch_bytes.map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from),
             timeout: config.park_timeout,
             debounce,
             hot,
         });
-        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        let queue = Arc::new(tokio::sync::Mutex::new(Queue { rx, held: None }));
         for _ in 0..config.writers.max(1) {
-            tokio::spawn(Arc::clone(&writer).run(Arc::clone(&rx)));
+            tokio::spawn(Arc::clone(&writer).run(Arc::clone(&queue)));
         }
         Self { tx }
     }
@@ -358,18 +360,24 @@ impl GroupCommit {
     }
 }
 
-/// Payload bytes past which a group-commit batch takes no more jobs: large payloads go in
-/// statements of their own, far below PostgreSQL's 1 GiB message limit.
-const MAX_BATCH_BYTES: usize = 16 << 20;
-
 /// How many times the writer yields, when nothing is queued, before it writes what it has:
 /// enough for parkers woken by the previous batch's answers to queue their next letters.
 const MAX_YIELDS: u32 = 4;
+
+/// The writers' queue of parks.
+struct Queue {
+    rx: mpsc::Receiver<Job>,
+    /// A job taken from `rx` that did not fit the batch collected then: the next one's first.
+    held: Option<Job>,
+}
 
 struct Writer {
     sql: Arc<Sql>,
     linger: Duration,
     max_batch: usize,
+    /// `PgConfig::max_batch_bytes`, or the choice made on the first connection (unset
+    /// until then: [`PLAIN_MAX_BATCH_BYTES`]).
+    max_bytes: std::sync::OnceLock<usize>,
     timeout: Duration,
     debounce: Arc<Debounce>,
     /// The connection between two batches of a burst.
@@ -379,26 +387,35 @@ struct Writer {
 impl Writer {
     /// One writer: takes a batch while holding the queue, writes it without, so that
     /// several writers overlap one batch's commit with the next one's collection.
-    async fn run(self: Arc<Self>, queue: Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>) {
+    async fn run(self: Arc<Self>, queue: Arc<tokio::sync::Mutex<Queue>>) {
         loop {
             let jobs = {
-                let mut rx = queue.lock().await;
-                let Some(first) = rx.recv().await else { return };
-                self.collect(first, &mut rx).await
+                let mut queue = queue.lock().await;
+                let first = match queue.held.take() {
+                    Some(job) => job,
+                    None => match queue.rx.recv().await {
+                        Some(job) => job,
+                        None => return,
+                    },
+                };
+                self.collect(first, &mut queue).await
             };
             self.write(jobs).await;
         }
     }
 
     /// Takes the jobs already queued, yielding to let parkers that are about to send (those
-    /// just answered) do so, then lingers for more: up to `max_batch` rows.
-    async fn collect(&self, first: Job, rx: &mut mpsc::Receiver<Job>) -> Vec<Job> {
+    /// just answered) do so, then lingers for more: up to `max_batch` rows and `max_bytes`
+    /// (a job that would pass it waits for the next batch; one job alone may pass either).
+    async fn collect(&self, first: Job, queue: &mut Queue) -> Vec<Job> {
         let mut rows = first.letters.len();
         let mut bytes = first.bytes;
         let mut jobs = vec![first];
         let deadline = Instant::now() + self.linger;
         let mut yields = 0;
-        while rows < self.max_batch && bytes < MAX_BATCH_BYTES {
+        let rx = &mut queue.rx;
+        let max_bytes = self.max_bytes.get().copied().unwrap_or(PLAIN_MAX_BATCH_BYTES);
+        while rows < self.max_batch && bytes < max_bytes {
             let next = match rx.try_recv() {
                 Ok(job) => Some(job),
                 Err(mpsc::error::TryRecvError::Empty) if yields < MAX_YIELDS => {
@@ -412,6 +429,10 @@ impl Writer {
                 Err(_) => None,
             };
             let Some(job) = next else { break };
+            if bytes + job.bytes > max_bytes {
+                queue.held = Some(job);
+                break;
+            }
             rows += job.letters.len();
             bytes += job.bytes;
             jobs.push(job);
@@ -455,12 +476,41 @@ impl Writer {
 
     async fn insert(&self, letters: Vec<NewDeadLetter>, bytes: usize) -> Result<Vec<Parked>, sqlx::Error> {
         let mut hot = self.hot.take().await?;
+        if self.max_bytes.get().is_none() {
+            self.choose_max_bytes(&mut hot.conn).await;
+        }
         let wake = letters.iter().any(|l| l.status() == Status::Pending) && self.debounce.notify_now();
         let parked = insert(&mut hot.conn, &self.sql, &letters, bytes, wake).await?;
         self.hot.keep(hot);
         Ok(parked)
     }
 }
+
+impl Writer {
+    /// Sets the batch byte limit from whether `conn` is encrypted (`PgConfig::max_batch_bytes`
+    /// left to the store); on an error it stays unset, to be chosen on the next batch.
+    async fn choose_max_bytes(&self, conn: &mut PgConnection) {
+        let tls = sqlx::query_scalar::<_, bool>("SELECT ssl FROM pg_catalog.pg_stat_ssl WHERE pid = pg_backend_pid()")
+            .fetch_optional(conn)
+            .await;
+        match tls {
+            Ok(tls) => {
+                let max = if tls == Some(true) { TLS_MAX_BATCH_BYTES } else { PLAIN_MAX_BATCH_BYTES };
+                tracing::debug!(tls = tls == Some(true), max_batch_bytes = max, "park batches sized");
+                let _ = self.max_bytes.set(max);
+            }
+            Err(error) => tracing::debug!(%error, "could not tell whether the connection is encrypted"),
+        }
+    }
+}
+
+/// The batch byte limit over a plain connection: far below PostgreSQL's 1 GiB message limit.
+const PLAIN_MAX_BATCH_BYTES: usize = 16 << 20;
+
+/// The batch byte limit over TLS: a statement in one TLS record (16 KiB, with room for the
+/// statement's other arguments and the estimate's error), so that it does not wait for a
+/// delayed ACK (sqlx 0.9.0 sets no `TCP_NODELAY`).
+const TLS_MAX_BATCH_BYTES: usize = 16_000;
 
 #[cfg(test)]
 mod tests {

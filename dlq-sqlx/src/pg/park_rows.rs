@@ -93,27 +93,37 @@ pub(crate) struct ParkRows<'a> {
     pub(crate) oids: Oids,
 }
 
-impl ParkRows<'_> {
-    /// About how many bytes the encoded batch takes, `payload_bytes` being its payloads'.
-    pub(crate) fn size_hint(&self, payload_bytes: usize) -> usize {
-        let text: usize = self
-            .letters
-            .iter()
-            .map(|l| {
-                let f = &l.failure;
-                l.event_type.len()
-                    + l.handler.len()
-                    + f.kind.len()
-                    + f.reason.len()
-                    + f.fingerprint.len()
-                    + f.chain.iter().map(|c| c.len() + 8).sum::<usize>()
-                    + f.stacktrace.as_ref().map_or(0, String::len)
-            })
-            .sum();
-        // Each field carries its type and length (8 bytes), most of them fixed or short; a
-        // letter's extra fields are not counted (a vector grows once if they are many).
-        20 + payload_bytes + text + self.letters.len() * (8 + FIELDS as usize * 8 + 48)
-    }
+/// About how many bytes `letter` takes in a park statement, `payload_len` being its payload's
+/// size as stored: its fields with their 8-byte headers, and its `dlq_park_extra` if it has one.
+pub(crate) fn encoded_len(letter: &NewDeadLetter, payload_len: usize) -> usize {
+    let f = &letter.failure;
+    let src = &letter.source;
+    let text = letter.event_type.len()
+        + letter.handler.len()
+        + f.class.name().len()
+        + f.kind.len()
+        + f.reason.len()
+        + f.fingerprint.len()
+        + f.chain.iter().map(|c| c.len() + 3).sum::<usize>()
+        + letter.status().as_str().len();
+    // Element length and field count, the fields' headers, the JSONB version bytes, chain
+    // brackets, max_retries and delay_us.
+    let fixed = 8 + FIELDS as usize * 8 + 4 + 4 + 12;
+    let extra = if has_extra(letter) {
+        8 + EXTRA_FIELDS as usize * 8
+            + 8
+            + 64
+            + f.stacktrace.as_ref().map_or(0, String::len)
+            + letter.dead_reason.map_or(0, |r| r.as_str().len())
+            + letter.dedupe_key.as_ref().map_or(0, String::len)
+            + src.topic.as_ref().map_or(0, String::len)
+            + 12
+            + src.headers.iter().map(|(k, v)| k.len() + v.len() + 6).sum::<usize>()
+            + src.trace_context.as_ref().map_or(0, String::len)
+    } else {
+        0
+    };
+    fixed + text + payload_len + extra
 }
 
 impl Type<Postgres> for ParkRows<'_> {
@@ -256,4 +266,54 @@ fn int8(buf: &mut Vec<u8>, value: Option<i64>) -> Result<(), BoxDynError> {
 
 fn int4(buf: &mut Vec<u8>, value: Option<i32>) -> Result<(), BoxDynError> {
     field(buf, INT4, value.map(i32::to_be_bytes).as_ref().map(<[u8; 4]>::as_slice))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use dlq_core::{DeadReason, ErrorClass, FailureInfo, SourceMeta};
+
+    use super::*;
+
+    /// The bytes `letter` takes in an encoded batch.
+    fn encoded(letter: &NewDeadLetter) -> usize {
+        let letters = std::slice::from_ref(letter);
+        let mut buf = PgArgumentBuffer::default();
+        let rows = ParkRows { letters, oids: Oids { letter: 1, array: 2, extra: 3 } };
+        let _ = rows.encode_by_ref(&mut buf).unwrap();
+        // The array's header: five words.
+        buf.len() - 20
+    }
+
+    /// Batches are sized by the estimate (`PgConfig::max_batch_bytes`), so it must stay
+    /// close to what is sent, for bare letters and for letters with every optional field.
+    #[test]
+    fn the_size_estimate_is_within_a_tenth_of_the_encoding() {
+        let failure = FailureInfo::new(
+            ErrorClass::Transient,
+            "io::Error",
+            "downstream 503".into(),
+            vec!["downstream 503".into(), "connection reset by peer".into()],
+            None,
+        );
+        let bare = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({ "n": 7 })), failure.clone());
+        let big = NewDeadLetter::new(
+            "payment",
+            Payload::Json(serde_json::json!({ "order": "x".repeat(2_000), "lines": [1, 2, 3] })),
+            failure.clone(),
+        );
+        let mut source = SourceMeta::kafka("payments", 3, 1_204_331);
+        source.headers = BTreeMap::from([("content-type".to_owned(), "application/json".to_owned())]);
+        source.trace_context = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned());
+        let mut full = NewDeadLetter::new("payment", Payload::Raw { bytes: vec![0xff; 300], truncated: None }, failure)
+            .with_source(source)
+            .dead(DeadReason::Undecodable);
+        full.failure.stacktrace = Some("at handle (src/lib.rs:10)\nat main (src/main.rs:3)".into());
+        for letter in [bare, big, full] {
+            let (sent, estimate) = (encoded(&letter), encoded_len(&letter, letter.payload.len()));
+            let off = sent.abs_diff(estimate) as f64 / sent as f64;
+            assert!(off < 0.1, "estimated {estimate} bytes, sent {sent}");
+        }
+    }
 }
