@@ -484,23 +484,25 @@ impl Writer {
         self.hot.keep(hot);
         Ok(parked)
     }
-}
 
-impl Writer {
     /// Sets the batch byte limit from whether `conn` is encrypted (`PgConfig::max_batch_bytes`
-    /// left to the store); on an error it stays unset, to be chosen on the next batch.
+    /// left to the store). A server that refuses the question (no `pg_stat_ssl`) gets the
+    /// plain limit, once; a connection error leaves it unset, to be asked on the next batch.
     async fn choose_max_bytes(&self, conn: &mut PgConnection) {
         let tls = sqlx::query_scalar::<_, bool>("SELECT ssl FROM pg_catalog.pg_stat_ssl WHERE pid = pg_backend_pid()")
             .fetch_optional(conn)
             .await;
-        match tls {
-            Ok(tls) => {
-                let max = if tls == Some(true) { TLS_MAX_BATCH_BYTES } else { PLAIN_MAX_BATCH_BYTES };
-                tracing::debug!(tls = tls == Some(true), max_batch_bytes = max, "park batches sized");
-                let _ = self.max_bytes.set(max);
+        let tls = match tls {
+            Ok(tls) => tls == Some(true),
+            Err(error @ sqlx::Error::Database(_)) => {
+                tracing::debug!(%error, "could not tell whether the connection is encrypted; taken as not");
+                false
             }
-            Err(error) => tracing::debug!(%error, "could not tell whether the connection is encrypted"),
-        }
+            Err(error) => return tracing::debug!(%error, "could not tell whether the connection is encrypted"),
+        };
+        let max = if tls { TLS_MAX_BATCH_BYTES } else { PLAIN_MAX_BATCH_BYTES };
+        tracing::debug!(tls, max_batch_bytes = max, "park batches sized");
+        let _ = self.max_bytes.set(max);
     }
 }
 

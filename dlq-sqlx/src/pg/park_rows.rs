@@ -109,15 +109,19 @@ pub(crate) fn encoded_len(letter: &NewDeadLetter, payload_len: usize) -> usize {
     // Element length and field count, the fields' headers, the JSONB version bytes, chain
     // brackets, max_retries and delay_us.
     let fixed = 8 + FIELDS as usize * 8 + 4 + 4 + 12;
+    // Its length and field count, the fields' headers, then the values: an original length
+    // and a SHA-256 in hex counted whether cut or not, a partition and an offset counted
+    // whether set or not, each header with its JSON quotes and separators.
     let extra = if has_extra(letter) {
         8 + EXTRA_FIELDS as usize * 8
             + 8
             + 64
+            + 4
+            + 8
             + f.stacktrace.as_ref().map_or(0, String::len)
             + letter.dead_reason.map_or(0, |r| r.as_str().len())
             + letter.dedupe_key.as_ref().map_or(0, String::len)
             + src.topic.as_ref().map_or(0, String::len)
-            + 12
             + src.headers.iter().map(|(k, v)| k.len() + v.len() + 6).sum::<usize>()
             + src.trace_context.as_ref().map_or(0, String::len)
     } else {
