@@ -95,6 +95,43 @@ async fn a_batch_of_full_and_bare_letters_keeps_each_letters_fields(pool: PgPool
     }
 }
 
+/// The park statement answers with the ids it inserted, not one row per letter; the store
+/// gives keyless letters the keyless ids in ascending order and keyed letters theirs by key.
+/// A batch that interleaves both, repeats a key and carries one already stored gives every
+/// letter the row holding its own payload.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_batch_of_keyed_and_keyless_letters_gives_each_letter_its_own_row(pool: PgPool) {
+    let store = store(&pool).await;
+    let stored = store.park(letter("payment", 100).with_dedupe_key("stored")).await.unwrap();
+    let keys = [None, Some("a"), None, Some("stored"), Some("b"), None, Some("a"), None, Some("c")];
+    let batch: Vec<NewDeadLetter> = keys
+        .iter()
+        .enumerate()
+        .map(|(n, key)| {
+            let letter = letter("payment", i64::try_from(n).unwrap());
+            match key {
+                Some(key) => letter.with_dedupe_key(*key),
+                None => letter,
+            }
+        })
+        .collect();
+    let parked = store.park_many(batch).await.unwrap();
+    assert_eq!(
+        parked.iter().map(|p| p.deduplicated).collect::<Vec<_>>(),
+        [false, false, false, true, false, false, true, false, false]
+    );
+    assert_eq!(parked[3].id, stored.id);
+    assert_eq!(parked[6].id, parked[1].id, "a key repeated in the batch gets its first letter's row");
+    for (n, p) in parked.iter().enumerate().filter(|(_, p)| !p.deduplicated) {
+        let row = store.get(p.id).await.unwrap().unwrap();
+        assert_eq!(row.payload, Payload::Json(serde_json::json!({ "n": n })), "letter {n}");
+        assert_eq!(row.dedupe_key.as_deref(), keys[n], "letter {n}");
+    }
+    let mut ids: Vec<_> = parked.iter().filter(|p| !p.deduplicated).map(|p| p.id).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 7, "seven rows, each once");
+}
+
 /// A letter's optional fields travel in one nested `dlq_park_extra`, sent only when it has
 /// one of them (migration 0016): a letter with any single one of them keeps it, and the
 /// letters around it keep theirs empty.

@@ -160,8 +160,8 @@ pub(crate) async fn insert(
     size: usize,
     wake: bool,
 ) -> Result<Vec<Parked>, sqlx::Error> {
-    let rows = match run_park(conn, sql, letters, size, wake).await {
-        Ok(rows) => rows,
+    let (ids, keys) = match run_park(conn, sql, letters, size, wake).await {
+        Ok(inserted) => inserted,
         Err(error) => {
             // The schema may have been dropped and migrated again: its types have new OIDs,
             // and this connection's prepared park statement still names the old ones (the
@@ -173,19 +173,7 @@ pub(crate) async fn insert(
             return Err(error);
         }
     };
-    let mut parked: Vec<Option<Parked>> = Vec::with_capacity(rows.len());
-    let mut by_key: HashMap<String, i64> = HashMap::new();
-    for row in &rows {
-        let id: i64 = row.try_get("id")?;
-        if row.try_get("inserted")? {
-            if let Some(key) = row.try_get::<Option<String>, _>("dedupe_key")? {
-                by_key.insert(key, id);
-            }
-            parked.push(Some(Parked { id, deduplicated: false, truncated: false }));
-        } else {
-            parked.push(None);
-        }
-    }
+    let (mut parked, by_key) = match_ids(letters, ids, keys)?;
     resolve_duplicates(conn, sql, letters, &mut parked, by_key).await?;
     parked
         .into_iter()
@@ -196,14 +184,54 @@ pub(crate) async fn insert(
         .collect()
 }
 
-/// Runs the park statement for `letters`, sent as one `dlq_park_letter[]`.
+/// Each letter's id (`None`: skipped for its dedupe key), and the inserted rows' ids by key.
+type Matched = (Vec<Option<Parked>>, HashMap<String, i64>);
+
+/// Gives each letter its inserted row's id: a letter with a dedupe key the id stored with that
+/// key, a keyless letter the next of the keyless ids in ascending order (park.sql draws them
+/// in input order). A letter skipped for its key gets `None`, for [`resolve_duplicates`].
+/// Also returns the inserted rows' ids by key.
+fn match_ids(letters: &[NewDeadLetter], ids: Vec<i64>, keys: Vec<Option<String>>) -> Result<Matched, sqlx::Error> {
+    if ids.len() != keys.len() {
+        return Err(sqlx::Error::Protocol("park returned ids and keys of different lengths".into()));
+    }
+    let mut keyless = Vec::with_capacity(ids.len());
+    let mut by_key = HashMap::new();
+    for (id, key) in ids.into_iter().zip(keys) {
+        match key {
+            Some(key) => {
+                by_key.insert(key, id);
+            }
+            None => keyless.push(id),
+        }
+    }
+    if keyless.len() != letters.iter().filter(|l| l.dedupe_key.is_none()).count() {
+        return Err(sqlx::Error::Protocol("park returned a different number of rows than it was sent".into()));
+    }
+    keyless.sort_unstable();
+    let mut keyless = keyless.into_iter();
+    let fresh = |id| Parked { id, deduplicated: false, truncated: false };
+    // A key repeated in the batch: its first letter took the row, the later ones are duplicates.
+    let mut taken = std::collections::HashSet::new();
+    let parked = letters
+        .iter()
+        .map(|letter| match &letter.dedupe_key {
+            None => keyless.next().map(fresh),
+            Some(key) => by_key.get(key).filter(|_| taken.insert(key.as_str())).copied().map(fresh),
+        })
+        .collect();
+    Ok((parked, by_key))
+}
+
+/// Runs the park statement for `letters`, sent as one `dlq_park_letter[]`; returns the
+/// inserted rows' ids and dedupe keys.
 async fn run_park(
     conn: &mut PgConnection,
     sql: &Sql,
     letters: &[NewDeadLetter],
     size: usize,
     wake: bool,
-) -> Result<Vec<sqlx::postgres::PgRow>, sqlx::Error> {
+) -> Result<(Vec<i64>, Vec<Option<String>>), sqlx::Error> {
     let oids = sql.park_row.resolve(conn).await?;
     let rows = ParkRows { letters, oids };
     let mut args = PgArguments::default();
@@ -212,7 +240,8 @@ async fn run_park(
     args.add(rows).map_err(sqlx::Error::Encode)?;
     args.add(sql.channel.as_str()).map_err(sqlx::Error::Encode)?;
     args.add(wake).map_err(sqlx::Error::Encode)?;
-    sqlx::query_with(sql.park.sql(), args).fetch_all(conn).await
+    let row = sqlx::query_with(sql.park.sql(), args).fetch_one(conn).await?;
+    Ok((row.try_get(0)?, row.try_get(1)?))
 }
 
 /// Fills in ids of letters skipped for their dedupe key: a row of the same batch, or one
@@ -533,6 +562,31 @@ mod tests {
         let small = Payload::Json(serde_json::json!([1, 2]));
         let (letter, _) = prepare_one(NewDeadLetter::new("t", small.clone(), failure), 5);
         assert_eq!((letter.payload, letter.dead_reason), (small, None));
+    }
+
+    /// The statement's answer order is not relied on: keyless ids are matched in ascending
+    /// order, keyed ones by key; a repeated key's later letters and a stored key's are left
+    /// for the lookup; a count that does not add up is an error, not a wrong id.
+    #[test]
+    fn inserted_ids_are_matched_to_letters() {
+        let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
+        let letter = |key: Option<&str>| {
+            let l = NewDeadLetter::new("t", Payload::Json(serde_json::json!(1)), failure.clone());
+            match key {
+                Some(k) => l.with_dedupe_key(k),
+                None => l,
+            }
+        };
+        let letters =
+            [letter(None), letter(Some("a")), letter(None), letter(Some("a")), letter(Some("old")), letter(None)];
+        let ids = vec![14, 11, 12, 10];
+        let keys = vec![None, Some("a".to_owned()), None, None];
+        let (parked, by_key) = match_ids(&letters, ids, keys).unwrap();
+        let ids: Vec<Option<i64>> = parked.iter().map(|p| p.map(|p| p.id)).collect();
+        assert_eq!(ids, [Some(10), Some(11), Some(12), None, None, Some(14)]);
+        assert_eq!(by_key, HashMap::from([("a".to_owned(), 11)]));
+        assert!(match_ids(&letters, vec![1, 2], vec![None, None]).is_err(), "a keyless row missing");
+        assert!(match_ids(&letters, vec![1, 2], vec![None]).is_err(), "lengths differ");
     }
 
     fn answers(n: i64) -> (Chain, Vec<Answer>) {

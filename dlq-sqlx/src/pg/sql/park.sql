@@ -1,44 +1,39 @@
 -- Parks a batch of letters in one statement (group commit and park_many). The batch comes as
 -- one array of dlq_park_letter (migration 0016), one element per letter; its optional fields
 -- come in one dlq_park_extra, NULL when the letter has none.
--- Ids are drawn first, in input order, so each input row learns its own id; a row whose dedupe
--- key is already stored is skipped by the insert (`inserted` is false), and the caller looks
--- the first row's id up. Attempt 0 of the history is the row's own failure (see
--- attempts.sql); retriers are woken when a PENDING row lands, unless $3 says another
--- write woke them a moment ago (the store then sends one trailing NOTIFY). It writes its own
--- tallies (migration 0010) and tells the table's trigger so: cheaper than the trigger's.
+-- It answers with one row: the ids of the rows it inserted, with their dedupe keys. A letter
+-- whose dedupe key is already stored (or repeats an earlier letter's) is skipped by the insert,
+-- and the caller looks its id up. Ids come from the column's sequence as the insert reads the
+-- array, so they rise in input order: the caller matches the keyless letters to the keyless
+-- ids in ascending order, the others by key. (Drawing ids in a CTE first, so that each input
+-- row carried its own, kept a copy of every letter for a row-per-letter answer: 7-9 % of the
+-- statement's time in `pgbench` of a 64-letter batch, docs/BENCHMARKS.md.)
+-- Attempt 0 of the history is the row's own failure (see attempts.sql); retriers are woken
+-- when a PENDING row lands, unless $3 says another write woke them a moment ago (the store
+-- then sends one trailing NOTIFY). It writes its own tallies (migration 0010) and tells the
+-- table's trigger so: cheaper than the trigger's.
 WITH untallied AS MATERIALIZED (
     SELECT set_config('dlq.untallied', 'on', true)
 ),
-input AS (
-    SELECT
-        nextval('{schema}.dlq_events_id_seq') AS id, t.event_type, t.handler, t.payload,
-        (t.extra).payload_raw, (t.extra).payload_original_len IS NOT NULL AS payload_truncated,
-        (t.extra).payload_original_len, (t.extra).payload_sha256,
-        t.error_class, t.error_kind, t.error_reason, t.error_chain, (t.extra).error_stacktrace, t.fingerprint,
-        t.status, t.max_retries, t.delay_us, (t.extra).dead_reason, (t.extra).dedupe_key,
-        (t.extra).source_topic, (t.extra).source_partition, (t.extra).source_offset,
-        COALESCE((t.extra).source_headers, '{}') AS source_headers, (t.extra).trace_context, t.ord
-    FROM unnest($1::{schema}.dlq_park_letter[]) WITH ORDINALITY AS t(
-        event_type, handler, payload, error_class, error_kind, error_reason, error_chain, fingerprint,
-        status, max_retries, delay_us, extra, ord
-    )
-),
 inserted AS (
     INSERT INTO {schema}.dlq_events AS e (
-        id, event_type, handler, payload, payload_raw, payload_truncated, payload_original_len, payload_sha256,
+        event_type, handler, payload, payload_raw, payload_truncated, payload_original_len, payload_sha256,
         error_class, error_kind, error_reason, error_chain, error_stacktrace, fingerprint,
         status, max_retries, retry_after, dead_reason, dedupe_key,
         source_topic, source_partition, source_offset, source_headers, trace_context
     )
     SELECT
-        id, event_type, handler, payload, payload_raw, payload_truncated, payload_original_len, payload_sha256,
-        error_class, error_kind, error_reason, error_chain, error_stacktrace, fingerprint,
-        status, max_retries, now() + delay_us * INTERVAL '1 microsecond', dead_reason, dedupe_key,
-        source_topic, source_partition, source_offset, source_headers, trace_context
-    FROM input
+        t.event_type, t.handler, t.payload,
+        (t.extra).payload_raw, (t.extra).payload_original_len IS NOT NULL,
+        (t.extra).payload_original_len, (t.extra).payload_sha256,
+        t.error_class, t.error_kind, t.error_reason, t.error_chain, (t.extra).error_stacktrace, t.fingerprint,
+        t.status, t.max_retries, now() + t.delay_us * INTERVAL '1 microsecond',
+        (t.extra).dead_reason, (t.extra).dedupe_key,
+        (t.extra).source_topic, (t.extra).source_partition, (t.extra).source_offset,
+        COALESCE((t.extra).source_headers, '{}'), (t.extra).trace_context
+    FROM unnest($1::{schema}.dlq_park_letter[]) AS t
     ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
-    RETURNING e.id, e.status, e.event_type, e.fingerprint, e.created_at
+    RETURNING e.id, e.status, e.event_type, e.fingerprint, e.created_at, e.dedupe_key
 ),
 tallied AS (
     INSERT INTO {schema}.dlq_tallies
@@ -55,9 +50,7 @@ wake AS (
     WHERE $3
 )
 SELECT
-    i.id,
-    i.dedupe_key,
-    i.id IN (SELECT id FROM inserted) AS inserted,
+    (SELECT coalesce(array_agg(id), '{}') FROM inserted) AS ids,
+    (SELECT coalesce(array_agg(dedupe_key), '{}') FROM inserted) AS keys,
     (SELECT count(*) FROM wake) AS woken
-FROM input i, untallied
-ORDER BY i.ord
+FROM untallied
