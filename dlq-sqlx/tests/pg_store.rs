@@ -969,3 +969,46 @@ async fn a_batch_byte_limit_splits_concurrent_parks_into_more_statements(pool: P
     let default = batches(config(), &pool, "default").await;
     assert!(default.len() <= 2, "{default:?}");
 }
+
+/// One `park_many` larger than the batch byte limit (over TLS, one TLS record) goes as several
+/// park statements in one transaction: every letter gets its own row, in order; a dedupe key
+/// repeated across pieces finds the first piece's row; and when one piece fails, nothing of
+/// the call is stored.
+#[sqlx::test(migrations = false)]
+async fn a_park_many_past_the_byte_limit_goes_in_pieces_all_or_nothing(pool: PgPool) {
+    let config = dlq_sqlx::postgres::PgConfig::default().max_batch_bytes(600);
+    let store = store_with(&pool, config).await;
+    let keyed = |n: i64| letter("pieces", n).with_dedupe_key("k");
+    let letters: Vec<_> = (0..20).map(|n| if n == 2 || n == 17 { keyed(n) } else { letter("pieces", n) }).collect();
+    let parked = store.park_many(letters).await.unwrap();
+    assert_eq!(parked.len(), 20);
+    assert!(parked[17].deduplicated && parked[17].id == parked[2].id, "{:?}", parked[17]);
+    for (n, p) in parked.iter().enumerate().filter(|(n, _)| *n != 17) {
+        assert!(!p.deduplicated);
+        let row = store.get(p.id).await.unwrap().unwrap();
+        assert_eq!(row.payload, Payload::Json(serde_json::json!({ "n": n })), "letter {n}");
+    }
+    // Each park statement appends one tally row (one key here) counting its rows.
+    let pieces: Vec<i64> =
+        sqlx::query_scalar("SELECT n FROM dlq_tallies WHERE event_type = 'pieces'").fetch_all(&pool).await.unwrap();
+    assert!(pieces.len() > 5 && pieces.iter().all(|&n| n <= 2), "{pieces:?}");
+    assert_eq!(pieces.iter().sum::<i64>(), 19);
+
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_35() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN IF NEW.payload->>'n' = '35' THEN RAISE EXCEPTION 'letter 35 refused'; END IF; RETURN NEW; END $$;
+         CREATE TRIGGER refuse_35 BEFORE INSERT ON dlq_events FOR EACH ROW EXECUTE FUNCTION refuse_35();",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let error = store.park_many((20..40).map(|n| letter("doomed", n)).collect()).await.unwrap_err();
+    assert!(format!("{error:#}").contains("letter 35 refused"), "{error:#}");
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM dlq_events WHERE event_type = 'doomed'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0, "the pieces before the failed one were rolled back");
+    // The writer goes on: the next park is stored.
+    store.park(letter("after", 1)).await.unwrap();
+}

@@ -83,7 +83,9 @@ pub struct PgConfig {
     /// The most rows written by one group-commit insert.
     pub max_batch: usize,
     /// About the most bytes one group-commit insert sends: a park that would take a batch
-    /// past it goes in the next one (a single park larger than it goes alone). `None` (the
+    /// past it goes in the next one, and one `park_many` larger than it goes alone, as several
+    /// inserts of about this size in one transaction (all of its letters stored, or none).
+    /// (`park_many_in` sends its letters as one insert, in the caller's transaction.) `None` (the
     /// default) chooses on the writer's first connection: 16,000 bytes when it is encrypted
     /// (TLS), 16 MiB otherwise. sqlx 0.9.0 sets no `TCP_NODELAY` on its sockets (sqlx issue
     /// 4335), and over TLS a statement longer than one TLS record (16 KiB) can wait about

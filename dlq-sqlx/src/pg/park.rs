@@ -184,6 +184,35 @@ pub(crate) async fn insert(
         .collect()
 }
 
+/// Inserts one caller's letters (a `park_many`) that take more than `max_bytes` as several
+/// park statements of about `max_bytes` each, in one transaction: all of them are stored or
+/// none. Over TLS the limit keeps each statement within one TLS record, which sqlx 0.9.0
+/// would otherwise send as several and wait for the server's delayed ACK between them (see
+/// [`TLS_MAX_BATCH_BYTES`]). A dedupe key repeated across pieces is found by the later piece's
+/// lookup, inside the same transaction.
+async fn insert_in_pieces(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    letters: &[NewDeadLetter],
+    max_bytes: usize,
+    wake: bool,
+) -> Result<Vec<Parked>, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    let mut parked = Vec::with_capacity(letters.len());
+    let (mut start, mut size) = (0, 0);
+    for (i, letter) in letters.iter().enumerate() {
+        let len = encoded_len(letter, letter.payload.len());
+        if i > start && size + len > max_bytes {
+            parked.extend(insert(&mut tx, sql, &letters[start..i], size, wake).await?);
+            (start, size) = (i, 0);
+        }
+        size += len;
+    }
+    parked.extend(insert(&mut tx, sql, &letters[start..], size, wake).await?);
+    tx.commit().await?;
+    Ok(parked)
+}
+
 /// Each letter's id (`None`: skipped for its dedupe key), and the inserted rows' ids by key.
 type Matched = (Vec<Option<Parked>>, HashMap<String, i64>);
 
@@ -509,7 +538,12 @@ impl Writer {
             self.choose_max_bytes(&mut hot.conn).await;
         }
         let wake = letters.iter().any(|l| l.status() == Status::Pending) && self.debounce.notify_now();
-        let parked = insert(&mut hot.conn, &self.sql, &letters, bytes, wake).await?;
+        let max_bytes = self.max_bytes.get().copied().unwrap_or(PLAIN_MAX_BATCH_BYTES);
+        let parked = if bytes > max_bytes && letters.len() > 1 {
+            insert_in_pieces(&mut hot.conn, &self.sql, &letters, max_bytes, wake).await?
+        } else {
+            insert(&mut hot.conn, &self.sql, &letters, bytes, wake).await?
+        };
         self.hot.keep(hot);
         Ok(parked)
     }
