@@ -1012,3 +1012,60 @@ async fn a_park_many_past_the_byte_limit_goes_in_pieces_all_or_nothing(pool: PgP
     // The writer goes on: the next park is stored.
     store.park(letter("after", 1)).await.unwrap();
 }
+
+/// `park_many_in` past the byte limit, inside a transaction begun by sqlx, goes in pieces in a
+/// savepoint: the caller's rollback takes them all, its commit keeps them all in order, and a
+/// failed piece leaves the caller's transaction usable. Outside one (nothing to roll back to)
+/// it stays one statement.
+#[sqlx::test(migrations = false)]
+async fn park_many_in_past_the_byte_limit_goes_in_pieces_inside_the_callers_transaction(pool: PgPool) {
+    let config = dlq_sqlx::postgres::PgConfig::default().max_batch_bytes(600);
+    let store = store_with(&pool, config).await;
+    let statements = |event_type: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM dlq_tallies WHERE event_type = $1")
+                .bind(event_type)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    let letters = |event_type: &str| (0..12).map(|n| letter(event_type, n)).collect::<Vec<_>>();
+
+    let mut tx = pool.begin().await.unwrap();
+    store.park_many_in(&mut tx, letters("rolled-back")).await.unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(statements("rolled-back").await, 0);
+    assert!(store.list(ListFilter::default()).await.unwrap().is_empty());
+
+    let mut tx = pool.begin().await.unwrap();
+    let parked = store.park_many_in(&mut tx, letters("committed")).await.unwrap();
+    sqlx::query("SELECT 1").execute(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+    assert!(statements("committed").await > 3);
+    for (n, p) in parked.iter().enumerate() {
+        let row = store.get(p.id).await.unwrap().unwrap();
+        assert_eq!(row.payload, Payload::Json(serde_json::json!({ "n": n })), "letter {n}");
+    }
+
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_9() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN IF NEW.event_type = 'refused' AND NEW.payload->>'n' = '9' THEN RAISE EXCEPTION 'letter 9 refused'; END IF;
+         RETURN NEW; END $$;
+         CREATE TRIGGER refuse_9 BEFORE INSERT ON dlq_events FOR EACH ROW EXECUTE FUNCTION refuse_9();",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    let kept = store.park_in(&mut tx, letter("kept", 1)).await.unwrap();
+    store.park_many_in(&mut tx, letters("refused")).await.unwrap_err();
+    tx.commit().await.unwrap();
+    assert!(store.get(kept.id).await.unwrap().is_some(), "the caller's transaction went on");
+    assert_eq!(statements("refused").await, 0);
+
+    let mut conn = pool.acquire().await.unwrap();
+    store.park_many_in(&mut conn, letters("bare")).await.unwrap();
+    assert_eq!(statements("bare").await, 1, "outside a transaction: one statement");
+}
