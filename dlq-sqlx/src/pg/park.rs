@@ -1,10 +1,12 @@
 //! Parking: payload normalization, the multi-row insert, and group commit.
 //!
 //! Concurrent parks are handed to writer tasks over a channel. A writer takes every park
-//! already queued (and waits up to `linger` for more, up to `max_batch` rows), writes them
-//! with one multi-row insert, and answers each caller on its own oneshot with its own ids,
-//! only after the commit: the writer answers the first caller of each relay of 16, and each
-//! caller passes the answers after its own on as it wakes (see [`deliver`]). With several
+//! already queued (and waits up to `linger` for more, up to `max_batch` rows and about
+//! `max_batch_bytes`), writes them with one multi-row insert (one `park_many` larger than
+//! `max_batch_bytes` alone, as several in one transaction), and answers each caller on its
+//! own oneshot with its own ids, only after the commit: the writer answers the first caller
+//! of each relay of 16, and each caller passes the answers after its own on as it wakes (see
+//! [`deliver`]). With several
 //! writers, one collects while another commits. A caller whose park timeout passed gets
 //! [`dlq_core::Error::Timeout`]; the writer skips its letters if it has not started writing them.
 
