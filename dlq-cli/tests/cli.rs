@@ -384,6 +384,29 @@ on_both_stores!(
     pause_and_resume
 );
 
+/// On-call engineers point `dlq` at production databases, which often require TLS: with
+/// `sslmode=require` it connects (the binary is built with `dlq-sqlx`'s `tls-rustls`), where
+/// it once answered "SQLx was built without TLS support". The server here has `ssl = on`
+/// (Debian's default).
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_that_requires_tls() {
+    let db = Db::postgres().await;
+    seed(&db.store().await).await;
+    let admin = sqlx::PgPool::connect(&pg_base()).await.unwrap();
+    let ssl: String = sqlx::query_scalar("SHOW ssl").fetch_one(&admin).await.unwrap();
+    assert_eq!(ssl, "on", "this test needs a PostgreSQL that offers TLS (ssl = on)");
+    let out = db
+        .dlq()
+        .env("DATABASE_URL", format!("{}?sslmode=require", db.url))
+        .args(["stats", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(json_of(&out)["counts"][0]["failed_permanently"], 3);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn human_output_sqlite() {
     human_output(Db::sqlite().await).await;
