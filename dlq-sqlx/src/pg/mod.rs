@@ -85,8 +85,7 @@ pub struct PgConfig {
     /// About the most bytes one group-commit insert sends: a park that would take a batch
     /// past it goes in the next one, and one `park_many` larger than it goes alone, as several
     /// inserts of about this size in one transaction (all of its letters stored, or none).
-    /// (`park_many_in` does the same in a savepoint of the caller's transaction when sqlx
-    /// began it, as `pool.begin()` does.) `None` (the
+    /// (`park_many_in` sends its letters as one insert, in the caller's transaction.) `None` (the
     /// default) chooses on the writer's first connection: 16,000 bytes when it is encrypted
     /// (TLS), 16 MiB otherwise. sqlx 0.9.0 sets no `TCP_NODELAY` on its sockets (sqlx issue
     /// 4335), and over TLS a statement longer than one TLS record (16 KiB) can wait about
@@ -401,16 +400,8 @@ impl PgStore {
             capacity.admit(self, letters.len() as u64, deadline).await?;
         }
         let (prepared, bytes) = park::prepare(letters, self.inner.config.max_payload_bytes);
-        let max_bytes = self.inner.writer.max_bytes(&self.inner.pool).await;
         // Always wake from inside the caller's transaction: the NOTIFY goes out with its commit.
-        // In pieces only inside a transaction sqlx knows of (`pool.begin()`), where they go in a
-        // savepoint; a `BEGIN` sent as a query would be committed by the pieces' own `COMMIT`.
-        let parked = if bytes > max_bytes && prepared.len() > 1 && sqlx::Connection::is_in_transaction(&*conn) {
-            park::insert_in_pieces(&mut *conn, &self.inner.sql, &prepared, max_bytes, true).await
-        } else {
-            park::insert(&mut *conn, &self.inner.sql, &prepared, bytes, true).await
-        };
-        parked.map_err(dlq_core::Error::store)
+        park::insert(&mut *conn, &self.inner.sql, &prepared, bytes, true).await.map_err(dlq_core::Error::store)
     }
 
     /// The fraction of `max_entries` in use, from the last count (refreshed by parks and by

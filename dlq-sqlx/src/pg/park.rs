@@ -192,7 +192,7 @@ pub(crate) async fn insert(
 /// would otherwise send as several and wait for the server's delayed ACK between them (see
 /// [`TLS_MAX_BATCH_BYTES`]). A dedupe key repeated across pieces is found by the later piece's
 /// lookup, inside the same transaction.
-pub(crate) async fn insert_in_pieces(
+async fn insert_in_pieces(
     conn: &mut PgConnection,
     sql: &Sql,
     letters: &[NewDeadLetter],
@@ -386,21 +386,17 @@ impl Drop for Answer {
 /// The handle of the group-commit writer task.
 pub(crate) struct GroupCommit {
     tx: mpsc::Sender<Job>,
-    /// The batch byte limit, shared with the writers (see [`Writer::max_bytes`]).
-    max_bytes: Arc<std::sync::OnceLock<usize>>,
 }
 
 impl GroupCommit {
     /// Starts the writer; it stops when the last handle is dropped.
     pub(crate) fn start(hot: Arc<HotConnections>, sql: Arc<Sql>, config: &PgConfig, debounce: Arc<Debounce>) -> Self {
         let (tx, rx) = mpsc::channel(1024);
-        let max_bytes =
-            Arc::new(config.max_batch_bytes.map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from));
         let writer = Arc::new(Writer {
             sql,
             linger: config.linger,
             max_batch: config.max_batch.max(1),
-            max_bytes: Arc::clone(&max_bytes),
+            max_bytes: config.max_batch_bytes.map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from),
             timeout: config.park_timeout,
             debounce,
             hot,
@@ -409,20 +405,7 @@ impl GroupCommit {
         for _ in 0..config.writers.max(1) {
             tokio::spawn(Arc::clone(&writer).run(Arc::clone(&queue)));
         }
-        Self { tx, max_bytes }
-    }
-
-    /// The batch byte limit: `PgConfig::max_batch_bytes`, or the writers' choice. Before
-    /// they made one, it is made on an idle connection of `pool` (never a caller's, whose
-    /// transaction a refused question would abort; never waiting for one, which a caller
-    /// holding the pool's last connection would wait on); the plain limit if none is idle.
-    pub(crate) async fn max_bytes(&self, pool: &sqlx::PgPool) -> usize {
-        if self.max_bytes.get().is_none()
-            && let Some(mut conn) = pool.try_acquire()
-        {
-            choose_max_bytes(&self.max_bytes, &mut conn).await;
-        }
-        self.max_bytes.get().copied().unwrap_or(PLAIN_MAX_BATCH_BYTES)
+        Self { tx }
     }
 
     /// Queues letters and waits for their ids (or the batch's error).
@@ -454,7 +437,7 @@ struct Writer {
     max_batch: usize,
     /// `PgConfig::max_batch_bytes`, or the choice made on the first connection (unset
     /// until then: [`PLAIN_MAX_BATCH_BYTES`]).
-    max_bytes: Arc<std::sync::OnceLock<usize>>,
+    max_bytes: std::sync::OnceLock<usize>,
     timeout: Duration,
     debounce: Arc<Debounce>,
     /// The connection between two batches of a burst.
@@ -554,7 +537,7 @@ impl Writer {
     async fn insert(&self, letters: Vec<NewDeadLetter>, bytes: usize) -> Result<Vec<Parked>, sqlx::Error> {
         let mut hot = self.hot.take().await?;
         if self.max_bytes.get().is_none() {
-            choose_max_bytes(&self.max_bytes, &mut hot.conn).await;
+            self.choose_max_bytes(&mut hot.conn).await;
         }
         let wake = letters.iter().any(|l| l.status() == Status::Pending) && self.debounce.notify_now();
         let max_bytes = self.max_bytes.get().copied().unwrap_or(PLAIN_MAX_BATCH_BYTES);
@@ -566,26 +549,26 @@ impl Writer {
         self.hot.keep(hot);
         Ok(parked)
     }
-}
 
-/// Sets the batch byte limit from whether `conn` is encrypted (`PgConfig::max_batch_bytes`
-/// left to the store). A server that refuses the question (no `pg_stat_ssl`) gets the
-/// plain limit, once; a connection error leaves it unset, to be asked on the next batch.
-async fn choose_max_bytes(limit: &std::sync::OnceLock<usize>, conn: &mut PgConnection) {
-    let tls = sqlx::query_scalar::<_, bool>("SELECT ssl FROM pg_catalog.pg_stat_ssl WHERE pid = pg_backend_pid()")
-        .fetch_optional(conn)
-        .await;
-    let tls = match tls {
-        Ok(tls) => tls == Some(true),
-        Err(error @ sqlx::Error::Database(_)) => {
-            tracing::debug!(%error, "could not tell whether the connection is encrypted; taken as not");
-            false
-        }
-        Err(error) => return tracing::debug!(%error, "could not tell whether the connection is encrypted"),
-    };
-    let max = if tls { TLS_MAX_BATCH_BYTES } else { PLAIN_MAX_BATCH_BYTES };
-    tracing::debug!(tls, max_batch_bytes = max, "park batches sized");
-    let _ = limit.set(max);
+    /// Sets the batch byte limit from whether `conn` is encrypted (`PgConfig::max_batch_bytes`
+    /// left to the store). A server that refuses the question (no `pg_stat_ssl`) gets the
+    /// plain limit, once; a connection error leaves it unset, to be asked on the next batch.
+    async fn choose_max_bytes(&self, conn: &mut PgConnection) {
+        let tls = sqlx::query_scalar::<_, bool>("SELECT ssl FROM pg_catalog.pg_stat_ssl WHERE pid = pg_backend_pid()")
+            .fetch_optional(conn)
+            .await;
+        let tls = match tls {
+            Ok(tls) => tls == Some(true),
+            Err(error @ sqlx::Error::Database(_)) => {
+                tracing::debug!(%error, "could not tell whether the connection is encrypted; taken as not");
+                false
+            }
+            Err(error) => return tracing::debug!(%error, "could not tell whether the connection is encrypted"),
+        };
+        let max = if tls { TLS_MAX_BATCH_BYTES } else { PLAIN_MAX_BATCH_BYTES };
+        tracing::debug!(tls, max_batch_bytes = max, "park batches sized");
+        let _ = self.max_bytes.set(max);
+    }
 }
 
 /// The batch byte limit over a plain connection: far below PostgreSQL's 1 GiB message limit.
