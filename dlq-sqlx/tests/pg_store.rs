@@ -1012,3 +1012,33 @@ async fn a_park_many_past_the_byte_limit_goes_in_pieces_all_or_nothing(pool: PgP
     // The writer goes on: the next park is stored.
     store.park(letter("after", 1)).await.unwrap();
 }
+
+/// A `park_many` in pieces that outlasts the park timeout: the caller gets `Timeout` (and must
+/// treat it as not parked), but the transaction is not cut between its statements: it commits
+/// whole, and no connection is handed back to the pool inside it.
+#[sqlx::test(migrations = false)]
+async fn a_park_many_in_pieces_that_times_out_is_stored_whole(pool: PgPool) {
+    let config = dlq_sqlx::postgres::PgConfig::default().max_batch_bytes(600).park_timeout(Duration::from_millis(20));
+    let store = store_with(&pool, config).await;
+    let error = store.park_many((0..400).map(|n| letter("slow", n)).collect()).await.unwrap_err();
+    assert!(matches!(error, dlq_core::Error::Timeout(_)), "{error:?}");
+    let count = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM dlq_events WHERE event_type = 'slow'")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while count().await < 400 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(count().await, 400, "the pieces' transaction ran to its commit");
+    let in_transaction: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(in_transaction, 0);
+}

@@ -191,14 +191,16 @@ pub(crate) async fn insert(
 /// none. Over TLS the limit keeps each statement within one TLS record, which sqlx 0.9.0
 /// would otherwise send as several and wait for the server's delayed ACK between them (see
 /// [`TLS_MAX_BATCH_BYTES`]). A dedupe key repeated across pieces is found by the later piece's
-/// lookup, inside the same transaction.
+/// lookup, inside the same transaction. Every piece that parks a pending row asks for the
+/// `NOTIFY` (those of one transaction are sent once, at its commit): the debounced trailing
+/// one could go out before a long transaction commits, and wake retriers to nothing.
 async fn insert_in_pieces(
     conn: &mut PgConnection,
     sql: &Sql,
     letters: &[NewDeadLetter],
     max_bytes: usize,
-    wake: bool,
 ) -> Result<Vec<Parked>, sqlx::Error> {
+    let wake = true;
     let mut tx = conn.begin().await?;
     let mut parked = Vec::with_capacity(letters.len());
     let (mut start, mut size) = (0, 0);
@@ -539,13 +541,23 @@ impl Writer {
         if self.max_bytes.get().is_none() {
             self.choose_max_bytes(&mut hot.conn).await;
         }
-        let wake = letters.iter().any(|l| l.status() == Status::Pending) && self.debounce.notify_now();
         let max_bytes = self.max_bytes.get().copied().unwrap_or(PLAIN_MAX_BATCH_BYTES);
-        let parked = if bytes > max_bytes && letters.len() > 1 {
-            insert_in_pieces(&mut hot.conn, &self.sql, &letters, max_bytes, wake).await?
-        } else {
-            insert(&mut hot.conn, &self.sql, &letters, bytes, wake).await?
-        };
+        if bytes > max_bytes && letters.len() > 1 {
+            // A transaction of several statements, in a task of its own: the park timeout drops
+            // this future, and dropped between `BEGIN` and its answer, sqlx 0.9.0 would hand
+            // the connection back to the pool still inside the transaction (its rollback guard
+            // counts the transaction only once the answer came). A call that timed out may
+            // still be stored, as `PgConfig::park_timeout` says.
+            let (sql, kept) = (Arc::clone(&self.sql), Arc::clone(&self.hot));
+            let pieces = tokio::spawn(async move {
+                let parked = insert_in_pieces(&mut hot.conn, &sql, &letters, max_bytes).await?;
+                kept.keep(hot);
+                Ok(parked)
+            });
+            return pieces.await.map_err(|e| sqlx::Error::Protocol(format!("the park task ended: {e}")))?;
+        }
+        let wake = letters.iter().any(|l| l.status() == Status::Pending) && self.debounce.notify_now();
+        let parked = insert(&mut hot.conn, &self.sql, &letters, bytes, wake).await?;
         self.hot.keep(hot);
         Ok(parked)
     }

@@ -49,8 +49,8 @@ wake AS (
     SELECT pg_notify($2, '') FROM (SELECT 1 FROM inserted WHERE status = 'PENDING' LIMIT 1) AS any_pending
     WHERE $3
 )
-SELECT
-    (SELECT coalesce(array_agg(id), '{}') FROM inserted) AS ids,
-    (SELECT coalesce(array_agg(dedupe_key), '{}') FROM inserted) AS keys,
-    (SELECT count(*) FROM wake) AS woken
-FROM untallied
+SELECT a.ids, a.keys, (SELECT count(*) FROM wake) AS woken
+FROM untallied, (
+    -- One pass over the inserted rows, so that each id stays beside its own key.
+    SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(dedupe_key), '{}') AS keys FROM inserted
+) AS a
