@@ -1015,12 +1015,31 @@ async fn a_park_many_past_the_byte_limit_goes_in_pieces_all_or_nothing(pool: PgP
 
 /// A `park_many` in pieces that outlasts the park timeout: the caller gets `Timeout` (and must
 /// treat it as not parked), but the transaction is not cut between its statements: it commits
-/// whole, and no connection is handed back to the pool inside it.
+/// whole, and no connection is handed back to the pool inside it. Each park statement is
+/// slowed down by 10 ms (a statement trigger), so the 50 pieces take about 0.5 s against a
+/// 300 ms timeout, however fast or loaded the machine.
 #[sqlx::test(migrations = false)]
 async fn a_park_many_in_pieces_that_times_out_is_stored_whole(pool: PgPool) {
-    let config = dlq_sqlx::postgres::PgConfig::default().max_batch_bytes(600).park_timeout(Duration::from_millis(20));
+    let config = dlq_sqlx::postgres::PgConfig::default().max_batch_bytes(600).park_timeout(Duration::from_millis(300));
     let store = store_with(&pool, config).await;
-    let error = store.park_many((0..400).map(|n| letter("slow", n)).collect()).await.unwrap_err();
+    sqlx::raw_sql(
+        "CREATE FUNCTION slow_park() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN PERFORM pg_sleep(0.01); RETURN NULL; END $$;
+         CREATE TRIGGER slow_park BEFORE INSERT ON dlq_events FOR EACH STATEMENT EXECUTE FUNCTION slow_park();",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    // The writer warmed up (its connection made, the byte limit chosen) within the timeout.
+    let mut warm = false;
+    for _ in 0..10 {
+        if store.park(letter("warm", 0)).await.is_ok() {
+            warm = true;
+            break;
+        }
+    }
+    assert!(warm, "a single park within 300 ms");
+    let error = store.park_many((0..100).map(|n| letter("slow", n)).collect()).await.unwrap_err();
     assert!(matches!(error, dlq_core::Error::Timeout(_)), "{error:?}");
     let count = || async {
         sqlx::query_scalar::<_, i64>("SELECT count(*) FROM dlq_events WHERE event_type = 'slow'")
@@ -1029,10 +1048,10 @@ async fn a_park_many_in_pieces_that_times_out_is_stored_whole(pool: PgPool) {
             .unwrap()
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while count().await < 400 && std::time::Instant::now() < deadline {
+    while count().await < 100 && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(count().await, 400, "the pieces' transaction ran to its commit");
+    assert_eq!(count().await, 100, "the pieces' transaction ran to its commit");
     let in_transaction: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_stat_activity
          WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
