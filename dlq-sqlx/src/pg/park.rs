@@ -200,19 +200,18 @@ async fn insert_in_pieces(
     letters: &[NewDeadLetter],
     max_bytes: usize,
 ) -> Result<Vec<Parked>, sqlx::Error> {
-    let wake = true;
     let mut tx = conn.begin().await?;
     let mut parked = Vec::with_capacity(letters.len());
     let (mut start, mut size) = (0, 0);
     for (i, letter) in letters.iter().enumerate() {
         let len = encoded_len(letter, letter.payload.len());
         if i > start && size + len > max_bytes {
-            parked.extend(insert(&mut tx, sql, &letters[start..i], size, wake).await?);
+            parked.extend(insert(&mut tx, sql, &letters[start..i], size, true).await?);
             (start, size) = (i, 0);
         }
         size += len;
     }
-    parked.extend(insert(&mut tx, sql, &letters[start..], size, wake).await?);
+    parked.extend(insert(&mut tx, sql, &letters[start..], size, true).await?);
     tx.commit().await?;
     Ok(parked)
 }
