@@ -105,7 +105,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let payment = Payment { id, amount_cents: 1_000 + id as i64, currency: currency.into() };
         match handle_payment(payment, State(ledger.clone())).await {
             Ok(()) => println!("  event {id:>2}: ok, ack"),
-            Err(HandlerError::Parked { id: dlq_id, class, error }) => {
+            Err(HandlerError::Parked { id: dlq_id, class, error, .. }) => {
                 println!("  event {id:>2}: parked as dead letter {dlq_id} ({class}: {error}), ack");
                 parked.push(dlq_id);
             }

@@ -41,8 +41,12 @@ use crate::store::DeadLetterStore;
 pub enum HandlerError<E> {
     /// The event is durably parked: acknowledge it upstream.
     Parked {
-        /// The dead-letter row.
+        /// The dead-letter row: of this handler's event type, holding this event.
         id: DlqId,
+        /// `true` when this failure was not stored because the row `id` already holds the
+        /// same event (same event type and dedupe key, still alive: a redelivery); `false`
+        /// when this failure was parked as the new row `id`.
+        deduplicated: bool,
         /// How the error was classified (transient: will be retried; permanent: dead).
         class: ErrorClass,
         /// The handler's error.
@@ -128,7 +132,12 @@ impl<E> HandlerError<E> {
 impl<E: fmt::Display> fmt::Display for HandlerError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Parked { id, class, error } => write!(f, "{error} (parked as dead letter {id}, {class})"),
+            Self::Parked { id, deduplicated: false, class, error } => {
+                write!(f, "{error} (parked as dead letter {id}, {class})")
+            }
+            Self::Parked { id, deduplicated: true, class, error } => {
+                write!(f, "{error} (already parked as dead letter {id}, {class})")
+            }
             Self::TooLarge { id, error, .. } => {
                 write!(f, "{error} (event over the store's payload limit: not saved; dead letter {id} records it)")
             }
@@ -377,7 +386,7 @@ pub(crate) async fn park_failure<E>(
             );
             HandlerError::TooLarge { id: p.id, class, error }
         }
-        Ok(p) => HandlerError::Parked { id: p.id, class, error },
+        Ok(p) => HandlerError::Parked { id: p.id, deduplicated: p.deduplicated, class, error },
         Err(store_error) => {
             tracing::error!(event_type = reg.event_type, %store_error, "dead letter could not be parked");
             if matches!(store_error, Error::NoStore | Error::Serialize(_)) {
@@ -429,9 +438,14 @@ pub enum Dispatched {
     /// The event is durably parked (handler failure, undecodable bytes, or no handler):
     /// acknowledge it upstream.
     Parked {
-        /// The dead-letter row.
+        /// The dead-letter row: of this event type, holding this event.
         id: DlqId,
-        /// The failure recorded.
+        /// `true` when this failure was not stored because the row `id` already holds the
+        /// same event (same event type and dedupe key, still alive: a redelivery); `false`
+        /// when it was parked as the new row `id`.
+        deduplicated: bool,
+        /// The failure recorded (when `deduplicated`, the failure of this call, which the row
+        /// does not hold: it keeps its own).
         failure: FailureInfo,
         /// Set when the event was parked dead at once.
         dead_reason: Option<DeadReason>,
@@ -603,7 +617,7 @@ impl Dispatcher {
         Ok(if parked.truncated {
             Dispatched::TooLarge { id: parked.id, failure }
         } else {
-            Dispatched::Parked { id: parked.id, failure, dead_reason }
+            Dispatched::Parked { id: parked.id, deduplicated: parked.deduplicated, failure, dead_reason }
         })
     }
 }

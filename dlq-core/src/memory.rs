@@ -65,7 +65,8 @@ struct Shared {
 struct Inner {
     rows: BTreeMap<DlqId, Row>,
     next_id: DlqId,
-    dedupe: HashMap<String, DlqId>,
+    /// The newest row of each event type and dedupe key.
+    dedupe: HashMap<(String, String), DlqId>,
     attempts: Vec<AttemptRecord>,
     audit: Vec<AuditEntry>,
     retriers: BTreeMap<String, RetrierHeartbeat>,
@@ -148,13 +149,18 @@ impl Inner {
     fn park(&mut self, new: NewDeadLetter, at: DateTime<Utc>) -> Parked {
         let new = new.fit(DEFAULT_MAX_PAYLOAD_BYTES);
         let truncated = new.payload.is_truncated();
-        if let Some(id) = new.dedupe_key.as_ref().and_then(|k| self.dedupe.get(k)) {
+        let identity = new.dedupe_key.as_ref().map(|key| (new.event_type.clone(), key.clone()));
+        // The key's row, while it is alive: a finished event that fails again is a new failure.
+        let live = identity.as_ref().and_then(|k| self.dedupe.get(k)).filter(|id| {
+            self.rows.get(id).is_some_and(|r| !matches!(r.letter.status, Status::Succeeded | Status::Discarded))
+        });
+        if let Some(id) = live {
             return Parked { id: *id, deduplicated: true, truncated };
         }
         self.next_id += 1;
         let id = self.next_id;
-        if let Some(key) = &new.dedupe_key {
-            self.dedupe.insert(key.clone(), id);
+        if let Some(identity) = identity {
+            self.dedupe.insert(identity, id);
         }
         let status = new.status();
         self.attempts.push(AttemptRecord {

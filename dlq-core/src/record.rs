@@ -388,7 +388,9 @@ pub struct NewDeadLetter {
     pub retry_delay: Duration,
     /// The policy's retry limit, stored with the row.
     pub max_retries: u32,
-    /// Makes a second park of the same event return the first row's id.
+    /// The event's identity for its event type: while a row of the same event type and key
+    /// is alive (not `SUCCEEDED` or `DISCARDED`), parking it again returns that row's id
+    /// ([`Parked::deduplicated`]); the same key under another event type is another event's.
     pub dedupe_key: Option<String>,
     /// Where the event came from.
     pub source: SourceMeta,
@@ -481,7 +483,10 @@ impl NewDeadLetter {
 pub struct Parked {
     /// The row's id.
     pub id: DlqId,
-    /// `true` when a row with the same dedupe key already existed and its id was returned.
+    /// `true` when a live row (`PENDING`, `PROCESSING` or `FAILED_PERMANENTLY`) of the same
+    /// event type already held the letter's dedupe key, and its id was returned: the letter
+    /// itself was not stored. `false` when the letter was stored as the new row `id` (also when
+    /// the key's earlier rows had all finished: `SUCCEEDED` or `DISCARDED`).
     pub deduplicated: bool,
     /// `true` when the payload was over the store's limit: the row keeps only its first
     /// bytes and is dead ([`DeadReason::TooLarge`]); the event itself is not saved.

@@ -56,7 +56,10 @@ pub type StoreResult<T> = Result<T, Error>;
 /// Implementations: [`MemoryStore`](crate::MemoryStore) here; `PgStore` and `SqliteStore`
 /// in `dlq-sqlx`. All keep the same semantics, checked by one conformance suite:
 ///
-/// - `park` with a dedupe key already stored returns the first row's id, `deduplicated: true`;
+/// - `park` with an event type and dedupe key that a live row (`PENDING`, `PROCESSING`,
+///   `FAILED_PERMANENTLY`) already holds returns that row's id, `deduplicated: true`, and
+///   stores nothing; the same key under another event type, or a key whose rows all finished
+///   (`SUCCEEDED`, `DISCARDED`), parks a new row;
 /// - `claim` moves due `PENDING` rows, and `PROCESSING` rows whose lease expired, to
 ///   `PROCESSING` with a fresh token, oldest `retry_after` first, skipping rows others hold;
 /// - `settle` writes an outcome only while the presented token still holds the row; a stale

@@ -1061,3 +1061,73 @@ async fn a_park_many_in_pieces_that_times_out_is_stored_whole(pool: PgPool) {
     .unwrap();
     assert_eq!(in_transaction, 0);
 }
+
+/// The names of the valid indexes of `dlq_events` that enforce a dedupe key.
+async fn dedupe_indexes(pool: &PgPool) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+         WHERE i.indrelid = 'dlq_events'::regclass AND i.indisunique AND i.indisvalid
+           AND c.relname LIKE '%dedupe%' ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// A table parked by the previous release (one row per dedupe key across every type) is
+/// migrated in place: its rows keep their keys, a redelivery of a stored event still finds its
+/// row, the same key under another type parks a row of its own, and only the new index is left.
+#[sqlx::test(migrations = false)]
+async fn a_table_of_the_previous_release_dedupes_per_event_type_once_migrated(pool: PgPool) {
+    dlq_sqlx::postgres::MIGRATOR.run_to(16, &pool).await.unwrap();
+    assert_eq!(dedupe_indexes(&pool).await, ["dlq_events_dedupe_key"]);
+    sqlx::query(
+        "INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, fingerprint, max_retries, dedupe_key)
+         VALUES ('payment', '{\"n\": 1}', 'transient', 'io', 'ledger down', 'io: ledger down', 5, 'payments/3/42')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let stored: i64 = sqlx::query_scalar("SELECT id FROM dlq_events").fetch_one(&pool).await.unwrap();
+    let store = store(&pool).await; // runs migrations 0017 and 0018
+    assert_eq!(dedupe_indexes(&pool).await, ["dlq_events_live_dedupe"]);
+    let from = SourceMeta::kafka("payments", 3, 42);
+    let again = store.park(letter("payment", 1).with_source(from.clone())).await.unwrap();
+    assert_eq!((again.id, again.deduplicated), (stored, true));
+    let receipt = store.park(letter("receipt", 1).with_source(from)).await.unwrap();
+    assert!(!receipt.deduplicated && receipt.id != stored, "{receipt:?}");
+}
+
+/// A concurrent index build that was interrupted leaves an INVALID index under the migration's
+/// name, enforcing nothing; the next migration run drops it and builds the real one.
+#[sqlx::test(migrations = false)]
+async fn an_interrupted_concurrent_index_build_is_built_again(pool: PgPool) {
+    dlq_sqlx::postgres::MIGRATOR.run_to(16, &pool).await.unwrap();
+    for n in 0..2 {
+        sqlx::query(
+            "INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, fingerprint, max_retries)
+             VALUES ('payment', jsonb_build_object('n', $1::int), 'transient', 'io', 'down', 'io: down', 5)",
+        )
+        .bind(n)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    // A unique build over two rows of one type fails, and leaves its index INVALID.
+    let failed = sqlx::query("CREATE UNIQUE INDEX CONCURRENTLY dlq_events_live_dedupe ON dlq_events (event_type)")
+        .execute(&pool)
+        .await;
+    assert!(failed.is_err());
+    let invalid: bool =
+        sqlx::query_scalar("SELECT NOT indisvalid FROM pg_index WHERE indexrelid = 'dlq_events_live_dedupe'::regclass")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(invalid);
+    let store = store(&pool).await;
+    assert_eq!(dedupe_indexes(&pool).await, ["dlq_events_live_dedupe"]);
+    let key = "payments/0/1";
+    let first = store.park(letter("payment", 3).with_dedupe_key(key)).await.unwrap();
+    let again = store.park(letter("payment", 3).with_dedupe_key(key)).await.unwrap();
+    assert_eq!((again.id, again.deduplicated), (first.id, true));
+}

@@ -151,3 +151,98 @@ async fn redelivered_event_with_its_source_parks_once(pool: PgPool) {
     assert_eq!(again.await.unwrap_err().dlq_id(), first);
     assert_eq!(store.stats().await.unwrap().iter().map(|r| r.count).sum::<u64>(), 1);
 }
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Order {
+    id: u64,
+}
+
+/// One of two handlers consuming the same record (fan-out): the ledger is down.
+#[dead_letter(event_type = "nel-fanout-payment")]
+async fn fanout_payment(o: Order) -> Result<(), std::io::Error> {
+    Err(std::io::Error::other(format!("ledger down for order {}", o.id)))
+}
+
+/// The other handler of the same record: the mailer is down.
+#[dead_letter(event_type = "nel-fanout-receipt")]
+async fn fanout_receipt(o: Order) -> Result<(), std::io::Error> {
+    Err(std::io::Error::other(format!("mailer down for order {}", o.id)))
+}
+
+/// Two handlers fail on one Kafka record, in one `Scope` each with the record's source: each
+/// failure gets a row of its own, of its own type and with its own error; the record delivered
+/// again to both finds each handler's own row, and no third row is parked.
+async fn fan_out_of_one_record_parks_a_row_per_handler(store: Arc<dyn DeadLetterStore>) {
+    let from = SourceMeta::kafka("orders", 3, 42);
+    let mut first = None;
+    for delivery in 0..2 {
+        let scope = || Scope::new().store(store.clone()).source(from.clone());
+        let payment = scope().run(fanout_payment(Order { id: 42 })).await.unwrap_err();
+        let receipt = scope().run(fanout_receipt(Order { id: 42 })).await.unwrap_err();
+        let (
+            HandlerError::Parked { id: payment, deduplicated: payment_dup, .. },
+            HandlerError::Parked { id: receipt, deduplicated: receipt_dup, .. },
+        ) = (&payment, &receipt)
+        else {
+            panic!("{payment:?} {receipt:?}")
+        };
+        assert_eq!((*payment_dup, *receipt_dup), (delivery == 1, delivery == 1), "delivery {delivery}");
+        for (id, event_type, reason) in
+            [(payment, "nel-fanout-payment", "ledger"), (receipt, "nel-fanout-receipt", "mailer")]
+        {
+            let row = store.get(*id).await.unwrap().unwrap();
+            assert_eq!(row.event_type, event_type, "the caller's answer holds its own event type");
+            assert!(row.failure.reason.starts_with(reason), "and its own failure: {:?}", row.failure.reason);
+            assert_eq!(row.dedupe_key.as_deref(), Some("orders/3/42"));
+        }
+        assert_ne!(payment, receipt);
+        let ids = (*payment, *receipt);
+        assert_eq!(*first.get_or_insert(ids), ids, "a redelivery finds each handler's row");
+    }
+    assert_eq!(store.list(dlq_core::ListFilter::default()).await.unwrap().len(), 2);
+}
+
+#[sqlx::test(migrations = false)]
+async fn fan_out_of_one_record_parks_a_row_per_handler_on_postgres(pool: PgPool) {
+    let store = PgStore::from_pool(pool, PgConfig::default()).await.unwrap();
+    fan_out_of_one_record_parks_a_row_per_handler(Arc::new(store)).await;
+}
+
+#[tokio::test]
+async fn fan_out_of_one_record_parks_a_row_per_handler_on_sqlite() {
+    let store = SqliteStore::in_memory().await.unwrap();
+    fan_out_of_one_record_parks_a_row_per_handler(Arc::new(store)).await;
+}
+
+/// A new consumer group reads the original poison record after its row was discarded: the
+/// failure is parked anew (`deduplicated: false`), not answered with the discarded row; the
+/// same after the row succeeded.
+async fn a_finished_row_does_not_swallow_a_new_failure(store: Arc<dyn DeadLetterStore>) {
+    let dispatcher = Dispatcher::new(store.clone(), handlers![fanout_payment].unwrap());
+    let from = SourceMeta::kafka("orders", 0, 7);
+    let dispatch = || dispatcher.dispatch_from("nel-fanout-payment", br#"{"id": 7}"#, from.clone());
+    let Dispatched::Parked { id: poison, deduplicated: false, .. } = dispatch().await.unwrap() else { panic!() };
+    store.discard(dlq_core::ListFilter::default().ids([poison]), "ops").await.unwrap();
+    let again = dispatch().await.unwrap();
+    let Dispatched::Parked { id: reparked, deduplicated: false, .. } = again else { panic!("{again:?}") };
+    assert_ne!(reparked, poison);
+    assert_eq!(store.get(poison).await.unwrap().unwrap().status, Status::Discarded);
+    assert_eq!(store.get(reparked).await.unwrap().unwrap().status, Status::Pending);
+    let redelivered = dispatch().await.unwrap();
+    assert!(
+        matches!(redelivered, Dispatched::Parked { id, deduplicated: true, .. } if id == reparked),
+        "{redelivered:?}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_finished_row_does_not_swallow_a_new_failure_on_postgres(pool: PgPool) {
+    let store = PgStore::from_pool(pool, PgConfig::default()).await.unwrap();
+    a_finished_row_does_not_swallow_a_new_failure(Arc::new(store)).await;
+}
+
+#[tokio::test]
+async fn a_finished_row_does_not_swallow_a_new_failure_on_sqlite() {
+    let store = SqliteStore::in_memory().await.unwrap();
+    a_finished_row_does_not_swallow_a_new_failure(Arc::new(store)).await;
+}

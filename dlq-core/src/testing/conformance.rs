@@ -236,6 +236,58 @@ pub async fn park_many_keeps_order<S: DeadLetterStore>(s: &S) {
     }
 }
 
+/// A dedupe key is unique per event type: two handlers failing on one source event (fan-out)
+/// get a row each, holding their own type and event; a redelivery to each finds its own row.
+pub async fn dedupe_is_per_event_type<S: DeadLetterStore>(s: &S) {
+    let from = SourceMeta::kafka("payments", 3, 42);
+    let payment = s.park(letter("payment", 1).with_source(from.clone())).await.expect("park");
+    let receipt = s.park(letter("receipt", 2).with_source(from.clone())).await.expect("park");
+    assert!(!payment.deduplicated && !receipt.deduplicated && payment.id != receipt.id, "{payment:?} {receipt:?}");
+    let (p, r) = (get(s, payment.id).await, get(s, receipt.id).await);
+    assert_eq!((p.event_type.as_str(), p.payload), ("payment", Payload::Json(json!({ "n": 1 }))));
+    assert_eq!((r.event_type.as_str(), r.payload), ("receipt", Payload::Json(json!({ "n": 2 }))));
+    // Redelivered to each handler: each finds its own row, no third row.
+    for (event_type, n, first) in [("receipt", 2, receipt.id), ("payment", 1, payment.id)] {
+        let again = s.park(letter(event_type, n).with_source(from.clone())).await.expect("park");
+        assert_eq!((again.id, again.deduplicated), (first, true), "{event_type}");
+    }
+    // The same in one batch: the key under two types is two rows, the repeat a duplicate.
+    let key = "orders/0/7";
+    let batch = vec![
+        letter("payment", 3).with_dedupe_key(key),
+        letter("receipt", 4).with_dedupe_key(key),
+        letter("payment", 5).with_dedupe_key(key),
+    ];
+    let parked = s.park_many(batch).await.expect("park_many");
+    assert_eq!(parked.iter().map(|p| p.deduplicated).collect::<Vec<_>>(), [false, false, true]);
+    assert_eq!(parked[2].id, parked[0].id);
+    assert_eq!(get(s, parked[1].id).await.event_type, "receipt");
+    assert_eq!(s.list(ListFilter::default()).await.expect("list").len(), 4);
+}
+
+/// A key whose row finished (`SUCCEEDED`, `DISCARDED`) does not swallow a new failure of the
+/// event: it is parked as a new row with the same key, and redeliveries find that one. A dead
+/// row (`FAILED_PERMANENTLY`) is alive: it still dedupes.
+pub async fn dedupe_parks_anew_once_finished<S: DeadLetterStore>(s: &S) {
+    let key = "payments/0/17";
+    let first = park(s, letter("payment", 1).with_dedupe_key(key)).await;
+    settle_ok(s, Settlement::Succeeded { lease: claim_one(s, "payment").await }).await;
+    let second = s.park(letter("payment", 2).with_dedupe_key(key)).await.expect("park");
+    assert!(!second.deduplicated && second.id != first, "a succeeded row takes no new failure: {second:?}");
+    assert_eq!(get(s, second.id).await.payload, Payload::Json(json!({ "n": 2 })));
+    assert_eq!(get(s, first).await.status, Status::Succeeded, "the finished row is left as it was");
+    let again = s.park(letter("payment", 3).with_dedupe_key(key)).await.expect("park");
+    assert_eq!((again.id, again.deduplicated), (second.id, true), "a redelivery finds the live row");
+    s.discard(ListFilter::default().ids([second.id]), "ops").await.expect("discard");
+    let third = s.park(letter("payment", 4).with_dedupe_key(key).dead(DeadReason::Permanent)).await.expect("park");
+    assert!(!third.deduplicated && third.id != second.id, "a discarded row takes no new failure: {third:?}");
+    let dead = s.park(letter("payment", 5).with_dedupe_key(key)).await.expect("park");
+    assert_eq!((dead.id, dead.deduplicated), (third.id, true), "a dead row is alive: it dedupes");
+    let rows = s.list(ListFilter::default()).await.expect("list");
+    assert_eq!(rows.len(), 3);
+    assert!(rows.iter().all(|r| r.dedupe_key.as_deref() == Some(key)), "one key, the event's history");
+}
+
 /// A second park with a stored dedupe key returns the first id and changes nothing.
 pub async fn dedupe_returns_first_id<S: DeadLetterStore>(s: &S) {
     let first = s.park(letter("payment", 1).with_dedupe_key("payments/0/17")).await.expect("park");

@@ -212,6 +212,8 @@ macro_rules! __store_conformance_each {
         $crate::__store_conformance_test!($setup park_dead_on_arrival);
         $crate::__store_conformance_test!($setup park_many_keeps_order);
         $crate::__store_conformance_test!($setup dedupe_returns_first_id);
+        $crate::__store_conformance_test!($setup dedupe_is_per_event_type);
+        $crate::__store_conformance_test!($setup dedupe_parks_anew_once_finished);
         $crate::__store_conformance_test!($setup claim_takes_only_due_rows);
         $crate::__store_conformance_test!($setup concurrent_claims_are_disjoint);
         $crate::__store_conformance_test!($setup claim_only_requested_types);

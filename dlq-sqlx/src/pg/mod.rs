@@ -469,9 +469,40 @@ async fn migrate_on(conn: &mut PgConnection, schema: &str, quoted: &str) -> Resu
     }
     let search_path = format!("SET search_path TO {quoted}");
     sqlx::query(sqlx::AssertSqlSafe(search_path)).execute(&mut *conn).await?;
+    drop_interrupted_index_builds(conn, schema, quoted).await?;
     // `run_direct` is `Migrator::run` without the `Acquire` bound, whose higher-ranked
     // lifetime makes callers' futures fail to prove `Send` (sqlx documents the workaround).
     MIGRATOR.run_direct(None, conn, false).await?;
+    Ok(())
+}
+
+/// The indexes a migration builds `CONCURRENTLY` (a build that cannot run in a transaction).
+const CONCURRENT_INDEXES: &[&str] = &["dlq_events_live_dedupe"];
+
+/// Drops what an interrupted `CREATE INDEX CONCURRENTLY` of a migration left: an INVALID index
+/// that enforces nothing, under the name the migration, not recorded as applied, is about to
+/// build again (it would fail with "already exists").
+async fn drop_interrupted_index_builds(
+    conn: &mut PgConnection,
+    schema: &str,
+    quoted: &str,
+) -> Result<(), MigrateError> {
+    let invalid: Vec<String> = sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_catalog.pg_index i \
+         JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid \
+         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = $1 AND c.relname = ANY($2) AND NOT i.indisvalid",
+    )
+    .bind(schema)
+    .bind(CONCURRENT_INDEXES)
+    .fetch_all(&mut *conn)
+    .await?;
+    for name in invalid {
+        // `name` is one of CONCURRENT_INDEXES, our own identifiers.
+        tracing::warn!(schema, index = %name, "dropping an index whose concurrent build was interrupted, to build it again");
+        let drop = format!("DROP INDEX CONCURRENTLY IF EXISTS {quoted}.{name}");
+        sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&mut *conn).await?;
+    }
     Ok(())
 }
 

@@ -152,9 +152,9 @@ pub(crate) fn jsonb_storable(payload: Payload) -> Payload {
 }
 
 /// Inserts prepared letters in one statement on `conn`; ids come back in input order, and a
-/// letter whose dedupe key is already stored gets the stored row's id. `size`: about how many
-/// bytes they take (from [`prepare`]). `wake`: whether the statement sends the `NOTIFY` for
-/// the pending rows it parks.
+/// letter whose event type and dedupe key a live row already holds gets that row's id.
+/// `size`: about how many bytes they take (from [`prepare`]). `wake`: whether the statement
+/// sends the `NOTIFY` for the pending rows it parks.
 pub(crate) async fn insert(
     conn: &mut PgConnection,
     sql: &Sql,
@@ -162,7 +162,44 @@ pub(crate) async fn insert(
     size: usize,
     wake: bool,
 ) -> Result<Vec<Parked>, sqlx::Error> {
-    let (ids, keys) = match run_park(conn, sql, letters, size, wake).await {
+    let mut parked = insert_once(conn, sql, letters, size, wake).await?;
+    // A letter skipped for a live row that finished (a retrier settled it) before the lookup
+    // found it is a failure stored nowhere yet: it is parked again, now as a new row.
+    for _ in 0..REPARKS {
+        let missing: Vec<usize> = (0..parked.len()).filter(|&i| parked[i].is_none()).collect();
+        if missing.is_empty() {
+            break;
+        }
+        let again: Vec<NewDeadLetter> = missing.iter().map(|&i| letters[i].clone()).collect();
+        let size = again.iter().map(|l| encoded_len(l, l.payload.len())).sum();
+        let answers = insert_once(conn, sql, &again, size, wake).await?;
+        for (i, answer) in missing.into_iter().zip(answers) {
+            parked[i] = answer;
+        }
+    }
+    parked
+        .into_iter()
+        .zip(letters.iter().map(|l| l.payload.is_truncated()))
+        .map(|(p, truncated)| {
+            p.map(|p| Parked { truncated, ..p }).ok_or_else(|| sqlx::Error::Protocol("park returned no id".into()))
+        })
+        .collect()
+}
+
+/// How many times a letter whose live row finished under it is parked again before the park
+/// is reported as failed (each time another process must have finished the row in between).
+const REPARKS: usize = 3;
+
+/// One park statement and the lookup of the letters it skipped; `None` for a letter whose
+/// live row was no longer live when looked up.
+async fn insert_once(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    letters: &[NewDeadLetter],
+    size: usize,
+    wake: bool,
+) -> Result<Vec<Option<Parked>>, sqlx::Error> {
+    let (ids, keys, types) = match run_park(conn, sql, letters, size, wake).await {
         Ok(inserted) => inserted,
         Err(error) => {
             // The schema may have been dropped and migrated again: its types have new OIDs,
@@ -175,15 +212,9 @@ pub(crate) async fn insert(
             return Err(error);
         }
     };
-    let (mut parked, by_key) = match_ids(letters, ids, keys)?;
+    let (mut parked, by_key) = match_ids(letters, ids, keys, types)?;
     resolve_duplicates(conn, sql, letters, &mut parked, by_key).await?;
-    parked
-        .into_iter()
-        .zip(letters.iter().map(|l| l.payload.is_truncated()))
-        .map(|(p, truncated)| {
-            p.map(|p| Parked { truncated, ..p }).ok_or_else(|| sqlx::Error::Protocol("park returned no id".into()))
-        })
-        .collect()
+    Ok(parked)
 }
 
 /// Inserts one caller's letters (a `park_many`) that take more than `max_bytes` as several
@@ -216,25 +247,40 @@ async fn insert_in_pieces(
     Ok(parked)
 }
 
-/// Each letter's id (`None`: skipped for its dedupe key), and the inserted rows' ids by key.
-type Matched = (Vec<Option<Parked>>, HashMap<String, i64>);
+/// A dedupe key is unique per event type: the pair identifies an event for its handler.
+type Identity = (String, String);
 
-/// Gives each letter its inserted row's id: a letter with a dedupe key the id stored with that
-/// key, a keyless letter the next of the keyless ids in ascending order (park.sql draws them
-/// in input order). A letter skipped for its key gets `None`, for [`resolve_duplicates`].
-/// Also returns the inserted rows' ids by key.
-fn match_ids(letters: &[NewDeadLetter], ids: Vec<i64>, keys: Vec<Option<String>>) -> Result<Matched, sqlx::Error> {
-    if ids.len() != keys.len() {
-        return Err(sqlx::Error::Protocol("park returned ids and keys of different lengths".into()));
+/// The identity of a keyed letter.
+fn identity(letter: &NewDeadLetter) -> Option<Identity> {
+    letter.dedupe_key.as_ref().map(|key| (letter.event_type.clone(), key.clone()))
+}
+
+/// Each letter's id (`None`: skipped for its dedupe key), and the inserted rows' ids by
+/// identity (event type and dedupe key).
+type Matched = (Vec<Option<Parked>>, HashMap<Identity, i64>);
+
+/// Gives each letter its inserted row's id: a keyed letter the id stored with its event type
+/// and key, a keyless letter the next of the keyless ids in ascending order (park.sql draws
+/// them in input order). A letter skipped for its key gets `None`, for [`resolve_duplicates`].
+/// Also returns the inserted rows' ids by identity.
+fn match_ids(
+    letters: &[NewDeadLetter],
+    ids: Vec<i64>,
+    keys: Vec<Option<String>>,
+    types: Vec<Option<String>>,
+) -> Result<Matched, sqlx::Error> {
+    if ids.len() != keys.len() || ids.len() != types.len() {
+        return Err(sqlx::Error::Protocol("park returned ids, keys and types of different lengths".into()));
     }
     let mut keyless = Vec::with_capacity(ids.len());
     let mut by_key = HashMap::new();
-    for (id, key) in ids.into_iter().zip(keys) {
-        match key {
-            Some(key) => {
-                by_key.insert(key, id);
+    for ((id, key), event_type) in ids.into_iter().zip(keys).zip(types) {
+        match (key, event_type) {
+            (Some(key), Some(event_type)) => {
+                by_key.insert((event_type, key), id);
             }
-            None => keyless.push(id),
+            (None, _) => keyless.push(id),
+            (Some(_), None) => return Err(sqlx::Error::Protocol("park returned a keyed row without its type".into())),
         }
     }
     if keyless.len() != letters.iter().filter(|l| l.dedupe_key.is_none()).count() {
@@ -243,27 +289,28 @@ fn match_ids(letters: &[NewDeadLetter], ids: Vec<i64>, keys: Vec<Option<String>>
     keyless.sort_unstable();
     let mut keyless = keyless.into_iter();
     let fresh = |id| Parked { id, deduplicated: false, truncated: false };
-    // A key repeated in the batch: its first letter took the row, the later ones are duplicates.
+    // An identity repeated in the batch: its first letter took the row, the later ones are
+    // duplicates.
     let mut taken = std::collections::HashSet::new();
     let parked = letters
         .iter()
-        .map(|letter| match &letter.dedupe_key {
+        .map(|letter| match identity(letter) {
             None => keyless.next().map(fresh),
-            Some(key) => by_key.get(key).filter(|_| taken.insert(key.as_str())).copied().map(fresh),
+            Some(key) => by_key.get(&key).copied().filter(|_| taken.insert(key)).map(fresh),
         })
         .collect();
     Ok((parked, by_key))
 }
 
 /// Runs the park statement for `letters`, sent as one `dlq_park_letter[]`; returns the
-/// inserted rows' ids and dedupe keys.
+/// inserted rows' ids, dedupe keys and (for keyed rows) event types.
 async fn run_park(
     conn: &mut PgConnection,
     sql: &Sql,
     letters: &[NewDeadLetter],
     size: usize,
     wake: bool,
-) -> Result<(Vec<i64>, Vec<Option<String>>), sqlx::Error> {
+) -> Result<(Vec<i64>, Vec<Option<String>>, Vec<Option<String>>), sqlx::Error> {
     let oids = sql.park_row.resolve(conn).await?;
     let rows = ParkRows { letters, oids };
     let mut args = PgArguments::default();
@@ -273,37 +320,37 @@ async fn run_park(
     args.add(sql.channel.as_str()).map_err(sqlx::Error::Encode)?;
     args.add(wake).map_err(sqlx::Error::Encode)?;
     let row = sqlx::query_with(sql.park.sql(), args).fetch_one(conn).await?;
-    Ok((row.try_get(0)?, row.try_get(1)?))
+    Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
 }
 
-/// Fills in ids of letters skipped for their dedupe key: a row of the same batch, or one
-/// stored before (looked up in a second statement, which also sees rows committed by others
-/// while the insert waited on their key).
+/// Fills in ids of letters skipped for their dedupe key: a row of the same batch, or a live
+/// one stored before (looked up in a second statement, which also sees rows committed by
+/// others while the insert waited on their key). A letter whose row is no longer live stays
+/// `None`.
 async fn resolve_duplicates(
     conn: &mut PgConnection,
     sql: &Sql,
     letters: &[NewDeadLetter],
     parked: &mut [Option<Parked>],
-    mut by_key: HashMap<String, i64>,
+    mut by_key: HashMap<Identity, i64>,
 ) -> Result<(), sqlx::Error> {
-    let missing: Vec<String> = parked
-        .iter()
-        .zip(letters)
-        .filter(|(p, _)| p.is_none())
-        .filter_map(|(_, l)| l.dedupe_key.as_deref())
-        .filter(|k| !by_key.contains_key(*k))
-        .map(str::to_owned)
-        .collect();
-    if !missing.is_empty() {
-        let rows = sqlx::query(sql.dedupe_lookup.sql()).bind(&missing).fetch_all(&mut *conn).await?;
+    let (mut types, mut keys) = (Vec::new(), Vec::new());
+    for (_, letter) in parked.iter().zip(letters).filter(|(p, _)| p.is_none()) {
+        if let Some(key) = identity(letter).filter(|k| !by_key.contains_key(k)) {
+            types.push(key.0);
+            keys.push(key.1);
+        }
+    }
+    if !keys.is_empty() {
+        let rows = sqlx::query(sql.dedupe_lookup.sql()).bind(&types).bind(&keys).fetch_all(&mut *conn).await?;
         for row in rows {
-            by_key.insert(row.try_get("dedupe_key")?, row.try_get("id")?);
+            by_key.insert((row.try_get("event_type")?, row.try_get("dedupe_key")?), row.try_get("id")?);
         }
     }
     for (slot, letter) in parked.iter_mut().zip(letters) {
         if slot.is_none() {
-            let stored = letter.dedupe_key.as_ref().and_then(|k| by_key.get(k));
-            *slot = stored.map(|&id| Parked { id, deduplicated: true, truncated: false });
+            let stored = identity(letter).and_then(|k| by_key.get(&k).copied());
+            *slot = stored.map(|id| Parked { id, deduplicated: true, truncated: false });
         }
     }
     Ok(())
@@ -628,12 +675,29 @@ mod tests {
             [letter(None), letter(Some("a")), letter(None), letter(Some("a")), letter(Some("old")), letter(None)];
         let ids = vec![14, 11, 12, 10];
         let keys = vec![None, Some("a".to_owned()), None, None];
-        let (parked, by_key) = match_ids(&letters, ids, keys).unwrap();
+        let types = vec![None, Some("t".to_owned()), None, None];
+        let (parked, by_key) = match_ids(&letters, ids, keys, types).unwrap();
         let ids: Vec<Option<i64>> = parked.iter().map(|p| p.map(|p| p.id)).collect();
         assert_eq!(ids, [Some(10), Some(11), Some(12), None, None, Some(14)]);
-        assert_eq!(by_key, HashMap::from([("a".to_owned(), 11)]));
-        assert!(match_ids(&letters, vec![1, 2], vec![None, None]).is_err(), "a keyless row missing");
-        assert!(match_ids(&letters, vec![1, 2], vec![None]).is_err(), "lengths differ");
+        assert_eq!(by_key, HashMap::from([(("t".to_owned(), "a".to_owned()), 11)]));
+        assert!(match_ids(&letters, vec![1, 2], vec![None, None], vec![None, None]).is_err(), "a keyless row missing");
+        assert!(match_ids(&letters, vec![1, 2], vec![None], vec![None]).is_err(), "lengths differ");
+    }
+
+    /// One key under two event types is two identities: each letter gets its own row.
+    #[test]
+    fn a_key_shared_by_two_event_types_matches_each_its_own_row() {
+        let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
+        let letter = |event_type: &str| {
+            NewDeadLetter::new(event_type, Payload::Json(serde_json::json!(1)), failure.clone())
+                .with_dedupe_key("payments/3/42")
+        };
+        let letters = [letter("payment"), letter("receipt"), letter("payment")];
+        let key = Some("payments/3/42".to_owned());
+        let types = vec![Some("receipt".to_owned()), Some("payment".to_owned())];
+        let (parked, _) = match_ids(&letters, vec![8, 7], vec![key.clone(), key], types).unwrap();
+        let ids: Vec<Option<i64>> = parked.iter().map(|p| p.map(|p| p.id)).collect();
+        assert_eq!(ids, [Some(7), Some(8), None], "the repeat of `payment` is left for the lookup");
     }
 
     fn answers(n: i64) -> (Chain, Vec<Answer>) {

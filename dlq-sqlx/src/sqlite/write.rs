@@ -17,9 +17,12 @@ const INSERT_EVENT: &str = "INSERT INTO dlq_events (event_type, handler, payload
      source_offset, source_headers, trace_context, created_at, updated_at, first_failed_at) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, \
      ?23, ?24, ?24, ?24) \
-     ON CONFLICT (dedupe_key) DO NOTHING RETURNING id";
+     ON CONFLICT (event_type, dedupe_key) WHERE dedupe_key IS NOT NULL AND status NOT IN ('SUCCEEDED', 'DISCARDED') \
+     DO NOTHING RETURNING id";
 
-const SELECT_DEDUPED: &str = "SELECT id FROM dlq_events WHERE dedupe_key = ?1";
+/// The live row holding an event type's dedupe key (migration 0006).
+const SELECT_DEDUPED: &str = "SELECT id FROM dlq_events WHERE event_type = ?1 AND dedupe_key = ?2 \
+     AND dedupe_key IS NOT NULL AND status NOT IN ('SUCCEEDED', 'DISCARDED')";
 
 const INSERT_ATTEMPT: &str = "INSERT INTO dlq_attempts (dlq_id, attempt, outcome, error_class, error_reason, owner, at) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
@@ -57,8 +60,9 @@ pub(super) async fn begin(pool: &SqlitePool) -> StoreResult<Transaction<'static,
     pool.begin_with(BEGIN_IMMEDIATE).await.map_err(sql)
 }
 
-/// Parks letters in input order; a dedupe key already stored (or parked earlier in the same
-/// batch) returns the first row's id.
+/// Parks letters in input order; an event type and dedupe key that a live row already holds
+/// (or a letter parked earlier in the same batch) returns that row's id. A key whose rows all
+/// finished (SUCCEEDED, DISCARDED) parks a new row.
 pub(super) async fn park(pool: &SqlitePool, letters: Vec<NewDeadLetter>) -> StoreResult<Vec<Parked>> {
     if letters.is_empty() {
         return Ok(Vec::new());
@@ -116,8 +120,13 @@ async fn park_one(conn: &mut SqliteConnection, l: &NewDeadLetter, at: i64) -> St
         .await
         .map_err(sql)?;
     let Some(row) = inserted else {
-        let id: i64 =
-            sqlx::query_scalar(SELECT_DEDUPED).bind(&l.dedupe_key).fetch_one(&mut *conn).await.map_err(sql)?;
+        // The write lock is held since BEGIN IMMEDIATE: the conflicting live row is still live.
+        let id: i64 = sqlx::query_scalar(SELECT_DEDUPED)
+            .bind(&l.event_type)
+            .bind(&l.dedupe_key)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(sql)?;
         return Ok(Parked { id, deduplicated: true, truncated: false });
     };
     let id: i64 = row.try_get("id").map_err(sql)?;

@@ -1,9 +1,11 @@
 -- Parks a batch of letters in one statement (group commit and park_many). The batch comes as
 -- one array of dlq_park_letter (migration 0016), one element per letter; its optional fields
 -- come in one dlq_park_extra, NULL when the letter has none.
--- It answers with one row: the ids of the rows it inserted, with their dedupe keys. A letter
--- whose dedupe key is already stored (or repeats an earlier letter's) is skipped by the insert,
--- and the caller looks its id up. Ids come from the column's sequence as the insert reads the
+-- It answers with one row: the ids of the rows it inserted, with their dedupe keys and, for
+-- keyed rows, their event types. A letter whose (event type, dedupe key) a live row already
+-- holds (or an earlier letter of the batch) is skipped by the insert, and the caller looks its
+-- id up; a key whose rows are all finished (SUCCEEDED, DISCARDED) parks a new row (migration
+-- 0017: a failure of a finished event is a new failure, never swallowed). Ids come from the column's sequence as the insert reads the
 -- array, so they rise in input order: the caller matches the keyless letters to the keyless
 -- ids in ascending order, the others by key. (Drawing ids in a CTE first, so that each input
 -- row carried its own, kept a copy of every letter for a row-per-letter answer: 7-9 % of the
@@ -32,7 +34,8 @@ inserted AS (
         (t.extra).source_topic, (t.extra).source_partition, (t.extra).source_offset,
         COALESCE((t.extra).source_headers, '{}'), (t.extra).trace_context
     FROM unnest($1::{schema}.dlq_park_letter[]) AS t
-    ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
+    ON CONFLICT (event_type, dedupe_key) WHERE dedupe_key IS NOT NULL AND status NOT IN ('SUCCEEDED', 'DISCARDED')
+    DO NOTHING
     RETURNING e.id, e.status, e.event_type, e.fingerprint, e.created_at, e.dedupe_key
 ),
 tallied AS (
@@ -49,8 +52,10 @@ wake AS (
     SELECT pg_notify($2, '') FROM (SELECT 1 FROM inserted WHERE status = 'PENDING' LIMIT 1) AS any_pending
     WHERE $3
 )
-SELECT a.ids, a.keys, (SELECT count(*) FROM wake) AS woken
+SELECT a.ids, a.keys, a.types, (SELECT count(*) FROM wake) AS woken
 FROM untallied, (
-    -- One pass over the inserted rows, so that each id stays beside its own key.
-    SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(dedupe_key), '{}') AS keys FROM inserted
+    -- One pass over the inserted rows, so that each id stays beside its own key and type.
+    SELECT coalesce(array_agg(id), '{}') AS ids, coalesce(array_agg(dedupe_key), '{}') AS keys,
+           coalesce(array_agg(CASE WHEN dedupe_key IS NOT NULL THEN event_type END), '{}') AS types
+    FROM inserted
 ) AS a
