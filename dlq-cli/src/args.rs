@@ -59,6 +59,10 @@ pub enum Command {
         /// Why (default: "undo of audit entry N").
         #[arg(long)]
         reason: Option<String>,
+        /// Undo it even though later patches of the row would be reverted with it (refused
+        /// without, listing them).
+        #[arg(long)]
+        force: bool,
     },
     /// Deletes SUCCEEDED and DISCARDED rows older than the given age.
     Purge {

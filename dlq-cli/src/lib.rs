@@ -220,7 +220,9 @@ impl Embedded {
                     repair::Repaired::Many(report) => out.patched_many(&report),
                 }
             }
-            Command::Undo { audit_id, reason } => out.patched(&admin.undo(*audit_id, reason.as_deref()).await?),
+            Command::Undo { audit_id, reason, force } => {
+                out.patched(&admin.undo(*audit_id, reason.as_deref(), *force).await?)
+            }
             Command::Purge { older_than } => out.purged(admin.purge(*older_than).await?),
             Command::Migrate => out.migrated(&cli.schema),
             Command::Workers => out.workers(&admin.workers().await?),

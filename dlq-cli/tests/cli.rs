@@ -162,6 +162,9 @@ async fn repairs(db: Db) {
     assert_eq!(entry["diff"]["payload"]["old"]["currency"], "USD ");
     run_json(&db, &["undo", &audit_id]);
     assert_eq!(run_json(&db, &["show", &id])["payload"]["currency"], "USD ");
+    // The patch was followed by its undo: undoing it again would revert that undo too.
+    fails(&db, &["undo", &audit_id], 1, "would also revert 1 later patch");
+    assert_eq!(run_json(&db, &["undo", &audit_id, "--force"])["new"]["currency"], "USD ");
 
     // The editor path: any command that edits the file in place.
     db.dlq().args(["patch", &id, "--reason", "edited"]).env("EDITOR", "sed -i -e 's/USD /EUR/'").assert().success();

@@ -140,13 +140,28 @@ async fn patch_keeps_patch_and_original_and_undo_restores_it(store: Store) {
     assert_eq!((entry.reason.as_deref(), &entry.diff["patch"]), (Some("fix n"), &patch));
     assert_eq!(entry.diff["payload"]["old"], serde_json::json!({"n": 0}));
 
-    let undone = admin.undo(done.audit_id, None).await.unwrap();
+    let undone = admin.undo(done.audit_id, None, false).await.unwrap();
     assert_eq!(store.get(id).await.unwrap().unwrap().payload, Payload::Json(serde_json::json!({"n": 0})));
     assert_eq!(store.audit_entry(undone.audit_id).await.unwrap().unwrap().diff["undo_of"], done.audit_id);
 
+    // Undoing an older patch would revert the later ones with it: refused, listing them,
+    // unless forced; the latest can be undone as it is.
+    let set = |n: i64| serde_json::json!([{"op": "replace", "path": "/n", "value": n}]);
+    let older = admin.patch(id, &set(1), "older").await.unwrap();
+    let later = admin.patch(id, &set(2), "later fix").await.unwrap();
+    let refused = admin.undo(older.audit_id, None, false).await.unwrap_err().to_string();
+    assert!(refused.contains(&format!("audit entry {}", later.audit_id)) && refused.contains("later fix"), "{refused}");
+    assert_eq!(store.get(id).await.unwrap().unwrap().payload, Payload::Json(serde_json::json!({"n": 2})), "untouched");
+    assert!(admin.undo(done.audit_id, None, false).await.is_err(), "an undone patch was followed by its undo");
+    admin.undo(older.audit_id, Some("back to before both"), true).await.unwrap();
+    assert_eq!(store.get(id).await.unwrap().unwrap().payload, Payload::Json(serde_json::json!({"n": 0})));
+    let latest = admin.patch(id, &set(3), "latest").await.unwrap();
+    admin.undo(latest.audit_id, None, false).await.unwrap();
+    assert_eq!(store.get(id).await.unwrap().unwrap().payload, Payload::Json(serde_json::json!({"n": 0})));
+
     // A raw payload: replaced whole, and the undo restores its bytes exactly.
     let replaced = admin.replace_payload(raw, Payload::Json(serde_json::json!({"ok": true})), "rewrote").await.unwrap();
-    admin.undo(replaced.audit_id, Some("back")).await.unwrap();
+    admin.undo(replaced.audit_id, Some("back"), false).await.unwrap();
     assert_eq!(store.get(raw).await.unwrap().unwrap().payload, Payload::from_bytes(b"\xffnot json"));
 
     for (patch, want) in [
@@ -161,7 +176,7 @@ async fn patch_keeps_patch_and_original_and_undo_restores_it(store: Store) {
     let redrive = admin.start(BulkPlan::redrive(ListFilter::default().ids([id]), "")).await.unwrap();
     redrive.run(Pacing::default(), |_| ControlFlow::Continue(())).await.unwrap();
     let redrive_entry = store.audit(id).await.unwrap().last().unwrap().id;
-    assert!(admin.undo(redrive_entry, None).await.unwrap_err().to_string().contains("only patches"));
+    assert!(admin.undo(redrive_entry, None, false).await.unwrap_err().to_string().contains("only patches"));
 }
 
 async fn bulk_redrive_stops_and_resumes_without_moving_a_row_twice(store: Store) {

@@ -165,6 +165,9 @@ pub(crate) async fn patch(
 #[serde(deny_unknown_fields)]
 pub(crate) struct UndoRequest {
     reason: Option<String>,
+    /// Undo even though later patches of the row would be reverted with it.
+    #[serde(default)]
+    force: bool,
 }
 
 /// `POST /api/audit/{audit_id}/undo`.
@@ -174,5 +177,5 @@ pub(crate) async fn undo(
     request: Result<Json<UndoRequest>, JsonRejection>,
 ) -> ApiResult<Value> {
     let request = body(request)?;
-    Ok(Json(json::patched(&admin.undo(audit_id, request.reason.as_deref()).await?)))
+    Ok(Json(json::patched(&admin.undo(audit_id, request.reason.as_deref(), request.force).await?)))
 }

@@ -35,7 +35,7 @@
 //! | `POST /operations/{id}/resume` | continues a stopped operation (a failed canary, a restart) from its cursor, optionally at a `rate` |
 //! | `POST /groups/{fingerprint}/patch` | one JSON Patch applied to the group's dead rows (preview, then confirm) |
 //! | `POST /events/{id}/edit` | a new payload: validated, the diff shown, then `confirm=1` |
-//! | `POST /audit/{audit_id}/undo` | restores what a patch replaced |
+//! | `POST /audit/{audit_id}/undo` | restores what a patch replaced (refused when later patches would be reverted with it, unless `force`) |
 //! | `GET /api/openapi.json` | the JSON API, documented (a hand-written OpenAPI 3.1 document) |
 //!
 //! # Security

@@ -646,6 +646,8 @@ pub(crate) async fn group_patch(
 #[derive(Debug, Deserialize)]
 pub(crate) struct UndoForm {
     reason: Option<String>,
+    /// Set (`force=on`) to undo even though later patches would be reverted with it.
+    force: Option<String>,
 }
 
 /// `POST /audit/{audit_id}/undo`: restores the payload and goes back to the row.
@@ -655,7 +657,7 @@ pub(crate) async fn undo(
     Path(audit_id): Path<i64>,
     Form(form): Form<UndoForm>,
 ) -> PageResult {
-    let outcome = admin.undo(audit_id, form.reason.as_deref()).await?;
+    let outcome = admin.undo(audit_id, form.reason.as_deref(), form.force.is_some()).await?;
     let mut response = Redirect::to(&base.url(&format!("/events/{}", outcome.id))).into_response();
     response.headers_mut().insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
     Ok(response)

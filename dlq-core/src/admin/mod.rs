@@ -281,10 +281,35 @@ impl Admin {
 
     /// Restores the payload a patch replaced, audited as a patch naming the entry undone.
     ///
+    /// Restoring the payload an older patch replaced would silently throw away every patch
+    /// made to the row after it (their repairs, and their undos): unless `force`, such an undo
+    /// is refused with the later entries listed. Undo the latest patch first, or force it.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use dlq_core::admin::Admin;
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload};
+    /// use serde_json::json;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "io", "bad".into(), vec![], None);
+    /// let id = store.park(NewDeadLetter::new("payment", Payload::Json(json!({"a": 1})), failure)).await?.id;
+    /// let admin = Admin::new(store, "alice");
+    /// let first = admin.patch(id, &json!([{"op": "replace", "path": "/a", "value": 2}]), "fix a").await?;
+    /// admin.patch(id, &json!([{"op": "add", "path": "/b", "value": 3}]), "add b").await?;
+    /// let refused = admin.undo(first.audit_id, None, false).await.unwrap_err();
+    /// assert!(refused.to_string().contains("add b"), "{refused}");
+    /// let undone = admin.undo(first.audit_id, None, true).await?;
+    /// assert_eq!(undone.new, Payload::Json(json!({"a": 1})));
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
     /// # Errors
-    /// [`Error::AuditNotFound`]; [`Error::Invalid`] when the entry is not a patch; the
-    /// store's error.
-    pub async fn undo(&self, audit_id: i64, reason: Option<&str>) -> Result<PatchOutcome, Error> {
+    /// [`Error::AuditNotFound`]; [`Error::Invalid`] when the entry is not a patch, or (unless
+    /// `force`) when later patches of the row would be reverted; the store's error.
+    pub async fn undo(&self, audit_id: i64, reason: Option<&str>, force: bool) -> Result<PatchOutcome, Error> {
         let entry = self.store.audit_entry(audit_id).await?.ok_or(Error::AuditNotFound(audit_id))?;
         let original =
             (entry.action == "patch").then(|| payload_from_diff(&entry.diff)).flatten().ok_or_else(|| {
@@ -293,6 +318,18 @@ impl Admin {
                     entry.action
                 ))
             })?;
+        if !force {
+            let later: Vec<AuditEntry> = self
+                .store
+                .audit(entry.dlq_id)
+                .await?
+                .into_iter()
+                .filter(|a| a.id > audit_id && a.action == "patch")
+                .collect();
+            if !later.is_empty() {
+                return Err(Error::Invalid(later_patches(audit_id, entry.dlq_id, &later)));
+            }
+        }
         let default = format!("undo of audit entry {audit_id}");
         let reason = reason.filter(|r| !r.trim().is_empty()).unwrap_or(&default);
         let letter = self.store.get(entry.dlq_id).await?.ok_or(Error::NotFound(entry.dlq_id))?;
@@ -343,6 +380,21 @@ impl Admin {
         crate::observe::admin_action("purge", purged);
         Ok(purged)
     }
+}
+
+/// Why undoing `audit_id` is refused: the patches of row `id` made after it, each on a line.
+fn later_patches(audit_id: i64, id: DlqId, later: &[AuditEntry]) -> String {
+    let mut why = format!(
+        "undoing audit entry {audit_id} would also revert {} later patch{} of dead letter {id} \
+         (undo the latest first, or force it: `dlq undo {audit_id} --force`):",
+        later.len(),
+        if later.len() == 1 { "" } else { "es" }
+    );
+    for a in later {
+        let reason = a.reason.as_deref().unwrap_or("no reason");
+        why.push_str(&format!("\n  audit entry {} by {} at {}: {reason}", a.id, a.actor, a.at.to_rfc3339()));
+    }
+    why
 }
 
 /// Why a validating action cannot run.
