@@ -89,14 +89,54 @@ async fn check_migrated(store: &PgStore, schema: &str) -> Result<(), Failure> {
 async fn open_sqlite(url: &str, migrate: bool) -> Result<Arc<dyn DeadLetterStore>, Failure> {
     let options = SqliteConnectOptions::from_str(url).map_err(|e| Failure::usage(dlq_core::admin::one_line(&e)))?;
     let path = options.get_filename().to_owned();
-    if !migrate && !path.exists() {
-        return Err(Failure::error(format!(
-            "no SQLite database at {}: run `dlq migrate` to create it",
-            path.display()
-        )));
+    if !migrate {
+        if !path.exists() {
+            return Err(Failure::error(format!(
+                "no SQLite database at {}: run `dlq migrate` to create it",
+                path.display()
+            )));
+        }
+        // Checked before the store opens the file, since opening it migrates it: a verb
+        // pointed at another application's file must not create dlq's tables in it.
+        check_sqlite_migrated(options.clone(), &path).await?;
     }
     let store = SqliteStore::connect_with(options.create_if_missing(migrate))
         .await
         .map_err(|e| Failure::error(dlq_core::admin::one_line(&e)))?;
     Ok(Arc::new(store))
+}
+
+/// The SQLite file has every embedded migration; read on a read-only connection that sets no
+/// journal mode, so the check writes nothing to the file.
+async fn check_sqlite_migrated(options: SqliteConnectOptions, path: &std::path::Path) -> Result<(), Failure> {
+    let latest = dlq_sqlx::sqlite::MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    let options = options.create_if_missing(false).read_only(true);
+    let failed =
+        |e: sqlx::Error| Failure::error(format!("cannot read {}: {}", path.display(), dlq_core::admin::one_line(&e)));
+    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect_with(&options).await.map_err(failed)?;
+    let tracked: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations')",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .map_err(failed)?;
+    let version: i64 = if tracked {
+        sqlx::query_scalar("SELECT coalesce(max(version), 0) FROM _sqlx_migrations WHERE success")
+            .fetch_one(&mut conn)
+            .await
+            .map_err(failed)?
+    } else {
+        0
+    };
+    let _ = sqlx::Connection::close(conn).await;
+    let behind = |found: String| {
+        Failure::error(format!("{} {found}: run `dlq migrate` (this dlq needs migration {latest})", path.display()))
+    };
+    if !tracked {
+        return Err(behind("has no dlq tables".into()));
+    }
+    if version < latest {
+        return Err(behind(format!("is at migration {version}")));
+    }
+    Ok(())
 }

@@ -423,6 +423,24 @@ async fn missing_migrations_and_read_only_roles_get_one_clear_line() {
     sqlite.dlq().arg("migrate").assert().success();
     sqlite.dlq().arg("stats").assert().success();
 
+    // Another application's SQLite file: read-only verbs say so and leave it as it was.
+    let other = dir.path().join("orders.db");
+    let url = format!("sqlite://{}", other.display());
+    let pool = sqlx::SqlitePool::connect(&format!("{url}?mode=rwc")).await.unwrap();
+    sqlx::query("CREATE TABLE orders (id INTEGER PRIMARY KEY)").execute(&pool).await.unwrap();
+    let tables = || async {
+        let names: Vec<String> =
+            sqlx::query_scalar("SELECT name FROM sqlite_master ORDER BY name").fetch_all(&pool).await.unwrap();
+        names
+    };
+    let before = tables().await;
+    let theirs = Db { url, pg: None, _dir: None };
+    for verb in [&["stats"][..], &["ls"], &["show", "1"]] {
+        fails(&theirs, verb, 1, "has no dlq tables: run `dlq migrate`");
+    }
+    assert_eq!(tables().await, before, "no table was created in the other application's file");
+    pool.close().await;
+
     let pg = Db::postgres().await;
     fails(&pg, &["ls"], 1, "has no dlq tables: run `dlq migrate`");
     pg.dlq().arg("migrate").assert().success();
