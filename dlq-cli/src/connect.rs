@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use dlq_core::DeadLetterStore;
 use dlq_sqlx::{PgConfig, PgStore, SqliteStore};
+use sqlx::Connection as _;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 use sqlx::sqlite::SqliteConnectOptions;
 
 use crate::Failure;
@@ -41,9 +43,25 @@ pub(crate) async fn open(url: &str, schema: &str, migrate: bool) -> Result<Arc<d
 
 async fn open_pg(url: &str, schema: &str, migrate: bool) -> Result<Arc<dyn DeadLetterStore>, Failure> {
     dlq_sqlx::postgres::validate_schema(schema).map_err(|e| Failure::usage(dlq_core::admin::one_line(&e)))?;
+    let mut options = PgConnectOptions::from_str(url)
+        .map_err(|e| Failure::usage(format!("invalid database URL: {}", describe(&e))))?;
+    // sqlx keeps the brackets of an IPv6 host (`[::1]`), which the resolver does not take.
+    let host = options.get_host().to_owned();
+    if let Some(bare) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        options = options.host(bare);
+    }
+    let at = format!("{host}:{}", options.get_port());
+    // One connection first, so that an unreachable server is reported as what it is
+    // (connection refused, no such database, authentication failed) rather than as a pool
+    // that timed out waiting for a connection.
+    let first = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await;
+    let conn = first
+        .map_err(|_| Failure::error(format!("cannot reach PostgreSQL at {at}: no answer within {CONNECT_TIMEOUT:?}")))?
+        .map_err(|e| Failure::error(format!("cannot reach PostgreSQL at {at}: {}", describe(&e))))?;
+    let _ = sqlx::Connection::close(conn).await;
     let config = PgConfig::default().schema(schema).run_migrations(false).park_timeout(CONNECT_TIMEOUT);
-    let store = PgStore::connect_with(url, config).await.map_err(|e| Failure::error(dlq_core::admin::one_line(&e)))?;
-    sqlx::query("SELECT 1").execute(store.pool()).await.map_err(|e| unreachable_pg(&e))?;
+    let pool = PgPoolOptions::new().max_connections(10).acquire_timeout(CONNECT_TIMEOUT).connect_lazy_with(options);
+    let store = PgStore::from_pool(pool, config).await.map_err(|e| Failure::error(dlq_core::admin::one_line(&e)))?;
     if migrate {
         dlq_sqlx::postgres::migrate(store.pool(), schema)
             .await
@@ -55,7 +73,46 @@ async fn open_pg(url: &str, schema: &str, migrate: bool) -> Result<Arc<dyn DeadL
 }
 
 fn unreachable_pg(err: &sqlx::Error) -> Failure {
-    Failure::error(format!("cannot reach PostgreSQL: {}", dlq_core::admin::one_line(err)))
+    Failure::error(format!("cannot reach PostgreSQL: {}", describe(err)))
+}
+
+/// A sqlx error as a person would say it: the server's own message (without the line of
+/// PostgreSQL's source that sqlx appends), "connection refused" rather than an OS error
+/// number, and no "error with configuration:" said twice.
+pub(crate) fn describe(err: &sqlx::Error) -> String {
+    match err {
+        sqlx::Error::Database(db) => db.message().to_owned(),
+        sqlx::Error::Io(io) => describe_io(io),
+        sqlx::Error::Tls(tls) => format!("TLS: {}", dlq_core::admin::one_line(&**tls)),
+        sqlx::Error::PoolTimedOut => format!("no connection within {CONNECT_TIMEOUT:?}"),
+        sqlx::Error::Configuration(inner) => {
+            let text = dlq_core::admin::one_line(&**inner);
+            let mut text = text.as_str();
+            while let Some(rest) = text.strip_prefix("error with configuration: ") {
+                text = rest;
+            }
+            text.to_owned()
+        }
+        other => dlq_core::admin::one_line(other),
+    }
+}
+
+fn describe_io(io: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match io.kind() {
+        ErrorKind::ConnectionRefused => "connection refused".into(),
+        ErrorKind::ConnectionReset => "connection reset by the server".into(),
+        ErrorKind::TimedOut => "timed out".into(),
+        ErrorKind::HostUnreachable | ErrorKind::NetworkUnreachable => "host unreachable".into(),
+        _ => {
+            let text = io.to_string();
+            // "... (os error 111)": the number says nothing more than the text.
+            match text.rfind(" (os error ") {
+                Some(at) if text.ends_with(')') => text[..at].to_owned(),
+                _ => text,
+            }
+        }
+    }
 }
 
 /// The schema has every embedded migration.
@@ -87,7 +144,8 @@ async fn check_migrated(store: &PgStore, schema: &str) -> Result<(), Failure> {
 }
 
 async fn open_sqlite(url: &str, migrate: bool) -> Result<Arc<dyn DeadLetterStore>, Failure> {
-    let options = SqliteConnectOptions::from_str(url).map_err(|e| Failure::usage(dlq_core::admin::one_line(&e)))?;
+    let options = SqliteConnectOptions::from_str(url)
+        .map_err(|e| Failure::usage(format!("invalid database URL: {}", describe(&e))))?;
     let path = options.get_filename().to_owned();
     if !migrate {
         if !path.exists() {
@@ -111,8 +169,7 @@ async fn open_sqlite(url: &str, migrate: bool) -> Result<Arc<dyn DeadLetterStore
 async fn check_sqlite_migrated(options: SqliteConnectOptions, path: &std::path::Path) -> Result<(), Failure> {
     let latest = dlq_sqlx::sqlite::MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
     let options = options.create_if_missing(false).read_only(true);
-    let failed =
-        |e: sqlx::Error| Failure::error(format!("cannot read {}: {}", path.display(), dlq_core::admin::one_line(&e)));
+    let failed = |e: sqlx::Error| Failure::error(format!("cannot read {}: {}", path.display(), describe(&e)));
     let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect_with(&options).await.map_err(failed)?;
     let tracked: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations')",

@@ -276,7 +276,29 @@ async fn bad_input(db: Db) {
     let mut nothing = db.dlq();
     nothing.env_remove("DATABASE_URL").args(["stats"]).assert().code(2);
     fails(&db, &["stats", "--database-url", "mysql://x/y"], 2, "unsupported database URL scheme `mysql`");
-    fails(&db, &["stats", "--database-url", "postgres://nobody@127.0.0.1:1/db"], 1, "cannot reach PostgreSQL");
+    // Connection errors read like a person wrote them: what went wrong, where, in one line;
+    // a malformed URL is a usage error.
+    let base = pg_base();
+    let (head, _) = base.rsplit_once('/').unwrap();
+    for (url, code, want) in [
+        (
+            "postgres://nobody@127.0.0.1:1/db".to_owned(),
+            1,
+            "cannot reach PostgreSQL at 127.0.0.1:1: connection refused",
+        ),
+        ("postgres://nobody@[::1]:1/db".to_owned(), 1, "cannot reach PostgreSQL at [::1]:1: connection refused"),
+        (format!("{head}/dlq_no_such_db"), 1, "database \"dlq_no_such_db\" does not exist"),
+        ("postgres://x@[::1/db".to_owned(), 2, "invalid database URL: invalid IPv6 address"),
+        (format!("{base}?sslmode=bogus"), 2, "invalid database URL: unknown value \"bogus\""),
+    ] {
+        let out = db.dlq().args(["stats", "--database-url", &url]).assert().code(code).get_output().clone();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{url}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{url}: {err}");
+        for noise in ["pool timed out", " at line ", "error with configuration", "os error", "::"] {
+            assert!(!err.replace("[::1]", "").contains(noise), "{url}: {noise:?} in {err}");
+        }
+    }
 }
 
 async fn interrupted_redrive_resumes_without_a_row_lost_or_moved_twice(db: Db) {
