@@ -165,7 +165,8 @@ pub(crate) fn circuit_state(event_type: &str, state: crate::CircuitState, paused
 /// ```
 #[derive(Debug, Default)]
 pub struct StoreGauges {
-    seen: Vec<(String, Status)>,
+    /// Every event type gauged so far: a type whose rows are all purged reads 0, not its last value.
+    seen: std::collections::BTreeSet<String>,
 }
 
 impl StoreGauges {
@@ -190,42 +191,40 @@ impl StoreGauges {
         if let Some(beats) = &beats {
             live_retriers(beats);
         }
-        if let Ok(Some(capacity)) = store.capacity().await {
-            saturation(&capacity);
+        match store.capacity().await {
+            Ok(Some(capacity)) => saturation(&capacity),
+            // No `max_entries`: nothing can fill up.
+            Ok(None) => gauge!(SATURATION).set(0.0),
+            Err(_) => {}
         }
         beats
     }
 }
 
-/// Sets the row gauges from one `stats()` answer. Types and statuses seen before and absent
-/// now are set to zero, so a drained queue reads 0 instead of its last value; so is the
-/// oldest-due age of every type the retrier handles (`handled`) with no due row.
+/// Sets the row gauges from one `stats()` answer: for every event type in the answer, every
+/// type handled (`handled`) and every type seen before (`seen`), `dlq_rows` for each of the
+/// five statuses (0 for a status with no rows: a series that is absent until its first row
+/// makes `rate()` and absence alerts misfire) and `dlq_oldest_due_seconds` (0 when none is due).
 pub(crate) fn rows<'a>(
     stats: &[StatsRow],
     handled: impl Iterator<Item = &'a str>,
     now: chrono::DateTime<chrono::Utc>,
-    seen: &mut Vec<(String, Status)>,
+    seen: &mut std::collections::BTreeSet<String>,
 ) {
-    for (event_type, status) in seen.iter() {
-        if !stats.iter().any(|s| &s.event_type == event_type && s.status == *status) {
-            gauge!(ROWS, "event_type" => event_type.clone(), "status" => status.as_str()).set(0.0);
+    seen.extend(handled.map(str::to_owned));
+    seen.extend(stats.iter().map(|row| row.event_type.clone()));
+    for event_type in seen.iter() {
+        for &status in Status::ALL {
+            let count = stats.iter().find(|r| &r.event_type == event_type && r.status == status).map_or(0, |r| r.count);
+            #[allow(clippy::cast_precision_loss, reason = "a gauge is an f64")]
+            gauge!(ROWS, "event_type" => event_type.clone(), "status" => status.as_str()).set(count as f64);
         }
-    }
-    for event_type in handled {
-        if !stats.iter().any(|s| s.event_type == event_type && s.status == Status::Pending) {
-            gauge!(OLDEST_DUE, "event_type" => event_type.to_owned()).set(0.0);
-        }
-    }
-    seen.clear();
-    for row in stats {
-        let event_type = row.event_type.clone();
-        #[allow(clippy::cast_precision_loss, reason = "a gauge is an f64")]
-        gauge!(ROWS, "event_type" => event_type.clone(), "status" => row.status.as_str()).set(row.count as f64);
-        if row.status == Status::Pending {
-            let age = row.oldest_due.map_or(0.0, |due| (now - due).to_std().unwrap_or_default().as_secs_f64());
-            gauge!(OLDEST_DUE, "event_type" => event_type.clone()).set(age);
-        }
-        seen.push((event_type, row.status));
+        let oldest_due = stats
+            .iter()
+            .find(|r| &r.event_type == event_type && r.status == Status::Pending)
+            .and_then(|r| r.oldest_due);
+        let age = oldest_due.map_or(0.0, |due| (now - due).to_std().unwrap_or_default().as_secs_f64());
+        gauge!(OLDEST_DUE, "event_type" => event_type.clone()).set(age);
     }
 }
 

@@ -140,10 +140,12 @@ async fn every_documented_metric_matches_the_database_after_the_payment_scenario
         let gauge = sample(&text, "dlq_rows", &[payment, ("status", label)]);
         assert_eq!(gauge, Some(db_count(&pool, status).await), "dlq_rows{{status={label}}}");
     }
-    assert_eq!(
-        sample(&text, "dlq_rows", &[payment, ("status", "PENDING")]).unwrap_or(0.0),
-        db_count(&pool, "PENDING").await
-    );
+    // Every status is a series, 0 included, so `rate()` and absence alerts see it.
+    for status in ["PENDING", "PROCESSING", "DISCARDED"] {
+        assert_eq!(sample(&text, "dlq_rows", &[payment, ("status", status)]), Some(0.0), "{status}: {text}");
+        assert_eq!(db_count(&pool, status).await, 0.0);
+    }
+    assert_eq!(sample(&text, "dlq_saturation_ratio", &[]), Some(0.0), "no max_entries: nothing fills up");
     assert_eq!(sample(&text, "dlq_oldest_due_seconds", &[payment]), Some(0.0), "nothing due once drained");
     assert_eq!(sample(&text, "dlq_live_retriers", &[]), Some(1.0));
     assert_eq!(sample(&text, "dlq_handler_duration_seconds_count", &[payment]), Some(1.0));
