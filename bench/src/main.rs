@@ -1,4 +1,4 @@
-//! dlq against raw SQL and peer job queues on PostgreSQL, in one run (issue 12, DESIGN §8).
+//! dlq against raw SQL and peer job queues on PostgreSQL, in one run (the targets of docs/DESIGN.md, "Performance targets").
 //!
 //! Run from the repository root:
 //!

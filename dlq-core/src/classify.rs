@@ -259,7 +259,7 @@ impl<E: StdError + Send + Sync + 'static> MarkError for E {
     }
 }
 
-/// Classifies a plain `std::error::Error` by the defaults of DESIGN §4.
+/// Classifies a plain `std::error::Error` by the defaults (docs/DESIGN.md, "Classification").
 ///
 /// The `source()` chain is walked from the outermost error inwards and the first
 /// explicit marker ([`Permanent`], [`Transient`], [`Fatal`]) wins. Without a marker,

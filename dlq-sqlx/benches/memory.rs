@@ -1,5 +1,5 @@
 //! A retrier process's peak memory as the rows it processes grow: 10,000, 100,000 and
-//! 1,000,000 rows (DESIGN §8: flat within 10 %). Prints a table.
+//! 1,000,000 rows (the target: flat within 10 %). Prints a table.
 //!
 //! Run: `cargo bench -p dlq-sqlx --bench memory`. Uses `DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`) to create, use and drop a database

@@ -1,5 +1,5 @@
 //! Retrier and parking throughput on PostgreSQL against raw SQL doing the same transitions
-//! (DESIGN §8). Prints a table.
+//! (the targets of docs/DESIGN.md, "Performance targets"). Prints a table.
 //!
 //! Run: `cargo bench -p dlq-sqlx --bench retrier`. Uses `DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`) to create, use and drop a database
@@ -481,7 +481,7 @@ async fn run() -> Result<()> {
     }
     if selected("flaky") {
         // The default config runs the failed attempt again at once under its claim
-        // (`immediate-retries`); with 0 every attempt goes through the database (DESIGN §8).
+        // (`immediate-retries`); with 0 every attempt goes through the database (the fail-once target).
         let through_db = |mut config: RetrierConfig| {
             config.immediate_retries = 0;
             config

@@ -1,4 +1,4 @@
-//! DESIGN §7 on PostgreSQL: bad input gets a clear error and nothing is lost.
+//! The bad-input table of docs/DESIGN.md on PostgreSQL: bad input gets a clear error and nothing is lost.
 
 mod pg_support;
 

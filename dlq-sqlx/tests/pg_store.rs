@@ -633,7 +633,7 @@ async fn tuples_read_by_a_pending_claim(pool: &PgPool, limit: i32) -> (i64, i64,
     (claimed, seq_tup_read, idx_tup_fetch)
 }
 
-/// Issue 12: right after a burst of parks, before any ANALYZE, the planner used to read every
+/// Right after a burst of parks, before any ANALYZE, the planner used to read every
 /// due row (a bitmap heap scan and a sort) to claim 50. The claim walks the partial index in
 /// order and stops at the batch, with or without statistics.
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]

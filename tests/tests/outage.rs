@@ -1,4 +1,4 @@
-//! The outage replay of issue 11: a ledger down for ten minutes, 5,000 payment events parked
+//! The outage replay that shaped the circuit breaker (docs/BREAKER.md): a ledger down for ten minutes, 5,000 payment events parked
 //! by the live path during its first five, retried by a `Retrier` on `MemoryStore`, then the
 //! ledger back. Tokio's paused clock compresses the hour into well under a second of real
 //! time; nothing here measures wall-clock speed.

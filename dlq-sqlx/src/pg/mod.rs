@@ -87,8 +87,8 @@ pub struct PgConfig {
     /// inserts of about this size in one transaction (all of its letters stored, or none).
     /// (`park_many_in` sends its letters as one insert, in the caller's transaction.) `None` (the
     /// default) chooses on the writer's first connection: 16,000 bytes when it is encrypted
-    /// (TLS), 16 MiB otherwise. sqlx 0.9.0 sets no `TCP_NODELAY` on its sockets (sqlx issue
-    /// 4335), and over TLS a statement longer than one TLS record (16 KiB) can wait about
+    /// (TLS), 16 MiB otherwise. sqlx 0.9.0 sets no `TCP_NODELAY` on its sockets,
+    /// and over TLS a statement longer than one TLS record (16 KiB) can wait about
     /// 40 ms for the server's delayed ACK: 64 tasks parking letters of about 470 bytes over
     /// TLS to a server on the same host parked 1.3k rows/s in batches of up to 64, and 9-10k
     /// with batches kept under one record (12k without TLS; `docs/BENCHMARKS.md`).
