@@ -3,9 +3,12 @@
 //!
 //! A record's identity is `topic/partition/offset`: [`source_of`] fills
 //! [`SourceMeta::kafka`] with it, the headers, the record's key (header [`KEY_HEADER`]) and
-//! the `traceparent` header as trace context, and its dedupe key makes a redelivered record
-//! park once. [`KafkaConsumer::run`] handles the records of each partition in order and
-//! settles each one:
+//! the `traceparent` header as trace context, and its dedupe key ([`dedupe_key`]) makes a
+//! redelivered record park once. A replay sent by [`republish`] keeps the identity of the
+//! event it replays: its [`DEDUPE_KEY_HEADER`] is its dedupe key, so if it fails again it is
+//! parked under the original key (as a new row, the row it came from being discarded), while
+//! its source records where the replay was read. [`KafkaConsumer::run`] handles the records
+//! of each partition in order and settles each one:
 //!
 //! - handled or parked → its offset is **stored**, and committed with the next commit
 //!   (every `auto.commit.interval.ms`, at a rebalance, and when the loop ends): the partition
@@ -23,6 +26,12 @@
 //! records that are not done yet. A crash loses at most the stored offsets not yet
 //! committed: those records are delivered again, handled again (at least once), and a failure
 //! parked before the crash is found by its dedupe key instead of being parked twice.
+//!
+//! A member that is killed (no clean leave) keeps its partitions until the group coordinator
+//! misses its heartbeats for `session.timeout.ms` (45 s by default): only then does another
+//! member of the group get them and resume from their committed offsets. Lower it (it must
+//! stay within the broker's `group.min.session.timeout.ms`, 6 s by default) to fail over
+//! sooner. A consumer dropped after [`KafkaConsumer::run`] returns leaves the group at once.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -133,6 +142,32 @@ pub fn source_of<M: Message>(record: &M) -> SourceMeta {
     source
 }
 
+/// The dedupe key of a record: the original event's key when the record is a replay
+/// carrying a valid [`DEDUPE_KEY_HEADER`] (see [`replay_key`](crate::replay_key); a value
+/// that is too long, not UTF-8, holds control characters or appears twice is ignored), else
+/// the record's own identity `topic/partition/offset`. [`KafkaConsumer::dispatch`] and
+/// [`scope_for`] park a failure under it, so a replay that fails again is parked under the
+/// key of the event it replays, not under its own offset.
+///
+/// ```
+/// use rdkafka::message::{Header, OwnedHeaders, OwnedMessage, Timestamp};
+/// use dlq_consumers::DEDUPE_KEY_HEADER;
+///
+/// let record = |headers| OwnedMessage::new(None, None, "payments".into(), Timestamp::NotAvailable, 1, 90, headers);
+/// assert_eq!(dlq_consumers::kafka::dedupe_key(&record(None)), "payments/1/90");
+/// let replay = OwnedHeaders::new().insert(Header { key: DEDUPE_KEY_HEADER, value: Some("payments/2/41") });
+/// assert_eq!(dlq_consumers::kafka::dedupe_key(&record(Some(replay))), "payments/2/41");
+/// let forged = OwnedHeaders::new().insert(Header { key: DEDUPE_KEY_HEADER, value: Some("x\r\ny") });
+/// assert_eq!(dlq_consumers::kafka::dedupe_key(&record(Some(forged))), "payments/1/90");
+/// ```
+pub fn dedupe_key<M: Message>(record: &M) -> String {
+    let own = format!("{}/{}/{}", record.topic(), record.partition(), record.offset());
+    let Some(headers) = record.headers() else { return own };
+    let values =
+        headers.iter().filter(|header| header.key == DEDUPE_KEY_HEADER).map(|header| header.value.unwrap_or_default());
+    crate::pick_dedupe_key(values, own)
+}
+
 /// `bytes` as text: UTF-8 as it is, anything else as `0x`-prefixed lowercase hex.
 fn text(bytes: &[u8]) -> String {
     match std::str::from_utf8(bytes) {
@@ -151,7 +186,7 @@ fn bytes(text: &str) -> Vec<u8> {
 }
 
 /// A [`Scope`] for calling a typed `#[dead_letter]` handler on `record`: its source and
-/// dedupe key set, so a failure parks with them. Then store the record's offset when
+/// dedupe key ([`dedupe_key`]) set, so a failure parks with them. Then store the record's offset when
 /// [`Action::of_handler`] says [`Action::Ack`].
 ///
 /// ```no_run
@@ -173,9 +208,7 @@ fn bytes(text: &str) -> Vec<u8> {
 /// # Ok(()) }
 /// ```
 pub fn scope_for<M: Message>(record: &M) -> Scope {
-    let source = source_of(record);
-    let key = source.dedupe_key().unwrap_or_default();
-    Scope::new().source(source).dedupe_key(key)
+    Scope::new().source(source_of(record)).dedupe_key(dedupe_key(record))
 }
 
 /// Runs registered handlers on the records of a Kafka consumer (see the module docs).
@@ -208,7 +241,8 @@ impl KafkaConsumer {
         self
     }
 
-    /// Runs the handler on one record, without storing its offset.
+    /// Runs the handler on one record, without storing its offset. A failure is parked with
+    /// the record's [`source_of`] and [`dedupe_key`].
     ///
     /// A store error is not an `Err` here but part of the result, whose [`Action`] is then
     /// [`Action::Retry`].
@@ -216,10 +250,8 @@ impl KafkaConsumer {
     /// # Errors
     /// The store's error when the failure could not be parked.
     pub async fn dispatch<M: Message>(&self, record: &M) -> Result<Dispatched, dlq_core::Error> {
-        let source = source_of(record);
-        let key = source.dedupe_key();
         let payload = record.payload().unwrap_or_default();
-        self.dispatcher.dispatch_keyed(&self.event_type, payload, source, key).await
+        self.dispatcher.dispatch_keyed(&self.event_type, payload, source_of(record), Some(dedupe_key(record))).await
     }
 
     /// Consumes `consumer`'s records until `shutdown` completes, then commits the offsets

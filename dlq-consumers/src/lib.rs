@@ -10,11 +10,15 @@
 //! | fatal error | [`Stop`](Action::Stop) | nak, consumption stops | consumption stops: not committed |
 //!
 //! A redelivered message (after a crash, a nak or a seek) carries the same identity, so a
-//! failure parked before is not parked twice: the store returns the first row.
+//! failure parked before is not parked twice: the store returns the first row. A replay put
+//! back on the broker by `republish` carries the original event's dedupe key in the
+//! [`DEDUPE_KEY_HEADER`] header, and the adapters park it under that key if it fails again.
 //!
 //! Modules, each behind its feature (both on by default): `nats` (JetStream through
 //! `async-nats`, pure Rust) and `kafka` (the Kafka protocol through `rdkafka`, which builds
 //! librdkafka from the source it ships: it needs a C compiler and `make`, no system library).
+//! Both clients are re-exported ([`rdkafka`], [`async_nats`]): use them from here and your
+//! types are always the adapter's.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 use dlq_core::{Dispatched, HandlerError};
@@ -23,6 +27,36 @@ use dlq_core::{Dispatched, HandlerError};
 pub mod kafka;
 #[cfg(feature = "nats")]
 pub mod nats;
+
+/// The Kafka client the [`kafka`] adapter is built on (feature `kafka`), re-exported so that
+/// an application uses the very version whose types the adapter takes (a `StreamConsumer`, a
+/// `FutureProducer`), without a dependency of its own to keep in step.
+///
+/// ```no_run
+/// use dlq_consumers::rdkafka::consumer::{Consumer, StreamConsumer};
+///
+/// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let consumer: StreamConsumer = dlq_consumers::kafka::consumer_config("127.0.0.1:9092", "ledger").create()?;
+/// consumer.subscribe(&["payments"])?;
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "kafka")]
+pub use rdkafka;
+
+/// The NATS client the [`nats`] adapter is built on (feature `nats`), re-exported so that an
+/// application uses the very version whose types the adapter takes (a JetStream `Message`, a
+/// `jetstream::Context`), without a dependency of its own to keep in step.
+///
+/// ```no_run
+/// use dlq_consumers::async_nats::jetstream;
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let js = jetstream::new(dlq_consumers::async_nats::connect("127.0.0.1:4222").await?);
+/// let stream = js.get_stream("PAYMENTS").await?;
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "nats")]
+pub use async_nats;
 
 /// What the consumer does with a message once its handler has run.
 ///
@@ -155,7 +189,62 @@ impl Error {
 
 /// The header a republished message carries: the dead letter's dedupe key (the original
 /// message's identity), so a consumer can tell a replay from a new event.
+///
+/// The adapters honour it: a message that carries one valid value of it is dispatched with
+/// that value as its dedupe key (see [`replay_key`]), so a replay that fails again is parked
+/// under the original event's key, and its source still says where the replay was read. One
+/// event keeps one key through any number of replays, and its history is found by that key.
 pub const DEDUPE_KEY_HEADER: &str = "Dlq-Dedupe-Key";
+
+/// The longest [`DEDUPE_KEY_HEADER`] value, in bytes, that an adapter takes as a dedupe key:
+/// 1 KiB. The adapters' own keys (`topic/partition/offset`, `stream/sequence`) are far
+/// shorter; a longer value is not a key dlq wrote.
+pub const MAX_REPLAY_KEY_LEN: usize = 1024;
+
+/// The dedupe key a [`DEDUPE_KEY_HEADER`] value stands for, or `None` when it cannot be one.
+///
+/// The header's value is text anyone who can publish to the topic can write, so it is taken
+/// only when it is 1 to [`MAX_REPLAY_KEY_LEN`] bytes of UTF-8 without control characters
+/// (no newlines, no NUL). Any other value is ignored, not refused: the message is handled
+/// under its own identity (`topic/partition/offset`, `stream/sequence`) and loses nothing,
+/// the header stays in its source's headers for an operator to see, and the adapter logs a
+/// warning (with the value's length, not the value).
+///
+/// ```
+/// use dlq_consumers::{replay_key, MAX_REPLAY_KEY_LEN};
+///
+/// assert_eq!(replay_key(b"payments/2/41"), Some("payments/2/41"));
+/// assert_eq!(replay_key(b""), None);
+/// assert_eq!(replay_key(b"payments/2/41\nforged: line"), None);
+/// assert_eq!(replay_key(&[0xff, 0xfe]), None, "not UTF-8");
+/// assert_eq!(replay_key("k".repeat(MAX_REPLAY_KEY_LEN + 1).as_bytes()), None);
+/// assert!(replay_key("k".repeat(MAX_REPLAY_KEY_LEN).as_bytes()).is_some());
+/// ```
+pub fn replay_key(value: &[u8]) -> Option<&str> {
+    if value.is_empty() || value.len() > MAX_REPLAY_KEY_LEN {
+        return None;
+    }
+    let key = std::str::from_utf8(value).ok()?;
+    (!key.chars().any(char::is_control)).then_some(key)
+}
+
+/// The dedupe key of a message: the one of its [`DEDUPE_KEY_HEADER`] values (`values`) when
+/// there is exactly one and [`replay_key`] takes it, else `own`, the message's identity.
+/// Logs why a header present was not taken.
+#[cfg(any(feature = "kafka", feature = "nats"))]
+fn pick_dedupe_key<'a>(mut values: impl Iterator<Item = &'a [u8]>, own: String) -> String {
+    let Some(first) = values.next() else { return own };
+    if values.next().is_some() {
+        tracing::warn!(header = DEDUPE_KEY_HEADER, key = %own, "the header appears more than once: ignored, the message keeps its own dedupe key");
+        return own;
+    }
+    if let Some(key) = replay_key(first) {
+        return key.to_owned();
+    }
+    tracing::warn!(header = DEDUPE_KEY_HEADER, len = first.len(), max = MAX_REPLAY_KEY_LEN, key = %own,
+        "the header's value is empty, too long, not UTF-8 or holds control characters: ignored, the message keeps its own dedupe key");
+    own
+}
 
 /// The header a republished message carries: the id of the dead letter it came from.
 pub const DLQ_ID_HEADER: &str = "Dlq-Id";

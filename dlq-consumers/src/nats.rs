@@ -3,8 +3,11 @@
 //!
 //! The message's identity is its stream and stream sequence: [`source_of`] fills
 //! [`SourceMeta::jetstream`] (subject, sequence, headers, `traceparent`), whose dedupe key
-//! `stream/sequence` makes a redelivery park once. [`JetStreamConsumer::run`] settles each
-//! message:
+//! `stream/sequence` makes a redelivery park once. A replay sent by [`republish`] keeps the
+//! identity of the event it replays: its [`DEDUPE_KEY_HEADER`] is its dedupe key
+//! ([`dedupe_key`]), so if it fails again it is parked under the original key (as a new row,
+//! the row it came from being discarded), while its source records the stream sequence where
+//! the replay was read. [`JetStreamConsumer::run`] settles each message:
 //!
 //! - handled or parked → **ack**; the stream moves on;
 //! - parking failed (store down) → **nak with a delay** ([`JetStreamConsumer::nak_delay`]):
@@ -82,7 +85,7 @@ pub fn source_of(message: &Message) -> Result<SourceMeta, Error> {
 }
 
 /// A [`Scope`] for calling a typed `#[dead_letter]` handler on `message`: its source and
-/// dedupe key set, so a failure parks with them. Settle the message with
+/// dedupe key ([`dedupe_key`]) set, so a failure parks with them. Settle the message with
 /// [`Action::of_handler`] and [`settle`].
 ///
 /// # Errors
@@ -104,8 +107,37 @@ pub fn source_of(message: &Message) -> Result<SourceMeta, Error> {
 /// ```
 pub fn scope_for(message: &Message) -> Result<Scope, Error> {
     let source = source_of(message)?;
-    let key = source.dedupe_key().unwrap_or_default();
+    let key = dedupe_key_of(message, &source);
     Ok(Scope::new().source(source).dedupe_key(key))
+}
+
+/// The dedupe key of a message: the original event's key when the message is a replay
+/// carrying a valid [`DEDUPE_KEY_HEADER`] (see [`replay_key`](crate::replay_key); a value
+/// that is too long, holds control characters or appears twice is ignored), else the
+/// message's own identity `stream/sequence`. [`JetStreamConsumer::dispatch`] and
+/// [`scope_for`] park a failure under it, so a replay that fails again is parked under the
+/// key of the event it replays, not under its own sequence.
+///
+/// # Errors
+/// [`Error::Malformed`] for a message without JetStream metadata.
+///
+/// ```no_run
+/// # async fn demo(message: async_nats::jetstream::Message) -> Result<(), dlq_consumers::Error> {
+/// let key = dlq_consumers::nats::dedupe_key(&message)?;
+/// println!("parked under {key} if it fails");
+/// # Ok(()) }
+/// ```
+pub fn dedupe_key(message: &Message) -> Result<String, Error> {
+    Ok(dedupe_key_of(message, &source_of(message)?))
+}
+
+/// [`dedupe_key`] of `message`, whose source is `source`.
+fn dedupe_key_of(message: &Message, source: &SourceMeta) -> String {
+    // A JetStream source always has one: its stream and sequence.
+    let own = source.dedupe_key().unwrap_or_default();
+    let Some(headers) = &message.headers else { return own };
+    let values = headers.get_all(DEDUPE_KEY_HEADER).map(|value| value.as_str().as_bytes());
+    crate::pick_dedupe_key(values, own)
 }
 
 /// Settles `message` by `action`: ack, nak after `nak_delay`, or term. [`Action::Stop`]
@@ -158,14 +190,15 @@ impl JetStreamConsumer {
         self
     }
 
-    /// Runs the handler on one message, without settling it.
+    /// Runs the handler on one message, without settling it. A failure is parked with the
+    /// message's [`source_of`] and [`dedupe_key`].
     ///
     /// # Errors
     /// [`Error::Malformed`] for a message without JetStream metadata. A store error is not
     /// an `Err` here but part of the result, whose [`Action`] is then [`Action::Retry`].
     pub async fn dispatch(&self, message: &Message) -> Result<Result<Dispatched, dlq_core::Error>, Error> {
         let source = source_of(message)?;
-        let key = source.dedupe_key();
+        let key = Some(dedupe_key_of(message, &source));
         Ok(self.dispatcher.dispatch_keyed(&self.event_type, &message.payload, source, key).await)
     }
 

@@ -3,13 +3,14 @@
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream::{self, consumer, consumer::pull, stream};
 use common::{DbProxy, KillTest, Ledger, POSTED_IN_DB, Payment, eventually, handle_payment};
 use dlq_consumers::nats::{JetStreamConsumer, republish};
-use dlq_consumers::{Action, DEDUPE_KEY_HEADER};
+use dlq_consumers::{Action, DEDUPE_KEY_HEADER, DLQ_ID_HEADER, MAX_REPLAY_KEY_LEN};
 use dlq_core::{
     CancellationToken, Context, DeadLetterStore, DeadReason, Dispatched, Dispatcher, ListFilter, Retrier,
     RetrierConfig, Status, handlers,
@@ -254,6 +255,84 @@ async fn republish_puts_parked_events_back_on_their_subject_with_the_dedupe_key(
     let row = store.get(parked[0].id).await.unwrap().unwrap();
     assert_eq!(row.status, Status::Discarded, "the broker holds the event now");
     assert_eq!(store.audit(row.id).await.unwrap().len(), 1, "the republish is audited");
+    stream.delete().await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_replay_that_fails_again_is_parked_under_the_original_key_and_republished_with_it(pool: PgPool) {
+    let store: Arc<dyn DeadLetterStore> = Arc::new(PgStore::from_pool(pool, PgConfig::default()).await.unwrap());
+    let stream = TestStream::new("replay").await;
+    stream.publish(3, &[2]).await;
+    let ledger = Ledger::default();
+    let adapter = adapter(store.clone(), &ledger);
+    let consumer = stream.consumer(Duration::from_secs(30)).await;
+    let mut messages = consumer.messages().await.unwrap();
+    for _ in 1..=3 {
+        let handled = adapter.handle(&messages.next().await.unwrap().unwrap()).await.unwrap();
+        assert_eq!(Action::of_dispatch(&handled), Action::Ack);
+    }
+    let [first] = rows(&*store).await.try_into().unwrap();
+    let key = format!("{}/2", stream.name);
+    assert_eq!(first.dedupe_key.as_deref(), Some(key.as_str()));
+
+    // Replayed, and still poison: it fails again, at stream sequence 4.
+    let dead = || ListFilter::default().status(Status::FailedPermanently);
+    assert_eq!(republish(&*store, &stream.js, dead(), "test: replay").await.unwrap(), vec![first.id]);
+    let replay = messages.next().await.unwrap().unwrap();
+    assert_eq!(dlq_consumers::nats::dedupe_key(&replay).unwrap(), key);
+    let handled = adapter.handle(&replay).await.unwrap();
+    let Ok(Dispatched::Parked { id: second_id, .. }) = handled else { panic!("{handled:?}") };
+    assert_ne!(second_id, first.id, "a new row: the first one is finished (discarded by the republish)");
+    let second = store.get(second_id).await.unwrap().unwrap();
+    assert_eq!(second.dedupe_key.as_deref(), Some(key.as_str()), "the original event's key, not {}/4", stream.name);
+    assert_eq!(second.status, Status::FailedPermanently);
+    assert_eq!(second.source.offset, Some(4), "its source is where the replay was read");
+    assert_eq!(second.source.headers.get(DLQ_ID_HEADER), Some(&first.id.to_string()));
+    let history: BTreeSet<_> =
+        rows(&*store).await.into_iter().filter(|r| r.dedupe_key.as_ref() == Some(&key)).map(|r| r.id).collect();
+    assert_eq!(history, BTreeSet::from([first.id, second_id]), "the event's history, found by its key");
+
+    // The second replay carries the same key again.
+    assert_eq!(republish(&*store, &stream.js, dead(), "test: replay again").await.unwrap(), vec![second_id]);
+    let again = messages.next().await.unwrap().unwrap();
+    assert_eq!(again.info().unwrap().stream_sequence, 5);
+    let header = |name| again.headers.as_ref().and_then(|h| h.get(name)).map(|v| v.as_str().to_owned());
+    assert_eq!(header(DEDUPE_KEY_HEADER), Some(key));
+    assert_eq!(header(DLQ_ID_HEADER), Some(second_id.to_string()));
+    stream.delete().await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_dedupe_key_header_too_long_or_with_control_characters_is_ignored(pool: PgPool) {
+    let store: Arc<dyn DeadLetterStore> = Arc::new(PgStore::from_pool(pool, PgConfig::default()).await.unwrap());
+    let stream = TestStream::new("forged").await;
+    let forged = [
+        "k".repeat(MAX_REPLAY_KEY_LEN + 1),
+        format!("{}/1\tforged", stream.name),
+        "k".repeat(MAX_REPLAY_KEY_LEN), // the longest taken
+    ];
+    for value in &forged {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(DEDUPE_KEY_HEADER, value.as_str());
+        let payload = Payment::new(7, true).bytes().into();
+        stream.js.publish_with_headers(stream.subject.clone(), headers, payload).await.unwrap().await.unwrap();
+    }
+    let ledger = Ledger::default();
+    let adapter = adapter(store.clone(), &ledger);
+    let consumer = stream.consumer(Duration::from_secs(30)).await;
+    let mut messages = consumer.messages().await.unwrap();
+    for _ in &forged {
+        let handled = adapter.handle(&messages.next().await.unwrap().unwrap()).await.unwrap();
+        assert!(matches!(handled, Ok(Dispatched::Parked { .. })), "{handled:?}");
+    }
+
+    let mut rows = rows(&*store).await;
+    rows.sort_by_key(|r| r.source.offset);
+    assert_eq!(rows.len(), forged.len(), "each parked on its own row");
+    let keys: Vec<_> = rows.iter().map(|r| r.dedupe_key.clone().unwrap()).collect();
+    let own = |sequence| format!("{}/{sequence}", stream.name);
+    assert_eq!(keys, [own(1), own(2), forged[2].clone()], "the bad values are ignored, each message keeps its own key");
+    assert_eq!(rows[0].source.headers.get(DEDUPE_KEY_HEADER), Some(&forged[0]), "kept for an operator to see");
     stream.delete().await;
 }
 

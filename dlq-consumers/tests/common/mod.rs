@@ -198,7 +198,24 @@ impl KillTest {
         sqlx::query_scalar::<_, i64>(sql).fetch_one(&self.pool).await.unwrap()
     }
 
-    fn start(&self, child_test: &str, env: &[(&str, &str)]) -> Child {
+    /// How many times the payments `ids` were posted, over all of them.
+    pub(crate) async fn posted_in(&self, ids: std::ops::RangeInclusive<u64>) -> i64 {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM posted WHERE payment_id BETWEEN $1 AND $2")
+            .bind(*ids.start() as i64)
+            .bind(*ids.end() as i64)
+            .fetch_one(&self.pool)
+            .await
+            .unwrap()
+    }
+
+    /// The healthy payments among `ids`.
+    pub(crate) fn healthy_in(&self, ids: std::ops::RangeInclusive<u64>) -> i64 {
+        ids.filter(|id| !self.poison.contains(id)).count() as i64
+    }
+
+    /// Starts this test binary again as a child process running the ignored test
+    /// `child_test` with `env`.
+    pub(crate) fn start(&self, child_test: &str, env: &[(&str, &str)]) -> Child {
         Command::new(std::env::current_exe().unwrap())
             .args(["--exact", child_test, "--ignored", "--nocapture"])
             .env("DLQ_KILL_DATABASE_URL", &self.url)
@@ -208,7 +225,7 @@ impl KillTest {
             .unwrap()
     }
 
-    async fn parked(&self) -> Vec<dlq_core::DeadLetter> {
+    pub(crate) async fn parked(&self) -> Vec<dlq_core::DeadLetter> {
         self.store.list(ListFilter::default()).await.unwrap()
     }
 
@@ -228,6 +245,15 @@ impl KillTest {
 
         // The second one gets what the first had not settled, and the rest.
         let mut second = self.start(child_test, env);
+        self.all_done().await;
+        tokio::time::sleep(Duration::from_secs(1)).await; // any redelivered poison still in flight
+        second.kill().unwrap();
+        second.wait().unwrap();
+        self.check_accounted().await;
+    }
+
+    /// Waits until every healthy payment is posted and every poison parked.
+    pub(crate) async fn all_done(&self) {
         let healthy = (Self::PAYMENTS - self.poison.len() as u64) as i64;
         eventually(Duration::from_secs(120), "every healthy payment is posted", || async {
             self.posted(true).await == healthy
@@ -237,10 +263,11 @@ impl KillTest {
             self.parked().await.len() == self.poison.len()
         })
         .await;
-        tokio::time::sleep(Duration::from_secs(1)).await; // any redelivered poison still in flight
-        second.kill().unwrap();
-        second.wait().unwrap();
+    }
 
+    /// Checks that each poison was parked exactly once and that side effects and parked rows
+    /// account for every payment produced.
+    pub(crate) async fn check_accounted(&self) {
         let rows = self.parked().await;
         let keys: BTreeSet<_> = rows.iter().map(|r| r.dedupe_key.clone().unwrap()).collect();
         assert_eq!((rows.len(), keys.len()), (self.poison.len(), self.poison.len()), "each poison parked once");
