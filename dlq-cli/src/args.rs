@@ -7,11 +7,25 @@ use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
 use dlq_core::{DlqId, ListFilter, Status};
 
+/// The exit codes, at the end of `dlq --help`.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    success (a purge with nothing old enough to delete too)
+  1    error (one line on stderr)
+  2    usage: a bad flag, number, duration, rate or URL; purge without --yes off a terminal
+  3    a canary stopped the redrive (the rest stay parked; --resume continues)
+  4    nothing matched: no row selected, or an unknown event type; nothing done
+  130  interrupted (Ctrl-C): stopped after the batch in flight; --resume continues
+  141  the output was closed (dlq ls | head): stopped quietly; --resume continues
+
+Text read from the store is shown with control characters replaced by '.'; --json is exact.";
+
+/// The most rows a batch, a canary, a page or a top list may hold.
+pub(crate) const MAX_ROWS: u64 = 10_000;
+
 /// `dlq`: see, group, repair and replay dead letters on PostgreSQL or SQLite.
-///
-/// Exit codes: 0 ok, 1 error, 2 usage, 3 canary stopped.
 #[derive(Debug, Parser)]
-#[command(name = "dlq", version, about, long_about = None)]
+#[command(name = "dlq", version, about, long_about = None, after_help = EXIT_CODES)]
 pub struct Cli {
     /// `postgres://…` or `sqlite://FILE`.
     #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
@@ -35,8 +49,8 @@ pub struct Cli {
 pub enum Command {
     /// Counts by status and type, top failure groups, growth, retriers, orphans, warnings.
     Stats {
-        /// How many failure groups to show.
-        #[arg(long, default_value_t = 10)]
+        /// How many failure groups to show (1 to 1000).
+        #[arg(long, default_value_t = 10, value_parser = top_groups)]
         top: usize,
     },
     /// Lists rows, newest first (keyset pagination with `--after`).
@@ -64,11 +78,15 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Deletes SUCCEEDED and DISCARDED rows older than the given age.
+    /// Deletes SUCCEEDED and DISCARDED rows older than the given age, for good: shows how
+    /// many and asks on a terminal; elsewhere needs `--yes`.
     Purge {
-        /// Age, e.g. `7d`, `12h`.
-        #[arg(long, value_parser = parse_duration)]
+        /// Age, e.g. `7d`, `12h` (at most 100 years).
+        #[arg(long, value_parser = parse_age)]
         older_than: Duration,
+        /// Delete without asking (what a script or a cron job passes).
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
     /// Creates or updates the dlq tables.
     Migrate,
@@ -150,8 +168,8 @@ pub struct LsArgs {
     /// Only rows whose error reason contains this text (as `--reason-contains`).
     #[arg(long, conflicts_with = "reason_contains")]
     pub reason: Option<String>,
-    /// At most this many rows.
-    #[arg(long, default_value_t = 50)]
+    /// At most this many rows (1 to 10000).
+    #[arg(long, default_value_t = 50, value_parser = rows)]
     pub limit: usize,
     /// The next page: rows past this id (the last id of the previous page).
     #[arg(long)]
@@ -175,14 +193,15 @@ pub struct BulkArgs {
     /// Print what would happen; change nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Rows per transaction.
-    #[arg(long, default_value_t = 100)]
+    /// Rows per transaction (1 to 10000).
+    #[arg(long, default_value_t = 100, value_parser = rows)]
     pub batch: usize,
-    /// At most this many rows per second (`200/s` or `200`).
+    /// At most this many rows per second (`200/s` or `200`, from 0.01 to 1000000); a dry
+    /// run is never paced.
     #[arg(long, value_parser = parse_rate)]
     pub rate: Option<f64>,
-    /// Stop after moving this many rows.
-    #[arg(long)]
+    /// Stop after moving this many rows (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max: Option<u64>,
     /// Continue a stopped or interrupted operation (its stored selection and options).
     #[arg(long, conflicts_with_all = ["ids", "all", "dry_run"])]
@@ -208,14 +227,16 @@ pub struct RedriveArgs {
     /// Why, for the audit log.
     #[arg(long)]
     pub reason: Option<String>,
-    /// Redrive this many rows first and go on only while they (and each batch) succeed.
-    #[arg(long)]
+    /// Redrive this many rows first (1 to 10000) and go on only while they (and each batch)
+    /// succeed.
+    #[arg(long, value_parser = rows)]
     pub canary: Option<usize>,
-    /// How long a canary waits for its rows' outcome.
-    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    /// How long a canary waits for its rows' outcome (1s to 24h).
+    #[arg(long, value_parser = parse_canary_wait, default_value = "60s")]
     pub canary_wait: Duration,
-    /// Refuse rows already redriven this many times (the loop guard).
-    #[arg(long, default_value_t = dlq_core::admin::DEFAULT_MAX_REDRIVES)]
+    /// Refuse rows already redriven this many times (the loop guard, 0 to 1000).
+    #[arg(long, default_value_t = dlq_core::admin::DEFAULT_MAX_REDRIVES,
+          value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub max_redrives: u32,
     /// Redrive rows past the loop guard too.
     #[arg(long)]
@@ -253,8 +274,8 @@ pub struct PatchArgs {
     /// Print what would change; write nothing.
     #[arg(long, requires = "patch")]
     pub dry_run: bool,
-    /// With `--group`, rows per page.
-    #[arg(long, default_value_t = 100)]
+    /// With `--group`, rows per page (1 to 10000).
+    #[arg(long, default_value_t = 100, value_parser = rows)]
     pub batch: usize,
     /// Why, for the audit log.
     #[arg(long)]
@@ -273,6 +294,44 @@ fn parse_status(text: &str) -> Result<Status, String> {
 /// `2h`, `30m`, `7d` (humantime).
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("`{text}` is not a duration like 30s, 15m, 2h or 7d: {e}"))
+}
+
+/// A count of rows: a batch, a canary, a page, from 1 to [`MAX_ROWS`].
+fn rows(text: &str) -> Result<usize, String> {
+    count_in(text, 1, MAX_ROWS)
+}
+
+/// How many failure groups `stats` shows: 1 to 1000.
+fn top_groups(text: &str) -> Result<usize, String> {
+    count_in(text, 1, 1_000)
+}
+
+fn count_in(text: &str, min: u64, max: u64) -> Result<usize, String> {
+    let n: u64 = text.trim().parse().map_err(|_| format!("`{text}` is not a whole number"))?;
+    if !(min..=max).contains(&n) {
+        return Err(format!("{n} is out of range: from {min} to {max}"));
+    }
+    usize::try_from(n).map_err(|_| format!("{n} is too large here"))
+}
+
+/// A duration within `min..=max`, named `what` in the error.
+fn duration_in(text: &str, min: Duration, max: Duration, what: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < min || d > max {
+        let (min, max) = (humantime::format_duration(min), humantime::format_duration(max));
+        return Err(format!("{what} must be from {min} to {max}"));
+    }
+    Ok(d)
+}
+
+/// A canary's wait: 1s to 24h.
+fn parse_canary_wait(text: &str) -> Result<Duration, String> {
+    duration_in(text, Duration::from_secs(1), dlq_core::admin::Pacing::MAX_CANARY_WAIT, "a canary's wait")
+}
+
+/// A purge's age: 0s to 100 years.
+fn parse_age(text: &str) -> Result<Duration, String> {
+    duration_in(text, Duration::ZERO, Duration::from_secs(36_500 * 86_400), "the age")
 }
 
 /// A duration ago, or an RFC 3339 timestamp.
@@ -307,5 +366,20 @@ mod tests {
         assert_eq!(parse_rate("200/s"), Ok(200.0));
         assert!(parse_rate("0/s").is_err() && parse_rate("fast").is_err());
         assert_eq!(parse_status("failed_permanently"), Ok(Status::FailedPermanently));
+    }
+
+    #[test]
+    fn every_number_is_bounded_with_a_one_line_reason() {
+        assert_eq!(rows("100"), Ok(100));
+        assert_eq!(rows("0").unwrap_err(), "0 is out of range: from 1 to 10000");
+        assert_eq!(rows("10001").unwrap_err(), "10001 is out of range: from 1 to 10000");
+        assert!(rows("-1").unwrap_err().contains("not a whole number"));
+        assert!(rows("99999999999999999999999").unwrap_err().contains("not a whole number"));
+        assert!(top_groups("0").is_err() && top_groups("1000").is_ok());
+        assert!(parse_rate("1e-300").unwrap_err().contains("between 0.01/s and 1000000/s"));
+        assert!(parse_rate("1e-10").is_err() && parse_rate("1e300").is_err() && parse_rate("NaN").is_err());
+        assert_eq!(parse_canary_wait("0s").unwrap_err(), "a canary's wait must be from 1s to 1day");
+        assert!(parse_canary_wait("500000000y").is_err() && parse_canary_wait("2h").is_ok());
+        assert!(parse_age("0s").is_ok() && parse_age("200y").unwrap_err().contains("the age must be"));
     }
 }

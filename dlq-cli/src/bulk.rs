@@ -6,20 +6,19 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use dlq_core::CancellationToken;
 use dlq_core::admin::{Admin, Bulk, BulkPlan, BulkProgress, Pacing};
+use dlq_core::store::ActionKind;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::Failure;
 use crate::args::{BulkArgs, DiscardArgs, RedriveArgs};
 use crate::render::Out;
-
-/// Exit code of a redrive a canary stopped.
-const CANARY_STOPPED: u8 = 3;
+use crate::{Failure, exit};
 
 pub(crate) async fn redrive(admin: &Admin, args: &RedriveArgs, out: &Out) -> Result<ExitCode, Failure> {
     let pacing = Pacing { rate: args.bulk.rate, canary_wait: args.canary_wait, ..Pacing::default() };
     let bulk = match args.bulk.resume {
-        Some(op) => admin.resume(op).await?,
+        Some(op) => admin.resume_as(op, ActionKind::Redrive).await?,
         None => {
             let mut plan = BulkPlan::redrive(selection(&args.bulk)?, args.reason.as_deref().unwrap_or_default())
                 .batch(args.bulk.batch)
@@ -30,7 +29,7 @@ pub(crate) async fn redrive(admin: &Admin, args: &RedriveArgs, out: &Out) -> Res
             if args.force {
                 plan = plan.force();
             }
-            prepare(admin, plan, args.bulk.dry_run).await?
+            prepare(admin, plan, &args.bulk).await?
         }
     };
     run(bulk, pacing, out).await
@@ -39,12 +38,12 @@ pub(crate) async fn redrive(admin: &Admin, args: &RedriveArgs, out: &Out) -> Res
 pub(crate) async fn discard(admin: &Admin, args: &DiscardArgs, out: &Out) -> Result<ExitCode, Failure> {
     let pacing = Pacing { rate: args.bulk.rate, ..Pacing::default() };
     let bulk = match args.bulk.resume {
-        Some(op) => admin.resume(op).await?,
+        Some(op) => admin.resume_as(op, ActionKind::Discard).await?,
         None => {
             let mut plan = BulkPlan::discard(selection(&args.bulk)?, args.reason.as_deref().unwrap_or_default())
                 .batch(args.bulk.batch);
             plan.max = args.bulk.max;
-            prepare(admin, plan, args.bulk.dry_run).await?
+            prepare(admin, plan, &args.bulk).await?
         }
     };
     run(bulk, pacing, out).await
@@ -54,33 +53,104 @@ fn selection(args: &BulkArgs) -> Result<dlq_core::ListFilter, Failure> {
     args.selection().ok_or_else(|| Failure::usage("say which rows: ids, a filter (e.g. --group FP), or --all"))
 }
 
-async fn prepare(admin: &Admin, plan: BulkPlan, dry_run: bool) -> Result<Bulk<'_>, Failure> {
-    Ok(if dry_run { admin.dry_run(plan)? } else { admin.start(plan).await? })
+/// The plan, checked to select at least one row (a selection that matches nothing is
+/// refused before any operation is stored), then stored, or dry.
+async fn prepare<'a>(admin: &'a Admin, plan: BulkPlan, args: &BulkArgs) -> Result<Bulk<'a>, Failure> {
+    if admin.store().count(plan.filter.clone().limit(1)).await? == 0 {
+        return Err(Failure::nothing(unmatched(&plan, args)));
+    }
+    Ok(if args.dry_run { admin.dry_run(plan)? } else { admin.start(plan).await? })
+}
+
+/// What selected nothing, in the words of the command line.
+fn unmatched(plan: &BulkPlan, args: &BulkArgs) -> String {
+    let ids = |ids: &[i64]| ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    if !args.ids.is_empty() {
+        return format!("no row with id {}", ids(&args.ids));
+    }
+    let f = &args.filter;
+    let mut by = Vec::new();
+    let mut flag = |name: &str, value: Option<String>| {
+        if let Some(value) = value {
+            by.push(format!("--{name} {value}"));
+        }
+    };
+    flag("group", f.group.clone());
+    flag("event-type", f.event_type.clone());
+    flag("kind", f.kind.clone());
+    flag("reason-contains", f.reason_contains.clone());
+    flag("since", f.since.map(|t| t.to_rfc3339()));
+    flag("until", f.until.map(|t| t.to_rfc3339()));
+    let status = plan.filter.status.map_or_else(String::new, |s| format!("{s} "));
+    if by.is_empty() {
+        return format!("no {status}row to {}", plan.action.as_str());
+    }
+    format!("no {status}row matches {} (`dlq stats` lists the groups)", by.join(" "))
+}
+
+/// How a run ended, beyond its report.
+#[derive(Default)]
+struct Stop {
+    /// Ctrl-C was pressed.
+    interrupted: AtomicBool,
 }
 
 async fn run(bulk: Bulk<'_>, pacing: Pacing, out: &Out) -> Result<ExitCode, Failure> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&stop);
-    let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            flag.store(true, Ordering::SeqCst);
-        }
-    });
+    let stop = Arc::new(Stop::default());
+    let token = CancellationToken::new();
+    let ctrl_c = interrupt(Arc::clone(&stop), token.clone())?;
     if let Some(op) = bulk.operation() {
         out.note(&format!("operation {} ({}), resume with --resume {}", op.id, op.action.as_str(), op.id));
     }
     let progress = Progress::new(out);
     let report = bulk
+        .stop_on(token.clone())
         .run(pacing, |p| {
-            progress.show(p);
-            if stop.load(Ordering::SeqCst) { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+            progress.show(p, out);
+            // A closed output (`dlq redrive … 2>&1 | head`) stops the run here, between
+            // batches, as Ctrl-C does: the operation stays resumable.
+            if out.failed().is_some() {
+                token.cancel();
+            }
+            if token.is_cancelled() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
         })
         .await;
     ctrl_c.abort();
     progress.finish();
     let report = report?;
     out.bulk(&report);
-    Ok(if report.canary_stop.is_some() { ExitCode::from(CANARY_STOPPED) } else { ExitCode::SUCCESS })
+    Ok(if stop.interrupted.load(Ordering::SeqCst) {
+        ExitCode::from(exit::INTERRUPTED)
+    } else if report.canary_stop.is_some() {
+        ExitCode::from(exit::CANARY_STOPPED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Ctrl-C stops the run after the batch in flight (at once while it paces or waits for a
+/// canary). The handler is in place before the first batch moves.
+fn interrupt(stop: Arc<Stop>, token: CancellationToken) -> Result<tokio::task::JoinHandle<()>, Failure> {
+    #[cfg(unix)]
+    {
+        let mut signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .map_err(|e| Failure::error(format!("cannot watch for Ctrl-C: {e}")))?;
+        Ok(tokio::spawn(async move {
+            if signal.recv().await.is_some() {
+                stop.interrupted.store(true, Ordering::SeqCst);
+                token.cancel();
+            }
+        }))
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                stop.interrupted.store(true, Ordering::SeqCst);
+                token.cancel();
+            }
+        }))
+    }
 }
 
 /// A progress bar on a terminal, a line per batch otherwise, nothing with `--json`.
@@ -105,11 +175,11 @@ impl Progress {
         Self::Bar(bar)
     }
 
-    fn show(&self, p: &BulkProgress) {
+    fn show(&self, p: &BulkProgress, out: &Out) {
         let line = format!("batch {}: {} moved, {} refused (cursor {})", p.batch, p.moved, p.refused, p.cursor);
         match self {
             Self::Bar(bar) => bar.set_message(line),
-            Self::Lines => eprintln!("{line}"),
+            Self::Lines => out.err_line(&line),
             Self::Quiet => {}
         }
     }

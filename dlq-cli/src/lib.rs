@@ -19,10 +19,17 @@
 //! # Exit codes
 //! | code | meaning |
 //! | --- | --- |
-//! | 0 | done |
-//! | 1 | error: unknown id, store unreachable or not migrated, patch that does not apply, permission denied, … (one line on stderr) |
-//! | 2 | usage: unknown flag, malformed filter, duration, rate or URL (one line on stderr) |
+//! | 0 | done (a purge with nothing old enough to delete too) |
+//! | 1 | error: unknown id, store unreachable or not migrated, patch that does not apply, permission denied, a resume whose verb is not the operation's, a declined purge, … (one line on stderr) |
+//! | 2 | usage: unknown flag, malformed or out-of-range filter, number, duration, rate or URL; `purge` without `--yes` and no terminal to ask on (one line on stderr) |
 //! | 3 | a canary stopped the redrive: its rows failed again (or had no outcome in time); the rest stay parked, `--resume` continues |
+//! | 4 | nothing matched: `redrive`, `discard` or `patch --group` selected no row, `pause`/`resume` named an event type nothing knows; nothing was done or stored ("nothing matched: …" on stderr) |
+//! | 130 | interrupted (Ctrl-C): a bulk verb stopped after its batch in flight; `--resume` continues |
+//! | 141 | the output was closed (`dlq ls \| head`): the verb stopped quietly, as a tool killed by SIGPIPE; a bulk verb stopped at a batch boundary, `--resume` continues |
+//!
+//! Text read from the store (event types, reasons, payloads, headers, …) is shown with
+//! control characters and bidi overrides replaced by `.`, so no stored row can move the
+//! cursor, retitle the window or write the clipboard; `--json` prints it exactly, escaped.
 //!
 //! # JSON output
 //! `--json` prints one JSON document on stdout per verb (errors still go to stderr):
@@ -77,7 +84,9 @@ mod repair;
 mod serve;
 
 use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use dlq_core::admin::{Admin, Validator};
@@ -161,16 +170,25 @@ impl Embedded {
 
     /// Runs a parsed command line; prints its output and returns the exit code.
     pub async fn run(&self, cli: Cli) -> ExitCode {
-        match self.execute(&cli).await {
+        let out = render::Out::new(cli.json);
+        let code = match self.execute(&cli, &out).await {
             Ok(code) => code,
             Err(failure) => {
-                eprintln!("dlq: {}", failure.message.replace('\n', " "));
+                say(&format!("dlq: {}", failure.message));
                 ExitCode::from(failure.code)
+            }
+        };
+        match out.failed() {
+            None => code,
+            Some(std::io::ErrorKind::BrokenPipe) => ExitCode::from(exit::CLOSED),
+            Some(_) => {
+                say(&format!("dlq: cannot write the output: {}", out.failure_text()));
+                ExitCode::from(exit::ERROR)
             }
         }
     }
 
-    async fn execute(&self, cli: &Cli) -> Result<ExitCode, Failure> {
+    async fn execute(&self, cli: &Cli, out: &render::Out) -> Result<ExitCode, Failure> {
         let url = cli.database_url.as_deref().ok_or_else(|| {
             Failure::usage("no database: pass --database-url or set DATABASE_URL (postgres://… or sqlite://FILE)")
         })?;
@@ -190,8 +208,7 @@ impl Embedded {
         if matches!(&cli.command, Command::Patch(args) if args.validate) {
             admin = admin.with_patch_validation();
         }
-        let out = render::Out::new(cli.json);
-        self.verb(cli, &admin, &out).await
+        self.verb(cli, &admin, out).await
     }
 
     async fn verb(&self, cli: &Cli, admin: &Admin, out: &render::Out) -> Result<ExitCode, Failure> {
@@ -217,22 +234,47 @@ impl Embedded {
                 Self::can_validate(args.validate, admin)?;
                 match repair::patch(admin, args).await? {
                     repair::Repaired::One(outcome) => out.patched(&outcome),
+                    repair::Repaired::Many(report) if report.patched.is_empty() && report.refused.is_empty() => {
+                        let group = args.group.as_deref().unwrap_or_default();
+                        return Err(Failure::nothing(format!("no FAILED_PERMANENTLY row in group `{group}`")));
+                    }
                     repair::Repaired::Many(report) => out.patched_many(&report),
                 }
             }
             Command::Undo { audit_id, reason, force } => {
                 out.patched(&admin.undo(*audit_id, reason.as_deref(), *force).await?)
             }
-            Command::Purge { older_than } => out.purged(admin.purge(*older_than).await?),
+            Command::Purge { older_than, yes } => {
+                let doomed = admin.purgeable(*older_than).await?;
+                if doomed > 0 && !yes {
+                    confirm_purge(doomed, *older_than)?;
+                }
+                out.purged(admin.purge(*older_than).await?);
+            }
             Command::Migrate => out.migrated(&cli.schema),
             Command::Workers => out.workers(&admin.workers().await?),
-            Command::Pause { event_type, reason } => out.circuit(&admin.pause_type(event_type, reason).await?),
+            Command::Pause { event_type, reason } => {
+                Self::known_type(admin, event_type).await?;
+                out.circuit(&admin.pause_type(event_type, reason).await?);
+            }
             Command::Resume { event_type, reason } => {
+                Self::known_type(admin, event_type).await?;
                 out.circuit(&admin.resume_type(event_type, reason.as_deref()).await?);
             }
             Command::Serve(args) => serve::run(admin.clone(), args).await?,
         }
         Ok(ExitCode::SUCCESS)
+    }
+
+    /// A type to pause or resume must be known (rows, a circuit, a retrier or a handler):
+    /// a misspelt type would be paused to no effect.
+    async fn known_type(admin: &Admin, event_type: &str) -> Result<(), Failure> {
+        if event_type.trim().is_empty() || admin.knows_type(event_type).await? {
+            return Ok(());
+        }
+        Err(Failure::nothing(format!(
+            "no row, circuit, live retrier or handler has event type `{event_type}` (`dlq stats` lists the types)"
+        )))
     }
 
     /// `--validate` needs the handlers (or a validator): a usage error in the plain binary.
@@ -257,6 +299,52 @@ fn actor(given: Option<&str>) -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
+/// The exit codes (see the crate documentation).
+pub(crate) mod exit {
+    /// An error.
+    pub(crate) const ERROR: u8 = 1;
+    /// A usage error.
+    pub(crate) const USAGE: u8 = 2;
+    /// A canary stopped the redrive.
+    pub(crate) const CANARY_STOPPED: u8 = 3;
+    /// The selection matched nothing: nothing done.
+    pub(crate) const NOTHING_MATCHED: u8 = 4;
+    /// Ctrl-C stopped a bulk verb after its batch.
+    pub(crate) const INTERRUPTED: u8 = 130;
+    /// The output was closed (128 + SIGPIPE, what a shell reports for a tool killed by it).
+    pub(crate) const CLOSED: u8 = 141;
+}
+
+/// One line on stderr, neutralized; a closed stderr is ignored (there is nowhere left to say it).
+fn say(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{}", render::neutralize(text, false));
+}
+
+/// `purge` deletes for good: on a terminal it shows the count and asks; elsewhere it needs
+/// `--yes`.
+fn confirm_purge(doomed: u64, older_than: Duration) -> Result<(), Failure> {
+    let what = format!(
+        "purge deletes {doomed} SUCCEEDED/DISCARDED rows last changed over {} ago, with their attempts and audit log, for good",
+        humantime::format_duration(older_than)
+    );
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return Err(Failure::usage(format!("{what}: pass --yes to confirm (no terminal to ask on)")));
+    }
+    let confirmed =
+        ask(&format!("{what}.\nType yes to delete them: "), &mut std::io::stdin().lock(), &mut std::io::stderr())
+            .map_err(|e| Failure::error(format!("cannot ask for confirmation: {e}")))?;
+    if confirmed { Ok(()) } else { Err(Failure::error("purge not confirmed: nothing deleted")) }
+}
+
+/// Writes `question` and reads one line: whether it is `yes` (or `y`).
+fn ask(question: &str, input: &mut impl std::io::BufRead, output: &mut impl Write) -> std::io::Result<bool> {
+    write!(output, "{question}")?;
+    output.flush()?;
+    let mut answer = String::new();
+    input.read_line(&mut answer)?;
+    Ok(matches!(answer.trim().to_ascii_lowercase().as_str(), "yes" | "y"))
+}
+
 /// A failed command: the one line to print and the exit code.
 #[derive(Debug)]
 pub(crate) struct Failure {
@@ -266,11 +354,16 @@ pub(crate) struct Failure {
 
 impl Failure {
     pub(crate) fn error(message: impl Into<String>) -> Self {
-        Self { message: message.into(), code: 1 }
+        Self { message: message.into(), code: exit::ERROR }
     }
 
     pub(crate) fn usage(message: impl Into<String>) -> Self {
-        Self { message: message.into(), code: 2 }
+        Self { message: message.into(), code: exit::USAGE }
+    }
+
+    /// "nothing matched: {what}", exit code 4.
+    pub(crate) fn nothing(what: impl std::fmt::Display) -> Self {
+        Self { message: format!("nothing matched: {what}"), code: exit::NOTHING_MATCHED }
     }
 }
 
@@ -281,5 +374,19 @@ impl From<Error> for Failure {
             message.push_str(" (this verb writes: the database role needs write rights on the dlq tables)");
         }
         Self::error(message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_purge_goes_on_only_on_yes() {
+        for (answer, go) in [("yes\n", true), ("Y\n", true), ("no\n", false), ("\n", false), ("", false)] {
+            let mut shown = Vec::new();
+            assert_eq!(ask("delete? ", &mut answer.as_bytes(), &mut shown).unwrap(), go, "{answer:?}");
+            assert_eq!(shown, b"delete? ");
+        }
     }
 }

@@ -1,7 +1,10 @@
 //! Output: aligned tables for people (colour only on a terminal, `NO_COLOR` respected), one
 //! JSON document per verb with `--json`.
 
-use std::io::IsTerminal;
+use std::borrow::Cow;
+use std::fmt::Display;
+use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 use comfy_table::{Cell, Color, ContentArrangement, Table, presets};
@@ -9,21 +12,59 @@ use dlq_core::admin::{BulkReport, CanaryStop, Detail, Page, PatchManyReport, Pat
 use dlq_core::{Circuit, CircuitState, DeadLetter, Payload, RetrierHeartbeat, Status};
 use serde_json::{Value, json};
 
-/// Where and how output goes.
+/// Where and how output goes. Every write is checked: a closed pipe (`dlq ls | head`) or a
+/// full disk is recorded, later writes are skipped, and the verb ends with
+/// [`Out::failed`] instead of a panic.
 pub(crate) struct Out {
     pub(crate) json: bool,
     colour: bool,
+    failed: Mutex<Option<std::io::Error>>,
+}
+
+/// Text read from the store, made harmless on a terminal: every control character (C0
+/// but the newline where `newlines` keeps it, DEL, C1 U+0080 to U+009F) and every bidi
+/// override or isolate (which reorder what is shown) becomes `.`; in one-line fields, a
+/// newline, carriage return or tab becomes a space. So no stored row can clear the screen,
+/// retitle the window, write the clipboard, plant a link or fake a line. Every table cell
+/// and every human line goes through it; `--json` output is exact (JSON escapes controls).
+pub(crate) fn neutralize(text: &str, newlines: bool) -> Cow<'_, str> {
+    let unsafe_char = |c: char| is_hazard(c) || (!newlines && matches!(c, '\n' | '\r' | '\t'));
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    text.chars()
+        .map(|c| match c {
+            '\n' if newlines => '\n',
+            '\t' if newlines => '\t',
+            '\n' | '\r' | '\t' if !newlines => ' ',
+            c if is_hazard(c) => '.',
+            c => c,
+        })
+        .collect()
+}
+
+/// A control character (bar the newline and tab) or a bidi formatting character.
+const fn is_hazard(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}' // C0 but \t \n, DEL, C1
+        | '\u{61c}' | '\u{200e}' | '\u{200f}' // letter marks
+        | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') // embeddings, overrides, isolates
+}
+
+/// A table cell of stored text: one line, neutralized.
+fn cell(text: impl Display) -> Cell {
+    Cell::new(neutralize(&text.to_string(), false))
 }
 
 fn time(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M:%S").to_string()
 }
 
-/// At most `max` characters of `text` on one line.
+/// At most `max` characters of `text` on one line, neutralized.
 fn short(text: &str, max: usize) -> String {
-    let line = text.replace(['\n', '\r'], " ");
+    let line = neutralize(text, false);
     if line.chars().count() <= max {
-        return line;
+        return line.into_owned();
     }
     let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
     cut.push('…');
@@ -42,7 +83,43 @@ fn status_colour(status: Status) -> Color {
 impl Out {
     pub(crate) fn new(json: bool) -> Self {
         let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-        Self { json, colour }
+        Self { json, colour, failed: Mutex::new(None) }
+    }
+
+    /// The first write that failed, if any (a closed pipe is `BrokenPipe`).
+    pub(crate) fn failed(&self) -> Option<std::io::ErrorKind> {
+        self.failed.lock().ok().and_then(|f| f.as_ref().map(std::io::Error::kind))
+    }
+
+    /// The first failed write's error, as one line.
+    pub(crate) fn failure_text(&self) -> String {
+        self.failed.lock().ok().and_then(|f| f.as_ref().map(ToString::to_string)).unwrap_or_default()
+    }
+
+    /// Writes `text` and a newline to `stream` unless a write failed already; records a failure.
+    fn write(&self, mut stream: impl Write, text: &str) {
+        let Ok(mut failed) = self.failed.lock() else { return };
+        if failed.is_some() {
+            return;
+        }
+        if let Err(err) = writeln!(stream, "{text}").and_then(|()| stream.flush()) {
+            *failed = Some(err);
+        }
+    }
+
+    /// Lines on stdout, neutralized (newlines kept).
+    fn line(&self, text: impl AsRef<str>) {
+        self.write(std::io::stdout().lock(), &neutralize(text.as_ref(), true));
+    }
+
+    /// Output built here from neutralized parts (tables, colour codes): as it is.
+    fn raw(&self, text: &str) {
+        self.write(std::io::stdout().lock(), text);
+    }
+
+    /// A line on stderr, neutralized, whatever `--json` says (progress, errors).
+    pub(crate) fn err_line(&self, text: &str) {
+        self.write(std::io::stderr().lock(), &neutralize(text, false));
     }
 
     fn table(&self, header: &[&str]) -> Table {
@@ -55,70 +132,77 @@ impl Out {
         table
     }
 
-    fn print_table(table: &Table) {
-        println!("{}", table.trim_fmt());
+    /// A table whose cells were all made with [`cell`] (or are numbers and times).
+    fn print_table(&self, table: &Table) {
+        self.raw(&table.trim_fmt());
     }
 
-    fn emit(value: &Value) {
-        println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+    /// JSON as it is: its escaping keeps controls out of the terminal.
+    fn emit(&self, value: &Value) {
+        self.raw(&serde_json::to_string_pretty(value).unwrap_or_default());
     }
 
-    fn warn(&self, text: &str) -> String {
-        if self.colour { format!("\x1b[33m! {text}\x1b[0m") } else { format!("! {text}") }
+    /// A warning line, in yellow on a terminal.
+    fn warn(&self, text: &str) {
+        let text = neutralize(text, false);
+        if self.colour { self.raw(&format!("\x1b[33m! {text}\x1b[0m")) } else { self.raw(&format!("! {text}")) }
     }
 
     /// A line on stderr (not with `--json`).
     pub(crate) fn note(&self, text: &str) {
         if !self.json {
-            eprintln!("{text}");
+            self.err_line(text);
         }
     }
 
     pub(crate) fn stats(&self, report: &StatsReport) {
         if self.json {
-            return Self::emit(&serde_json::to_value(report).unwrap_or_default());
+            return self.emit(&serde_json::to_value(report).unwrap_or_default());
         }
         let mut counts = self.table(&["EVENT TYPE", "PENDING", "PROCESSING", "SUCCEEDED", "FAILED", "DISCARDED"]);
         for c in &report.counts {
             let n = [c.pending, c.processing, c.succeeded, c.failed_permanently, c.discarded];
-            let mut row = vec![Cell::new(&c.event_type)];
-            row.extend(n.iter().map(Cell::new));
+            let mut row = vec![cell(&c.event_type)];
+            row.extend(n.iter().map(cell));
             counts.add_row(row);
         }
-        Self::print_table(&counts);
-        println!("\nparked in the last 5 min: {}, last hour: {}", report.growth.last_5m, report.growth.last_1h);
+        self.print_table(&counts);
+        self.line(format!(
+            "\nparked in the last 5 min: {}, last hour: {}",
+            report.growth.last_5m, report.growth.last_1h
+        ));
         if let Some(s) = report.saturation {
-            println!("saturation: {:.1}% of max_entries", s * 100.0);
+            self.line(format!("saturation: {:.1}% of max_entries", s * 100.0));
         }
-        println!("\nTOP FAILURE GROUPS");
+        self.line("\nTOP FAILURE GROUPS");
         let mut groups =
             self.table(&["GROUP", "EVENT TYPE", "KIND", "COUNT", "FIRST SEEN", "LAST SEEN", "SAMPLE", "SAMPLE REASON"]);
         for g in &report.groups {
             groups.add_row(vec![
-                Cell::new(&g.fingerprint),
-                Cell::new(&g.event_type),
-                Cell::new(&g.kind),
-                Cell::new(g.count),
-                Cell::new(time(g.first_seen)),
-                Cell::new(time(g.last_seen)),
-                Cell::new(g.sample_id),
-                Cell::new(short(&g.sample_reason, 60)),
+                cell(&g.fingerprint),
+                cell(&g.event_type),
+                cell(&g.kind),
+                cell(g.count),
+                cell(time(g.first_seen)),
+                cell(time(g.last_seen)),
+                cell(g.sample_id),
+                cell(short(&g.sample_reason, 60)),
             ]);
         }
-        Self::print_table(&groups);
+        self.print_table(&groups);
         if !report.circuits.is_empty() {
-            println!("\nCIRCUITS");
+            self.line("\nCIRCUITS");
             self.circuit_table(&report.circuits, report.at);
         }
-        println!("\nLIVE RETRIERS: {}", report.retriers.len());
+        self.line(format!("\nLIVE RETRIERS: {}", report.retriers.len()));
         self.retrier_table(&report.retriers);
         for orphan in &report.orphans {
             if let Some(handler) = &orphan.expected_handler {
-                println!("orphaned `{}`: expected handler {handler}", orphan.event_type);
+                self.line(format!("orphaned `{}`: expected handler {handler}", orphan.event_type));
             }
         }
         for warning in &report.warnings {
-            println!("{}", self.warn(warning));
+            self.warn(warning);
         }
     }
 
@@ -129,24 +213,24 @@ impl Out {
         let mut table = self.table(&["OWNER", "HOST", "PID", "EVENT TYPES", "SINGLETON", "STARTED", "LAST SEEN"]);
         for r in retriers {
             table.add_row(vec![
-                Cell::new(&r.owner),
-                Cell::new(&r.host),
-                Cell::new(r.pid),
-                Cell::new(r.event_types.join(",")),
-                Cell::new(r.singleton),
-                Cell::new(time(r.started_at)),
-                Cell::new(time(r.last_seen)),
+                cell(&r.owner),
+                cell(&r.host),
+                cell(r.pid),
+                cell(r.event_types.join(",")),
+                cell(r.singleton),
+                cell(time(r.started_at)),
+                cell(time(r.last_seen)),
             ]);
         }
-        Self::print_table(&table);
+        self.print_table(&table);
     }
 
     pub(crate) fn workers(&self, retriers: &[RetrierHeartbeat]) {
         if self.json {
-            return Self::emit(&json!({ "retriers": retriers }));
+            return self.emit(&json!({ "retriers": retriers }));
         }
         if retriers.is_empty() {
-            println!("no live retriers");
+            self.line("no live retriers");
         }
         self.retrier_table(retriers);
     }
@@ -154,114 +238,120 @@ impl Out {
     pub(crate) fn list(&self, page: &Page) {
         if self.json {
             let rows: Vec<Value> = page.rows.iter().map(json::row).collect();
-            return Self::emit(&json!({ "rows": rows, "next": page.next }));
+            return self.emit(&json!({ "rows": rows, "next": page.next }));
         }
         let mut table = self.table(&["ID", "STATUS", "EVENT TYPE", "KIND", "RETRIES", "REDRIVES", "PARKED", "REASON"]);
         for l in &page.rows {
             table.add_row(vec![
-                Cell::new(l.id),
-                Cell::new(l.status).fg(status_colour(l.status)),
-                Cell::new(&l.event_type),
-                Cell::new(&l.failure.kind),
-                Cell::new(format!("{}/{}", l.retry_count, l.max_retries)),
-                Cell::new(l.redrive_count),
-                Cell::new(time(l.created_at)),
-                Cell::new(short(&l.failure.reason, 60)),
+                cell(l.id),
+                cell(l.status).fg(status_colour(l.status)),
+                cell(&l.event_type),
+                cell(&l.failure.kind),
+                cell(format!("{}/{}", l.retry_count, l.max_retries)),
+                cell(l.redrive_count),
+                cell(time(l.created_at)),
+                cell(short(&l.failure.reason, 60)),
             ]);
         }
-        Self::print_table(&table);
+        self.print_table(&table);
         match page.next {
-            Some(next) => println!("\nmore: --after {next}"),
-            None if page.rows.is_empty() => println!("no rows match"),
+            Some(next) => self.line(format!("\nmore: --after {next}")),
+            None if page.rows.is_empty() => self.line("no rows match"),
             None => {}
         }
     }
 
     pub(crate) fn show(&self, detail: &Detail) {
         if self.json {
-            return Self::emit(&json::detail(detail));
+            return self.emit(&json::detail(detail));
         }
         let l = &detail.letter;
         let mut fields = self.table(&["FIELD", "VALUE"]);
         for (name, value) in summary(l) {
-            fields.add_row(vec![name, value]);
+            fields.add_row(vec![cell(name), cell(value)]);
         }
-        Self::print_table(&fields);
-        println!("\nPAYLOAD");
-        println!("{}", payload_text(&l.payload));
-        println!("\nERROR CHAIN");
+        self.print_table(&fields);
+        self.line("\nPAYLOAD");
+        self.line(payload_text(&l.payload));
+        self.line("\nERROR CHAIN");
         for (i, cause) in l.failure.chain.iter().enumerate() {
-            println!("  {i}: {cause}");
+            self.line(format!("  {i}: {}", neutralize(cause, false)));
         }
         if let Some(trace) = &l.failure.stacktrace {
-            println!("\nSTACK TRACE\n{trace}");
+            self.line(format!("\nSTACK TRACE\n{trace}"));
         }
-        println!("\nATTEMPTS");
+        self.line("\nATTEMPTS");
         let mut attempts = self.table(&["#", "OUTCOME", "CLASS", "OWNER", "AT", "REASON"]);
         for a in &detail.attempts {
             attempts.add_row(vec![
-                a.attempt.to_string(),
-                a.outcome.clone(),
-                a.error_class.clone().unwrap_or_default(),
-                a.owner.clone().unwrap_or_default(),
-                time(a.at),
-                short(a.error_reason.as_deref().unwrap_or_default(), 60),
+                cell(a.attempt),
+                cell(&a.outcome),
+                cell(a.error_class.as_deref().unwrap_or_default()),
+                cell(a.owner.as_deref().unwrap_or_default()),
+                cell(time(a.at)),
+                cell(short(a.error_reason.as_deref().unwrap_or_default(), 60)),
             ]);
         }
-        Self::print_table(&attempts);
-        println!("\nAUDIT");
+        self.print_table(&attempts);
+        self.line("\nAUDIT");
         if detail.audit.is_empty() {
-            println!("(no operator action)");
+            self.line("(no operator action)");
             return;
         }
         let mut audit = self.table(&["ENTRY", "ACTION", "ACTOR", "AT", "REASON", "DIFF"]);
         for a in &detail.audit {
             audit.add_row(vec![
-                a.id.to_string(),
-                a.action.clone(),
-                a.actor.clone(),
-                time(a.at),
-                a.reason.clone().unwrap_or_default(),
-                short(&a.diff.to_string(), 80),
+                cell(a.id),
+                cell(&a.action),
+                cell(&a.actor),
+                cell(time(a.at)),
+                cell(a.reason.as_deref().unwrap_or_default()),
+                cell(short(&a.diff.to_string(), 80)),
             ]);
         }
-        Self::print_table(&audit);
+        self.print_table(&audit);
     }
 
     pub(crate) fn bulk(&self, report: &BulkReport) {
         if self.json {
-            return Self::emit(&serde_json::to_value(report).unwrap_or_default());
+            return self.emit(&serde_json::to_value(report).unwrap_or_default());
         }
         let verb = match (report.dry_run, report.action.as_str()) {
             (true, action) => format!("would {action}"),
             (false, "redrive") => "redriven".to_owned(),
             (false, _) => "discarded".to_owned(),
         };
-        println!("{verb}: {} rows{}", report.moved_ids.len(), ids_text(&report.moved_ids));
+        self.line(format!("{verb}: {} rows{}", report.moved_ids.len(), ids_text(&report.moved_ids)));
         for r in &report.refusals {
-            println!("refused {}: {}", r.id, r.why);
+            self.line(format!("refused {}: {}", r.id, r.why));
         }
         if let Some(op) = report.operation {
-            println!(
+            self.line(format!(
                 "operation {op}: {} ({} moved, {} refused in all; cursor {})",
                 report.state.as_str(),
                 report.moved,
                 report.refused,
                 report.cursor
-            );
+            ));
         }
         match &report.canary_stop {
             Some(CanaryStop::Failed { failures }) => {
-                println!("{}", self.warn("canary stopped: redriven rows failed again; the rest stay parked"));
+                self.warn("canary stopped: redriven rows failed again; the rest stay parked");
                 for f in failures {
                     let same = if f.same_fingerprint { "same failure" } else { "new failure" };
-                    println!("  {} {} ({same}, group {}): {}", f.id, f.status, f.fingerprint, short(&f.reason, 80));
+                    self.line(format!(
+                        "  {} {} ({same}, group {}): {}",
+                        f.id,
+                        f.status,
+                        f.fingerprint,
+                        short(&f.reason, 80)
+                    ));
                 }
             }
             Some(CanaryStop::NoOutcome { waiting }) => {
                 let text =
                     format!("canary stopped: no outcome in time for{} (is a retrier running?)", ids_text(waiting));
-                println!("{}", self.warn(&text));
+                self.warn(&text);
             }
             None => {}
         }
@@ -269,13 +359,13 @@ impl Out {
 
     pub(crate) fn patched(&self, outcome: &PatchOutcome) {
         if self.json {
-            return Self::emit(&json::patched(outcome));
+            return self.emit(&json::patched(outcome));
         }
-        println!(
+        self.line(format!(
             "patched {} (audit entry {}; `dlq undo {}` restores it)",
             outcome.id, outcome.audit_id, outcome.audit_id
-        );
-        println!("{}", payload_text(&outcome.new));
+        ));
+        self.line(payload_text(&outcome.new));
     }
 
     fn circuit_table(&self, circuits: &[Circuit], at: DateTime<Utc>) {
@@ -290,66 +380,69 @@ impl Out {
                 (by, why) => format!("by {}: {}", by.as_deref().unwrap_or("?"), why.as_deref().unwrap_or("")),
             };
             table.add_row(vec![
-                Cell::new(&c.event_type),
-                Cell::new(c.state),
-                Cell::new(probe),
-                Cell::new(short(&paused, 60)),
-                Cell::new(short(c.reason.as_deref().unwrap_or(""), 60)),
+                cell(&c.event_type),
+                cell(c.state),
+                cell(probe),
+                cell(short(&paused, 60)),
+                cell(short(c.reason.as_deref().unwrap_or(""), 60)),
             ]);
         }
-        Self::print_table(&table);
+        self.print_table(&table);
     }
 
     /// The circuit after `dlq pause` or `dlq resume`.
     pub(crate) fn circuit(&self, c: &Circuit) {
         if self.json {
-            return Self::emit(&serde_json::to_value(c).unwrap_or_default());
+            return self.emit(&serde_json::to_value(c).unwrap_or_default());
         }
         if c.paused {
-            println!(
+            self.line(format!(
                 "paused `{}`: no retrier claims it from its next poll (dlq resume {})",
                 c.event_type, c.event_type
-            );
+            ));
         } else {
-            println!("`{}` is not paused: retriers claim it from their next poll (circuit {})", c.event_type, c.state);
+            self.line(format!(
+                "`{}` is not paused: retriers claim it from their next poll (circuit {})",
+                c.event_type, c.state
+            ));
         }
     }
 
     pub(crate) fn patched_many(&self, report: &PatchManyReport) {
         if self.json {
-            return Self::emit(&serde_json::to_value(report).unwrap_or_default());
+            return self.emit(&serde_json::to_value(report).unwrap_or_default());
         }
         let verb = if report.dry_run { "would patch" } else { "patched" };
-        println!("{verb}: {} rows", report.patched.len());
+        self.line(format!("{verb}: {} rows", report.patched.len()));
         for row in &report.patched {
             let audit = row.audit_id.map(|a| format!(" (audit entry {a})")).unwrap_or_default();
-            println!("  {}{audit}", row.id);
+            self.line(format!("  {}{audit}", row.id));
             for change in &row.changes {
                 let value =
                     |v: &Option<Value>| v.as_ref().map_or_else(|| "(absent)".to_owned(), |v| short(&v.to_string(), 60));
-                println!("    {}: {} -> {}", change.path, value(&change.old), value(&change.new));
+                self.line(format!("    {}: {} -> {}", change.path, value(&change.old), value(&change.new)));
             }
         }
         for r in &report.refused {
-            println!("refused {}: {}", r.id, short(&r.reason, 160));
+            self.line(format!("refused {}: {}", r.id, short(&r.reason, 160)));
         }
         if !report.dry_run && !report.patched.is_empty() {
-            println!("`dlq undo AUDIT_ID` restores a row's payload");
+            self.line("`dlq undo AUDIT_ID` restores a row's payload");
         }
     }
 
     pub(crate) fn purged(&self, n: u64) {
         if self.json {
-            return Self::emit(&json!({ "purged": n }));
+            return self.emit(&json!({ "purged": n }));
         }
-        println!("purged {n} rows");
+        self.line(format!("purged {n} rows"));
     }
 
     pub(crate) fn migrated(&self, schema: &str) {
         if self.json {
-            return Self::emit(&json!({ "migrated": true, "schema": schema }));
+            return self.emit(&json!({ "migrated": true, "schema": schema }));
         }
-        println!("migrated: the dlq tables are up to date");
+        self.line("migrated: the dlq tables are up to date");
     }
 }
 
@@ -403,16 +496,28 @@ fn source_text(l: &DeadLetter) -> String {
     if headers.is_empty() { place } else { format!("{place} [{}]", headers.join(", ")) }
 }
 
-/// The payload for people: pretty JSON, or hex and lossy text of raw bytes.
+/// The payload for people: pretty JSON, or hex and lossy text of raw bytes (neutralized
+/// when printed, as every line is: JSON leaves DEL, C1 and bidi characters unescaped).
 fn payload_text(payload: &Payload) -> String {
     match payload {
         Payload::Json(value) => serde_json::to_string_pretty(value).unwrap_or_default(),
         Payload::Raw { bytes, .. } => {
-            let text: String = String::from_utf8_lossy(bytes)
-                .chars()
-                .map(|c| if c.is_control() && c != '\n' { '.' } else { c })
-                .collect();
+            let text = String::from_utf8_lossy(bytes);
             format!("raw bytes ({}):\nhex:  {}\ntext: {text}", bytes.len(), dlq_core::admin::hex(bytes))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn neutralize_turns_every_terminal_control_into_a_dot() {
+        let hostile = "a\x1b[2Jb\x1b]0;title\x07c\u{9b}31m\u{202e}d\u{2066}e\x7f\x00";
+        assert_eq!(neutralize(hostile, false), "a.[2Jb.]0;title.c.31m.d.e..");
+        assert_eq!(neutralize("one\ntwo\r\tthree", false), "one two  three");
+        assert_eq!(neutralize("one\ntwo\r\tthree", true), "one\ntwo.\tthree");
+        assert!(matches!(neutralize("plain ünïcode → fine", false), Cow::Borrowed(_)));
     }
 }

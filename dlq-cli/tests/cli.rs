@@ -383,6 +383,179 @@ async fn human_output(db: Db) {
     });
 }
 
+/// What a stored row can carry to a terminal: clear the screen, retitle the window, write
+/// the clipboard (OSC 52), plant a link (OSC 8), a C1 CSI, a right-to-left override, a
+/// carriage return that overwrites the line.
+const HOSTILE: [&str; 7] = [
+    "\x1b[2J",
+    "\x1b]0;title\x07",
+    "\x1b]52;c;ZXZpbA==\x07",
+    "\x1b]8;;http://evil\x1b\\x\x1b]8;;\x1b\\",
+    "\u{9b}31m",
+    "\u{202e}",
+    "\r",
+];
+
+/// `bytes` hold nothing a terminal acts on: valid UTF-8 (no raw C1 byte), no control
+/// character but newline and tab, no bidi override or isolate.
+fn assert_inert(what: &str, bytes: &[u8]) {
+    let text = std::str::from_utf8(bytes).unwrap_or_else(|e| panic!("{what}: not UTF-8 ({e}): {bytes:?}"));
+    let bad = text.chars().find(|c| {
+        (c.is_control() && !matches!(c, '\n' | '\t'))
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{61c}')
+    });
+    assert!(bad.is_none(), "{what} printed {bad:?}: {text:?}");
+}
+
+/// Runs `args` (human output) and checks stdout and stderr are inert; returns stdout.
+fn inert(db: &Db, args: &[&str], code: i32) -> String {
+    let out = db.dlq().args(args).assert().code(code).get_output().clone();
+    assert_inert(&format!("{args:?} stdout"), &out.stdout);
+    assert_inert(&format!("{args:?} stderr"), &out.stderr);
+    String::from_utf8(out.stdout).unwrap()
+}
+
+async fn hostile_text_never_reaches_the_terminal(db: Db) {
+    let store = db.store().await;
+    let evil = HOSTILE.concat();
+    let event_type = format!("pay{evil}x");
+    let mut source = dlq_core::SourceMeta::kafka(&format!("topic{evil}"), 1, 2);
+    source.headers.insert(format!("h{evil}"), format!("v{evil}"));
+    source.trace_context = Some(format!("trace{evil}"));
+    let failure = FailureInfo::new(
+        ErrorClass::Permanent,
+        &format!("Kind{evil}"),
+        format!("reason{evil}"),
+        vec![format!("reason{evil}"), format!("cause{evil}")],
+        Some(format!("stack{evil}\n\tat frame")),
+    );
+    let letter = NewDeadLetter::new(&event_type, Payload::Json(serde_json::json!({ "note": evil })), failure.clone())
+        .dead(DeadReason::Permanent)
+        .with_source(source)
+        .with_dedupe_key(format!("key{evil}"))
+        .with_handler(format!("handler{evil}"));
+    let json_id = store.park(letter).await.unwrap().id.to_string();
+    let raw_bytes = [format!("raw{evil}").as_bytes(), b"\x9b\x1b"].concat();
+    let raw = NewDeadLetter::new(&event_type, Payload::from_bytes(&raw_bytes), failure).dead(DeadReason::Permanent);
+    let raw_id = store.park(raw).await.unwrap().id.to_string();
+    let beat = dlq_core::RetrierHeartbeat::new(&format!("owner{evil}"), [event_type.as_str()], false);
+    store.heartbeat(&beat, Duration::from_secs(600)).await.unwrap();
+    let group = store.get(json_id.parse().unwrap()).await.unwrap().unwrap().failure.fingerprint;
+    let dir = tempfile::tempdir().unwrap();
+    let fix = dir.path().join("fix.json");
+    std::fs::write(&fix, serde_json::json!([{ "op": "add", "path": "/more", "value": evil }]).to_string()).unwrap();
+
+    let listed = inert(&db, &["ls"], 0);
+    assert!(listed.contains("pay.[2J.]0;title."), "shown, neutralized: {listed}");
+    let shown = inert(&db, &["show", &json_id], 0);
+    assert!(shown.contains("topic.[2J") && shown.contains("key.[2J") && shown.contains("cause.[2J"), "{shown}");
+    inert(&db, &["show", &raw_id], 0);
+    inert(&db, &["stats"], 0);
+    inert(&db, &["workers"], 0);
+    inert(&db, &["redrive", "--all", "--dry-run"], 0);
+    inert(&db, &["patch", "--group", &group, "--patch", fix.to_str().unwrap(), "--reason", &evil, "--dry-run"], 0);
+    inert(&db, &["patch", &json_id, "--patch", fix.to_str().unwrap(), "--reason", &evil], 0);
+    inert(&db, &["pause", &event_type, "--reason", &format!("pause{evil}")], 0);
+    let stats = inert(&db, &["stats"], 0);
+    assert!(stats.contains("pause.[2J"), "the pause reason, neutralized: {stats}");
+    inert(&db, &["resume", &event_type, "--reason", &evil], 0);
+    inert(&db, &["discard", &raw_id, "--reason", &format!("audit{evil}")], 0);
+    let audited = inert(&db, &["show", &raw_id], 0);
+    assert!(audited.contains("audit.[2J"), "the audit reason, neutralized: {audited}");
+    inert(&db, &["show", &json_id], 0);
+    inert(&db, &["redrive", "--group", &evil, "--reason", "x"], 4);
+    inert(&db, &["pause", &format!("no{evil}"), "--reason", "x"], 4);
+    // --json stays exact: the text round-trips.
+    assert_eq!(run_json(&db, &["show", &json_id])["event_type"], event_type.as_str());
+}
+
+/// `redrive --resume` of a stored discard once discarded (and `discard --resume` of a
+/// redrive redrove): refused with one line naming both, nothing moved, still resumable.
+async fn a_resume_must_name_the_operations_verb(db: Db) {
+    let store = db.store().await;
+    seed(&store).await;
+    let admin = dlq_core::admin::Admin::new(Arc::clone(&store), "oncall");
+    let filter = ListFilter::default().status(Status::FailedPermanently);
+    let discard = admin.start(dlq_core::admin::BulkPlan::discard(filter.clone(), "dupes")).await.unwrap();
+    let discard_id = discard.operation().unwrap().id.to_string();
+    drop(discard);
+    let redrive = admin.start(dlq_core::admin::BulkPlan::redrive(filter.clone(), "fixed")).await.unwrap();
+    let redrive_id = redrive.operation().unwrap().id.to_string();
+    drop(redrive);
+
+    let want = format!("operation {discard_id} is a discard, not a redrive: nothing resumed");
+    fails(&db, &["redrive", "--resume", &discard_id], 1, &want);
+    let want = format!("operation {redrive_id} is a redrive, not a discard: nothing resumed");
+    fails(&db, &["discard", "--resume", &redrive_id], 1, &want);
+    assert_eq!(store.count(filter.clone()).await.unwrap(), 3, "nothing moved");
+    let done = run_json(&db, &["discard", "--resume", &discard_id]);
+    assert_eq!((done["action"].as_str(), done["moved"].as_u64()), (Some("discard"), Some(3)));
+}
+
+/// Every number is bounded when parsed, with one line saying the range; nothing moves.
+async fn numbers_out_of_range_are_refused_before_anything_moves(db: Db) {
+    let store = db.store().await;
+    seed(&store).await;
+    fails(&db, &["redrive", "--all", "--reason", "x", "--rate", "1e-300"], 2, "between 0.01/s and 1000000/s");
+    fails(&db, &["redrive", "--all", "--dry-run", "--rate", "1e-10"], 2, "between 0.01/s and 1000000/s");
+    fails(&db, &["redrive", "--all", "--canary", "0"], 2, "0 is out of range: from 1 to 10000");
+    fails(&db, &["redrive", "--all", "--batch", "0"], 2, "0 is out of range: from 1 to 10000");
+    fails(&db, &["discard", "--all", "--reason", "x", "--batch", "100000"], 2, "out of range");
+    fails(&db, &["redrive", "--all", "--max", "0"], 2, "--max");
+    fails(&db, &["redrive", "--all", "--canary", "1", "--canary-wait", "500000000y"], 2, "a canary's wait must be");
+    fails(&db, &["redrive", "--all", "--canary", "1", "--canary-wait", "2d"], 2, "a canary's wait must be");
+    fails(&db, &["ls", "--limit", "0"], 2, "0 is out of range");
+    fails(&db, &["stats", "--top", "0"], 2, "0 is out of range");
+    fails(&db, &["purge", "--older-than", "200y", "--yes"], 2, "the age must be");
+    assert_eq!(store.count(ListFilter::default().status(Status::FailedPermanently)).await.unwrap(), 3);
+    // A dry run is never paced: the slowest rate does not slow it down.
+    let dry = run_json(&db, &["redrive", "--all", "--dry-run", "--batch", "1", "--rate", "0.01/s"]);
+    assert_eq!(dry["moved"], 3);
+}
+
+/// A verb that selects nothing says so and exits 4, storing no operation; `purge` shows its
+/// count and needs `--yes` off a terminal.
+async fn nothing_matched_is_not_success(db: Db) {
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    fails(&db, &["redrive", "999999", "--reason", "x"], 4, "nothing matched: no row with id 999999");
+    fails(
+        &db,
+        &["redrive", "--group", "nosuchgroup"],
+        4,
+        "nothing matched: no FAILED_PERMANENTLY row matches --group nosuchgroup",
+    );
+    fails(&db, &["redrive", "--group", "nosuchgroup", "--dry-run"], 4, "nothing matched");
+    fails(&db, &["discard", "--group", "nosuchgroup", "--reason", "x"], 4, "nothing matched: no row matches --group");
+    fails(&db, &["redrive", "--event-type", "refund"], 4, "nothing matched");
+    fails(
+        &db,
+        &["pause", "nosuchtype", "--reason", "x"],
+        4,
+        "nothing matched: no row, circuit, live retrier or handler has event type `nosuchtype`",
+    );
+    fails(&db, &["resume", "nosuchtype"], 4, "nothing matched");
+    let dir = tempfile::tempdir().unwrap();
+    let fix = dir.path().join("fix.json");
+    std::fs::write(&fix, r#"[{"op": "add", "path": "/x", "value": 1}]"#).unwrap();
+    let patch = ["patch", "--group", "nosuchgroup", "--patch", fix.to_str().unwrap(), "--reason", "x"];
+    fails(&db, &patch, 4, "nothing matched: no FAILED_PERMANENTLY row in group `nosuchgroup`");
+    let admin = dlq_core::admin::Admin::new(Arc::clone(&store), "oncall");
+    assert!(matches!(admin.resume(1).await, Err(dlq_core::Error::OperationNotFound(1))), "no operation stored");
+    assert!(store.circuits().await.unwrap().circuits.is_empty(), "nothing paused");
+    let help = db.dlq().arg("--help").assert().success().get_output().stdout.clone();
+    let help = String::from_utf8(help).unwrap();
+    assert!(help.contains("Exit codes:") && help.contains("  4    nothing matched"), "{help}");
+
+    // purge: the count, and --yes off a terminal.
+    run_json(&db, &["discard", &ids[0].to_string(), &ids[1].to_string(), "--reason", "dupes"]);
+    let want = "purge deletes 2 SUCCEEDED/DISCARDED rows last changed over 0s ago";
+    fails(&db, &["purge", "--older-than", "0s"], 2, want);
+    fails(&db, &["purge", "--older-than", "0s"], 2, "pass --yes to confirm (no terminal to ask on)");
+    assert_eq!(store.count(ListFilter::default().status(Status::Discarded)).await.unwrap(), 2, "nothing purged");
+    db.dlq().args(["purge", "--older-than", "0s", "--yes"]).assert().success().stdout("purged 2 rows\n");
+}
+
 macro_rules! on_both_stores {
     ($($check:ident),* $(,)?) => {
         mod sqlite {
@@ -406,7 +579,11 @@ on_both_stores!(
     group_patch,
     bad_input,
     interrupted_redrive_resumes_without_a_row_lost_or_moved_twice,
-    pause_and_resume
+    pause_and_resume,
+    hostile_text_never_reaches_the_terminal,
+    a_resume_must_name_the_operations_verb,
+    numbers_out_of_range_are_refused_before_anything_moves,
+    nothing_matched_is_not_success
 );
 
 /// On-call engineers point `dlq` at production databases, which often require TLS: with
@@ -610,4 +787,124 @@ async fn canary_that_succeeds_lets_the_redrive_proceed_batch_by_batch() {
     }
     shutdown.cancel();
     retrier.await.unwrap().unwrap();
+}
+
+// ---- closed pipes and Ctrl-C: the binary as a child process ----
+
+/// Which of a child's outputs a test closes.
+#[derive(Clone, Copy)]
+enum Output {
+    Stdout,
+    Stderr,
+}
+
+/// Runs `dlq args` with `closed` a pipe whose reading end is closed before the child writes
+/// to it: `table` stays locked (ACCESS EXCLUSIVE) until the pipe is closed, and the child
+/// writes only after it read or wrote that table. Returns the exit code and the other output.
+async fn with_closed_pipe(db: &Db, table: &str, args: &[&str], closed: Output) -> (Option<i32>, Vec<u8>) {
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let mut lock = pool.begin().await.unwrap();
+    let statement = format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE");
+    sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&mut *lock).await.unwrap();
+    let mut child = Std::new(assert_cmd::cargo::cargo_bin("dlq"))
+        .args(args)
+        .env("DATABASE_URL", &db.url)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    match closed {
+        Output::Stdout => drop(child.stdout.take()),
+        Output::Stderr => drop(child.stderr.take()),
+    }
+    lock.rollback().await.unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+    let other = match closed {
+        Output::Stdout => out.stderr,
+        Output::Stderr => out.stdout,
+    };
+    (out.status.code(), other)
+}
+
+/// `dlq ls | head` once panicked ("failed printing to stdout", exit 101): it now stops
+/// quietly with 141, as a tool killed by SIGPIPE.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_closed_stdout_ends_quietly_with_141() {
+    let db = Db::postgres().await;
+    seed(&db.store().await).await;
+    for args in [&["ls"][..], &["ls", "--json"], &["show", "1"]] {
+        let (code, stderr) = with_closed_pipe(&db, "dlq_events", args, Output::Stdout).await;
+        let stderr = String::from_utf8_lossy(&stderr);
+        assert_eq!(code, Some(141), "{args:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: quiet, no panic: {stderr}");
+    }
+}
+
+/// A redrive whose progress output is closed (`dlq redrive … 2>&1 | head`) once panicked
+/// mid-run; it now stops at a batch boundary, exit 141, and the operation resumes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_closed_output_stops_a_redrive_at_a_batch_boundary_resumably() {
+    let db = Db::postgres().await;
+    let store = db.store().await;
+    let letters = (0..12)
+        .map(|n| {
+            NewDeadLetter::new("payment", Payload::Json(n.into()), failure("E", "down")).dead(DeadReason::Permanent)
+        })
+        .collect();
+    store.park_many(letters).await.unwrap();
+    let args = ["redrive", "--all", "--batch", "2", "--reason", "replay"];
+    let (code, stdout) = with_closed_pipe(&db, "dlq_operations", &args, Output::Stderr).await;
+    assert_eq!(code, Some(141), "{}", String::from_utf8_lossy(&stdout));
+    let op = store.operation(1).await.unwrap().unwrap();
+    assert_eq!((op.state, op.moved), (dlq_core::store::OperationState::Stopped, 2), "one batch, then stopped");
+    let pending = store.count(ListFilter::default().status(Status::Pending).limit(100)).await.unwrap();
+    assert_eq!(pending, 2);
+    let done = run_json(&db, &["redrive", "--resume", "1"]);
+    assert_eq!((done["state"].as_str(), done["moved"].as_u64()), (Some("done"), Some(12)));
+    for row in store.list(ListFilter::default().limit(100)).await.unwrap() {
+        assert_eq!((row.status, row.redrive_count), (Status::Pending, 1), "row {}", row.id);
+    }
+}
+
+/// Ctrl-C stops a paced redrive after its batch (at once while it waits for the next),
+/// exits 130, and the operation resumes without a row lost or moved twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_stops_a_redrive_with_130_and_it_resumes() {
+    use std::io::BufRead;
+    let db = Db::postgres().await;
+    let store = db.store().await;
+    let letters = (0..12)
+        .map(|n| {
+            NewDeadLetter::new("payment", Payload::Json(n.into()), failure("E", "down")).dead(DeadReason::Permanent)
+        })
+        .collect();
+    store.park_many(letters).await.unwrap();
+    let mut child = Std::new(assert_cmd::cargo::cargo_bin("dlq"))
+        .args(["redrive", "--all", "--batch", "1", "--rate", "0.5/s", "--reason", "replay"])
+        .env("DATABASE_URL", &db.url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    // The first progress line: batch 1 committed, and the run waits 2 s for the next.
+    let mut line = String::new();
+    while !line.starts_with("batch 1:") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "the child ended early");
+    }
+    let pid = child.id().to_string();
+    assert!(Std::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
+    assert_eq!(status.code(), Some(130));
+    let op = store.operation(1).await.unwrap().unwrap();
+    assert_eq!(op.state, dlq_core::store::OperationState::Stopped);
+    assert!(op.moved < 12, "stopped mid-run");
+    let done = run_json(&db, &["redrive", "--resume", "1"]);
+    assert_eq!((done["state"].as_str(), done["moved"].as_u64()), (Some("done"), Some(12)));
+    for row in store.list(ListFilter::default().limit(100)).await.unwrap() {
+        assert_eq!((row.status, row.redrive_count), (Status::Pending, 1), "row {}", row.id);
+        assert_eq!(store.audit(row.id).await.unwrap().len(), 1, "row {} audited once", row.id);
+    }
 }

@@ -41,7 +41,7 @@ pub use crate::action::{
 };
 use crate::record::{
     AttemptRecord, AuditEntry, AuditNote, DeadLetter, DlqId, FailureGroup, ListFilter, NewDeadLetter, Parked, Payload,
-    RetrierHeartbeat, StatsRow,
+    RetrierHeartbeat, StatsRow, Status,
 };
 pub use crate::record::{ClaimCap, ClaimRequest, Claimed, Lease, SettleReport, Settlement};
 /// A boxed, sendable future (from `futures-util`): the return type of [`DeadLetterStore`]
@@ -181,6 +181,35 @@ pub trait DeadLetterStore: Send + Sync + 'static {
 
     /// Deletes `SUCCEEDED` and `DISCARDED` rows last updated more than `older_than` ago.
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>>;
+
+    /// Counts the rows [`purge`](Self::purge) would delete now (what `dlq purge` shows before
+    /// it asks). The default pages through the `SUCCEEDED` and `DISCARDED` rows parked
+    /// before the cutoff; the SQL stores count in one statement.
+    fn count_purgeable(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(async move {
+            let cutoff = chrono::Duration::from_std(older_than)
+                .ok()
+                .and_then(|age| chrono::Utc::now().checked_sub_signed(age))
+                .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+            let mut total = 0;
+            for status in [Status::Succeeded, Status::Discarded] {
+                let mut after = None;
+                loop {
+                    // A row last updated before the cutoff was parked before it too.
+                    let mut page = ListFilter::default().status(status).oldest_first().limit(1_000);
+                    page.until = Some(cutoff);
+                    page.after = after;
+                    let rows = self.list(page).await?;
+                    total += rows.iter().filter(|r| r.updated_at < cutoff).count() as u64;
+                    match rows.last() {
+                        Some(last) if rows.len() == 1_000 => after = Some(last.id),
+                        _ => break,
+                    }
+                }
+            }
+            Ok(total)
+        })
+    }
 
     /// Counts the rows matching `filter`, at most `filter.limit` (a bounded count: growth over
     /// a window, a dry run's size).

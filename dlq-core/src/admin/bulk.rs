@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{Admin, required};
-use crate::Error;
 use crate::record::{DeadLetter, DlqId, ListFilter, Status};
 use crate::store::{ActionKind, BatchAction, Operation, OperationState, OperationStep, Refusal, Refused, refusal};
+use crate::{CancellationToken, Error};
 
 /// A service's own check of a row before it is redriven, beside the registry's decode check
 /// ([`Admin::check`]): `Err(message)` refuses it.
@@ -155,8 +155,17 @@ pub struct Pacing {
 }
 
 impl Pacing {
-    /// A rate as operators write it, `200/s` or `200`: rows per second, above zero (what
-    /// `dlq redrive --rate` and the console's rate field read).
+    /// The slowest rate: one row every 100 seconds. Slower rates would sleep for days
+    /// between batches (and a rate near zero overflows every clock).
+    pub const MIN_RATE: f64 = 0.01;
+    /// The fastest rate a run is paced to; above it, leave the rate out.
+    pub const MAX_RATE: f64 = 1_000_000.0;
+    /// The longest a canary waits for its rows' outcome.
+    pub const MAX_CANARY_WAIT: Duration = Duration::from_secs(24 * 3600);
+
+    /// A rate as operators write it, `200/s` or `200`: rows per second, from
+    /// [`MIN_RATE`](Self::MIN_RATE) to [`MAX_RATE`](Self::MAX_RATE) (what `dlq redrive
+    /// --rate` and the console's rate field read).
     ///
     /// # Errors
     /// One line naming the text, for anything else.
@@ -165,13 +174,52 @@ impl Pacing {
     /// use dlq_core::admin::Pacing;
     /// assert_eq!(Pacing::parse_rate("200/s"), Ok(200.0));
     /// assert!(Pacing::parse_rate("0/s").is_err() && Pacing::parse_rate("fast").is_err());
+    /// assert!(Pacing::parse_rate("1e-300").unwrap_err().contains("between 0.01/s and 1000000/s"));
     /// ```
     pub fn parse_rate(text: &str) -> Result<f64, String> {
         let number = text.strip_suffix("/s").unwrap_or(text);
         match number.trim().parse::<f64>() {
-            Ok(rate) if rate > 0.0 && rate.is_finite() => Ok(rate),
+            Ok(rate) if rate.is_finite() && rate > 0.0 => {
+                Self::check_rate(rate).map_err(|why| format!("`{text}`: {why}"))
+            }
             _ => Err(format!("`{text}` is not a rate like 200/s")),
         }
+    }
+
+    fn check_rate(rate: f64) -> Result<f64, String> {
+        if (Self::MIN_RATE..=Self::MAX_RATE).contains(&rate) {
+            Ok(rate)
+        } else {
+            Err(format!("the rate must be between {}/s and {}/s", Self::MIN_RATE, Self::MAX_RATE))
+        }
+    }
+
+    /// The pacing is within bounds: a rate from [`MIN_RATE`](Self::MIN_RATE) to
+    /// [`MAX_RATE`](Self::MAX_RATE), a canary wait of at most
+    /// [`MAX_CANARY_WAIT`](Self::MAX_CANARY_WAIT), a poll above zero.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the field.
+    ///
+    /// ```
+    /// use dlq_core::admin::Pacing;
+    /// assert!(Pacing::default().check().is_ok());
+    /// assert!(Pacing { rate: Some(1e-300), ..Pacing::default() }.check().is_err());
+    /// ```
+    pub fn check(&self) -> Result<(), Error> {
+        if let Some(rate) = self.rate {
+            Self::check_rate(rate).map_err(Error::Invalid)?;
+        }
+        if self.canary_wait > Self::MAX_CANARY_WAIT {
+            return Err(Error::Invalid(format!(
+                "a canary waits at most {}s for its rows",
+                Self::MAX_CANARY_WAIT.as_secs()
+            )));
+        }
+        if self.poll.is_zero() {
+            return Err(Error::Invalid("a canary's poll interval must be above zero".into()));
+        }
+        Ok(())
     }
 }
 
@@ -258,6 +306,7 @@ pub struct Bulk<'a> {
     admin: &'a Admin,
     plan: BulkPlan,
     op: Option<Operation>,
+    stop: Option<CancellationToken>,
 }
 
 impl Admin {
@@ -270,16 +319,56 @@ impl Admin {
         self.check_plan(&plan)?;
         let spec = serde_json::to_value(&plan).map_err(Error::Serialize)?;
         let op = self.store.create_operation(plan.action, spec, self.note(plan.reason.as_deref())).await?;
-        Ok(Bulk { admin: self, plan, op: Some(op) })
+        Ok(Bulk { admin: self, plan, op: Some(op), stop: None })
     }
 
-    /// Continues a stored operation from its cursor, with its stored plan.
+    /// Continues a stored operation from its cursor, with its stored plan, whatever its
+    /// action (the console's resume button, which names no verb).
     ///
     /// # Errors
     /// [`Error::OperationNotFound`]; [`Error::Invalid`] when it is done, or validates and
     /// this admin can validate nothing; the store's error.
     pub async fn resume(&self, operation: i64) -> Result<Bulk<'_>, Error> {
+        self.resume_operation(operation, None).await
+    }
+
+    /// Continues a stored operation as [`resume`](Self::resume) does, only when its action is
+    /// `expected`: `dlq redrive --resume N` must never continue a stored discard (nor
+    /// `discard --resume` a redrive).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming both actions when they differ (nothing is changed); as
+    /// [`resume`](Self::resume).
+    ///
+    /// ```
+    /// use dlq_core::admin::{Admin, BulkPlan};
+    /// use dlq_core::store::ActionKind;
+    /// use dlq_core::{ListFilter, MemoryStore};
+    /// use std::sync::Arc;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let admin = Admin::new(Arc::new(MemoryStore::new()), "alice");
+    /// let discard = admin.start(BulkPlan::discard(ListFilter::default(), "duplicates")).await?;
+    /// let id = discard.operation().unwrap().id;
+    /// let err = admin.resume_as(id, ActionKind::Redrive).await.unwrap_err();
+    /// assert_eq!(err.to_string(), format!("operation {id} is a discard, not a redrive: nothing resumed"));
+    /// assert!(admin.resume_as(id, ActionKind::Discard).await.is_ok());
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn resume_as(&self, operation: i64, expected: ActionKind) -> Result<Bulk<'_>, Error> {
+        self.resume_operation(operation, Some(expected)).await
+    }
+
+    async fn resume_operation(&self, operation: i64, expected: Option<ActionKind>) -> Result<Bulk<'_>, Error> {
         let op = self.store.operation(operation).await?.ok_or(Error::OperationNotFound(operation))?;
+        if let Some(expected) = expected.filter(|e| *e != op.action) {
+            return Err(Error::Invalid(format!(
+                "operation {operation} is a {}, not a {}: nothing resumed",
+                op.action.as_str(),
+                expected.as_str()
+            )));
+        }
         if op.state == OperationState::Done {
             return Err(Error::Invalid(format!("operation {operation} is done: nothing to resume")));
         }
@@ -287,7 +376,7 @@ impl Admin {
             .map_err(|e| Error::Invalid(format!("operation {operation} has an unreadable plan: {e}")))?;
         self.check_plan(&plan)?;
         self.store.set_operation_state(operation, OperationState::Running).await?;
-        Ok(Bulk { admin: self, plan, op: Some(op) })
+        Ok(Bulk { admin: self, plan, op: Some(op), stop: None })
     }
 
     /// What `plan` would move and refuse, changing nothing.
@@ -296,7 +385,7 @@ impl Admin {
     /// As [`start`](Self::start).
     pub fn dry_run(&self, plan: BulkPlan) -> Result<Bulk<'_>, Error> {
         self.check_plan(&plan)?;
-        Ok(Bulk { admin: self, plan, op: None })
+        Ok(Bulk { admin: self, plan, op: None, stop: None })
     }
 
     /// The plan can run here: a validating plan needs a registry or a validator (a resumed
@@ -329,20 +418,54 @@ impl Bulk<'_> {
         &self.plan
     }
 
+    /// Stops the run when `token` is cancelled (Ctrl-C, a closed output): at once while it
+    /// paces or waits for a canary, otherwise after the batch in flight commits. The
+    /// operation is then `stopped`, resumable from its cursor.
+    #[must_use]
+    pub fn stop_on(mut self, token: CancellationToken) -> Self {
+        self.stop = Some(token);
+        self
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(CancellationToken::is_cancelled)
+    }
+
+    /// Sleeps until `due`, or until the stop token is cancelled: `false` when stopped.
+    async fn sleep_until(&self, due: tokio::time::Instant) -> bool {
+        match &self.stop {
+            Some(token) => tokio::select! {
+                () = tokio::time::sleep_until(due) => true,
+                () = token.cancelled() => false,
+            },
+            None => {
+                tokio::time::sleep_until(due).await;
+                true
+            }
+        }
+    }
+
     /// Runs batch after batch until every matching row is handled, `max` is reached,
     /// `progress` says stop (after the current batch: the operation stays resumable), or a
     /// canary fails.
     ///
+    /// A dry run is never paced (it changes nothing, so there is nothing to slow down).
+    ///
     /// # Errors
-    /// The store's error (the batch in flight is rolled back; resume continues there);
+    /// [`Error::Invalid`] for a pacing out of bounds ([`Pacing::check`]), before any row
+    /// moves; the store's error (the batch in flight is rolled back; resume continues there);
     /// [`Error::Conflict`] when another process runs the same operation.
     pub async fn run(
         self,
         pacing: Pacing,
         mut progress: impl FnMut(&BulkProgress) -> ControlFlow<()>,
     ) -> Result<BulkReport, Error> {
+        pacing.check()?;
         let mut run = self.begin();
         let state = loop {
+            if self.stopped() {
+                break OperationState::Stopped;
+            }
             let size = self.next_size(&run);
             if size == 0 {
                 break OperationState::Done;
@@ -360,15 +483,21 @@ impl Bulk<'_> {
                 cursor: run.report.cursor,
             });
             if self.plan.canary.is_some() && !moved.is_empty() && self.op.is_some() {
-                if let Some(stop) = self.watch(&rows, &moved, pacing).await? {
-                    run.report.canary_stop = Some(stop);
-                    break OperationState::Stopped;
+                match self.watch(&rows, &moved, pacing).await? {
+                    Watched::Stop(stop) => {
+                        run.report.canary_stop = Some(stop);
+                        break OperationState::Stopped;
+                    }
+                    Watched::Interrupted => break OperationState::Stopped,
+                    Watched::Fine => {}
                 }
             }
-            if flow.is_break() {
+            if flow.is_break() || self.stopped() {
                 break OperationState::Stopped;
             }
-            pace(&run, pacing).await;
+            if self.op.is_some() && !self.sleep_until(due(&run, pacing)).await {
+                break OperationState::Stopped;
+            }
         };
         if let Some(op) = &self.op {
             self.admin.store.set_operation_state(op.id, state).await?;
@@ -466,10 +595,10 @@ impl Bulk<'_> {
         (moved, refused)
     }
 
-    /// Waits for the outcome of redriven rows: `Some` when the canary must stop.
-    async fn watch(&self, rows: &[DeadLetter], moved: &[DlqId], pacing: Pacing) -> Result<Option<CanaryStop>, Error> {
+    /// Waits for the outcome of redriven rows: whether the canary must stop.
+    async fn watch(&self, rows: &[DeadLetter], moved: &[DlqId], pacing: Pacing) -> Result<Watched, Error> {
         let before: HashMap<DlqId, &str> = rows.iter().map(|r| (r.id, r.failure.fingerprint.as_str())).collect();
-        let deadline = tokio::time::Instant::now() + pacing.canary_wait;
+        let deadline = tokio::time::Instant::now() + pacing.canary_wait.min(Pacing::MAX_CANARY_WAIT);
         loop {
             let mut waiting = Vec::new();
             let mut failures = Vec::new();
@@ -491,14 +620,26 @@ impl Bulk<'_> {
             // (and no row of the batch is still running when the command returns).
             if waiting.is_empty() || tokio::time::Instant::now() >= deadline {
                 return Ok(match (failures.is_empty(), waiting.is_empty()) {
-                    (false, _) => Some(CanaryStop::Failed { failures }),
-                    (true, false) => Some(CanaryStop::NoOutcome { waiting }),
-                    (true, true) => None,
+                    (false, _) => Watched::Stop(CanaryStop::Failed { failures }),
+                    (true, false) => Watched::Stop(CanaryStop::NoOutcome { waiting }),
+                    (true, true) => Watched::Fine,
                 });
             }
-            tokio::time::sleep(pacing.poll).await;
+            if !self.sleep_until(tokio::time::Instant::now() + pacing.poll).await {
+                return Ok(Watched::Interrupted);
+            }
         }
     }
+}
+
+/// What watching a canary found.
+enum Watched {
+    /// Every row succeeded: go on.
+    Fine,
+    /// Stop, for this reason.
+    Stop(CanaryStop),
+    /// The run was stopped while waiting ([`Bulk::stop_on`]).
+    Interrupted,
 }
 
 enum Outcome {
@@ -518,9 +659,114 @@ fn outcome(row: &DeadLetter) -> Outcome {
     }
 }
 
-/// Sleeps until this run is back under `rate` rows per second.
-async fn pace(run: &Run, pacing: Pacing) {
-    let Some(rate) = pacing.rate.filter(|r| *r > 0.0) else { return };
-    let due = run.started + Duration::from_secs_f64(run.this_run as f64 / rate);
-    tokio::time::sleep_until(due).await;
+/// When this run is back under `rate` rows per second (now, without a rate). Never panics:
+/// a due time past what the clock holds becomes a day away ([`Pacing::check`] keeps rates
+/// far from that).
+fn due(run: &Run, pacing: Pacing) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    let Some(rate) = pacing.rate.filter(|r| *r > 0.0) else { return now };
+    Duration::try_from_secs_f64(run.this_run as f64 / rate)
+        .ok()
+        .and_then(|wait| run.started.checked_add(wait))
+        .unwrap_or_else(|| now + Pacing::MAX_CANARY_WAIT)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload};
+
+    /// `n` dead payments on a memory store, and an admin over it.
+    async fn dead(n: u64) -> (Arc<MemoryStore>, Admin) {
+        let store = Arc::new(MemoryStore::new());
+        for i in 0..n {
+            let failure = FailureInfo::new(ErrorClass::Permanent, "E", "down".into(), vec![], None);
+            let letter = NewDeadLetter::new("payment", Payload::Json(i.into()), failure).dead(DeadReason::Permanent);
+            store.park(letter).await.unwrap();
+        }
+        let admin = Admin::new(Arc::clone(&store) as Arc<dyn DeadLetterStore>, "alice");
+        (store, admin)
+    }
+
+    fn slow() -> Pacing {
+        Pacing { rate: Some(Pacing::MIN_RATE), ..Pacing::default() }
+    }
+
+    async fn dead_rows(store: &MemoryStore) -> u64 {
+        store.count(ListFilter::default().status(Status::FailedPermanently)).await.unwrap()
+    }
+
+    /// A dry run changes nothing: a rate does not slow it (it once slept rows/rate, so
+    /// `--rate 1e-10 --dry-run` never ended).
+    #[tokio::test(start_paused = true)]
+    async fn a_dry_run_is_never_paced() {
+        let (_, admin) = dead(3).await;
+        let started = tokio::time::Instant::now();
+        let plan = BulkPlan::redrive(ListFilter::default(), "try").batch(1);
+        let report = admin.dry_run(plan).unwrap().run(slow(), |_| ControlFlow::Continue(())).await.unwrap();
+        assert_eq!(report.moved, 3);
+        assert_eq!(started.elapsed(), Duration::ZERO, "no virtual time passed");
+    }
+
+    /// A rate out of bounds is refused before a row moves (1e-300 rows/s once overflowed the
+    /// pacing's duration and panicked after committing the first batch).
+    #[tokio::test]
+    async fn a_pacing_out_of_bounds_is_refused_before_a_row_moves() {
+        let (store, admin) = dead(3).await;
+        for rate in [1e-300, 1e-10, 1e300, f64::NAN] {
+            let bulk = admin.start(BulkPlan::redrive(ListFilter::default(), "try")).await.unwrap();
+            let err = bulk.run(Pacing { rate: Some(rate), ..Pacing::default() }, |_| ControlFlow::Continue(())).await;
+            assert!(matches!(err, Err(Error::Invalid(ref why)) if why.contains("between")), "{rate}: {err:?}");
+        }
+        let long_wait = Pacing { canary_wait: Duration::from_secs(u64::MAX), ..Pacing::default() };
+        let bulk = admin.start(BulkPlan::redrive(ListFilter::default(), "try").canary(1)).await.unwrap();
+        assert!(bulk.run(long_wait, |_| ControlFlow::Continue(())).await.is_err());
+        assert_eq!(dead_rows(&store).await, 3, "nothing moved");
+    }
+
+    /// A cancelled stop token ends a paced run at once, between batches, resumable.
+    #[tokio::test(start_paused = true)]
+    async fn a_stop_token_ends_a_paced_run_between_batches() {
+        let (store, admin) = dead(3).await;
+        let token = CancellationToken::new();
+        let bulk = admin.start(BulkPlan::redrive(ListFilter::default(), "slowly").batch(1)).await.unwrap();
+        let id = bulk.operation().unwrap().id;
+        let cancel = token.clone();
+        // The first batch moves at once; the run then waits 100 s (virtual) for the next.
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            cancel.cancel();
+        });
+        let started = tokio::time::Instant::now();
+        let report = bulk.stop_on(token).run(slow(), |_| ControlFlow::Continue(())).await.unwrap();
+        assert_eq!((report.moved, report.state), (1, OperationState::Stopped));
+        assert_eq!(started.elapsed(), Duration::from_secs(10), "stopped when cancelled, not after the wait");
+        assert_eq!(dead_rows(&store).await, 2);
+        let rest = admin.resume_as(id, ActionKind::Redrive).await.unwrap();
+        let report = rest.run(Pacing::default(), |_| ControlFlow::Continue(())).await.unwrap();
+        assert_eq!((report.moved, report.state), (3, OperationState::Done));
+    }
+
+    /// `redrive --resume` of a stored discard is refused, naming both, and changes nothing.
+    #[tokio::test]
+    async fn a_resume_as_the_other_action_is_refused() {
+        let (store, admin) = dead(2).await;
+        let discard = admin.start(BulkPlan::discard(ListFilter::default(), "dupes")).await.unwrap();
+        let id = discard.operation().unwrap().id;
+        drop(discard);
+        let err = admin.resume_as(id, ActionKind::Redrive).await.unwrap_err();
+        assert_eq!(err.to_string(), format!("operation {id} is a discard, not a redrive: nothing resumed"));
+        assert_eq!(dead_rows(&store).await, 2);
+        let redrive = admin.start(BulkPlan::redrive(ListFilter::default(), "fixed")).await.unwrap();
+        let id = redrive.operation().unwrap().id;
+        drop(redrive);
+        let err = admin.resume_as(id, ActionKind::Discard).await.unwrap_err();
+        assert!(err.to_string().contains("is a redrive, not a discard"), "{err}");
+        let bulk = admin.resume_as(id, ActionKind::Redrive).await.unwrap();
+        assert_eq!(bulk.run(Pacing::default(), |_| ControlFlow::Continue(())).await.unwrap().moved, 2);
+    }
 }

@@ -60,6 +60,41 @@ impl Admin {
         self.set_paused(event_type, Pause::Clear(reason.to_owned())).await
     }
 
+    /// Whether `event_type` is known here: rows of that type are stored, a circuit was
+    /// written for it, a live retrier handles it, or the registry has its handler. What
+    /// `dlq pause` checks first, so that a misspelt type is not paused to no effect.
+    ///
+    /// # Errors
+    /// The store's error.
+    ///
+    /// ```
+    /// use dlq_core::admin::Admin;
+    /// use std::sync::Arc;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let admin = Admin::new(Arc::new(dlq_core::MemoryStore::new()), "alice");
+    /// assert!(!admin.knows_type("paymnet").await?);
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn knows_type(&self, event_type: &str) -> Result<bool, Error> {
+        let event_type = event_type.trim();
+        if self.registry.as_ref().is_some_and(|r| r.event_types().any(|t| t == event_type)) {
+            return Ok(true);
+        }
+        if self.store.count(crate::ListFilter::default().event_type(event_type).limit(1)).await? > 0 {
+            return Ok(true);
+        }
+        if self.store.retriers().await?.iter().any(|r| r.event_types.iter().any(|t| t == event_type)) {
+            return Ok(true);
+        }
+        match self.store.circuits().await {
+            Ok(read) => Ok(read.circuits.iter().any(|c| c.event_type == event_type)),
+            Err(Error::Unsupported { .. }) => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
     async fn set_paused(&self, event_type: &str, pause: Pause) -> Result<Circuit, Error> {
         let paused = matches!(pause, Pause::Set(_));
         let event_type = event_type.trim();

@@ -371,6 +371,14 @@ impl Admin {
         })
     }
 
+    /// How many rows [`purge`](Self::purge) would delete now.
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn purgeable(&self, older_than: Duration) -> Result<u64, Error> {
+        self.store.count_purgeable(older_than).await
+    }
+
     /// Deletes `SUCCEEDED` and `DISCARDED` rows last changed more than `older_than` ago.
     ///
     /// # Errors

@@ -770,7 +770,10 @@ pub async fn purge_by_age<S: DeadLetterStore>(s: &S) {
     tokio::time::sleep(Duration::from_millis(60)).await;
     let late = park(s, letter("late", 5)).await;
     s.discard(ListFilter::default().ids([late]), "ops").await.expect("discard");
+    assert_eq!(s.count_purgeable(Duration::from_secs(3600)).await.expect("count"), 0);
+    assert_eq!(s.count_purgeable(Duration::from_millis(30)).await.expect("count"), 2, "what purge deletes");
     assert_eq!(s.purge(Duration::from_millis(30)).await.expect("purge"), 2);
+    assert_eq!(s.count_purgeable(Duration::from_millis(30)).await.expect("count"), 0);
     for id in [succeeded, discarded] {
         assert!(s.get(id).await.expect("get").is_none());
         assert!(s.attempts(id).await.expect("attempts").is_empty() && s.audit(id).await.expect("audit").is_empty());

@@ -278,6 +278,15 @@ pub(crate) async fn purge(store: &PgStore, older_than: Duration) -> StoreResult<
     }
 }
 
+pub(crate) async fn count_purgeable(store: &PgStore, older_than: Duration) -> StoreResult<u64> {
+    let n: i64 = sqlx::query_scalar(store.inner.sql.purgeable.sql())
+        .bind(micros(older_than))
+        .fetch_one(&store.inner.pool)
+        .await
+        .map_err(db)?;
+    Ok(n.unsigned_abs())
+}
+
 /// Deletes up to `n` of the oldest finished or dead rows; returns how many went.
 pub(crate) async fn drop_oldest(store: &PgStore, n: u64) -> StoreResult<u64> {
     let done = sqlx::query(store.inner.sql.drop_oldest.sql())

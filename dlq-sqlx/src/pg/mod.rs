@@ -660,6 +660,10 @@ impl DeadLetterStore for PgStore {
         })
     }
 
+    fn count_purgeable(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(admin::count_purgeable(self, older_than))
+    }
+
     fn max_payload_bytes(&self) -> usize {
         self.inner.config.max_payload_bytes
     }

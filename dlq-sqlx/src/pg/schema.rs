@@ -219,6 +219,8 @@ statements! {
     patch_write = "patch_write.sql";
     /// Delete a slice of finished rows past retention.
     purge = "purge.sql";
+    /// Count the finished rows past retention (what a purge would delete).
+    purgeable = "purgeable.sql";
     /// Count every row (for `max_entries`).
     count = "count.sql";
     /// Delete the oldest finished or dead rows to make room.

@@ -91,6 +91,9 @@ const PURGE_AUDIT: &str = "DELETE FROM dlq_audit WHERE dlq_id IN (SELECT id FROM
      WHERE status IN ('SUCCEEDED', 'DISCARDED') AND updated_at < ?1)";
 const PURGE_EVENTS: &str = "DELETE FROM dlq_events WHERE status IN ('SUCCEEDED', 'DISCARDED') AND updated_at < ?1";
 
+const COUNT_PURGEABLE: &str =
+    "SELECT count(*) FROM dlq_events WHERE status IN ('SUCCEEDED', 'DISCARDED') AND updated_at < ?1";
+
 type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
 
 pub(super) fn bind_filter<'q>(query: Query<'q>, filter: &ListFilter) -> Query<'q> {
@@ -316,6 +319,12 @@ pub(super) async fn patch(pool: &SqlitePool, request: PatchRequest) -> StoreResu
     let entry = insert_audit(&mut tx, id, "patch", &note, &diff, at).await?;
     tx.commit().await.map_err(sql)?;
     Ok(entry)
+}
+
+pub(super) async fn count_purgeable(pool: &SqlitePool, older_than: Duration) -> StoreResult<u64> {
+    let cutoff = codec::earlier(codec::now_micros(), older_than);
+    let n: i64 = sqlx::query_scalar(COUNT_PURGEABLE).bind(cutoff).fetch_one(pool).await.map_err(sql)?;
+    Ok(n.unsigned_abs())
 }
 
 pub(super) async fn purge(pool: &SqlitePool, older_than: Duration) -> StoreResult<u64> {

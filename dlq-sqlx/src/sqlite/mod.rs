@@ -417,6 +417,10 @@ impl DeadLetterStore for SqliteStore {
         Box::pin(admin::purge(&self.pool, older_than))
     }
 
+    fn count_purgeable(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(admin::count_purgeable(&self.pool, older_than))
+    }
+
     fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>> {
         let beat = beat.clone();
         Box::pin(async move { heartbeat::beat(&self.pool, &beat, expire_after).await })
