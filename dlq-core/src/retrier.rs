@@ -490,9 +490,31 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// Claims one batch, runs it and writes the outcomes. Returns how many rows it claimed.
     ///
     /// # Errors
-    /// The store's error from the claim or the outcome write (rows whose outcome could not be
-    /// written keep their lease and are claimed again when it expires).
+    /// [`Error::MissingState`] when a handler's `State<T>` is not in the context, checked
+    /// before anything is claimed (as [`run_until`](Self::run_until) does), so no row spends
+    /// a retry on it. The store's error from the claim or the outcome write (rows whose
+    /// outcome could not be written keep their lease and are claimed again when it expires).
+    ///
+    /// ```
+    /// use dlq_core::{dead_letter, handlers, Context, MemoryStore, Retrier, State};
+    /// use std::sync::Arc;
+    ///
+    /// #[derive(Clone)]
+    /// struct Ledger;
+    ///
+    /// #[dead_letter(event_type = "doc-run-once")]
+    /// async fn post(amount: u64, _ledger: State<Ledger>) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let retrier = Retrier::new(Arc::new(MemoryStore::new()), handlers![post]?);
+    /// let err = retrier.run_once().await.unwrap_err();
+    /// assert!(matches!(err, dlq_core::Error::MissingState { .. }), "{err}");
+    /// assert_eq!(retrier.context(Context::new().with(Ledger)).run_once().await?, 0);
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn run_once(&self) -> Result<usize, Error> {
+        self.registry.check_context(&self.context)?;
         // Not part of a run: nothing cancels it, and it claims nothing beyond its batch.
         self.run_batch_once(&CancellationToken::new(), &mut None, false).await
     }
