@@ -18,7 +18,7 @@ use crate::Error;
 use crate::RetrierConfig;
 use crate::breakers::Breakers;
 use crate::classify::{ErrorClass, FailureInfo};
-use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration};
+use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration, Runner};
 use crate::memory::now;
 use crate::record::{ClaimCap, ClaimRequest, Claimed, DeadReason, DlqId, RetrierHeartbeat, SettleReport, Settlement};
 use crate::registry::Registry;
@@ -895,6 +895,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                 retry_count: claimed.retry_count,
                 first_failed_at: Some(claimed.first_failed_at),
             },
+            runner: Runner::Retrier,
         };
         let span = tracing::info_span!(
             "dlq.retry",

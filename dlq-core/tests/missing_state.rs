@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
-use dlq_core::{Context, Error, MemoryStore, NewDeadLetter, Payload, Retrier, State, Status, dead_letter, handlers};
+use dlq_core::{
+    Context, Dispatched, Dispatcher, Error, MemoryStore, NewDeadLetter, Payload, Retrier, State, Status, dead_letter,
+    handlers,
+};
 
 #[derive(Clone)]
 struct Ledger;
@@ -41,4 +44,19 @@ async fn run_once_refuses_a_missing_state_before_claiming_anything() {
     // With the value in its context, the same row runs.
     assert_eq!(retrier.context(Context::new().with(Ledger)).run_once().await.unwrap(), 1);
     assert_eq!(store.get_now(id).unwrap().status, Status::Succeeded);
+}
+
+/// The parked failure names the dispatcher, whose context lacks the value, not a retrier.
+#[tokio::test]
+async fn a_dispatcher_without_the_state_parks_a_reason_naming_the_dispatcher() {
+    let store = Arc::new(MemoryStore::new());
+    let dispatcher = Dispatcher::new(store.clone(), handlers![post].unwrap());
+    let Dispatched::Parked { id, failure, .. } = dispatcher.dispatch("missing-state-post", b"5").await.unwrap() else {
+        panic!("not parked")
+    };
+    let expected = "no `missing_state::Ledger` in the dispatcher's context: add it with `Context::new().with(value)` \
+                    and pass the context to `Dispatcher::context`";
+    assert_eq!((failure.kind.as_str(), failure.reason.as_str()), ("missing_state", expected));
+    let row = store.get_now(id).unwrap();
+    assert_eq!((row.status, row.failure.reason.as_str()), (Status::Pending, expected));
 }
