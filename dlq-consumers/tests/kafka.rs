@@ -300,7 +300,7 @@ async fn kill_test_consumer_process() {
     config.set("auto.commit.interval.ms", "60000").set("session.timeout.ms", "6000");
     let consumer: StreamConsumer = config.create().unwrap();
     consumer.subscribe(&[&KillTest::var("DLQ_KILL_TOPIC")]).unwrap();
-    KafkaConsumer::new(dispatcher, POSTED_IN_DB).run(&consumer, std::future::pending()).await.unwrap();
+    KafkaConsumer::new(dispatcher, POSTED_IN_DB).run(&consumer, std::future::pending::<()>()).await.unwrap();
 }
 
 #[sqlx::test(migrations = false)]

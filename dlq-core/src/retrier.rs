@@ -265,8 +265,38 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// purges finished rows past `retention`, and in `singleton` mode claims only while it
     /// holds the store's singleton lock (the others wait as standbys and take over).
     ///
-    /// Shutdown takes any future: `tokio::signal::ctrl_c()`, a
-    /// [`CancellationToken`]'s `cancelled_owned()`, a oneshot receiver.
+    /// `shutdown` is any `Send` future; what it resolves to is ignored, so the retrier stops
+    /// when it completes, whatever its output: `tokio::signal::ctrl_c()` (which also completes
+    /// at once, with an error, when the signal handler cannot be installed), a
+    /// [`CancellationToken`]'s `cancelled_owned()`, a `tokio::sync::oneshot::Receiver` (which
+    /// also completes when its sender is dropped), or `std::future::pending::<()>()` to run
+    /// until the task is dropped.
+    ///
+    /// ```
+    /// # use dlq_core::{MemoryStore, Registry, Retrier};
+    /// # use std::sync::Arc;
+    /// # async fn serve(retrier: Retrier<MemoryStore>) -> Result<(), dlq_core::Error> {
+    /// // In a service: runs until Ctrl-C.
+    /// let stats = retrier.run_until(tokio::signal::ctrl_c()).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// ```
+    /// use dlq_core::{MemoryStore, Registry, Retrier};
+    /// use std::sync::Arc;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let retrier = Retrier::new(Arc::new(MemoryStore::new()), Registry::default());
+    /// let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    /// let running = tokio::spawn({
+    ///     let retrier = retrier.clone();
+    ///     async move { retrier.run_until(rx).await }
+    /// });
+    /// stop.send(()).unwrap();
+    /// assert_eq!(running.await.unwrap()?.claimed, 0);
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
     ///
     /// # Errors
     /// Before it starts: [`Error::Config`] for unusable settings, [`Error::MissingState`] when
@@ -304,7 +334,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// # Ok::<(), dlq_core::Error>(())
     /// # }).unwrap();
     /// ```
-    pub async fn run_until(&self, shutdown: impl Future<Output = ()> + Send) -> Result<RetrierStats, Error> {
+    pub async fn run_until(&self, shutdown: impl Future + Send) -> Result<RetrierStats, Error> {
         if !self.config.enabled {
             tracing::info!("dead-letter retrier disabled by configuration");
             return Ok(self.stats());
@@ -332,7 +362,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         };
         let trigger = async {
             tokio::select! {
-                () = shutdown => stop.cancel(),
+                _ = shutdown => stop.cancel(),
                 () = stop.cancelled() => {}
             }
         };
