@@ -263,11 +263,7 @@ impl KafkaConsumer {
     /// the store's payload limit (in both cases the record's offset is not committed, and
     /// the offsets of the records done before it are); [`Error::Broker`] when the consumer
     /// fails.
-    pub async fn run<C>(
-        &self,
-        consumer: &StreamConsumer<C>,
-        shutdown: impl Future<Output = ()>,
-    ) -> Result<RunStats, Error>
+    pub async fn run<C>(&self, consumer: &StreamConsumer<C>, shutdown: impl Future) -> Result<RunStats, Error>
     where
         C: ConsumerContext + 'static,
     {
@@ -277,7 +273,7 @@ impl KafkaConsumer {
         let stopped = loop {
             let record = tokio::select! {
                 biased;
-                () = &mut shutdown => break Ok(()),
+                _ = &mut shutdown => break Ok(()),
                 record = consumer.recv() => record.map_err(Error::broker)?,
             };
             let mut delay = self.retry_delay;
@@ -293,7 +289,7 @@ impl KafkaConsumer {
                 }
                 tokio::select! {
                     biased;
-                    () = &mut shutdown => return finish(consumer, &done, Ok(stats)),
+                    _ = &mut shutdown => return finish(consumer, &done, Ok(stats)),
                     () = tokio::time::sleep(delay) => {}
                 }
                 delay = (delay * 2).min(MAX_RETRY_DELAY);

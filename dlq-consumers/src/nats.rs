@@ -226,7 +226,7 @@ impl JetStreamConsumer {
     /// # Errors
     /// [`Error::Fatal`] when a handler's error is fatal; [`Error::Broker`] when the stream
     /// yields an error or an acknowledgement fails.
-    pub async fn run<S, E>(&self, messages: S, shutdown: impl Future<Output = ()>) -> Result<RunStats, Error>
+    pub async fn run<S, E>(&self, messages: S, shutdown: impl Future) -> Result<RunStats, Error>
     where
         S: Stream<Item = Result<Message, E>>,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -237,7 +237,7 @@ impl JetStreamConsumer {
         loop {
             let next = tokio::select! {
                 biased;
-                () = &mut shutdown => return Ok(stats),
+                _ = &mut shutdown => return Ok(stats),
                 next = messages.next() => next,
             };
             let Some(message) = next else { return Ok(stats) };

@@ -473,7 +473,7 @@ async fn kill_test_consumer_process() {
             gates.committed.notify_one();
         });
     }
-    KafkaConsumer::new(dispatcher, POSTED_BEHIND_GATES).run(&*consumer, std::future::pending()).await.unwrap();
+    KafkaConsumer::new(dispatcher, POSTED_BEHIND_GATES).run(&*consumer, std::future::pending::<()>()).await.unwrap();
 }
 
 /// A consumer killed with `SIGKILL` after it committed offsets, and restarted: the new one

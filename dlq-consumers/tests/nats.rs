@@ -349,7 +349,7 @@ async fn kill_test_consumer_process() {
         pull::Config { durable_name: Some("ledger".into()), ack_wait: Duration::from_secs(2), ..Default::default() };
     let consumer = stream.get_or_create_consumer("ledger", config).await.unwrap();
     let adapter = JetStreamConsumer::new(dispatcher, POSTED_IN_DB);
-    adapter.run(consumer.messages().await.unwrap(), std::future::pending()).await.unwrap();
+    adapter.run(consumer.messages().await.unwrap(), std::future::pending::<()>()).await.unwrap();
 }
 
 #[sqlx::test(migrations = false)]

@@ -28,7 +28,7 @@ pub use ::std::{concat, file, line, module_path};
 pub use crate::backoff::{Backoff, BackoffKind, RetryPolicy};
 pub use crate::classify::{Classify, ErrorClass, FailureInfo};
 pub use crate::handler::{
-    CheckFn, Context, DispatchFn, FromInvocation, Handler, HandlerOutcome, Invocation, Registration,
+    CheckFn, Context, DispatchFn, FromInvocation, Handler, HandlerOutcome, Invocation, Registration, Runner,
 };
 pub use crate::live::HandlerError;
 pub use crate::record::Payload;
@@ -426,6 +426,7 @@ mod tests {
             payload: Payload::Json(serde_json::json!(null)),
             context: std::sync::Arc::new(crate::Context::new().with(7u8)),
             attempt: crate::Attempt::first(),
+            runner: crate::handler::Runner::Retrier,
         };
         let state = (&&Extractor::<crate::State<u8>>::new()).__dlq_extract(&invocation);
         assert_eq!(state.ok(), Some(crate::State(7)));

@@ -51,6 +51,59 @@ use crate::{BreakerConfig, Error};
 /// assert_eq!(config.lease, Duration::from_secs(300)); // the default
 /// # Ok::<(), dlq_core::Error>(())
 /// ```
+///
+/// # Building one
+///
+/// The struct is `#[non_exhaustive]`, so that a knob added in a later release breaks no
+/// caller. The price: outside this crate it cannot be written as a struct literal, not even
+/// one that ends in `..RetrierConfig::default()` (the compiler refuses with E0639, "cannot
+/// create non-exhaustive struct using struct expression"):
+///
+/// ```compile_fail,E0639
+/// use dlq_core::RetrierConfig;
+///
+/// let config = RetrierConfig { batch_size: 20, ..RetrierConfig::default() };
+/// ```
+///
+/// Its fields are public, so start from [`RetrierConfig::default()`] and set the ones to
+/// change:
+///
+/// ```
+/// use dlq_core::RetrierConfig;
+/// use std::time::Duration;
+///
+/// let mut config = RetrierConfig::default();
+/// config.batch_size = 20;
+/// config.lease = Duration::from_secs(60);
+/// config.retention = None; // keep finished rows
+/// config.validate()?;
+/// # Ok::<(), dlq_core::Error>(())
+/// ```
+///
+/// Or load it, every key optional: [`from_json_str`](Self::from_json_str),
+/// [`from_toml_str`](Self::from_toml_str), [`from_file`](Self::from_file) (`.json` or
+/// `.toml`), [`from_env`](Self::from_env) (`DLQ_RETRY_*` variables over the defaults) and
+/// [`with_env`](Self::with_env) (the variables over a loaded configuration):
+///
+/// ```
+/// use dlq_core::RetrierConfig;
+///
+/// # figment::Jail::expect_with(|jail| {
+/// # jail.create_file("dlq.toml", "[dlq.retry]\nbatch-size = 20\n")?;
+/// # jail.set_env("DLQ_RETRY_LEASE", "1m");
+/// # let run = || -> Result<(), dlq_core::Error> {
+/// // With `batch-size = 20` under `[dlq.retry]` in dlq.toml, and DLQ_RETRY_LEASE=1m:
+/// let config = RetrierConfig::from_file("dlq.toml")?.with_env()?;
+/// assert_eq!((config.batch_size, config.lease.as_secs()), (20, 60));
+///
+/// let config = RetrierConfig::from_env()?;
+/// assert_eq!((config.batch_size, config.lease.as_secs()), (50, 60));
+///
+/// assert_eq!(RetrierConfig::from_toml_str("batch-size = 20")?, RetrierConfig::from_json_str(r#"{"batch-size": 20}"#)?);
+/// # Ok(()) };
+/// # run().map_err(|e| e.to_string())?;
+/// # Ok(()) });
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
 #[non_exhaustive]

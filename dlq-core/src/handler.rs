@@ -111,6 +111,38 @@ pub struct Invocation {
     pub context: Arc<Context>,
     /// Which attempt this is.
     pub attempt: Attempt,
+    /// Who runs it, and so whose context `context` is.
+    pub runner: Runner,
+}
+
+/// Who runs a registered handler: a [`Retrier`](crate::Retrier) on a stored row or a
+/// [`Dispatcher`](crate::Dispatcher) on raw input. A `missing_state` failure names it, since
+/// the context that lacks the value is the one given to it.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runner {
+    /// A retrier, whose context comes from `Retrier::context`.
+    Retrier,
+    /// A dispatcher, whose context comes from `Dispatcher::context`.
+    Dispatcher,
+}
+
+impl Runner {
+    /// `retrier` or `dispatcher`.
+    pub const fn noun(self) -> &'static str {
+        match self {
+            Self::Retrier => "retrier",
+            Self::Dispatcher => "dispatcher",
+        }
+    }
+
+    /// The type whose `context` method sets its context.
+    pub const fn type_name(self) -> &'static str {
+        match self {
+            Self::Retrier => "Retrier",
+            Self::Dispatcher => "Dispatcher",
+        }
+    }
 }
 
 /// Handler arguments after the event: [`State<T>`] and [`Attempt`].
@@ -142,10 +174,15 @@ impl<T: Clone + Send + Sync + 'static> FromInvocation for State<T> {
     fn from_invocation(invocation: &Invocation) -> Result<Self, FailureInfo> {
         invocation.context.get::<T>().cloned().map(State).ok_or_else(|| {
             let name = std::any::type_name::<T>();
+            let runner = invocation.runner;
             FailureInfo::new(
                 ErrorClass::Transient,
                 "missing_state",
-                format!("no `{name}` in the retrier's context: add it with `Context::with`"),
+                format!(
+                    "no `{name}` in the {}'s context: add it with `Context::new().with(value)` and pass the context to `{}::context`",
+                    runner.noun(),
+                    runner.type_name()
+                ),
                 Vec::new(),
                 None,
             )
@@ -319,4 +356,42 @@ pub trait Handler {
     const EVENT_TYPE: &'static str;
     /// The handler's registration.
     fn registration() -> &'static Registration;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn missing_u8_reason(runner: Runner) -> (String, String) {
+        let invocation = Invocation {
+            payload: Payload::Json(serde_json::Value::Null),
+            context: Arc::default(),
+            attempt: Attempt::first(),
+            runner,
+        };
+        let failure = State::<u8>::from_invocation(&invocation).unwrap_err();
+        (failure.kind, failure.reason)
+    }
+
+    #[test]
+    fn missing_state_names_the_runner_whose_context_lacks_it() {
+        assert_eq!(
+            missing_u8_reason(Runner::Retrier),
+            (
+                "missing_state".to_owned(),
+                "no `u8` in the retrier's context: add it with `Context::new().with(value)` and pass the context to \
+                 `Retrier::context`"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            missing_u8_reason(Runner::Dispatcher),
+            (
+                "missing_state".to_owned(),
+                "no `u8` in the dispatcher's context: add it with `Context::new().with(value)` and pass the context \
+                 to `Dispatcher::context`"
+                    .to_owned()
+            )
+        );
+    }
 }

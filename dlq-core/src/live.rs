@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::Error;
 use crate::classify::{ErrorClass, FailureInfo};
-use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration};
+use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration, Runner};
 use crate::record::{DeadReason, DlqId, NewDeadLetter, Parked, Payload, SourceMeta};
 use crate::registry::Registry;
 use crate::store::DeadLetterStore;
@@ -586,8 +586,12 @@ impl Dispatcher {
                 .dead(DeadReason::NoHandler);
             return self.park(letter, dedupe_key, failure).await;
         };
-        let invocation =
-            Invocation { payload: payload.clone(), context: Arc::clone(&self.context), attempt: Attempt::first() };
+        let invocation = Invocation {
+            payload: payload.clone(),
+            context: Arc::clone(&self.context),
+            attempt: Attempt::first(),
+            runner: Runner::Dispatcher,
+        };
         let (letter, failure) = match (reg.dispatch)(invocation).await {
             HandlerOutcome::Succeeded => return Ok(Dispatched::Succeeded),
             HandlerOutcome::Failed(failure) if failure.class == ErrorClass::Fatal => {

@@ -18,7 +18,7 @@ use crate::Error;
 use crate::RetrierConfig;
 use crate::breakers::Breakers;
 use crate::classify::{ErrorClass, FailureInfo};
-use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration};
+use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration, Runner};
 use crate::memory::now;
 use crate::record::{ClaimCap, ClaimRequest, Claimed, DeadReason, DlqId, RetrierHeartbeat, SettleReport, Settlement};
 use crate::registry::Registry;
@@ -265,8 +265,38 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// purges finished rows past `retention`, and in `singleton` mode claims only while it
     /// holds the store's singleton lock (the others wait as standbys and take over).
     ///
-    /// Shutdown takes any future: `tokio::signal::ctrl_c()`, a
-    /// [`CancellationToken`]'s `cancelled_owned()`, a oneshot receiver.
+    /// `shutdown` is any `Send` future; what it resolves to is ignored, so the retrier stops
+    /// when it completes, whatever its output: `tokio::signal::ctrl_c()` (which also completes
+    /// at once, with an error, when the signal handler cannot be installed), a
+    /// [`CancellationToken`]'s `cancelled_owned()`, a `tokio::sync::oneshot::Receiver` (which
+    /// also completes when its sender is dropped), or `std::future::pending::<()>()` to run
+    /// until the task is dropped.
+    ///
+    /// ```
+    /// # use dlq_core::{MemoryStore, Registry, Retrier};
+    /// # use std::sync::Arc;
+    /// # async fn serve(retrier: Retrier<MemoryStore>) -> Result<(), dlq_core::Error> {
+    /// // In a service: runs until Ctrl-C.
+    /// let stats = retrier.run_until(tokio::signal::ctrl_c()).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// ```
+    /// use dlq_core::{MemoryStore, Registry, Retrier};
+    /// use std::sync::Arc;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let retrier = Retrier::new(Arc::new(MemoryStore::new()), Registry::default());
+    /// let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    /// let running = tokio::spawn({
+    ///     let retrier = retrier.clone();
+    ///     async move { retrier.run_until(rx).await }
+    /// });
+    /// stop.send(()).unwrap();
+    /// assert_eq!(running.await.unwrap()?.claimed, 0);
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
     ///
     /// # Errors
     /// Before it starts: [`Error::Config`] for unusable settings, [`Error::MissingState`] when
@@ -304,7 +334,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// # Ok::<(), dlq_core::Error>(())
     /// # }).unwrap();
     /// ```
-    pub async fn run_until(&self, shutdown: impl Future<Output = ()> + Send) -> Result<RetrierStats, Error> {
+    pub async fn run_until(&self, shutdown: impl Future + Send) -> Result<RetrierStats, Error> {
         if !self.config.enabled {
             tracing::info!("dead-letter retrier disabled by configuration");
             return Ok(self.stats());
@@ -332,7 +362,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         };
         let trigger = async {
             tokio::select! {
-                () = shutdown => stop.cancel(),
+                _ = shutdown => stop.cancel(),
                 () = stop.cancelled() => {}
             }
         };
@@ -490,9 +520,31 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// Claims one batch, runs it and writes the outcomes. Returns how many rows it claimed.
     ///
     /// # Errors
-    /// The store's error from the claim or the outcome write (rows whose outcome could not be
-    /// written keep their lease and are claimed again when it expires).
+    /// [`Error::MissingState`] when a handler's `State<T>` is not in the context, checked
+    /// before anything is claimed (as [`run_until`](Self::run_until) does), so no row spends
+    /// a retry on it. The store's error from the claim or the outcome write (rows whose
+    /// outcome could not be written keep their lease and are claimed again when it expires).
+    ///
+    /// ```
+    /// use dlq_core::{dead_letter, handlers, Context, MemoryStore, Retrier, State};
+    /// use std::sync::Arc;
+    ///
+    /// #[derive(Clone)]
+    /// struct Ledger;
+    ///
+    /// #[dead_letter(event_type = "doc-run-once")]
+    /// async fn post(amount: u64, _ledger: State<Ledger>) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let retrier = Retrier::new(Arc::new(MemoryStore::new()), handlers![post]?);
+    /// let err = retrier.run_once().await.unwrap_err();
+    /// assert!(matches!(err, dlq_core::Error::MissingState { .. }), "{err}");
+    /// assert_eq!(retrier.context(Context::new().with(Ledger)).run_once().await?, 0);
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn run_once(&self) -> Result<usize, Error> {
+        self.registry.check_context(&self.context)?;
         // Not part of a run: nothing cancels it, and it claims nothing beyond its batch.
         self.run_batch_once(&CancellationToken::new(), &mut None, false).await
     }
@@ -873,6 +925,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                 retry_count: claimed.retry_count,
                 first_failed_at: Some(claimed.first_failed_at),
             },
+            runner: Runner::Retrier,
         };
         let span = tracing::info_span!(
             "dlq.retry",

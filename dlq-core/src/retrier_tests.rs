@@ -409,7 +409,7 @@ async fn singleton_on_a_store_without_a_lock_refuses_to_start() {
     let registry = Registry::from_registrations([&SCRIPTED]).unwrap();
     let r = Retrier::new(Arc::new(NoLock(MemoryStore::new())), registry)
         .config(RetrierConfig { singleton: true, ..RetrierConfig::default() });
-    let err = r.run_until(std::future::pending()).await.unwrap_err();
+    let err = r.run_until(std::future::pending::<()>()).await.unwrap_err();
     assert!(matches!(err, Error::Unsupported { .. }), "{err}");
 }
 

@@ -55,7 +55,8 @@
 //! let retrier = Retrier::new(store, dlq_core::handlers![handle_payment]?).config(config);
 //! let shutdown = CancellationToken::new();
 //! let stats = retrier.run_until(shutdown.cancelled_owned()).await?; // until `shutdown.cancel()`
-//! println!("{} retried, {} succeeded", stats.claimed, stats.succeeded);
+//! let (claimed, succeeded, rescheduled, dead) = (stats.claimed, stats.succeeded, stats.retried, stats.dead);
+//! println!("{claimed} claimed: {succeeded} succeeded, {rescheduled} rescheduled, {dead} parked dead");
 //! # Ok(()) }
 //! ```
 //!

@@ -185,7 +185,7 @@ async fn fixed_rate_runs_one_batch_per_period(pool: PgPool) {
     let start = Instant::now();
     let stats = Retrier::new(std::sync::Arc::new(store.clone()), handlers![fixed].unwrap())
         .config(off)
-        .run_until(std::future::pending())
+        .run_until(std::future::pending::<()>())
         .await
         .unwrap();
     assert_eq!(stats.claimed, 0);

@@ -133,7 +133,7 @@ async fn post(n: u64, _ledger: State<Ledger>) -> Result<(), std::io::Error> {
 async fn missing_state_stops_the_retrier_at_start_up_instead_of_burning_retries() {
     let store = Arc::new(SqliteStore::in_memory().await.unwrap());
     let retrier = Retrier::new(store, handlers![post].unwrap());
-    let err = retrier.run_until(std::future::pending()).await.unwrap_err();
+    let err = retrier.run_until(std::future::pending::<()>()).await.unwrap_err();
     let message = err.to_string();
     assert!(message.contains("no_event_lost::post") && message.contains("Ledger"), "{message}");
     let ok = retrier.context(Context::new().with(Ledger)).run_until(async {}).await;
