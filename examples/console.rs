@@ -68,8 +68,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tokio::time::sleep(std::time::Duration::from_secs(15)).await;
         }
     });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
     let options = dlq_web::Options::default()
         .allow_actions(true)
+        // Without a token, the console answers only to its own address and loopback names.
+        .bound_to(listener.local_addr()?)
         .actor(|parts| parts.headers.get("x-user").and_then(|v| v.to_str().ok()).map(str::to_owned));
     let app = Router::new()
         .nest("/dlq", dlq_web::router(Admin::new(store, "console-demo"), options))
@@ -82,7 +85,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }),
         );
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
     println!("the console: http://127.0.0.1:8080/dlq  (metrics: /metrics, health: /healthz; Ctrl-C stops)");
     axum::serve(listener, app)
         .with_graceful_shutdown(async {

@@ -52,6 +52,7 @@ struct Ops {
     store: Arc<dyn DeadLetterStore>,
     metrics: PrometheusHandle,
     token: Option<String>,
+    options: dlq_web::Options,
 }
 
 /// Serves the console at `/`, `/metrics` (Prometheus text) and `/healthz` until Ctrl-C.
@@ -71,20 +72,22 @@ pub(crate) async fn run(admin: Admin, args: &ServeArgs) -> Result<(), Failure> {
         }
     });
     let token = args.token.clone().filter(|t| !t.is_empty());
-    let mut options = dlq_web::Options::default().allow_actions(args.allow_actions);
+    let listener = tokio::net::TcpListener::bind(args.bind)
+        .await
+        .map_err(|e| Failure::error(format!("cannot listen on {}: {e}", args.bind)))?;
+    let local = listener.local_addr().map_err(|e| Failure::error(e.to_string()))?;
+    // The console (and /metrics) then answer only to this address and loopback names with its
+    // port, unless a token guards them: a page of another site cannot rebind its name to it.
+    let mut options = dlq_web::Options::default().allow_actions(args.allow_actions).bound_to(local);
     if let Some(token) = &token {
         options = options.token(token.clone());
     }
-    let ops = Ops { store, metrics, token };
+    let ops = Ops { store, metrics, token, options: options.clone() };
     let app = Router::new()
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(healthz))
         .with_state(ops)
         .merge(dlq_web::router(admin, options));
-    let listener = tokio::net::TcpListener::bind(args.bind)
-        .await
-        .map_err(|e| Failure::error(format!("cannot listen on {}: {e}", args.bind)))?;
-    let local = listener.local_addr().map_err(|e| Failure::error(e.to_string()))?;
     let mode = if args.allow_actions { "actions enabled" } else { "read-only" };
     eprintln!("dlq console on http://{local}/ ({mode}); /metrics, /healthz; Ctrl-C stops");
     axum::serve(listener, app)
@@ -95,8 +98,13 @@ pub(crate) async fn run(admin: Admin, args: &ServeArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::error(format!("the console stopped: {e}")))
 }
 
-/// `GET /metrics`: behind the token when one is set.
+/// `GET /metrics`: behind the token when one is set; else only for the console's own `Host`.
 async fn metrics_text(State(ops): State<Ops>, headers: HeaderMap) -> impl IntoResponse {
+    let host = headers.get(header::HOST).map(|v| v.to_str().unwrap_or_default());
+    if !ops.options.accepts_host(host) {
+        let why = "request refused: this console answers only to its own address (or loopback names with its port)\n";
+        return (StatusCode::MISDIRECTED_REQUEST, why.to_owned()).into_response();
+    }
     if let Some(token) = &ops.token {
         let given = headers
             .get(header::AUTHORIZATION)

@@ -1,6 +1,6 @@
 //! `dlq serve` end to end: the binary on a SQLite file, spoken to over plain HTTP/1.1: the
-//! console, `/metrics`, `/healthz`, the token, and the refusal to bind a public address
-//! without one.
+//! console, `/metrics`, `/healthz`, the token, the refusal of a foreign `Host` without one,
+//! and the refusal to bind a public address without one.
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
@@ -44,8 +44,13 @@ fn serve(url: &str, args: &[&str]) -> Server {
 
 /// One request; the status line's code and the whole response text.
 fn request(addr: &str, path: &str, extra: &str) -> (u16, String) {
+    request_to(addr, addr, path, extra)
+}
+
+/// One request to `addr` naming `host` in its `Host` header.
+fn request_to(addr: &str, host: &str, path: &str, extra: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra}\r\n").unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{extra}\r\n").unwrap();
     let mut text = String::new();
     stream.read_to_string(&mut text).unwrap();
     let code = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
@@ -92,6 +97,30 @@ fn a_token_guards_the_console_and_metrics() {
     assert_eq!(request(&server.addr, "/", "Authorization: Bearer s3cret\r\n").0, 200);
     assert_eq!(request(&server.addr, "/metrics", "Authorization: Bearer s3cret\r\n").0, 200);
     assert_eq!(request(&server.addr, "/healthz", "").0, 200, "probes need no token");
+}
+
+/// DNS rebinding: a page whose name resolves to 127.0.0.1 makes the browser send its requests
+/// with that name in `Host`. Without a token the console and `/metrics` answer only to the
+/// bound address and loopback names with its port.
+#[test]
+fn a_foreign_host_is_refused_without_a_token() {
+    let (_dir, url) = migrated_sqlite();
+    let server = serve(&url, &[]);
+    let port = server.addr.rsplit(':').next().unwrap();
+    for path in ["/", "/api/stats", "/metrics"] {
+        for foreign in [format!("attacker.example:{port}"), "localhost:1".to_owned()] {
+            let (code, text) = request_to(&server.addr, &foreign, path, "");
+            assert_eq!(code, 421, "{path} as {foreign}: {text}");
+            assert!(text.contains("answers only to"), "{text}");
+        }
+        for own in [format!("localhost:{port}"), format!("[::1]:{port}"), server.addr.clone()] {
+            assert_eq!(request_to(&server.addr, &own, path, "").0, 200, "{path} as {own}");
+        }
+    }
+    assert_eq!(request_to(&server.addr, "attacker.example", "/healthz", "").0, 200, "probes name no secret");
+    let locked = serve(&url, &["--token", "s3cret"]);
+    let (code, _) = request_to(&locked.addr, "dlq.example.com", "/api/stats", "Authorization: Bearer s3cret\r\n");
+    assert_eq!(code, 200, "with a token, the token guards");
 }
 
 #[test]

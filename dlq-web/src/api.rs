@@ -5,8 +5,7 @@ use std::ops::ControlFlow;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use dlq_core::admin::{BulkPlan, BulkReport, Pacing, StatsReport, json};
 use dlq_core::{DlqId, FailureGroup, ListFilter, Payload};
 use serde::Deserialize;
@@ -14,15 +13,11 @@ use serde_json::Value;
 
 use crate::Console;
 use crate::error::{ApiFailure, Failure};
+use crate::extract::{JsonBody, Param};
 use crate::filter;
 use crate::pages::Acting;
 
 type ApiResult<T> = Result<Json<T>, ApiFailure>;
-
-/// A JSON body, or a 400 (413 past the body limit) with a message.
-fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiFailure> {
-    body.map(|Json(t)| t).map_err(|e| ApiFailure(Failure::new(e.status(), e.body_text())))
-}
 
 /// `GET /api/stats`: as `dlq stats --json`.
 pub(crate) async fn stats(State(console): State<Console>) -> ApiResult<StatsReport> {
@@ -51,7 +46,7 @@ pub(crate) async fn events(
 }
 
 /// `GET /api/events/{id}`: as `dlq show --json`.
-pub(crate) async fn detail(State(console): State<Console>, Path(id): Path<DlqId>) -> ApiResult<Value> {
+pub(crate) async fn detail(State(console): State<Console>, Param(id): Param<DlqId>) -> ApiResult<Value> {
     Ok(Json(json::detail(&console.admin.show(id).await?)))
 }
 
@@ -103,11 +98,7 @@ impl BulkRequest {
 }
 
 /// `POST /api/redrive`.
-pub(crate) async fn redrive(
-    Acting(admin): Acting,
-    request: Result<Json<BulkRequest>, JsonRejection>,
-) -> ApiResult<BulkReport> {
-    let request = body(request)?;
+pub(crate) async fn redrive(Acting(admin): Acting, JsonBody(request): JsonBody<BulkRequest>) -> ApiResult<BulkReport> {
     let mut plan = request.shape(BulkPlan::redrive(request.selection()?, &request.reason));
     if let Some(canary) = request.canary {
         plan = plan.canary(canary);
@@ -116,11 +107,7 @@ pub(crate) async fn redrive(
 }
 
 /// `POST /api/discard`.
-pub(crate) async fn discard(
-    Acting(admin): Acting,
-    request: Result<Json<BulkRequest>, JsonRejection>,
-) -> ApiResult<BulkReport> {
-    let request = body(request)?;
+pub(crate) async fn discard(Acting(admin): Acting, JsonBody(request): JsonBody<BulkRequest>) -> ApiResult<BulkReport> {
     let plan = request.shape(BulkPlan::discard(request.selection()?, &request.reason));
     run(&admin, plan, &request).await
 }
@@ -145,10 +132,9 @@ pub(crate) struct PatchRequest {
 /// `POST /api/events/{id}/patch`: as `dlq patch --json`.
 pub(crate) async fn patch(
     Acting(admin): Acting,
-    Path(id): Path<DlqId>,
-    request: Result<Json<PatchRequest>, JsonRejection>,
+    Param(id): Param<DlqId>,
+    JsonBody(request): JsonBody<PatchRequest>,
 ) -> ApiResult<Value> {
-    let request = body(request)?;
     let outcome = match (&request.patch, request.payload) {
         (Some(patch), None) => admin.patch(id, patch, &request.reason).await?,
         (None, Some(payload)) => {
@@ -173,9 +159,8 @@ pub(crate) struct UndoRequest {
 /// `POST /api/audit/{audit_id}/undo`.
 pub(crate) async fn undo(
     Acting(admin): Acting,
-    Path(audit_id): Path<i64>,
-    request: Result<Json<UndoRequest>, JsonRejection>,
+    Param(audit_id): Param<i64>,
+    JsonBody(request): JsonBody<UndoRequest>,
 ) -> ApiResult<Value> {
-    let request = body(request)?;
     Ok(Json(json::patched(&admin.undo(audit_id, request.reason.as_deref(), request.force).await?)))
 }

@@ -109,11 +109,18 @@ fn render(title: &str, start: DateTime<Utc>, step: TimeDelta, series: &[(String,
                     points=(points.iter().enumerate().map(|(i, v)| format!("{:.1},{:.1}", x(i), y(*v))).collect::<Vec<_>>().join(" ")) {}
                 @let lx = PAD + 110.0 * f64::from(u32::try_from(k).unwrap_or(0));
                 rect x=(lx) y="24" width="10" height="10" fill=(COLOURS[k % COLOURS.len()]) {}
-                text x=(lx + 14.0) y="33" fill="#1d2330" { (event_type) }
+                text x=(lx + 14.0) y="33" fill="#1d2330" { (xml_text(event_type)) }
             }
             @if series.is_empty() { text x=(W / 2.0) y=(H / 2.0) text-anchor="middle" fill="#667085" { "Nothing parked." } }
         }
     }
+}
+
+/// `text` as an SVG (XML 1.0) document may hold it: maud escapes `<`, `>`, `&` and `"`, and
+/// here a control character (which XML forbids even as a character reference: one in an event
+/// type would make the whole chart unreadable) or a noncharacter shows as `·`.
+fn xml_text(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() || matches!(c, '\u{FFFE}' | '\u{FFFF}') { '·' } else { c }).collect()
 }
 
 #[cfg(test)]
@@ -128,5 +135,24 @@ mod tests {
         let svg = render("t", Utc::now(), TimeDelta::hours(1), &[("<script>".into(), vec![0, 3, 1])]).into_string();
         assert!(svg.contains("&lt;script&gt;") && !svg.contains("<script>"), "{svg}");
         assert!(svg.contains("<polyline"));
+    }
+
+    #[test]
+    fn hostile_event_types_keep_the_svg_well_formed() {
+        let hostile = [
+            "ctl\u{1}\u{8}\u{1b}[31m",
+            "nul\u{0}",
+            "tab\tnew\nline\r",
+            "del\u{7f}\u{85}",
+            "non\u{FFFE}\u{FFFF}char",
+            "<a>&amp;\"'",
+        ];
+        let series: Vec<(String, Vec<u64>)> = hostile.iter().map(|t| ((*t).to_owned(), vec![1, 2, 3])).collect();
+        let svg = render("t", Utc::now(), TimeDelta::hours(1), &series).into_string();
+        let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("not well-formed XML: {e}: {svg:?}"));
+        let legend: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
+        for expected in ["ctl···[31m", "nul·", "tab·new·line·", "del··", "non··char", "<a>&amp;\"'"] {
+            assert!(legend.contains(&expected), "{expected:?} in the legend: {legend:?}");
+        }
     }
 }

@@ -15,20 +15,24 @@ pub(crate) const MAX_LIMIT: usize = 500;
 pub(crate) const DEFAULT_LIMIT: usize = 50;
 
 /// Parses query pairs into a filter; empty values are ignored (a GET form sends every field).
-/// Unknown keys and malformed values are a 400 that says what was expected.
+/// The values matched as text (`event_type`, `group`, `kind`, `reason`) are taken exactly as
+/// they are, spaces included, so that a link to a type or group with spaces at its ends finds
+/// it; the others are trimmed. Unknown keys and malformed values are a 400 that says what was
+/// expected.
 pub(crate) fn parse(pairs: &[(String, String)]) -> Result<ListFilter, Failure> {
     let mut filter = ListFilter::default().limit(DEFAULT_LIMIT);
-    for (key, value) in pairs {
-        let value = value.trim();
-        if value.is_empty() || key == "token" {
+    for (key, exact) in pairs {
+        let value = exact.trim();
+        if exact.is_empty() || key == "token" {
             continue;
         }
         match key.as_str() {
+            "event_type" => filter.event_type = Some(exact.clone()),
+            "group" | "fingerprint" => filter.fingerprint = Some(exact.clone()),
+            "kind" => filter.kind = Some(exact.clone()),
+            "reason" => filter.reason = Some(exact.clone()),
+            _ if value.is_empty() => {}
             "status" => filter.status = Some(status(value)?),
-            "event_type" => filter.event_type = Some(value.to_owned()),
-            "group" | "fingerprint" => filter.fingerprint = Some(value.to_owned()),
-            "kind" => filter.kind = Some(value.to_owned()),
-            "reason" => filter.reason = Some(value.to_owned()),
             "since" => filter.since = Some(when(key, value)?),
             "until" => filter.until = Some(when(key, value)?),
             "after" => {
@@ -138,6 +142,16 @@ mod tests {
         assert_eq!(f.fingerprint.as_deref(), Some("ab12"));
         assert_eq!(f.kind, None);
         assert_eq!(encode(&query(&f)), "status=FAILED_PERMANENTLY&group=ab12&order=oldest&limit=20");
+    }
+
+    #[test]
+    fn text_values_round_trip_exactly() {
+        let f = parse(&pairs(&[("event_type", " pay ment "), ("group", " "), ("status", " pending "), ("limit", " ")]))
+            .unwrap();
+        assert_eq!((f.event_type.as_deref(), f.fingerprint.as_deref()), (Some(" pay ment "), Some(" ")));
+        assert_eq!((f.status, f.limit), (Some(Status::Pending), DEFAULT_LIMIT));
+        let back: Vec<(String, String)> = serde_urlencoded::from_str(&encode(&query(&f))).unwrap();
+        assert_eq!(parse(&back).unwrap().event_type.as_deref(), Some(" pay ment "));
     }
 
     #[test]

@@ -8,15 +8,17 @@
 //!
 //! # async fn demo() -> std::io::Result<()> {
 //! let store = Arc::new(dlq_core::MemoryStore::new());
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //! let console = dlq_web::router(
 //!     Admin::new(store, "console"),
 //!     dlq_web::Options::default()
 //!         .allow_actions(true)
+//!         // Without a token, the console answers only to this address and loopback names.
+//!         .bound_to(listener.local_addr()?)
 //!         // The service's own auth layer names the operator in the audit log.
 //!         .actor(|parts| parts.headers.get("x-user").and_then(|v| v.to_str().ok()).map(str::to_owned)),
 //! );
 //! let app = axum::Router::new().nest("/dlq", console);
-//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //! axum::serve(listener, app).await
 //! # }
 //! ```
@@ -27,18 +29,23 @@
 //! | `GET /` | overview: counts by status × type, growth, saturation, retriers, orphans, warnings, top groups (refreshes itself) |
 //! | `GET /charts/parked.svg?window=24h\|7d` | rows parked per hour (24 h) or per 6 hours (7 days), a line per event type (the 6 largest), server-rendered SVG |
 //! | `GET /groups` | failure groups by fingerprint |
-//! | `GET /groups/{fingerprint}` | one group: its rows and the group actions |
+//! | `GET /groups/{fingerprint}` | one group: its rows and the group actions (the fingerprint percent-encoded as one path segment; `GET /group?group=` for one no segment can carry: empty, `.`, `..`) |
 //! | `GET /events?status=&event_type=&group=&kind=&reason=&since=&until=&after=&order=&limit=` | rows, the CLI's filters in the URL, keyset pagination |
 //! | `GET /events/{id}` | one row: payload, truncation, error chain, stack trace, source, attempts, audit |
 //! | `POST /redrive`, `POST /discard` | by `id` or `group`: a dry run with counts first; `confirm=1` (with an optional `canary` for a redrive and `rate` in rows/s) stores an operation, runs it in the background and redirects to its page |
 //! | `GET /operations/{id}` | a bulk operation: state, rows moved and refused, its cursor; reloads itself while it runs |
 //! | `POST /operations/{id}/resume` | continues a stopped operation (a failed canary, a restart) from its cursor, optionally at a `rate` |
-//! | `POST /groups/{fingerprint}/patch` | one JSON Patch applied to the group's dead rows (preview, then confirm) |
+//! | `POST /groups/{fingerprint}/patch` | one JSON Patch applied to the group's dead rows (preview, then confirm; `POST /group/patch?group=` likewise) |
 //! | `POST /events/{id}/edit` | a new payload: validated, the diff shown, then `confirm=1` |
 //! | `POST /audit/{audit_id}/undo` | restores what a patch replaced (refused when later patches would be reverted with it, unless `force`) |
 //! | `GET /api/openapi.json` | the JSON API, documented (a hand-written OpenAPI 3.1 document) |
 //!
 //! # Security
+//! Without [`Options::token`], the console answers only requests whose `Host` names it: the
+//! address [`Options::bound_to`] gives, or `localhost`, `127.0.0.1`, `[::1]` with its port (any
+//! port when it is not given), or a name [`Options::allow_host`] allows; any other is a 421
+//! that says why. A web page the operator visits can make its own name resolve to 127.0.0.1
+//! (DNS rebinding) and would otherwise read and act through the operator's browser.
 //! Closed by default: read-only unless [`Options::allow_actions`]; every mutating request is a
 //! `POST` whose `Origin` (or `Referer`) must name the same host, except JSON requests without
 //! one (a browser cannot send those cross-site without a CORS preflight, which the console
@@ -46,11 +53,13 @@
 //! all, `X-Frame-Options: DENY` and `X-Content-Type-Options: nosniff`; request bodies are
 //! limited ([`Options::body_limit`]); with [`Options::token`] every request must carry the
 //! token (compared in constant time). Every string from the database goes through maud, which
-//! escapes it.
+//! escapes it, and every value put in a link is percent-encoded. The JSON API answers every
+//! refusal as `{"error": "..."}`.
 
 mod api;
 mod chart;
 mod error;
+mod extract;
 mod filter;
 mod openapi;
 mod operations;
@@ -59,6 +68,7 @@ mod security;
 mod snapshot;
 mod view;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
@@ -86,6 +96,8 @@ pub struct Options {
     body_limit: usize,
     refresh_seconds: u32,
     snapshot_max_age: std::time::Duration,
+    bound: Option<SocketAddr>,
+    hosts: Vec<String>,
 }
 
 impl Default for Options {
@@ -97,6 +109,8 @@ impl Default for Options {
             body_limit: DEFAULT_BODY_LIMIT,
             refresh_seconds: 30,
             snapshot_max_age: DEFAULT_SNAPSHOT_MAX_AGE,
+            bound: None,
+            hosts: Vec::new(),
         }
     }
 }
@@ -110,6 +124,8 @@ impl std::fmt::Debug for Options {
             .field("body_limit", &self.body_limit)
             .field("refresh_seconds", &self.refresh_seconds)
             .field("snapshot_max_age", &self.snapshot_max_age)
+            .field("bound", &self.bound)
+            .field("hosts", &self.hosts)
             .finish()
     }
 }
@@ -189,6 +205,65 @@ impl Options {
         self
     }
 
+    /// The address the console's listener is bound to (`TcpListener::local_addr`), so that
+    /// it can tell its own `Host` from a foreign one. Without a [token](Options::token) the
+    /// console answers only requests whose `Host` names it: this address, or a loopback name
+    /// (`localhost`, `127.0.0.1`, `[::1]`) with this port; any other `Host` is a 421. A web
+    /// page the operator visits can make its own name resolve to 127.0.0.1 (DNS rebinding),
+    /// and then the browser would send that page's requests, with the page's name in `Host`,
+    /// to the console. Unset, loopback names with any port pass (and still no other name).
+    /// `dlq serve` sets it; a service that mounts the router on its own listener should too.
+    ///
+    /// ```
+    /// # async fn demo() -> std::io::Result<()> {
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+    /// let options = dlq_web::Options::default().bound_to(listener.local_addr()?);
+    /// assert!(options.accepts_host(Some("localhost:8080")));
+    /// assert!(options.accepts_host(Some("[::1]:8080")));
+    /// assert!(!options.accepts_host(Some("localhost:9090")));
+    /// assert!(!options.accepts_host(Some("attacker.example:8080")));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub const fn bound_to(mut self, addr: SocketAddr) -> Self {
+        self.bound = Some(addr);
+        self
+    }
+
+    /// Another name the console answers to without a token: `dlq.internal.example` (any
+    /// port) or `dlq.internal.example:8443` (that port only). For a console reached through a
+    /// reverse proxy or a name of its own, whose users the service's own auth layer checks;
+    /// may be given more than once. With a [token](Options::token) every `Host` passes (a
+    /// rebinding page cannot present the token), so this is not needed.
+    ///
+    /// ```
+    /// let options = dlq_web::Options::default().allow_host("dlq.internal.example");
+    /// assert!(options.accepts_host(Some("DLQ.internal.example:443")));
+    /// assert!(!options.accepts_host(Some("internal.example")));
+    /// ```
+    #[must_use]
+    pub fn allow_host(mut self, host: impl Into<String>) -> Self {
+        self.hosts.push(host.into());
+        self
+    }
+
+    /// Whether a request with this `Host` (its value, `None` when it has none) is answered:
+    /// always with a token; otherwise only for the names [`Options::bound_to`] and
+    /// [`Options::allow_host`] describe. What the console checks on every request, for
+    /// routes a service adds beside it (`dlq serve`'s `/metrics`).
+    ///
+    /// ```
+    /// let options = dlq_web::Options::default();
+    /// assert!(options.accepts_host(Some("127.0.0.1:8080")));
+    /// assert!(!options.accepts_host(Some("attacker.example:8080")));
+    /// assert!(!options.accepts_host(None));
+    /// assert!(options.token("s3cret").accepts_host(Some("attacker.example:8080")));
+    /// ```
+    pub fn accepts_host(&self, host: Option<&str>) -> bool {
+        self.token.is_some() || host.is_some_and(|host| security::host_allowed(host, self.bound, &self.hosts))
+    }
+
     /// Whether actions are enabled.
     pub const fn actions_allowed(&self) -> bool {
         self.actions
@@ -256,6 +331,8 @@ pub fn router(admin: Admin, options: Options) -> Router {
         .route("/groups", get(pages::groups))
         .route("/groups/{fingerprint}", get(pages::group))
         .route("/groups/{fingerprint}/patch", post(pages::group_patch))
+        .route("/group", get(pages::group_by_query))
+        .route("/group/patch", post(pages::group_patch_by_query))
         .route("/events", get(pages::events))
         .route("/events/{id}", get(pages::detail))
         .route("/events/{id}/edit", post(pages::edit))

@@ -10,7 +10,7 @@ use std::ops::ControlFlow;
 use std::sync::Mutex;
 
 use axum::Form;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect};
 use dlq_core::admin::{Admin, BulkPlan, BulkReport, Pacing};
@@ -20,6 +20,7 @@ use serde::Deserialize;
 
 use crate::Console;
 use crate::error::Failure;
+use crate::extract::Param;
 use crate::pages::{Acting, report_details};
 use crate::view::{self, Base};
 
@@ -115,7 +116,7 @@ impl Console {
 pub(crate) async fn page(
     State(console): State<Console>,
     base: Base,
-    Path(id): Path<i64>,
+    Param(id): Param<i64>,
 ) -> Result<axum::response::Response, Failure> {
     let op = operation(&console, id).await?;
     let run = console.runs.get(id);
@@ -171,7 +172,7 @@ fn back(base: &Base, op: &Operation) -> String {
     let plan: Option<BulkPlan> = serde_json::from_value(op.spec.clone()).ok();
     let filter = plan.map(|p| p.filter);
     match filter {
-        Some(f) if f.fingerprint.is_some() => base.url(&format!("/groups/{}", f.fingerprint.unwrap_or_default())),
+        Some(f) if f.fingerprint.is_some() => base.group(&f.fingerprint.unwrap_or_default(), "", &[]),
         Some(f) if f.ids.len() == 1 => base.url(&format!("/events/{}", f.ids[0])),
         _ => base.url("/"),
     }
@@ -188,7 +189,7 @@ pub(crate) async fn resume(
     State(console): State<Console>,
     base: Base,
     Acting(admin): Acting,
-    Path(id): Path<i64>,
+    Param(id): Param<i64>,
     Form(form): Form<ResumeForm>,
 ) -> Result<impl IntoResponse, Failure> {
     let pacing = Pacing { rate: crate::pages::rate(form.rate.as_deref())?, ..Pacing::default() };

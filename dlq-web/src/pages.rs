@@ -3,7 +3,7 @@
 use std::ops::ControlFlow;
 
 use axum::Form;
-use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::extract::{FromRequestParts, Query, State};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use crate::Console;
 use crate::error::Failure;
+use crate::extract::Param;
 use crate::filter;
 use crate::view::{self, Base};
 
@@ -35,9 +36,15 @@ pub(crate) fn render(markup: Markup) -> Response {
     Html(markup.into_string()).into_response()
 }
 
-/// The fallback: an unknown page is a 404 page.
-pub(crate) async fn not_found() -> Failure {
-    Failure::new(StatusCode::NOT_FOUND, "no such page in the dlq console")
+/// The fallback: an unknown page is a 404 page (`{"error": ...}` under `/api/`).
+pub(crate) async fn not_found(uri: axum::http::Uri) -> Response {
+    let api = crate::extract::is_api(uri.path());
+    let what = if api {
+        "no such route in the dlq console's API (see /api/openapi.json)"
+    } else {
+        "no such page in the dlq console"
+    };
+    Failure::new(StatusCode::NOT_FOUND, what).respond(api)
 }
 
 /// `GET /`.
@@ -132,7 +139,7 @@ fn groups_table(base: &Base, groups: &[FailureGroup]) -> Markup {
             tbody {
                 @for g in groups {
                     tr {
-                        td { a href=(base.url(&format!("/groups/{}", g.fingerprint))) { code { (g.fingerprint) } } }
+                        td { a href=(base.group(&g.fingerprint, "", &[])) { code { (g.fingerprint) } } }
                         td { (g.event_type) } td { code { (g.kind) } } td.reason { (short(&g.sample_reason, 140)) }
                         td.num { (g.count) } td { (view::time(g.first_seen)) } td { (view::time(g.last_seen)) }
                     }
@@ -174,10 +181,36 @@ pub(crate) async fn groups(
 pub(crate) async fn group(
     State(console): State<Console>,
     base: Base,
-    Path(fingerprint): Path<String>,
+    Param(fingerprint): Param<String>,
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> PageResult {
-    let mut filter = filter::parse(&pairs)?;
+    group_page(console, base, fingerprint, &pairs).await
+}
+
+/// `GET /group?group=…`: the same page, for a fingerprint no path segment can carry (empty,
+/// `.`, `..`).
+pub(crate) async fn group_by_query(
+    State(console): State<Console>,
+    base: Base,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> PageResult {
+    let (fingerprint, pairs) = group_in_query(pairs)?;
+    group_page(console, base, fingerprint, &pairs).await
+}
+
+/// The `group` (or `fingerprint`) of a query, as it is (even empty), and the other pairs.
+fn group_in_query(mut pairs: Vec<(String, String)>) -> Result<(String, Vec<(String, String)>), Failure> {
+    let at = pairs
+        .iter()
+        .position(|(k, _)| k == "group" || k == "fingerprint")
+        .ok_or_else(|| Failure::bad_request("name the failure group: ?group=FINGERPRINT"))?;
+    let (_, fingerprint) = pairs.remove(at);
+    pairs.retain(|(k, _)| k != "group" && k != "fingerprint");
+    Ok((fingerprint, pairs))
+}
+
+async fn group_page(console: Console, base: Base, fingerprint: String, pairs: &[(String, String)]) -> PageResult {
+    let mut filter = filter::parse(pairs)?;
     filter.fingerprint = Some(fingerprint.clone());
     let store = console.admin.store().clone();
     let (key, one) = (format!("group:{fingerprint}"), ListFilter::default().fingerprint(&fingerprint).limit(1));
@@ -187,6 +220,12 @@ pub(crate) async fn group(
     if found.is_empty() && page.rows.is_empty() {
         return Err(Failure::new(StatusCode::NOT_FOUND, format!("no failure group `{fingerprint}`")));
     }
+    let next_page = |after: DlqId| {
+        let mut pairs = filter::query(&filter);
+        pairs.retain(|(k, _)| *k != "group");
+        pairs.push(("after", after.to_string()));
+        base.group(&fingerprint, "", &pairs)
+    };
     let body = html! {
         @if let Some(g) = found.first() {
             dl.facts {
@@ -200,7 +239,7 @@ pub(crate) async fn group(
         }
         @if console.options.actions { (group_actions(&base, &fingerprint)) }
         h2 { "Rows" }
-        (rows_table(&base, &page, &filter, &format!("/groups/{fingerprint}")))
+        (rows_table(&base, &page, next_page))
     };
     Ok(render(view::page(&base, &format!("Failure group {fingerprint}"), None, body)))
 }
@@ -222,7 +261,7 @@ fn group_actions(base: &Base, fingerprint: &str) -> Markup {
                 label { "Reason " input name="reason" required placeholder="why these are dropped"; }
                 button.danger type="submit" { "Dry run…" }
             }
-            form method="post" action=(base.url(&format!("/groups/{fingerprint}/patch"))) {
+            form method="post" action=(base.group(fingerprint, "/patch", &[])) {
                 h3 { "Patch the group's dead rows" }
                 label { "JSON Patch (RFC 6902) " textarea name="patch" rows="3" required placeholder=r#"[{"op":"replace","path":"/currency","value":"USD"}]"# {} }
                 label { "Reason " input name="reason" required; }
@@ -232,14 +271,9 @@ fn group_actions(base: &Base, fingerprint: &str) -> Markup {
     }
 }
 
-/// The rows of a page, with the link to the next one.
-fn rows_table(base: &Base, page: &Page, filter: &ListFilter, path: &str) -> Markup {
-    let next = page.next.map(|after| {
-        let mut pairs = filter::query(filter);
-        pairs.retain(|(k, _)| *k != "group" || path == "/events");
-        pairs.push(("after", after.to_string()));
-        format!("{}?{}", base.url(path), filter::encode(&pairs))
-    });
+/// The rows of a page, with the link to the next one (`next_page` makes it from the last id).
+fn rows_table(base: &Base, page: &Page, next_page: impl Fn(DlqId) -> String) -> Markup {
+    let next = page.next.map(next_page);
     html! {
         div.scroll { table.rows {
             thead { tr { th.num { "id" } th { "status" } th { "event type" } th { "kind" } th { "reason" } th.num { "retries" } th.num { "redrives" } th { "parked" } } }
@@ -275,7 +309,12 @@ pub(crate) async fn events(
 ) -> PageResult {
     let filter = filter::parse(&pairs)?;
     let page = console.admin.list(filter.clone()).await?;
-    let body = html! { (filter_form(&base, &filter)) (rows_table(&base, &page, &filter, "/events")) };
+    let next_page = |after: DlqId| {
+        let mut pairs = filter::query(&filter);
+        pairs.push(("after", after.to_string()));
+        format!("{}?{}", base.url("/events"), filter::encode(&pairs))
+    };
+    let body = html! { (filter_form(&base, &filter)) (rows_table(&base, &page, next_page)) };
     Ok(render(view::page(&base, "Events", None, body)))
 }
 
@@ -304,7 +343,7 @@ fn filter_form(base: &Base, f: &ListFilter) -> Markup {
 }
 
 /// `GET /events/{id}`.
-pub(crate) async fn detail(State(console): State<Console>, base: Base, Path(id): Path<DlqId>) -> PageResult {
+pub(crate) async fn detail(State(console): State<Console>, base: Base, Param(id): Param<DlqId>) -> PageResult {
     let detail = console.admin.show(id).await?;
     let body = detail_body(&base, &detail, console.options.actions);
     Ok(render(view::page(&base, &format!("Event {id}"), None, body)))
@@ -317,7 +356,7 @@ fn detail_body(base: &Base, d: &Detail, actions: bool) -> Markup {
             dt { "status" } dd { (view::status(l.status)) @if let Some(r) = l.dead_reason { " (" (r.as_str()) ")" } }
             dt { "event type" } dd { (l.event_type) }
             dt { "handler" } dd { code { (l.handler) } }
-            dt { "group" } dd { a href=(base.url(&format!("/groups/{}", l.failure.fingerprint))) { code { (l.failure.fingerprint) } } }
+            dt { "group" } dd { a href=(base.group(&l.failure.fingerprint, "", &[])) { code { (l.failure.fingerprint) } } }
             dt { "error" } dd { (l.failure.class.name()) " · " code { (l.failure.kind) } }
             dt { "retries" } dd { (l.retry_count) " of " (l.max_retries) "; redriven " (l.redrive_count) " times" }
             dt { "retry after" } dd { (view::time(l.retry_after)) }
@@ -446,7 +485,7 @@ impl BulkForm {
     fn back(&self, base: &Base) -> String {
         match (self.id, &self.group) {
             (Some(id), _) => base.url(&format!("/events/{id}")),
-            (None, Some(g)) => base.url(&format!("/groups/{g}")),
+            (None, Some(g)) => base.group(g, "", &[]),
             (None, None) => base.url("/"),
         }
     }
@@ -555,7 +594,7 @@ pub(crate) struct EditForm {
 pub(crate) async fn edit(
     base: Base,
     Acting(admin): Acting,
-    Path(id): Path<DlqId>,
+    Param(id): Param<DlqId>,
     Form(form): Form<EditForm>,
 ) -> PageResult {
     let new: serde_json::Value = serde_json::from_str(&form.payload)
@@ -593,9 +632,24 @@ pub(crate) struct PatchForm {
 pub(crate) async fn group_patch(
     base: Base,
     Acting(admin): Acting,
-    Path(fingerprint): Path<String>,
+    Param(fingerprint): Param<String>,
     Form(form): Form<PatchForm>,
 ) -> PageResult {
+    patch_group(base, admin, fingerprint, form).await
+}
+
+/// `POST /group/patch?group=…`: the same, for a fingerprint no path segment can carry.
+pub(crate) async fn group_patch_by_query(
+    base: Base,
+    Acting(admin): Acting,
+    Query(pairs): Query<Vec<(String, String)>>,
+    Form(form): Form<PatchForm>,
+) -> PageResult {
+    let (fingerprint, _) = group_in_query(pairs)?;
+    patch_group(base, admin, fingerprint, form).await
+}
+
+async fn patch_group(base: Base, admin: Admin, fingerprint: String, form: PatchForm) -> PageResult {
     let patch: serde_json::Value = serde_json::from_str(&form.patch)
         .map_err(|e| Failure::bad_request(format!("the patch is not valid JSON: {e}")))?;
     if !patch.is_array() {
@@ -630,14 +684,14 @@ pub(crate) async fn group_patch(
             ul { @for (id, why) in &failed { li { (id) ": " (why) } } }
         } @else {
             p.summary { "This patch would apply to " strong.moved { (rows) } " FAILED_PERMANENTLY rows of the group, each audited." }
-            form method="post" action=(base.url(&format!("/groups/{fingerprint}/patch"))) {
+            form method="post" action=(base.group(&fingerprint, "/patch", &[])) {
                 input type="hidden" name="patch" value=(form.patch);
                 input type="hidden" name="confirm" value="1";
                 label { "Reason " input name="reason" value=(form.reason) required; }
                 button type="submit" { "Apply to " (rows) " rows" }
             }
         }
-        p { a href=(base.url(&format!("/groups/{fingerprint}"))) { "← back to the group" } }
+        p { a href=(base.group(&fingerprint, "", &[])) { "← back to the group" } }
     };
     Ok(render(view::page(&base, "Patch a failure group", None, body)))
 }
@@ -654,7 +708,7 @@ pub(crate) struct UndoForm {
 pub(crate) async fn undo(
     base: Base,
     Acting(admin): Acting,
-    Path(audit_id): Path<i64>,
+    Param(audit_id): Param<i64>,
     Form(form): Form<UndoForm>,
 ) -> PageResult {
     let outcome = admin.undo(audit_id, form.reason.as_deref(), form.force.is_some()).await?;

@@ -1,5 +1,7 @@
-//! The console's gate: token, read-only mode, same-origin `POST`s, and the security headers
-//! on every response.
+//! The console's gate: its own `Host` (without a token), token, read-only mode, same-origin
+//! `POST`s, and the security headers on every response.
+
+use std::net::SocketAddr;
 
 use axum::extract::{Request, State};
 use axum::http::header::{self, HeaderMap, HeaderValue};
@@ -30,10 +32,13 @@ pub(crate) async fn headers(mut response: Response) -> Response {
     response
 }
 
-/// Checks the token, then (for anything but `GET`/`HEAD`) that actions are allowed and that
-/// the request comes from the console's own origin.
+/// Checks the `Host` (without a token) or the token, then (for anything but `GET`/`HEAD`)
+/// that actions are allowed and that the request comes from the console's own origin.
 pub(crate) async fn guard(State(console): State<Console>, request: Request, next: Next) -> Response {
-    let wants_json = request.uri().path().starts_with("/api/");
+    let wants_json = crate::extract::is_api(request.uri().path());
+    if let Err(why) = own_host(&console.options, &request) {
+        return Failure::new(StatusCode::MISDIRECTED_REQUEST, why).respond(wants_json);
+    }
     let mut set_cookie = None;
     if let Some(token) = &console.options.token {
         match presented_token(&request) {
@@ -62,7 +67,7 @@ pub(crate) async fn guard(State(console): State<Console>, request: Request, next
             return Failure::new(StatusCode::FORBIDDEN, why).respond(wants_json);
         }
     }
-    let mut response = next.run(request).await;
+    let mut response = crate::extract::documented(next.run(request).await, wants_json).await;
     if mutating && (response.status().is_success() || response.status().is_redirection()) {
         console.forget_snapshots();
     }
@@ -70,6 +75,79 @@ pub(crate) async fn guard(State(console): State<Console>, request: Request, next
         remember_token(&mut response, &token);
     }
     response
+}
+
+/// Without a token, a request must name the console in its `Host` (and in its URI's
+/// authority, when it has one: HTTP/2, or an absolute URI): else a web page whose name was
+/// made to resolve to 127.0.0.1 could read and act through the operator's browser.
+fn own_host(options: &crate::Options, request: &Request) -> Result<(), String> {
+    if options.token.is_some() {
+        return Ok(());
+    }
+    let header = request.headers().get(header::HOST).map(|v| v.to_str().unwrap_or("(not text)"));
+    let authority = request.uri().authority().map(axum::http::uri::Authority::as_str);
+    if header.is_none() && authority.is_none() {
+        return Err("request refused: it names no Host, and this console answers only to its own address".into());
+    }
+    for host in [authority, header].into_iter().flatten() {
+        if !options.accepts_host(Some(host)) {
+            let expected = match options.bound {
+                Some(addr) => format!("{addr}, or localhost, 127.0.0.1 or [::1] with port {}", addr.port()),
+                None => "localhost, 127.0.0.1 or [::1]".to_owned(),
+            };
+            let host: String = host.chars().take(200).collect();
+            return Err(format!(
+                "request refused: it was sent to Host `{host}`, but this console answers only to {expected} \
+                 (a page of another site can reach a local console by making its name resolve to this \
+                 address). Open the console by its own address; to reach it by another name, set a token \
+                 (Options::token, `dlq serve --token`) or allow that name (Options::allow_host)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The loopback names a browser always resolves to this machine (no DNS involved).
+const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+/// `Host` `host` names the console: a loopback name, the bound address (with its port when
+/// `bound` is known; no port means 80) or one of `allowed` (`name` for any port,
+/// `name:port`).
+pub(crate) fn host_allowed(host: &str, bound: Option<SocketAddr>, allowed: &[String]) -> bool {
+    let Some((name, port)) = split_host(host) else { return false };
+    let port_ok = bound.is_none_or(|addr| port.unwrap_or(80) == addr.port());
+    let loopback = LOOPBACK_NAMES.iter().any(|n| name.eq_ignore_ascii_case(n));
+    let bound_ip = bound.is_some_and(|addr| match addr {
+        SocketAddr::V4(v4) => name == v4.ip().to_string(),
+        SocketAddr::V6(v6) => name.eq_ignore_ascii_case(&format!("[{}]", v6.ip())),
+    });
+    if (loopback || bound_ip) && port_ok {
+        return true;
+    }
+    allowed.iter().filter_map(|a| split_host(a.trim())).any(|(allowed_name, allowed_port)| {
+        name.eq_ignore_ascii_case(allowed_name) && allowed_port.is_none_or(|p| Some(p) == port)
+    })
+}
+
+/// `name[:port]` or `[v6]:port` into the name (brackets kept) and the port; `None` when
+/// malformed (an empty name, a port that is not a number, a bare IPv6 address).
+fn split_host(host: &str) -> Option<(&str, Option<u16>)> {
+    let (name, port) = if host.starts_with('[') {
+        let end = host.find(']')? + 1;
+        let rest = &host[end..];
+        let port = if rest.is_empty() { None } else { Some(rest.strip_prefix(':')?) };
+        (&host[..end], port)
+    } else {
+        match host.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        }
+    };
+    let port = match port {
+        Some(p) => Some(p.parse::<u16>().ok()?),
+        None => None,
+    };
+    (!name.is_empty()).then_some((name, port))
 }
 
 /// Constant-time comparison (the lengths may leak; the bytes do not).
@@ -138,7 +216,7 @@ pub(crate) fn same_origin(headers: &HeaderMap) -> Result<(), String> {
     }
 }
 
-fn is_json(headers: &HeaderMap) -> bool {
+pub(crate) fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -166,6 +244,39 @@ mod tests {
         assert!(same_origin(&headers(&[("host", "h:1"), ("origin", "null")])).is_err());
         assert!(same_origin(&headers(&[("host", "h:1")])).is_err());
         assert!(same_origin(&headers(&[("host", "h:1"), ("content-type", "application/json")])).is_ok());
+    }
+
+    #[test]
+    fn hosts_name_the_console_or_are_refused() {
+        let bound: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        for ok in ["localhost:8080", "LOCALHOST:8080", "127.0.0.1:8080", "[::1]:8080"] {
+            assert!(host_allowed(ok, Some(bound), &[]), "{ok}");
+        }
+        for refused in [
+            "attacker.example:8080",
+            "localhost:9090",
+            "localhost",
+            "localhost.:8080",
+            "127.0.0.1.nip.io:8080",
+            "127.0.0.2:8080",
+            "[::1]",
+            "::1:8080",
+            "localhost:8080:1",
+            "localhost:80a",
+            ":8080",
+            "",
+        ] {
+            assert!(!host_allowed(refused, Some(bound), &[]), "{refused}");
+        }
+        assert!(host_allowed("localhost", Some("127.0.0.1:80".parse().unwrap()), &[]), "no port means 80");
+        assert!(host_allowed("[::2]:81", Some("[::2]:81".parse().unwrap()), &[]), "the bound address");
+        assert!(host_allowed("10.0.0.7:81", Some("10.0.0.7:81".parse().unwrap()), &[]), "the bound address");
+        assert!(host_allowed("localhost:1234", None, &[]) && !host_allowed("evil.example:1234", None, &[]));
+        let allowed = ["dlq.example".to_owned(), "ops.example:8443".to_owned()];
+        assert!(host_allowed("dlq.example:1", Some(bound), &allowed));
+        assert!(host_allowed("ops.example:8443", Some(bound), &allowed));
+        assert!(!host_allowed("ops.example:8444", Some(bound), &allowed));
+        assert!(!host_allowed("x.dlq.example", Some(bound), &allowed));
     }
 
     #[test]

@@ -30,10 +30,39 @@ impl<S: Send + Sync> FromRequestParts<S> for Base {
 }
 
 impl Base {
-    /// The URL of a console path (`/events`), under the prefix.
+    /// The URL of a console path (`/events`), under the prefix. A value from the store goes
+    /// in through [`segment`] (a path) or [`crate::filter::encode`] (a query), never as it is.
     pub(crate) fn url(&self, path: &str) -> String {
         if path == "/" && !self.0.is_empty() { self.0.clone() } else { format!("{}{path}", self.0) }
     }
+
+    /// The URL of failure group `fingerprint`'s page (`suffix` empty) or of an action on it
+    /// (`/patch`), with `query` (escaped): the fingerprint as one escaped path segment
+    /// (`/groups/{fingerprint}`), or, when no path segment can carry it (empty, `.` and `..`,
+    /// which a browser resolves away), as the `group` of `/group?group=`.
+    pub(crate) fn group(&self, fingerprint: &str, suffix: &str, query: &[(&str, String)]) -> String {
+        let mut pairs = query.to_vec();
+        let path = if matches!(fingerprint, "" | "." | "..") {
+            pairs.retain(|(k, _)| *k != "group");
+            pairs.insert(0, ("group", fingerprint.to_owned()));
+            format!("/group{suffix}")
+        } else {
+            format!("/groups/{}{suffix}", segment(fingerprint))
+        };
+        let url = self.url(&path);
+        if pairs.is_empty() { url } else { format!("{url}?{}", crate::filter::encode(&pairs)) }
+    }
+}
+
+/// What a path segment keeps as it is: RFC 3986's unreserved characters. Everything else
+/// (`/`, `?`, `#`, `%`, spaces, quotes, controls, non-ASCII) is percent-encoded, so a value
+/// stays one segment and decodes back to itself.
+const SEGMENT: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// `value` as one path segment, percent-encoded (its UTF-8 bytes).
+pub(crate) fn segment(value: &str) -> String {
+    percent_encoding::utf8_percent_encode(value, SEGMENT).to_string()
 }
 
 /// The page around `body`: navigation, the stylesheet, an optional meta refresh (no script).
@@ -249,6 +278,19 @@ mod tests {
                 Change::Added("/new~1key".into(), json!(1)),
             ]
         );
+    }
+
+    #[test]
+    fn segments_and_group_urls_escape_everything_but_unreserved() {
+        assert_eq!(segment("../../events/1?x="), "..%2F..%2Fevents%2F1%3Fx%3D");
+        assert_eq!(segment("a/b#c"), "a%2Fb%23c");
+        assert_eq!(segment("%2e%2e"), "%252e%252e");
+        assert_eq!(segment("a b\"\u{1}<é"), "a%20b%22%01%3C%C3%A9");
+        let base = Base("/dlq".into());
+        assert_eq!(base.group("ab12", "", &[]), "/dlq/groups/ab12");
+        assert_eq!(base.group("a/b", "/patch", &[]), "/dlq/groups/a%2Fb/patch");
+        assert_eq!(base.group("..", "", &[("after", "7".into())]), "/dlq/group?group=..&after=7");
+        assert_eq!(base.group("", "/patch", &[]), "/dlq/group/patch?group=");
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! `chromium` and `chromium-driver`; `scripts/test.sh` installs them). Opens the overview,
 //! follows a group, redrives it and sees its rows change state; edits a payload through the
 //! diff and undoes it; checks hostile payloads and reasons render as text with no dialog and
-//! no element injected; checks the pages fit 375 px and 1440 px wide. Screenshots of every
-//! page go to `target/screenshots/`.
+//! no element injected; checks the pages fit 375 px and 1440 px wide; loads the console
+//! through a foreign name resolved to 127.0.0.1 (DNS rebinding) and sees it refused; follows
+//! a group link with a path in its fingerprint; loads the charts with a control character in
+//! an event type. Screenshots of every page go to `target/screenshots/`.
 //!
 //! This test never skips: without `chromedriver` it fails with the command to run.
 
@@ -59,10 +61,18 @@ fn chromedriver() -> Driver {
 }
 
 async fn browser(driver: &Driver) -> Client {
+    browser_with(driver, &[]).await
+}
+
+/// A Chromium session with `extra` command-line switches.
+async fn browser_with(driver: &Driver, extra: &[&str]) -> Client {
     let mut caps = serde_json::Map::new();
     let chromium =
         ["/usr/bin/chromium", "/usr/bin/chromium-browser"].into_iter().find(|p| std::path::Path::new(p).exists());
-    let mut options = json!({ "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars"] });
+    let mut args =
+        vec!["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars"];
+    args.extend_from_slice(extra);
+    let mut options = json!({ "args": args });
     if let Some(binary) = chromium {
         options["binary"] = json!(binary);
     }
@@ -77,10 +87,10 @@ async fn browser(driver: &Driver) -> Client {
 
 /// The console nested under `/dlq` on a free port, actions enabled, acting as "browser".
 async fn console(store: Arc<dyn DeadLetterStore>) -> SocketAddr {
-    let options = dlq_web::Options::default().allow_actions(true).refresh_seconds(0);
-    let app = axum::Router::new().nest("/dlq", dlq_web::router(Admin::new(store, "browser"), options));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let options = dlq_web::Options::default().allow_actions(true).refresh_seconds(0).bound_to(addr);
+    let app = axum::Router::new().nest("/dlq", dlq_web::router(Admin::new(store, "browser"), options));
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     addr
 }
@@ -177,6 +187,62 @@ async fn an_operator_redrives_a_group_edits_a_payload_and_undoes_it() {
     let result = run(&c, &base, &store, &seeded).await;
     let _ = c.close().await;
     result
+}
+
+/// DNS rebinding, for real: Chromium resolves `attacker.example` to 127.0.0.1 (as a rebinding
+/// attacker's DNS would make it), so a page of that site reaches the console through the
+/// operator's browser. The console refuses it (page and API), and answers by its own names.
+/// Then links to a group with a path in its fingerprint, clicked, open that group, and the
+/// overview's charts still load with a control character in an event type.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreign_name_rebound_to_the_console_is_refused() {
+    let store: Arc<dyn DeadLetterStore> = Arc::new(dlq_sqlx::SqliteStore::in_memory().await.unwrap());
+    let mut letter = dead("ctl\u{1}type", "Rebind", "secret reason", json!({"card": "4111-secret"}));
+    letter.failure.fingerprint = "../../events/1?x=".into();
+    let id = store.park(letter).await.unwrap().id;
+    let addr = console(store.clone()).await;
+    let driver = chromedriver();
+    let c = browser_with(&driver, &["--host-resolver-rules=MAP attacker.example 127.0.0.1"]).await;
+    let result = rebound(&c, addr.port(), id).await;
+    let _ = c.close().await;
+    result
+}
+
+async fn rebound(c: &Client, port: u16, id: DlqId) {
+    for path in [format!("/dlq/events/{id}"), format!("/dlq/api/events/{id}"), "/dlq".into()] {
+        c.goto(&format!("http://attacker.example:{port}{path}")).await.unwrap();
+        let text = body_text(c).await;
+        assert!(text.contains("answers only to"), "{path} through a foreign name is refused: {text}");
+        assert!(!text.contains("4111-secret") && !text.contains("secret reason"), "{path}: nothing shown: {text}");
+    }
+    shot(c, "rebound-refused").await;
+    // (The listener is IPv4: `[::1]` is checked over HTTP in tests/http.rs.)
+    for host in ["localhost", "127.0.0.1"] {
+        c.goto(&format!("http://{host}:{port}/dlq/events/{id}")).await.unwrap();
+        let text = body_text(c).await;
+        assert!(text.contains("4111-secret"), "{host}: the console answers its own names: {text}");
+    }
+
+    // The group link resolves to the group, not to `/dlq/events/1?x=`.
+    c.goto(&format!("http://localhost:{port}/dlq/groups")).await.unwrap();
+    c.find(Locator::Css("a[href*='/groups/']")).await.unwrap().click().await.unwrap();
+    wait_for_text(c, "Failure group ../../events/1?x=").await;
+    assert!(body_text(c).await.contains("secret reason"));
+    c.find(Locator::Css("table.rows a")).await.unwrap().click().await.unwrap();
+    wait_for_text(c, &format!("Event {id}")).await;
+
+    // Both charts are well-formed images (an XML error would leave them broken).
+    c.goto(&format!("http://localhost:{port}/dlq")).await.unwrap();
+    let widths = c
+        .execute(
+            "return Array.from(document.querySelectorAll('.chart img')).map(i => i.complete && i.naturalWidth)",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(widths, json!([720, 720]), "the charts render");
+    c.goto(&format!("http://localhost:{port}/dlq/charts/parked.svg?window=24h")).await.unwrap();
+    assert!(c.find_all(Locator::Css("parsererror")).await.unwrap().is_empty(), "the SVG parses as XML");
 }
 
 async fn run(c: &Client, base: &str, store: &Arc<dyn DeadLetterStore>, s: &Seeded) {

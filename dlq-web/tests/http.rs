@@ -66,15 +66,20 @@ async fn send(app: &Router, request: Request<Body>) -> (StatusCode, axum::http::
     (status, headers, String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// A `GET` as a browser on the console's machine sends it (`Host: localhost:8080`).
+fn get_request(uri: &str) -> Request<Body> {
+    Request::get(uri).header(header::HOST, "localhost:8080").body(Body::empty()).unwrap()
+}
+
 async fn get(app: &Router, uri: &str) -> (StatusCode, String) {
-    let (status, _, body) = send(app, Request::get(uri).body(Body::empty()).unwrap()).await;
+    let (status, _, body) = send(app, get_request(uri)).await;
     (status, body)
 }
 
 fn form(uri: &str, body: &str) -> Request<Body> {
     Request::post(uri)
-        .header(header::HOST, "console.test")
-        .header(header::ORIGIN, "http://console.test")
+        .header(header::HOST, "localhost:8080")
+        .header(header::ORIGIN, "http://localhost:8080")
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .header("x-user", "alice")
         .body(Body::from(body.to_owned()))
@@ -83,7 +88,7 @@ fn form(uri: &str, body: &str) -> Request<Body> {
 
 fn api_post(uri: &str, body: &Value) -> Request<Body> {
     Request::post(uri)
-        .header(header::HOST, "console.test")
+        .header(header::HOST, "localhost:8080")
         .header(header::CONTENT_TYPE, "application/json")
         .header("x-user", "bob")
         .body(Body::from(body.to_string()))
@@ -96,7 +101,7 @@ async fn pages_render_with_security_headers(store: Store) {
     for uri in
         ["/dlq", "/dlq/groups", &format!("/dlq/groups/{group}"), "/dlq/events", &format!("/dlq/events/{}", ids[0])]
     {
-        let (status, headers, body) = send(&app, Request::get(uri).body(Body::empty()).unwrap()).await;
+        let (status, headers, body) = send(&app, get_request(uri)).await;
         assert_eq!(status, StatusCode::OK, "{uri}: {body}");
         let csp = headers[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
         assert!(csp.contains("default-src 'none'") && !csp.contains("script-src"), "{csp}");
@@ -115,12 +120,12 @@ async fn pages_render_with_security_headers(store: Store) {
     }
     for window in ["24h", "7d"] {
         let uri = format!("/dlq/charts/parked.svg?window={window}");
-        let (status, headers, svg) = send(&app, Request::get(&uri).body(Body::empty()).unwrap()).await;
+        let (status, headers, svg) = send(&app, get_request(&uri)).await;
         assert_eq!((status, headers[header::CONTENT_TYPE].to_str().unwrap()), (StatusCode::OK, "image/svg+xml"));
         assert!(svg.contains("<polyline") && svg.contains("payment"), "{svg}");
     }
     assert_eq!(get(&app, "/dlq/charts/parked.svg?window=1y").await.0, StatusCode::BAD_REQUEST);
-    let (status, headers, css) = send(&app, Request::get("/dlq/assets/console.css").body(Body::empty()).unwrap()).await;
+    let (status, headers, css) = send(&app, get_request("/dlq/assets/console.css")).await;
     assert_eq!((status, headers[header::CONTENT_TYPE].to_str().unwrap()), (StatusCode::OK, "text/css; charset=utf-8"));
     assert!(css.contains("@media"));
 }
@@ -386,6 +391,313 @@ async fn security_rules_hold(store: Store) {
     assert_eq!(send(&locked, with_cookie).await.0, StatusCode::OK);
 }
 
+/// `request` sent to `host` (its `Host`, and its `Origin` when it has one).
+fn to_host(mut request: Request<Body>, host: &str) -> Request<Body> {
+    request.headers_mut().insert(header::HOST, host.parse().unwrap());
+    if request.headers().contains_key(header::ORIGIN) {
+        request.headers_mut().insert(header::ORIGIN, format!("http://{host}").parse().unwrap());
+    }
+    request
+}
+
+/// DNS rebinding: a page of another site makes its name resolve to 127.0.0.1, so the
+/// operator's browser sends it to the console with that name in `Host` (and a matching
+/// `Origin`). Without a token the console answers only to its own address and loopback names
+/// with its port: the page, the API and the actions are all refused, with a reason, and
+/// nothing moves.
+async fn foreign_hosts_are_refused_without_a_token(store: Store) {
+    let (ids, _, group) = seed(&store).await;
+    let bound: std::net::SocketAddr = "127.0.0.1:8080".parse().unwrap();
+    let console = app(&store, actions().bound_to(bound));
+    let page = || get_request("/dlq/groups");
+    let api = || get_request(&format!("/dlq/api/events/{}", ids[0]));
+    let action = || form("/dlq/discard", &format!("group={group}&reason=rebound&confirm=1"));
+    for foreign in ["attacker.example:8080", "attacker.example", "localhost:9090", "127.0.0.1.nip.io:8080"] {
+        let (status, headers, body) = send(&console, to_host(page(), foreign)).await;
+        assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{foreign}: {body}");
+        assert!(headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
+        assert!(
+            body.contains("answers only to") && !body.contains("USD"),
+            "{foreign}: says why, shows nothing: {body}"
+        );
+        let (status, headers, body) = send(&console, to_host(api(), foreign)).await;
+        assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{foreign}: {body}");
+        assert_eq!(headers[header::CONTENT_TYPE], "application/json");
+        let error: Value = serde_json::from_str(&body).unwrap();
+        assert!(
+            error["error"].as_str().unwrap().contains("DNS") || error["error"].as_str().unwrap().contains("resolve")
+        );
+        let (status, _, body) = send(&console, to_host(action(), foreign)).await;
+        assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{foreign}: {body}");
+    }
+    let mut nameless = page();
+    nameless.headers_mut().remove(header::HOST);
+    assert_eq!(send(&console, nameless).await.0, StatusCode::MISDIRECTED_REQUEST, "no Host at all");
+    for id in &ids {
+        assert_eq!(store.get(*id).await.unwrap().unwrap().status, Status::FailedPermanently, "nothing moved");
+        assert!(store.audit(*id).await.unwrap().is_empty(), "nothing audited");
+    }
+
+    // Its own names, with its port, are answered.
+    for own in ["localhost:8080", "127.0.0.1:8080", "[::1]:8080", "LocalHost:8080"] {
+        assert_eq!(send(&console, to_host(page(), own)).await.0, StatusCode::OK, "{own}");
+        assert_eq!(send(&console, to_host(api(), own)).await.0, StatusCode::OK, "{own}");
+    }
+    let (status, headers, body) = send(&console, to_host(action(), "[::1]:8080")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    finished_operation(&console, &headers).await;
+    assert_eq!(store.get(ids[0]).await.unwrap().unwrap().status, Status::Discarded);
+
+    // Another name the service's own auth guards, allowed by name.
+    let proxied = app(&store, Options::default().bound_to(bound).allow_host("dlq.internal.example"));
+    assert_eq!(send(&proxied, to_host(page(), "dlq.internal.example")).await.0, StatusCode::OK);
+    assert_eq!(send(&proxied, to_host(page(), "attacker.example")).await.0, StatusCode::MISDIRECTED_REQUEST);
+
+    // With a token, the token guards: any Host with the token passes, none without it.
+    let locked = app(&store, Options::default().bound_to(bound).token("s3cret"));
+    let mut with_token = to_host(api(), "dlq.example.com");
+    with_token.headers_mut().insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
+    assert_eq!(send(&locked, with_token).await.0, StatusCode::OK);
+    assert_eq!(send(&locked, to_host(api(), "attacker.example:8080")).await.0, StatusCode::UNAUTHORIZED);
+}
+
+/// Text as maud escapes it in HTML.
+fn escaped(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// The `href` of the link whose markup ends with `text_html` (`<code>…</code></a>`), as a
+/// browser resolves it from `page_url`: the path and query it then requests.
+fn follow(page: &str, text_html: &str, page_url: &str) -> String {
+    let at = page.find(&format!("\">{text_html}</a>")).unwrap_or_else(|| panic!("no link to {text_html}: {page}"));
+    let start = page[..at].rfind("href=\"").unwrap() + "href=\"".len();
+    resolve(&page[start..at], page_url)
+}
+
+/// `href` (HTML-escaped, as in the page) resolved as a browser does: dot segments removed,
+/// the fragment dropped; the path and query it requests.
+fn resolve(href: &str, page_url: &str) -> String {
+    let href = href.replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&");
+    let base = url::Url::parse(&format!("http://localhost:8080{page_url}")).unwrap();
+    let url = base.join(&href).unwrap();
+    match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    }
+}
+
+/// The row ids a list page links to.
+fn listed(page: &str) -> Vec<DlqId> {
+    let mut ids: Vec<DlqId> = page
+        .split("<td class=\"num\"><a href=\"/dlq/events/")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next()?.parse().ok())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// Fingerprints and event types come from outside (a poison event's failure): each link to a
+/// group or a type, followed as a browser follows it, leads to that group's or type's page,
+/// whatever characters it holds; the group's next-page link and its patch form too.
+async fn hostile_fingerprints_and_types_link_to_themselves(store: Store) {
+    let hostile = [
+        "../../events/1?x=",
+        "a/b#c",
+        "%2e%2e",
+        "..",
+        ".",
+        " two  spaces ",
+        "\"quoted' value\"",
+        "<script>alert(1)</script>",
+        "ctl\u{1}\t\u{7f}end",
+        "?q=1&r=2",
+        "é/ü+%20",
+    ];
+    let mut by_type = Vec::new();
+    for (n, text) in hostile.iter().enumerate() {
+        let mut group = Vec::new();
+        for copy in 0..2 {
+            let mut letter = dead("Hostile", "hostile", json!({"n": n, "copy": copy}));
+            letter.event_type = format!("type {text}");
+            letter.failure.fingerprint = (*text).to_owned();
+            group.push(store.park(letter).await.unwrap().id);
+        }
+        group.sort_unstable();
+        by_type.push((format!("type {text}"), group));
+    }
+    let console = app(&store, actions());
+    let (_, groups) = get(&console, "/dlq/groups").await;
+    let (_, overview) = get(&console, "/dlq").await;
+    for (text, (event_type, ids)) in hostile.iter().zip(&by_type) {
+        // The groups list → the group's page.
+        let target = follow(&groups, &format!("<code>{}</code>", escaped(text)), "/dlq/groups");
+        let (status, page) = get(&console, &target).await;
+        assert_eq!(status, StatusCode::OK, "{text:?} → {target}: {page}");
+        assert!(page.contains(&format!("<h1>Failure group {}</h1>", escaped(text))), "{text:?} → {target}: {page}");
+        assert_eq!(listed(&page), *ids, "{text:?} → {target}: the group's rows");
+
+        // A row's page → its group.
+        let (_, detail) = get(&console, &format!("/dlq/events/{}", ids[0])).await;
+        let from_detail =
+            follow(&detail, &format!("<code>{}</code>", escaped(text)), &format!("/dlq/events/{}", ids[0]));
+        assert_eq!(from_detail, target, "{text:?}: the row links to its group");
+
+        // The group's next page (one row a page) stays in the group.
+        let sep = if target.contains('?') { '&' } else { '?' };
+        let first = format!("{target}{sep}limit=1");
+        let (_, page1) = get(&console, &first).await;
+        assert_eq!(listed(&page1), ids[1..], "{text:?}: newest first");
+        let at = page1.find("class=\"next\" href=\"").unwrap_or_else(|| panic!("{text:?}: a next link: {page1}"));
+        let href = &page1[at + "class=\"next\" href=\"".len()..];
+        let next = resolve(&href[..href.find('"').unwrap()], &first);
+        let (status, page2) = get(&console, &next).await;
+        assert_eq!(status, StatusCode::OK, "{text:?} → {next}: {page2}");
+        assert!(page2.contains(&format!("<h1>Failure group {}</h1>", escaped(text))), "{text:?} → {next}");
+        assert_eq!(listed(&page2), ids[..1], "{text:?} → {next}: the group's other row");
+
+        // The group's patch form posts to this group.
+        let at = page.find("<h3>Patch the group").unwrap();
+        let action = &page[..at];
+        let action = &action[action.rfind("action=\"").unwrap() + "action=\"".len()..];
+        let action = resolve(&action[..action.find('"').unwrap()], &target);
+        let preview = serde_urlencoded::to_string([("patch", "[]"), ("reason", "check")]).unwrap();
+        let (status, _, body) = send(&console, form(&action, &preview)).await;
+        assert_eq!(status, StatusCode::OK, "{text:?} → POST {action}: {body}");
+        assert!(body.contains("would apply to <strong class=\"moved\">2</strong>"), "{text:?} → {action}: {body}");
+
+        // The overview's count of the type → the type's rows.
+        let target = follow(&overview, &escaped(event_type), "/dlq");
+        let (status, page) = get(&console, &target).await;
+        assert_eq!(status, StatusCode::OK, "{event_type:?} → {target}: {page}");
+        assert_eq!(listed(&page), *ids, "{event_type:?} → {target}: the type's rows");
+    }
+}
+
+/// Every refusal of the API is `{"error": "..."}` in the API's own words: a malformed path, a
+/// body that is not JSON, JSON of another shape, a wrong media type, an oversized body, an
+/// unknown route, a wrong method. No Rust type name, no plain text.
+async fn api_errors_are_json_whatever_refused_them(store: Store) {
+    let (ids, _, _) = seed(&store).await;
+    let console = app(&store, actions().body_limit(1024));
+    let raw = |method: &str, uri: &str, content_type: Option<&str>, body: &str| {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::HOST, "localhost:8080")
+            .header(header::ORIGIN, "http://localhost:8080");
+        if let Some(kind) = content_type {
+            request = request.header(header::CONTENT_TYPE, kind);
+        }
+        request.body(Body::from(body.to_owned())).unwrap()
+    };
+    let json = Some("application/json");
+    let patch = format!("/dlq/api/events/{}/patch", ids[0]);
+    let cases: Vec<(Request<Body>, StatusCode, &str)> = vec![
+        (raw("GET", "/dlq/api/events/abc", None, ""), StatusCode::BAD_REQUEST, "`abc` is not a number"),
+        (raw("GET", "/dlq/api/events/99999999999999999999", None, ""), StatusCode::BAD_REQUEST, "is not a number"),
+        (raw("POST", "/dlq/api/events/abc/patch", json, "{}"), StatusCode::BAD_REQUEST, "`abc` is not a number"),
+        (raw("POST", "/dlq/api/audit/x/undo", json, "{}"), StatusCode::BAD_REQUEST, "`x` is not a number"),
+        (raw("POST", "/dlq/api/redrive", json, "{"), StatusCode::BAD_REQUEST, "not valid JSON"),
+        (raw("POST", "/dlq/api/redrive", json, "{} {}"), StatusCode::BAD_REQUEST, "not valid JSON"),
+        (raw("POST", "/dlq/api/audit/1/undo", json, ""), StatusCode::BAD_REQUEST, "not valid JSON"),
+        (
+            raw("POST", "/dlq/api/redrive", json, "\"all\""),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "must be a JSON object, not a string",
+        ),
+        (
+            raw("POST", "/dlq/api/redrive", json, "[1]"),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "must be a JSON object, not an array",
+        ),
+        (
+            raw("POST", "/dlq/api/discard", json, r#"{"filter": "x"}"#),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "`filter`: invalid type: string \"x\", expected a JSON object",
+        ),
+        (
+            raw("POST", "/dlq/api/redrive", json, r#"{"canary": "x"}"#),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "`canary`: invalid type: string \"x\", expected a whole number of 0 or more",
+        ),
+        (
+            raw("POST", "/dlq/api/redrive", json, r#"{"filter": {"ids": ["a"]}}"#),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "`filter.ids[0]`",
+        ),
+        (
+            raw("POST", "/dlq/api/redrive", json, r#"{"colour": 1}"#),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unknown field `colour`",
+        ),
+        (
+            raw("POST", &patch, json, r#"{"reason": 7}"#),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "`reason`: invalid type: number `7`, expected a string",
+        ),
+        (
+            raw("POST", "/dlq/api/redrive", Some("text/plain"), "{}"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type: application/json",
+        ),
+        (
+            raw("POST", "/dlq/api/redrive", json, &format!("{{\"reason\": \"{}\"}}", "a".repeat(4096))),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "limit of 1024 bytes",
+        ),
+        (raw("GET", "/dlq/api/no/such/route", None, ""), StatusCode::NOT_FOUND, "no such route"),
+        (raw("GET", "/dlq/api/redrive", None, ""), StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+        (raw("DELETE", "/dlq/api/stats", json, ""), StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+    ];
+    for (request, expected, says) in cases {
+        let what = format!("{} {}", request.method(), request.uri());
+        let (status, headers, body) = send(&console, request).await;
+        assert_eq!(status, expected, "{what}: {body}");
+        assert_eq!(headers[header::CONTENT_TYPE], "application/json", "{what}: {body}");
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            assert!(headers.contains_key(header::ALLOW), "{what}: a 405 names the methods");
+        }
+        let error: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {body}"));
+        let error = error["error"].as_str().unwrap_or_else(|| panic!("{what}: no error text: {body}"));
+        assert!(error.contains(says), "{what}: {error:?} should say {says:?}");
+        for rust in ["struct", "Request", "ListFilter", "usize", "u64", "i64", "Failed to"] {
+            assert!(!error.contains(rust), "{what}: {error:?} names {rust:?}");
+        }
+    }
+    // The pages answer the same refusals with an HTML page.
+    let (status, headers, body) = send(&console, raw("GET", "/dlq/events/abc", None, "")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
+    assert!(body.contains("`abc` is not a number"), "{body}");
+    let mut bad_form = form(&format!("/dlq/events/{}/edit", ids[0]), "reason=no+payload");
+    bad_form.headers_mut().insert(header::HOST, "localhost:8080".parse().unwrap());
+    let (status, headers, body) = send(&console, bad_form).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(headers[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"), "{body}");
+    assert!(body.contains("missing field `payload`"), "{body}");
+}
+
+/// An event type with control characters (which XML forbids) or markup leaves the charts'
+/// SVG well-formed, the type in the legend.
+async fn charts_stay_well_formed_with_hostile_event_types(store: Store) {
+    for event_type in ["ctl\u{1}\u{1b}[31m", "<svg onload=alert(1)>&amp;"] {
+        let mut letter = dead("Hostile", "hostile", json!({}));
+        letter.event_type = event_type.to_owned();
+        store.park(letter).await.unwrap();
+    }
+    let console = app(&store, Options::default());
+    for window in ["24h", "7d"] {
+        let (status, svg) = get(&console, &format!("/dlq/charts/parked.svg?window={window}")).await;
+        assert_eq!(status, StatusCode::OK, "{svg}");
+        let doc =
+            roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{window}: not well-formed: {e}: {svg:?}"));
+        let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
+        assert!(texts.contains(&"ctl··[31m") && texts.contains(&"<svg onload=alert(1)>&amp;"), "{texts:?}");
+        assert_eq!(doc.descendants().filter(|n| n.has_tag_name("polyline")).count(), 2);
+    }
+}
+
 async fn bad_input_is_a_clear_error(store: Store) {
     seed(&store).await;
     let app = app(&store, Options::default());
@@ -461,6 +773,10 @@ on_both_stores!(
     group_patch_previews_then_patches_every_dead_row,
     api_actions_go_through_the_admin_layer,
     security_rules_hold,
+    foreign_hosts_are_refused_without_a_token,
+    hostile_fingerprints_and_types_link_to_themselves,
+    api_errors_are_json_whatever_refused_them,
+    charts_stay_well_formed_with_hostile_event_types,
     bad_input_is_a_clear_error,
     overview_snapshots_and_circuits,
     a_stopped_operation_resumes_from_its_page,
