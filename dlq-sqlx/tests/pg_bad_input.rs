@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use dlq_core::store::Settlement;
 use dlq_core::{
     DeadLetterStore, DeadReason, Dispatched, Dispatcher, ErrorClass, FailureInfo, HandlerError, ListFilter,
-    NewDeadLetter, Payload, Registry, SourceMeta, Status, dead_letter, handlers,
+    NewDeadLetter, Payload, Registry, Scope, SourceMeta, Status, dead_letter, handlers,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use pg_support::*;
@@ -348,4 +348,57 @@ async fn park_while_postgres_is_unreachable_fails_within_the_timeout() {
         assert!(task.await.unwrap().is_err());
     }
     assert!(start.elapsed() < Duration::from_secs(4));
+}
+
+/// A park that timed out while its insert waited (here on a lock the test holds) still lands
+/// once the insert goes on, as `PgConfig::park_timeout` warns. The caller was told
+/// `ParkFailed` and did not acknowledge, so the broker redelivers the event with the same
+/// source: that park finds the row that landed by its dedupe key and returns its id, and the
+/// event has one row, not two.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_redelivery_finds_the_row_of_a_park_that_timed_out_and_landed(pool: PgPool) {
+    let store = store_with(&pool, PgConfig::default().park_timeout(Duration::from_secs(3))).await;
+    store.park(letter("warm-up", 0)).await.expect("the writer's connection is made");
+    let shared: Arc<dyn DeadLetterStore> = Arc::new(store);
+    let from = SourceMeta::kafka("payments", 0, 42);
+    let deliver = || {
+        let scope = Scope::new().store(shared.clone()).source(from.clone());
+        scope.run(handle_payment(Payment { id: 1, currency: "USD ".into() }))
+    };
+    let rows = |pool: PgPool| async move {
+        sqlx::query_scalar::<_, i64>("SELECT id FROM dlq_events WHERE dedupe_key = 'payments/0/42'")
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+    };
+
+    // Inserts into the table wait while it is locked in SHARE mode.
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE dlq_events IN SHARE MODE").execute(&mut *lock).await.unwrap();
+    let first = tokio::spawn(deliver());
+    // The park's insert is sent and waits on the lock (seen by the server) before it times out.
+    let waiting =
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
+    while sqlx::query_scalar::<_, i64>(waiting).fetch_one(&pool).await.unwrap() == 0 {
+        assert!(!first.is_finished(), "the park ended before its insert waited on the lock");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let first = first.await.unwrap();
+    assert!(
+        matches!(&first, Err(HandlerError::ParkFailed { store_error: dlq_core::Error::Timeout(_), .. })),
+        "{first:?}"
+    );
+    lock.commit().await.unwrap();
+    // The waiting insert gets the table at once; a SHARE lock conflicts with the one it holds
+    // until it commits, so taking it again waits for that commit.
+    let mut after = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE dlq_events IN SHARE MODE").execute(&mut *after).await.unwrap();
+    after.commit().await.unwrap();
+    let landed = rows(pool.clone()).await;
+    assert_eq!(landed.len(), 1, "the park that timed out landed");
+
+    let again = deliver().await.unwrap_err();
+    assert!(matches!(again, HandlerError::Parked { .. }), "{again:?}");
+    assert_eq!(again.dlq_id(), Some(landed[0]), "the redelivery found the row that landed");
+    assert_eq!(rows(pool).await, landed, "one row, not two");
 }
