@@ -189,26 +189,31 @@ impl<E: Classify + fmt::Debug> ClassifiableError<ByClassify> for E {
 
 /// `(&&&Retainer(&event)).__dlq_retain()` keeps the event for parking: it clones a `Clone`
 /// event (cheap, and serialized only if the handler fails) and serializes any other event up
-/// front. A type that is not an event fails on `assert_event`.
+/// front (`serde_json::to_vec`). A type that is not an event fails on `assert_event`.
 pub struct Retainer<'a, T>(pub &'a T);
 
 /// The retained event.
 pub enum Retained<T> {
-    Value(T, fn(&T) -> Result<Payload, Error>),
-    Payload(Result<Payload, Error>),
+    Value(T, fn(&T, usize) -> Result<Payload, Error>),
+    /// The event's compact JSON serialization.
+    Serialized(Result<Vec<u8>, Error>),
 }
 
 impl<T> Retained<T> {
+    /// The event as the store of the current scope keeps it: over its `max_payload_bytes`,
+    /// cut here, before the store is called (and so before its park timeout starts), with the
+    /// length and SHA-256 of the event's compact JSON serialization.
     pub fn into_payload(self) -> Result<Payload, Error> {
+        let max = crate::live::payload_limit();
         match self {
-            Self::Value(v, to_payload) => to_payload(&v),
-            Self::Payload(p) => p,
+            Self::Value(v, to_payload) => to_payload(&v, max),
+            Self::Serialized(bytes) => bytes.map(|bytes| Payload::from_serialized_within(bytes, max)),
         }
     }
 }
 
-fn to_payload<T: serde::Serialize>(event: &T) -> Result<Payload, Error> {
-    Payload::from_event(event).map_err(Error::Serialize)
+fn to_payload<T: serde::Serialize>(event: &T, max_bytes: usize) -> Result<Payload, Error> {
+    Payload::from_event_within(event, max_bytes).map_err(Error::Serialize)
 }
 
 pub trait ViaClone<T> {
@@ -225,7 +230,7 @@ pub trait ViaSerialize<T> {
 }
 impl<T: serde::Serialize> ViaSerialize<T> for &Retainer<'_, T> {
     fn __dlq_retain(&self) -> Retained<T> {
-        Retained::Payload(to_payload(self.0))
+        Retained::Serialized(serde_json::to_vec(self.0).map_err(Error::Serialize))
     }
 }
 
@@ -235,7 +240,7 @@ pub trait ViaNotAnEvent<T> {
 impl<T> ViaNotAnEvent<T> for Retainer<'_, T> {
     fn __dlq_retain(&self) -> Retained<T> {
         let message = format!("`{}` is not serializable", std::any::type_name::<T>());
-        Retained::Payload(Err(Error::Serialize(serde::ser::Error::custom(message))))
+        Retained::Serialized(Err(Error::Serialize(serde::ser::Error::custom(message))))
     }
 }
 
@@ -393,7 +398,8 @@ mod tests {
         assert!(matches!(r, Retained::Value(5, _)));
         assert!(matches!(r.into_payload(), Ok(Payload::Json(_))));
         let r = (&&&Retainer(&NotClone(1))).__dlq_retain();
-        assert!(matches!(r, Retained::Payload(Ok(Payload::Json(_)))));
+        assert!(matches!(r, Retained::Serialized(Ok(ref bytes)) if bytes == b"1"));
+        assert!(matches!(r.into_payload(), Ok(Payload::Json(_))));
         let r = (&&&Retainer(&std::time::Instant::now())).__dlq_retain();
         assert!(matches!(r.into_payload(), Err(Error::Serialize(_))));
     }

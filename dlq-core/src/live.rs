@@ -58,11 +58,18 @@ pub enum HandlerError<E> {
         error: E,
     },
     /// The event is over the store's payload limit
-    /// ([`DEFAULT_MAX_PAYLOAD_BYTES`](crate::DEFAULT_MAX_PAYLOAD_BYTES) unless the store says
-    /// otherwise): a dead row (`too_large`) records the failure with the payload's first
-    /// bytes, length and SHA-256, so it is visible, but **the event itself is not saved**.
-    /// Acknowledging it upstream loses it: keep it elsewhere first (a broker's dead-letter
-    /// topic, object storage), or raise the store's limit.
+    /// ([`DeadLetterStore::max_payload_bytes`]: [`DEFAULT_MAX_PAYLOAD_BYTES`](crate::DEFAULT_MAX_PAYLOAD_BYTES)
+    /// unless the store says otherwise): a dead row (`too_large`) records the failure with
+    /// the payload's first bytes, length and SHA-256, so it is visible, but **the event
+    /// itself is not saved**. Acknowledging it upstream loses it: keep it elsewhere first (a
+    /// broker's dead-letter topic, object storage), or raise the store's limit.
+    ///
+    /// "Over the limit" is the length of the event's compact JSON serialization
+    /// (`serde_json::to_vec(&event)`), and the row's [`Truncation`](crate::Truncation) holds
+    /// the length and SHA-256 of those bytes. It is decided before the store is called, from
+    /// that serialization alone: which of `TooLarge` and `Parked` a call gets does not depend
+    /// on how fast the machine is, and the store's park timeout bounds only the writing of the
+    /// row that records it.
     TooLarge {
         /// The dead-letter row that records the failure.
         id: DlqId,
@@ -98,10 +105,13 @@ impl<E> HandlerError<E> {
         matches!(self, Self::Parked { .. })
     }
 
-    /// The dead-letter id, when parked.
+    /// The dead-letter row's id: the parked event's ([`Parked`](Self::Parked)), or the row
+    /// that records a [`TooLarge`](Self::TooLarge) event (which is not saved: check
+    /// [`is_parked`](Self::is_parked) before acknowledging upstream). `None` when no row was
+    /// written.
     pub const fn dlq_id(&self) -> Option<DlqId> {
         match self {
-            Self::Parked { id, .. } => Some(*id),
+            Self::Parked { id, .. } | Self::TooLarge { id, .. } => Some(*id),
             _ => None,
         }
     }
@@ -333,10 +343,21 @@ impl Scope {
     }
 }
 
+/// The largest payload the live path's store here keeps whole
+/// ([`DeadLetterStore::max_payload_bytes`]); no limit without a store (the park then fails
+/// with [`Error::NoStore`], or a deferred letter is cut by the store the caller parks it in).
+pub(crate) fn payload_limit() -> usize {
+    current_store().map_or(usize::MAX, |store| store.max_payload_bytes())
+}
+
 /// Builds the letter for a failure of `reg`'s handler, deciding its initial state. The row
-/// keeps the handler's own `max_retries` whatever the class, so a redrive gets that many.
+/// keeps the handler's own `max_retries` whatever the class, so a redrive gets that many. A
+/// payload already cut to the store's limit parks dead (`too_large`), as the store would.
 pub(crate) fn letter_for(reg: &Registration, payload: Payload, failure: FailureInfo) -> NewDeadLetter {
     let letter = NewDeadLetter::new(reg.event_type, payload, failure).with_handler(reg.handler);
+    if letter.payload.is_truncated() {
+        return letter.retry(std::time::Duration::ZERO, reg.policy.max_retries).dead(DeadReason::TooLarge);
+    }
     let policy = reg.policy;
     match letter.failure.class {
         ErrorClass::Permanent | ErrorClass::Fatal => {
@@ -450,9 +471,10 @@ pub enum Dispatched {
         /// Set when the event was parked dead at once.
         dead_reason: Option<DeadReason>,
     },
-    /// The event is over the store's payload limit: a dead row (`too_large`) records the
-    /// failure with the payload's first bytes, length and SHA-256, but the event itself is not
-    /// saved (see [`HandlerError::TooLarge`]).
+    /// The event is over the store's payload limit (the bytes given are longer than
+    /// [`DeadLetterStore::max_payload_bytes`]): a dead row (`too_large`) records the failure
+    /// with their first bytes, and the length and SHA-256 of the bytes exactly as given, but
+    /// the event itself is not saved (see [`HandlerError::TooLarge`]).
     TooLarge {
         /// The dead-letter row that records the failure.
         id: DlqId,
@@ -571,9 +593,12 @@ impl Dispatcher {
         source: SourceMeta,
         dedupe_key: Option<String>,
     ) -> Result<Dispatched, Error> {
-        // The handler decodes the whole input; only the store cuts a payload over its limit.
-        let payload = Payload::from_bytes(bytes);
+        // The handler decodes the whole input. A failure parks it as the store keeps it: over
+        // the store's limit (the length of `bytes`, decided before the store is called), only
+        // its first bytes, with the length and SHA-256 of `bytes` exactly as given.
+        let max = self.store.max_payload_bytes();
         let Ok(reg) = self.registry.get(event_type) else {
+            let payload = Payload::from_bytes_within(bytes, max);
             let failure = FailureInfo::new(
                 ErrorClass::Permanent,
                 "no_handler",
@@ -586,20 +611,22 @@ impl Dispatcher {
                 .dead(DeadReason::NoHandler);
             return self.park(letter, dedupe_key, failure).await;
         };
+        let payload = Payload::from_bytes(bytes);
         let invocation = Invocation {
             payload: payload.clone(),
             context: Arc::clone(&self.context),
             attempt: Attempt::first(),
             runner: Runner::Dispatcher,
         };
+        let stored = || if bytes.len() > max { Payload::from_bytes_within(bytes, max) } else { payload };
         let (letter, failure) = match (reg.dispatch)(invocation).await {
             HandlerOutcome::Succeeded => return Ok(Dispatched::Succeeded),
             HandlerOutcome::Failed(failure) if failure.class == ErrorClass::Fatal => {
                 return Ok(Dispatched::Fatal(failure));
             }
-            HandlerOutcome::Failed(failure) => (letter_for(reg, payload, failure.clone()), failure),
+            HandlerOutcome::Failed(failure) => (letter_for(reg, stored(), failure.clone()), failure),
             HandlerOutcome::Undecodable(failure) => {
-                let letter = NewDeadLetter::new(reg.event_type, payload, failure.clone())
+                let letter = NewDeadLetter::new(reg.event_type, stored(), failure.clone())
                     .with_handler(reg.handler)
                     .retry(std::time::Duration::ZERO, reg.policy.max_retries)
                     .dead(DeadReason::Undecodable);
@@ -834,6 +861,31 @@ mod tests {
         let out = dispatcher(store.clone()).dispatch("echo", b"\"fatal\"").await.unwrap();
         assert!(matches!(out, Dispatched::Fatal(_)));
         assert!(store.is_empty());
+    }
+
+    #[test]
+    fn dlq_id_names_the_row_of_a_too_large_event() {
+        let too_large = HandlerError::TooLarge { id: 7, class: ErrorClass::Transient, error: "e" };
+        assert_eq!((too_large.dlq_id(), too_large.is_parked()), (Some(7), false), "recorded, not saved");
+        let parked = HandlerError::Parked { id: 8, class: ErrorClass::Transient, error: "e" };
+        assert_eq!((parked.dlq_id(), parked.is_parked()), (Some(8), true));
+        assert_eq!(HandlerError::Fatal { error: "e" }.dlq_id(), None);
+    }
+
+    /// A payload the live path already cut to the store's limit parks dead (`too_large`) and
+    /// comes back as `TooLarge` with the row's id, whatever the class.
+    #[tokio::test]
+    async fn a_cut_payload_parks_too_large() {
+        let store = Arc::new(MemoryStore::new());
+        let cut = Payload::from_bytes_within(br#"{"z":1,"a":2}"#, 4);
+        let err = with_store(store.clone(), park_failure(&ECHO, Ok(cut.clone()), failure(ErrorClass::Transient), "e"));
+        let HandlerError::TooLarge { id, class: ErrorClass::Transient, .. } = err.await else { panic!() };
+        let row = store.get_now(id).unwrap();
+        assert_eq!((row.status, row.dead_reason), (Status::FailedPermanently, Some(DeadReason::TooLarge)));
+        assert_eq!(row.payload, cut);
+        let deferred = Scope::new().defer_park().run(park_failure(&ECHO, Ok(cut), failure(ErrorClass::Transient), ()));
+        let HandlerError::Deferred { letter, .. } = deferred.await else { panic!() };
+        assert_eq!(letter.dead_reason, Some(DeadReason::TooLarge), "as the store will park it");
     }
 
     #[tokio::test]

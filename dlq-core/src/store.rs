@@ -380,6 +380,9 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// The largest payload this store keeps whole, in bytes
     /// ([`DEFAULT_MAX_PAYLOAD_BYTES`](crate::DEFAULT_MAX_PAYLOAD_BYTES) unless configured).
     /// A larger one is cut and parked dead ([`DeadReason::TooLarge`](crate::DeadReason::TooLarge)).
+    /// The live path and a [`Dispatcher`](crate::Dispatcher) read it to decide "too large" and
+    /// cut the event themselves before they call [`park`](Self::park), so a store must report
+    /// the limit its `park` applies.
     fn max_payload_bytes(&self) -> usize {
         crate::DEFAULT_MAX_PAYLOAD_BYTES
     }

@@ -181,3 +181,44 @@ async fn two_stores_share_one_file() {
     a.pool().close().await;
     b.pool().close().await;
 }
+
+/// Fields in another order than sorted keys: a hash over a `serde_json::Value` of it (keys
+/// sorted) is not the hash of its serialization.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Upload {
+    name: String,
+    blob: String,
+}
+
+#[dlq_core::dead_letter(event_type = "upload")]
+async fn handle_upload(u: Upload) -> Result<(), std::io::Error> {
+    Err(std::io::Error::other(format!("scanner down for {}", u.name)))
+}
+
+/// A live handler's event one byte over the store's limit (64 MiB: SQLite has no other) is
+/// `TooLarge` with the row's id; the row keeps the first bytes of `serde_json::to_vec(&event)`
+/// and that serialization's length and SHA-256.
+#[tokio::test]
+async fn a_live_event_over_the_limit_is_too_large_with_the_hash_of_its_serialization() {
+    use dlq_core::{DeadReason, HandlerError, Payload, Status};
+    use sha2::Digest;
+    let db = TempDb::new("too_large");
+    let store = std::sync::Arc::new(db.store().await);
+    let max = store.max_payload_bytes();
+    let blob = "x".repeat(max + 1 - r#"{"name":"scan","blob":""}"#.len());
+    // serde_json::to_vec of the upload, written out: its fields in declaration order.
+    let original = format!(r#"{{"name":"scan","blob":"{blob}"}}"#).into_bytes();
+    assert_eq!(original.len(), max + 1);
+    let upload = Upload { name: "scan".into(), blob };
+    let err = dlq_core::with_store(store.clone(), handle_upload(upload)).await.unwrap_err();
+    let HandlerError::TooLarge { id, .. } = &err else { panic!("expected TooLarge, got {err:?}") };
+    let row = store.get(*id).await.expect("get").expect("the row");
+    assert_eq!((row.status, row.dead_reason), (Status::FailedPermanently, Some(DeadReason::TooLarge)));
+    let Payload::Raw { bytes, truncated: Some(t) } = row.payload else { panic!("expected a cut payload") };
+    assert!(bytes == original[..max], "the first bytes of the serialization");
+    assert_eq!(t.original_len, original.len() as u64);
+    let sha256: String = sha2::Sha256::digest(&original).iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(t.original_sha256, sha256);
+    assert_eq!((err.dlq_id(), err.is_parked()), (Some(*id), false));
+    store.pool().close().await;
+}

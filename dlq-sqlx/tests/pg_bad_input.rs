@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use dlq_core::store::Settlement;
 use dlq_core::{
-    DeadLetterStore, DeadReason, Dispatched, Dispatcher, ErrorClass, FailureInfo, ListFilter, NewDeadLetter, Payload,
-    Registry, SourceMeta, Status, dead_letter, handlers,
+    DeadLetterStore, DeadReason, Dispatched, Dispatcher, ErrorClass, FailureInfo, HandlerError, ListFilter,
+    NewDeadLetter, Payload, Registry, Scope, SourceMeta, Status, dead_letter, handlers,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use pg_support::*;
@@ -109,6 +109,83 @@ async fn payloads_over_the_limit_are_truncated_with_length_and_hash(pool: PgPool
     let raw = Payload::Raw { bytes: vec![0xab; 5000], truncated: None };
     let id = store.park(NewDeadLetter::new("payment", raw, failure(ErrorClass::Transient, "down"))).await.unwrap().id;
     assert!(store.get(id).await.unwrap().unwrap().payload.is_truncated());
+}
+
+/// An upload whose fields serialize in another order than sorted keys: a hash taken over a
+/// `serde_json::Value` of it (keys sorted) is not the hash of its serialization.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Upload {
+    name: String,
+    blob: String,
+}
+
+#[dead_letter(event_type = "bad-input-upload")]
+async fn handle_upload(u: Upload) -> Result<(), std::io::Error> {
+    Err(std::io::Error::other(format!("scanner down for {}", u.name)))
+}
+
+/// An upload whose compact serialization takes `len` bytes.
+fn upload_of(len: usize) -> Upload {
+    let upload = Upload { name: "scan".into(), blob: String::new() };
+    let empty = serde_json::to_vec(&upload).unwrap().len();
+    Upload { blob: "x".repeat(len - empty), ..upload }
+}
+
+async fn sha256_hex(pool: &PgPool, bytes: &[u8]) -> String {
+    sqlx::query_scalar("SELECT encode(sha256($1), 'hex')").bind(bytes).fetch_one(pool).await.unwrap()
+}
+
+/// The row of a too-large event: dead (`too_large`), its first `max` bytes kept raw.
+async fn too_large_row(store: &PgStore, id: i64, max: usize) -> (Vec<u8>, dlq_core::Truncation) {
+    let row = store.get(id).await.unwrap().unwrap();
+    assert_eq!((row.status, row.dead_reason), (Status::FailedPermanently, Some(DeadReason::TooLarge)));
+    let Payload::Raw { bytes, truncated: Some(t) } = row.payload else { panic!("expected a cut payload") };
+    assert_eq!(bytes.len(), max);
+    (bytes, t)
+}
+
+/// A live handler's event one byte over the store's limit (`PgConfig::max_payload_bytes`, not
+/// the default) is `TooLarge` with the row's id, never `ParkFailed`: "too large" is decided
+/// from the event's serialization before the store is called. The row keeps the first bytes
+/// of `serde_json::to_vec(&event)` and that serialization's length and SHA-256 (checked by
+/// PostgreSQL's `sha256`); an event of exactly the limit is parked whole.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_live_event_over_the_stores_limit_is_too_large_with_the_hash_of_its_serialization(pool: PgPool) {
+    const MAX: usize = 1024;
+    let store = store_with(&pool, PgConfig::default().max_payload_bytes(MAX)).await;
+    let shared: Arc<dyn DeadLetterStore> = Arc::new(store.clone());
+    let upload = upload_of(MAX + 1);
+    let original = serde_json::to_vec(&upload).unwrap();
+    let err = dlq_core::with_store(shared.clone(), handle_upload(upload)).await.unwrap_err();
+    let HandlerError::TooLarge { id, class, .. } = &err else { panic!("expected TooLarge, got {err:?}") };
+    let (kept, t) = too_large_row(&store, *id, MAX).await;
+    assert_eq!(kept, original[..MAX], "the first bytes of the serialization, in field order");
+    assert_eq!(t.original_len, original.len() as u64);
+    assert_eq!(t.original_sha256, sha256_hex(&pool, &original).await);
+    assert_eq!((err.dlq_id(), *class, err.is_parked()), (Some(*id), ErrorClass::Transient, false));
+
+    let whole = upload_of(MAX);
+    let err = dlq_core::with_store(shared, handle_upload(whole.clone())).await.unwrap_err();
+    let HandlerError::Parked { id, .. } = err else { panic!("expected Parked, got {err:?}") };
+    let row = store.get(id).await.unwrap().unwrap();
+    assert_eq!(row.payload, Payload::Json(serde_json::to_value(&whole).unwrap()));
+}
+
+/// A `Dispatcher` given bytes over the store's limit parks their first bytes with the length
+/// and SHA-256 of the bytes exactly as given (not of JSON made again from them), and says
+/// `TooLarge` with the row's id.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn dispatched_bytes_over_the_limit_keep_the_hash_of_the_bytes_given(pool: PgPool) {
+    const MAX: usize = 1024;
+    let store = store_with(&pool, PgConfig::default().max_payload_bytes(MAX)).await;
+    let dispatcher = Dispatcher::new(Arc::new(store.clone()), handlers![handle_upload].unwrap());
+    let input = serde_json::to_vec(&upload_of(MAX + 1)).unwrap();
+    let out = dispatcher.dispatch("bad-input-upload", &input).await.expect("recorded");
+    let Dispatched::TooLarge { id, failure } = out else { panic!("expected TooLarge, got {out:?}") };
+    assert!(failure.reason.contains("scanner down"), "{}", failure.reason);
+    let (kept, t) = too_large_row(&store, id, MAX).await;
+    assert_eq!((kept.as_slice(), t.original_len), (&input[..MAX], input.len() as u64));
+    assert_eq!(t.original_sha256, sha256_hex(&pool, &input).await);
 }
 
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
@@ -271,4 +348,57 @@ async fn park_while_postgres_is_unreachable_fails_within_the_timeout() {
         assert!(task.await.unwrap().is_err());
     }
     assert!(start.elapsed() < Duration::from_secs(4));
+}
+
+/// A park that timed out while its insert waited (here on a lock the test holds) still lands
+/// once the insert goes on, as `PgConfig::park_timeout` warns. The caller was told
+/// `ParkFailed` and did not acknowledge, so the broker redelivers the event with the same
+/// source: that park finds the row that landed by its dedupe key and returns its id, and the
+/// event has one row, not two.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_redelivery_finds_the_row_of_a_park_that_timed_out_and_landed(pool: PgPool) {
+    let store = store_with(&pool, PgConfig::default().park_timeout(Duration::from_secs(3))).await;
+    store.park(letter("warm-up", 0)).await.expect("the writer's connection is made");
+    let shared: Arc<dyn DeadLetterStore> = Arc::new(store);
+    let from = SourceMeta::kafka("payments", 0, 42);
+    let deliver = || {
+        let scope = Scope::new().store(shared.clone()).source(from.clone());
+        scope.run(handle_payment(Payment { id: 1, currency: "USD ".into() }))
+    };
+    let rows = |pool: PgPool| async move {
+        sqlx::query_scalar::<_, i64>("SELECT id FROM dlq_events WHERE dedupe_key = 'payments/0/42'")
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+    };
+
+    // Inserts into the table wait while it is locked in SHARE mode.
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE dlq_events IN SHARE MODE").execute(&mut *lock).await.unwrap();
+    let first = tokio::spawn(deliver());
+    // The park's insert is sent and waits on the lock (seen by the server) before it times out.
+    let waiting =
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
+    while sqlx::query_scalar::<_, i64>(waiting).fetch_one(&pool).await.unwrap() == 0 {
+        assert!(!first.is_finished(), "the park ended before its insert waited on the lock");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let first = first.await.unwrap();
+    assert!(
+        matches!(&first, Err(HandlerError::ParkFailed { store_error: dlq_core::Error::Timeout(_), .. })),
+        "{first:?}"
+    );
+    lock.commit().await.unwrap();
+    // The waiting insert gets the table at once; a SHARE lock conflicts with the one it holds
+    // until it commits, so taking it again waits for that commit.
+    let mut after = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE dlq_events IN SHARE MODE").execute(&mut *after).await.unwrap();
+    after.commit().await.unwrap();
+    let landed = rows(pool.clone()).await;
+    assert_eq!(landed.len(), 1, "the park that timed out landed");
+
+    let again = deliver().await.unwrap_err();
+    assert!(matches!(again, HandlerError::Parked { .. }), "{again:?}");
+    assert_eq!(again.dlq_id(), Some(landed[0]), "the redelivery found the row that landed");
+    assert_eq!(rows(pool).await, landed, "one row, not two");
 }

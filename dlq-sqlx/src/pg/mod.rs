@@ -72,9 +72,14 @@ pub struct PgConfig {
     /// Whether [`PgStore::from_pool`] applies the embedded migrations ([`MIGRATOR`]).
     pub run_migrations: bool,
     /// The longest a park may take, queueing and admission included; past it the caller gets
-    /// [`dlq_core::Error::Timeout`] (or `Full` while waiting for room), never a hang. A park
+    /// [`dlq_core::Error::Timeout`] (or `Full` while waiting for room), never a hang. It starts
+    /// once the letters are prepared: measuring them, and cutting a payload over
+    /// [`max_payload_bytes`](Self::max_payload_bytes), comes first and is not counted (the
+    /// live path has already cut an event over the limit before it calls the store). A park
     /// that timed out while its batch was being committed may still be stored: the caller
-    /// must treat it as not parked (not ack upstream), and a dedupe key makes the retry a no-op.
+    /// must treat it as not parked (not ack upstream), and a dedupe key (the event's source)
+    /// makes the redelivery find the row that landed: its park returns that row's id, and the
+    /// event has one row, not two.
     pub park_timeout: Duration,
     /// How long the group-commit writer waits for more concurrent parks before writing a
     /// batch. Parks that queued while the previous batch was written are always taken at once,
@@ -95,7 +100,10 @@ pub struct PgConfig {
     pub max_batch_bytes: Option<usize>,
     /// Group-commit writers (each writes one batch at a time, on its own connection).
     pub writers: usize,
-    /// Payloads larger than this are stored truncated, with the original's length and SHA-256.
+    /// Payloads larger than this are stored truncated, with the original's length and SHA-256
+    /// ([`DEFAULT_MAX_PAYLOAD_BYTES`] by default). The store reports it as
+    /// [`DeadLetterStore::max_payload_bytes`], which the live path and a `Dispatcher` read to
+    /// decide "too large" before they call the store.
     pub max_payload_bytes: usize,
     /// The most rows the table may hold; `None` for no limit.
     pub max_entries: Option<u64>,

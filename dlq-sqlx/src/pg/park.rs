@@ -68,12 +68,16 @@ impl std::error::Error for SharedError {
     }
 }
 
-/// Parks through the group-commit writer, bounded by the park timeout.
+/// Parks through the group-commit writer, bounded by the park timeout. The letters are
+/// prepared (measured, and cut when over the payload limit) before the timeout starts: that
+/// is work in proportion to the payloads, not waiting, and a letter whose preparation ran
+/// past the deadline would be sent to the writer only to be answered with a timeout.
 pub(crate) async fn park(store: &PgStore, letters: Vec<NewDeadLetter>) -> StoreResult<Vec<Parked>> {
     if letters.is_empty() {
         return Ok(Vec::new());
     }
     let inner = &store.inner;
+    let (letters, size) = prepare(letters, inner.config.max_payload_bytes);
     let timeout = inner.config.park_timeout;
     let deadline = Instant::now() + timeout;
     if let Some(capacity) = &inner.capacity {
@@ -81,7 +85,6 @@ pub(crate) async fn park(store: &PgStore, letters: Vec<NewDeadLetter>) -> StoreR
         // each call) three times the size, without a capacity limit too.
         Box::pin(capacity.admit(store, letters.len() as u64, deadline)).await?;
     }
-    let (letters, size) = prepare(letters, inner.config.max_payload_bytes);
     match tokio::time::timeout_at(deadline, inner.writer.submit(letters, size)).await {
         Ok(result) => result,
         Err(_) => Err(dlq_core::Error::Timeout(timeout)),
@@ -107,11 +110,15 @@ pub(crate) fn prepare(letters: Vec<NewDeadLetter>, max_payload: usize) -> (Vec<N
 /// One letter made storable, and its payload's size as stored.
 fn prepare_one(mut letter: NewDeadLetter, max_payload: usize) -> (NewDeadLetter, usize) {
     letter.payload = jsonb_storable(letter.payload);
-    // The size is measured once; only a payload over the limit is measured again, to be cut.
-    let len = letter.payload.len();
-    if len > max_payload || letter.payload.is_truncated() {
-        letter = letter.fit(max_payload);
-    }
+    // The size is measured once, and only up to the limit: a payload over it is cut in one
+    // more pass (none for one the live path already cut), whatever its size.
+    let len = match letter.payload.len_within(max_payload) {
+        Some(len) if !letter.payload.is_truncated() => len,
+        _ => {
+            letter = letter.fit(max_payload);
+            letter.payload.len()
+        }
+    };
     clean(&mut letter.event_type);
     clean(&mut letter.handler);
     if let Some(key) = &mut letter.dedupe_key {
@@ -132,7 +139,7 @@ fn prepare_one(mut letter: NewDeadLetter, max_payload: usize) -> (NewDeadLetter,
     let f = &mut letter.failure;
     [&mut f.kind, &mut f.reason, &mut f.fingerprint].into_iter().chain(f.chain.iter_mut()).for_each(clean);
     f.stacktrace.iter_mut().for_each(clean);
-    (letter, len.min(max_payload))
+    (letter, len)
 }
 
 /// Replaces NUL characters, which PostgreSQL text and JSONB strings cannot hold.
