@@ -115,7 +115,8 @@ pub use memory::MemoryStore;
 pub use observe::{METRICS, StoreGauges, describe_metrics, record_overflow};
 pub use record::{
     AttemptRecord, AuditEntry, AuditNote, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter, DeadReason, DlqId, FailureGroup,
-    ListFilter, NewDeadLetter, Order, Parked, Payload, RetrierHeartbeat, SourceMeta, StatsRow, Status, Truncation,
+    ListFilter, NewDeadLetter, Order, Parked, Payload, RetrierHeartbeat, SourceMeta, StatsRow, Status,
+    TOO_LARGE_PREVIEW_BYTES, Truncation,
 };
 pub use registry::{Registry, registry};
 pub use retrier::{Retrier, RetrierStats};

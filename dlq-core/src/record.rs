@@ -117,6 +117,19 @@ string_enum! {
 /// message limit (Kafka and NATS: 1 MiB). SQLite's limit is 1 GB per value.
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 64 * 1024 * 1024;
 
+/// How many of its first bytes a payload over the store's limit keeps (64 KiB, or the limit
+/// when that is lower): enough for an operator to see what the event was, with its length and
+/// SHA-256 beside them. Not more: the event is not saved either way (a cut payload can be
+/// neither retried nor redriven), and writing tens of mebibytes of a preview would make the
+/// `TooLarge` answer wait on the database (a 64 MiB row takes seconds to write), where the
+/// caller needs it within the park timeout.
+pub const TOO_LARGE_PREVIEW_BYTES: usize = 64 * 1024;
+
+/// The bytes a payload over a limit of `max_bytes` keeps.
+const fn preview_len(max_bytes: usize) -> usize {
+    if max_bytes < TOO_LARGE_PREVIEW_BYTES { max_bytes } else { TOO_LARGE_PREVIEW_BYTES }
+}
+
 /// The stored event: JSON when it is valid JSON that PostgreSQL's JSONB accepts, raw bytes
 /// otherwise (not JSON, JSON containing `\u0000`, nesting beyond serde's limit, truncated).
 ///
@@ -186,7 +199,7 @@ impl Payload {
 
     /// Classifies raw input bytes as a store with a limit of `max_bytes` keeps them: as
     /// [`from_bytes`](Self::from_bytes) when there are at most `max_bytes` of them; otherwise
-    /// their first `max_bytes` bytes, raw, with the length and SHA-256 of `bytes` themselves
+    /// their first bytes ([`TOO_LARGE_PREVIEW_BYTES`], at most `max_bytes`), raw, with the length and SHA-256 of `bytes` themselves
     /// in [`Truncation`]. Whether they are too large is their length alone: nothing is parsed.
     ///
     /// ```
@@ -199,6 +212,7 @@ impl Payload {
     pub fn from_bytes_within(bytes: &[u8], max_bytes: usize) -> Self {
         match bytes.get(..max_bytes) {
             Some(kept) if kept.len() < bytes.len() => {
+                let kept = &kept[..preview_len(max_bytes)];
                 Self::Raw { bytes: kept.to_vec(), truncated: Some(truncation_of(bytes)) }
             }
             _ => Self::from_bytes(bytes),
@@ -220,7 +234,7 @@ impl Payload {
     /// Serializes a typed event as a store with a limit of `max_bytes` keeps it: as
     /// [`from_event`](Self::from_event) when its compact JSON serialization
     /// (`serde_json::to_vec(event)`) takes at most `max_bytes`; otherwise the first
-    /// `max_bytes` bytes of that serialization, raw, with its length and SHA-256 in
+    /// bytes of that serialization (at most `max_bytes`: [`TOO_LARGE_PREVIEW_BYTES`]), raw, with its length and SHA-256 in
     /// [`Truncation`]. The event is serialized once to measure it (and to hash it when it is
     /// too large), without holding more than `max_bytes` of it; this is what the live path
     /// of a `#[dead_letter]` handler parks, with the store's
@@ -264,7 +278,7 @@ impl Payload {
     /// The first `max_bytes` of `bytes`, raw, with the length and SHA-256 of all of them.
     fn cut_bytes(mut bytes: Vec<u8>, max_bytes: usize) -> Self {
         let truncation = truncation_of(&bytes);
-        bytes.truncate(max_bytes);
+        bytes.truncate(preview_len(max_bytes));
         Self::Raw { bytes, truncated: Some(truncation) }
     }
 
@@ -284,19 +298,19 @@ impl Payload {
     }
 
     /// The payload as a store keeps it under a limit of `max_bytes`: itself when it fits,
-    /// otherwise its first `max_bytes` bytes as [`Payload::Raw`] with the original's length
+    /// otherwise its first bytes ([`TOO_LARGE_PREVIEW_BYTES`], at most `max_bytes`) as [`Payload::Raw`] with the original's length
     /// and SHA-256 in [`Truncation`].
     #[must_use]
     pub fn fit(self, max_bytes: usize) -> Self {
         if self.len_within(max_bytes).is_some() { self } else { self.cut(max_bytes) }
     }
 
-    /// The first `max_bytes` bytes; an already cut payload keeps its original's length and
+    /// The first bytes ([`TOO_LARGE_PREVIEW_BYTES`], at most `max_bytes`); an already cut payload keeps its original's length and
     /// hash. JSON is serialized once, into the bytes kept and the hash, never whole in memory.
     fn cut(self, max_bytes: usize) -> Self {
         match self {
             Self::Raw { mut bytes, truncated: Some(original) } => {
-                bytes.truncate(max_bytes);
+                bytes.truncate(preview_len(max_bytes));
                 Self::Raw { bytes, truncated: Some(original) }
             }
             Self::Raw { bytes, truncated: None } => Self::cut_bytes(bytes, max_bytes),
@@ -420,7 +434,9 @@ impl Fitting {
         use sha2::Digest;
         let Some(hasher) = self.hasher else { return Payload::cut_bytes(self.kept, self.max) };
         let truncation = Truncation { original_len: self.len, original_sha256: hex(&hasher.finalize()) };
-        Payload::Raw { bytes: self.kept, truncated: Some(truncation) }
+        let mut bytes = self.kept;
+        bytes.truncate(preview_len(self.max));
+        Payload::Raw { bytes, truncated: Some(truncation) }
     }
 }
 

@@ -178,7 +178,7 @@ pub async fn park_over_limit_is_dead_and_never_claimed<S: DeadLetterStore>(s: &S
     let l = get(s, parked.id).await;
     assert_eq!((l.status, l.dead_reason), (Status::FailedPermanently, Some(DeadReason::TooLarge)));
     let Payload::Raw { bytes: kept, truncated: Some(t) } = &l.payload else { panic!("{:?}", l.payload.len()) };
-    assert_eq!((kept.len(), t.original_len), (max, bytes.len() as u64));
+    assert_eq!((kept.len(), t.original_len), (max.min(crate::TOO_LARGE_PREVIEW_BYTES), bytes.len() as u64));
     assert!(s.claim(request(&["payment"], 10, LONG, "me")).await.expect("claim").is_empty());
     let redriven = s.redrive(ListFilter::default().ids([parked.id]), "ops").await.expect("redrive");
     assert!(redriven.is_empty(), "a cut payload is not redriven");
@@ -767,13 +767,15 @@ pub async fn purge_by_age<S: DeadLetterStore>(s: &S) {
     let dead = park(s, letter("payment", 4).dead(DeadReason::Permanent)).await;
     assert_eq!(s.purge(Duration::from_secs(3600)).await.expect("purge"), 0, "nothing is an hour old");
     assert_eq!(s.purge(Duration::from_secs(100 * 365 * 86_400)).await.expect("purge"), 0);
-    tokio::time::sleep(Duration::from_millis(60)).await;
+    // The old rows are a second old, the late one a fraction of that: a margin that a loaded
+    // machine's pauses do not eat.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     let late = park(s, letter("late", 5)).await;
     s.discard(ListFilter::default().ids([late]), "ops").await.expect("discard");
     assert_eq!(s.count_purgeable(Duration::from_secs(3600)).await.expect("count"), 0);
-    assert_eq!(s.count_purgeable(Duration::from_millis(30)).await.expect("count"), 2, "what purge deletes");
-    assert_eq!(s.purge(Duration::from_millis(30)).await.expect("purge"), 2);
-    assert_eq!(s.count_purgeable(Duration::from_millis(30)).await.expect("count"), 0);
+    assert_eq!(s.count_purgeable(Duration::from_millis(500)).await.expect("count"), 2, "what purge deletes");
+    assert_eq!(s.purge(Duration::from_millis(500)).await.expect("purge"), 2);
+    assert_eq!(s.count_purgeable(Duration::from_millis(500)).await.expect("count"), 0);
     for id in [succeeded, discarded] {
         assert!(s.get(id).await.expect("get").is_none());
         assert!(s.attempts(id).await.expect("attempts").is_empty() && s.audit(id).await.expect("audit").is_empty());
