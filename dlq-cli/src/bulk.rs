@@ -99,9 +99,16 @@ async fn run(bulk: Bulk<'_>, pacing: Pacing, out: &Out) -> Result<ExitCode, Fail
     let stop = Arc::new(Stop::default());
     let token = CancellationToken::new();
     let ctrl_c = interrupt(Arc::clone(&stop), token.clone())?;
-    if let Some(op) = bulk.operation() {
-        out.note(&format!("operation {} ({}), resume with --resume {}", op.id, op.action.as_str(), op.id));
+    let resume = bulk.operation().map(|op| format!("dlq {} --resume {}", op.action.as_str(), op.id));
+    if let (Some(op), Some(resume)) = (bulk.operation(), &resume) {
+        out.note(&format!("operation {} ({}), resume with `{resume}`", op.id, op.action.as_str()));
     }
+    // Whatever ends the run early (Ctrl-C, a closed output, an error) says how to go on.
+    let stopped = |out: &Out| {
+        if let Some(resume) = &resume {
+            out.err_line(&format!("stopped: resume with `{resume}`"));
+        }
+    };
     let progress = Progress::new(out);
     let report = bulk
         .stop_on(token.clone())
@@ -117,9 +124,13 @@ async fn run(bulk: Bulk<'_>, pacing: Pacing, out: &Out) -> Result<ExitCode, Fail
         .await;
     ctrl_c.abort();
     progress.finish();
-    let report = report?;
+    let report = report.inspect_err(|_| stopped(out))?;
     out.bulk(&report);
-    Ok(if stop.interrupted.load(Ordering::SeqCst) {
+    let interrupted = stop.interrupted.load(Ordering::SeqCst);
+    if interrupted || out.failed().is_some() {
+        stopped(out);
+    }
+    Ok(if interrupted {
         ExitCode::from(exit::INTERRUPTED)
     } else if report.canary_stop.is_some() {
         ExitCode::from(exit::CANARY_STOPPED)
@@ -129,7 +140,9 @@ async fn run(bulk: Bulk<'_>, pacing: Pacing, out: &Out) -> Result<ExitCode, Fail
 }
 
 /// Ctrl-C stops the run after the batch in flight (at once while it paces or waits for a
-/// canary). The handler is in place before the first batch moves.
+/// canary); a second Ctrl-C ends the process at once (exit 130: the batch in flight rolls
+/// back with its connection, the operation's cursor stays at the last batch that committed).
+/// The handler is in place before the first batch moves.
 fn interrupt(stop: Arc<Stop>, token: CancellationToken) -> Result<tokio::task::JoinHandle<()>, Failure> {
     #[cfg(unix)]
     {
@@ -139,6 +152,10 @@ fn interrupt(stop: Arc<Stop>, token: CancellationToken) -> Result<tokio::task::J
             if signal.recv().await.is_some() {
                 stop.interrupted.store(true, Ordering::SeqCst);
                 token.cancel();
+            }
+            if signal.recv().await.is_some() {
+                eprintln!("aborted");
+                std::process::exit(i32::from(exit::INTERRUPTED));
             }
         }))
     }

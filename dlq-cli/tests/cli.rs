@@ -898,6 +898,9 @@ async fn ctrl_c_stops_a_redrive_with_130_and_it_resumes() {
     assert!(Std::new("kill").args(["-INT", &pid]).status().unwrap().success());
     let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
     assert_eq!(status.code(), Some(130));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(rest.contains("stopped: resume with `dlq redrive --resume 1`"), "{rest}");
     let op = store.operation(1).await.unwrap().unwrap();
     assert_eq!(op.state, dlq_core::store::OperationState::Stopped);
     assert!(op.moved < 12, "stopped mid-run");
