@@ -867,7 +867,7 @@ mod tests {
     fn dlq_id_names_the_row_of_a_too_large_event() {
         let too_large = HandlerError::TooLarge { id: 7, class: ErrorClass::Transient, error: "e" };
         assert_eq!((too_large.dlq_id(), too_large.is_parked()), (Some(7), false), "recorded, not saved");
-        let parked = HandlerError::Parked { id: 8, class: ErrorClass::Transient, error: "e" };
+        let parked = HandlerError::Parked { id: 8, deduplicated: false, class: ErrorClass::Transient, error: "e" };
         assert_eq!((parked.dlq_id(), parked.is_parked()), (Some(8), true));
         assert_eq!(HandlerError::Fatal { error: "e" }.dlq_id(), None);
     }
