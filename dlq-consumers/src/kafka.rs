@@ -161,7 +161,13 @@ pub fn source_of<M: Message>(record: &M) -> SourceMeta {
 /// assert_eq!(dlq_consumers::kafka::dedupe_key(&record(Some(forged))), "payments/1/90");
 /// ```
 pub fn dedupe_key<M: Message>(record: &M) -> String {
-    let own = format!("{}/{}/{}", record.topic(), record.partition(), record.offset());
+    dedupe_key_of(record, &source_of(record))
+}
+
+/// [`dedupe_key`] of `record`, whose source is `source`.
+fn dedupe_key_of<M: Message>(record: &M, source: &SourceMeta) -> String {
+    // A Kafka source always has one: its topic, partition and offset.
+    let own = source.dedupe_key().unwrap_or_default();
     let Some(headers) = record.headers() else { return own };
     let values =
         headers.iter().filter(|header| header.key == DEDUPE_KEY_HEADER).map(|header| header.value.unwrap_or_default());
@@ -208,7 +214,9 @@ fn bytes(text: &str) -> Vec<u8> {
 /// # Ok(()) }
 /// ```
 pub fn scope_for<M: Message>(record: &M) -> Scope {
-    Scope::new().source(source_of(record)).dedupe_key(dedupe_key(record))
+    let source = source_of(record);
+    let key = dedupe_key_of(record, &source);
+    Scope::new().source(source).dedupe_key(key)
 }
 
 /// Runs registered handlers on the records of a Kafka consumer (see the module docs).
@@ -251,7 +259,9 @@ impl KafkaConsumer {
     /// The store's error when the failure could not be parked.
     pub async fn dispatch<M: Message>(&self, record: &M) -> Result<Dispatched, dlq_core::Error> {
         let payload = record.payload().unwrap_or_default();
-        self.dispatcher.dispatch_keyed(&self.event_type, payload, source_of(record), Some(dedupe_key(record))).await
+        let source = source_of(record);
+        let key = Some(dedupe_key_of(record, &source));
+        self.dispatcher.dispatch_keyed(&self.event_type, payload, source, key).await
     }
 
     /// Consumes `consumer`'s records until `shutdown` completes, then commits the offsets

@@ -293,14 +293,7 @@ async fn republish_puts_parked_events_back_on_their_topic_with_key_and_dedupe_ke
     assert_eq!(ids.len(), 2);
 
     // Read the partition of payment 2 from just after it: its replay is there, same key.
-    let reader: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers())
-        .set("group.id", format!("{}-reader", topic.group))
-        .create()
-        .unwrap();
-    let mut from = TopicPartitionList::new();
-    from.add_partition_offset(&topic.name, *partition, Offset::Offset(offset + 1)).unwrap();
-    reader.assign(&from).unwrap();
+    let reader = reader_at(&topic, *partition, offset + 1);
     let replay = loop {
         let record = tokio::time::timeout(Duration::from_secs(30), reader.recv()).await.unwrap().unwrap();
         if record.key() == Some(b"2".as_slice()) {
@@ -320,6 +313,19 @@ async fn republish_puts_parked_events_back_on_their_topic_with_key_and_dedupe_ke
         assert_eq!(row.status, Status::Discarded, "the broker holds the event now");
         assert_eq!(store.audit(id).await.unwrap().len(), 1, "the republish is audited");
     }
+}
+
+/// A consumer of its own group reading `topic`'s `partition` from `offset` on.
+fn reader_at(topic: &TestTopic, partition: i32, offset: i64) -> StreamConsumer {
+    let reader: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .set("group.id", format!("{}-reader", topic.group))
+        .create()
+        .unwrap();
+    let mut from = TopicPartitionList::new();
+    from.add_partition_offset(&topic.name, partition, Offset::Offset(offset)).unwrap();
+    reader.assign(&from).unwrap();
+    reader
 }
 
 #[sqlx::test(migrations = false)]
@@ -358,14 +364,7 @@ async fn a_replay_that_fails_again_is_parked_under_the_original_key_and_republis
 
     // The second replay carries the same key again.
     assert_eq!(republish(&*store, &topic.producer, dead(), "test: replay again").await.unwrap(), vec![second.id]);
-    let reader: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers())
-        .set("group.id", format!("{}-reader", topic.group))
-        .create()
-        .unwrap();
-    let mut from = TopicPartitionList::new();
-    from.add_partition_offset(&topic.name, *partition, Offset::Offset(replayed_at + 1)).unwrap();
-    reader.assign(&from).unwrap();
+    let reader = reader_at(&topic, *partition, replayed_at + 1);
     let again = tokio::time::timeout(Duration::from_secs(30), reader.recv()).await.unwrap().unwrap().detach();
     assert_eq!(again.key(), Some(b"2".as_slice()));
     let header = |name: &str| {
