@@ -185,6 +185,19 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// Counts the rows [`purge`](Self::purge) would delete now (what `dlq purge` shows before
     /// it asks). The default pages through the `SUCCEEDED` and `DISCARDED` rows parked
     /// before the cutoff; the SQL stores count in one statement.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+    /// store.park(NewDeadLetter::new("payment", Payload::Json(1.into()), failure)).await?;
+    /// assert_eq!(store.count_purgeable(Duration::ZERO).await?, 0, "a pending row is never purged");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
     fn count_purgeable(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
         Box::pin(async move {
             let cutoff = chrono::Duration::from_std(older_than)

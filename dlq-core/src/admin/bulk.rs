@@ -421,6 +421,20 @@ impl Bulk<'_> {
     /// Stops the run when `token` is cancelled (Ctrl-C, a closed output): at once while it
     /// paces or waits for a canary, otherwise after the batch in flight commits. The
     /// operation is then `stopped`, resumable from its cursor.
+    ///
+    /// ```no_run
+    /// use std::ops::ControlFlow;
+    /// use dlq_core::CancellationToken;
+    /// use dlq_core::admin::{Admin, BulkPlan, Pacing};
+    ///
+    /// # async fn demo(admin: Admin) -> Result<(), dlq_core::Error> {
+    /// let stop = CancellationToken::new();
+    /// let ctrl_c = stop.clone();
+    /// tokio::spawn(async move { tokio::signal::ctrl_c().await.ok(); ctrl_c.cancel(); });
+    /// let plan = BulkPlan::redrive(dlq_core::ListFilter::default(), "ledger fixed");
+    /// let report = admin.start(plan).await?.stop_on(stop).run(Pacing::default(), |_| ControlFlow::Continue(())).await?;
+    /// # let _ = report; Ok(()) }
+    /// ```
     #[must_use]
     pub fn stop_on(mut self, token: CancellationToken) -> Self {
         self.stop = Some(token);

@@ -373,6 +373,23 @@ impl Admin {
 
     /// How many rows [`purge`](Self::purge) would delete now.
     ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use dlq_core::admin::Admin;
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter, Payload};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "io", "bad".into(), vec![], None);
+    /// let id = store.park(NewDeadLetter::new("payment", Payload::Json(1.into()), failure)).await?.id;
+    /// store.discard(ListFilter::default().ids([id]), "ops").await?;
+    /// let admin = Admin::new(store, "alice");
+    /// assert_eq!(admin.purgeable(Duration::ZERO).await?, 1, "the discarded row");
+    /// assert_eq!(admin.purgeable(Duration::from_secs(3600)).await?, 0, "not an hour old");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
     /// # Errors
     /// The store's error.
     pub async fn purgeable(&self, older_than: Duration) -> Result<u64, Error> {
