@@ -193,18 +193,21 @@ pub struct BulkArgs {
     /// Print what would happen; change nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Rows per transaction (1 to 10000).
-    #[arg(long, default_value_t = 100, value_parser = rows)]
-    pub batch: usize,
-    /// At most this many rows per second (`200/s` or `200`, from 0.01 to 1000000); a dry
-    /// run is never paced.
+    /// Rows per transaction (1 to 10000; default 100, or the resumed operation's).
+    #[arg(long, value_parser = rows)]
+    pub batch: Option<usize>,
+    /// At most this many rows in any one second (`200/s` or `200`, from 0.01 to 1000000),
+    /// the canary's included: batches shrink to fit. Stored with the operation: a resume
+    /// goes at the same rate unless given another. A dry run is never paced.
     #[arg(long, value_parser = parse_rate)]
     pub rate: Option<f64>,
     /// Stop after moving this many rows (at least 1).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max: Option<u64>,
-    /// Continue a stopped or interrupted operation (its stored selection and options).
-    #[arg(long, conflicts_with_all = ["ids", "all", "dry_run"])]
+    /// Continue a stopped or interrupted operation with its stored selection and options
+    /// (`--rate`, `--batch` and, for a redrive, `--canary` override them for this run).
+    #[arg(long, conflicts_with_all = ["ids", "all", "dry_run", "max", "status", "event_type", "group", "kind",
+                                      "reason_contains", "since", "until"])]
     pub resume: Option<i64>,
 }
 
@@ -225,7 +228,7 @@ pub struct RedriveArgs {
     #[command(flatten)]
     pub bulk: BulkArgs,
     /// Why, for the audit log.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     pub reason: Option<String>,
     /// Redrive this many rows first (1 to 10000) and go on only while they (and each batch)
     /// succeed.
@@ -235,15 +238,15 @@ pub struct RedriveArgs {
     #[arg(long, value_parser = parse_canary_wait, default_value = "60s")]
     pub canary_wait: Duration,
     /// Refuse rows already redriven this many times (the loop guard, 0 to 1000).
-    #[arg(long, default_value_t = dlq_core::admin::DEFAULT_MAX_REDRIVES,
+    #[arg(long, default_value_t = dlq_core::admin::DEFAULT_MAX_REDRIVES, conflicts_with = "resume",
           value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub max_redrives: u32,
     /// Redrive rows past the loop guard too.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     pub force: bool,
     /// Refuse rows whose payload does not decode into the handler's event type (in a binary
     /// that embeds the CLI with its handlers).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     pub validate: bool,
 }
 
@@ -254,7 +257,7 @@ pub struct DiscardArgs {
     #[command(flatten)]
     pub bulk: BulkArgs,
     /// Why (required unless resuming), for the audit log.
-    #[arg(long, required_unless_present = "resume")]
+    #[arg(long, required_unless_present = "resume", conflicts_with = "resume")]
     pub reason: Option<String>,
 }
 
@@ -347,7 +350,7 @@ pub(crate) fn parse_when(text: &str) -> Result<DateTime<Utc>, String> {
 
 /// `200/s` or `200`: rows per second, above zero.
 fn parse_rate(text: &str) -> Result<f64, String> {
-    dlq_core::admin::Pacing::parse_rate(text)
+    dlq_core::admin::BulkPlan::parse_rate(text)
 }
 
 #[cfg(test)]

@@ -16,14 +16,18 @@ use crate::render::Out;
 use crate::{Failure, exit};
 
 pub(crate) async fn redrive(admin: &Admin, args: &RedriveArgs, out: &Out) -> Result<ExitCode, Failure> {
-    let pacing = Pacing { rate: args.bulk.rate, canary_wait: args.canary_wait, ..Pacing::default() };
+    let pacing = Pacing { canary_wait: args.canary_wait, ..Pacing::default() };
     let bulk = match args.bulk.resume {
-        Some(op) => admin.resume_as(op, ActionKind::Redrive).await?,
+        Some(op) => {
+            let bulk = overrides(admin.resume_as(op, ActionKind::Redrive).await?, &args.bulk);
+            match args.canary {
+                Some(rows) => bulk.canary(Some(rows)),
+                None => bulk,
+            }
+        }
         None => {
             let mut plan = BulkPlan::redrive(selection(&args.bulk)?, args.reason.as_deref().unwrap_or_default())
-                .batch(args.bulk.batch)
                 .max_redrives(args.max_redrives);
-            plan.max = args.bulk.max;
             plan.canary = args.canary;
             plan.validate = args.validate;
             if args.force {
@@ -36,17 +40,25 @@ pub(crate) async fn redrive(admin: &Admin, args: &RedriveArgs, out: &Out) -> Res
 }
 
 pub(crate) async fn discard(admin: &Admin, args: &DiscardArgs, out: &Out) -> Result<ExitCode, Failure> {
-    let pacing = Pacing { rate: args.bulk.rate, ..Pacing::default() };
     let bulk = match args.bulk.resume {
-        Some(op) => admin.resume_as(op, ActionKind::Discard).await?,
+        Some(op) => overrides(admin.resume_as(op, ActionKind::Discard).await?, &args.bulk),
         None => {
-            let mut plan = BulkPlan::discard(selection(&args.bulk)?, args.reason.as_deref().unwrap_or_default())
-                .batch(args.bulk.batch);
-            plan.max = args.bulk.max;
+            let plan = BulkPlan::discard(selection(&args.bulk)?, args.reason.as_deref().unwrap_or_default());
             prepare(admin, plan, &args.bulk).await?
         }
     };
-    run(bulk, pacing, out).await
+    run(bulk, Pacing::default(), out).await
+}
+
+/// A resumed run at the `--rate` and `--batch` given, else at the stored operation's.
+fn overrides<'a>(mut bulk: Bulk<'a>, args: &BulkArgs) -> Bulk<'a> {
+    if let Some(rate) = args.rate {
+        bulk = bulk.rate(Some(rate));
+    }
+    if let Some(rows) = args.batch {
+        bulk = bulk.batch(rows);
+    }
+    bulk
 }
 
 fn selection(args: &BulkArgs) -> Result<dlq_core::ListFilter, Failure> {
@@ -55,7 +67,12 @@ fn selection(args: &BulkArgs) -> Result<dlq_core::ListFilter, Failure> {
 
 /// The plan, checked to select at least one row (a selection that matches nothing is
 /// refused before any operation is stored), then stored, or dry.
-async fn prepare<'a>(admin: &'a Admin, plan: BulkPlan, args: &BulkArgs) -> Result<Bulk<'a>, Failure> {
+async fn prepare<'a>(admin: &'a Admin, mut plan: BulkPlan, args: &BulkArgs) -> Result<Bulk<'a>, Failure> {
+    if let Some(rows) = args.batch {
+        plan = plan.batch(rows);
+    }
+    plan.max = args.max;
+    plan.rate = args.rate;
     if admin.store().count(plan.filter.clone().limit(1)).await? == 0 {
         return Err(Failure::nothing(unmatched(&plan, args)));
     }
@@ -101,7 +118,8 @@ async fn run(bulk: Bulk<'_>, pacing: Pacing, out: &Out) -> Result<ExitCode, Fail
     let ctrl_c = interrupt(Arc::clone(&stop), token.clone())?;
     let resume = bulk.operation().map(|op| format!("dlq {} --resume {}", op.action.as_str(), op.id));
     if let (Some(op), Some(resume)) = (bulk.operation(), &resume) {
-        out.note(&format!("operation {} ({}), resume with `{resume}`", op.id, op.action.as_str()));
+        let pace = bulk.plan().rate.map_or_else(String::new, |rate| format!(", at most {rate} rows/s"));
+        out.note(&format!("operation {} ({}{pace}), resume with `{resume}`", op.id, op.action.as_str()));
     }
     // Whatever ends the run early (Ctrl-C, a closed output, an error) says how to go on.
     let stopped = |out: &Out| {

@@ -325,7 +325,8 @@ async fn interrupted_redrive_resumes_without_a_row_lost_or_moved_twice(db: Db) {
     child.wait().unwrap();
     let moved_before = pending().await.unwrap();
     assert!(moved_before < 12, "killed mid-run");
-    let done = run_json(&db, &["redrive", "--resume", "1"]);
+    // The rest at a faster rate than the stored 4/s: `--rate` overrides it for this run.
+    let done = run_json(&db, &["redrive", "--resume", "1", "--rate", "1000/s"]);
     assert_eq!((done["state"].as_str(), done["moved"].as_u64()), (Some("done"), Some(12)));
     for row in store.list(ListFilter::default().limit(100)).await.unwrap() {
         assert_eq!((row.status, row.redrive_count), (Status::Pending, 1), "row {}", row.id);
@@ -881,19 +882,21 @@ async fn ctrl_c_stops_a_redrive_with_130_and_it_resumes() {
         .collect();
     store.park_many(letters).await.unwrap();
     let mut child = Std::new(assert_cmd::cargo::cargo_bin("dlq"))
-        .args(["redrive", "--all", "--batch", "1", "--rate", "0.5/s", "--reason", "replay"])
+        .args(["redrive", "--all", "--rate", "0.5/s", "--reason", "replay"])
         .env("DATABASE_URL", &db.url)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    // The first progress line: batch 1 committed, and the run waits 2 s for the next.
+    // The first progress line: batch 1 committed, and the run waits 2 s for the next. The
+    // default batch of 100 shrank to the rate's one row (it once moved 100 rows at once).
     let mut line = String::new();
     while !line.starts_with("batch 1:") {
         line.clear();
         assert!(stderr.read_line(&mut line).unwrap() > 0, "the child ended early");
     }
+    assert!(line.starts_with("batch 1: 1 moved"), "{line}");
     let pid = child.id().to_string();
     assert!(Std::new("kill").args(["-INT", &pid]).status().unwrap().success());
     let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
@@ -904,8 +907,17 @@ async fn ctrl_c_stops_a_redrive_with_130_and_it_resumes() {
     let op = store.operation(1).await.unwrap().unwrap();
     assert_eq!(op.state, dlq_core::store::OperationState::Stopped);
     assert!(op.moved < 12, "stopped mid-run");
-    let done = run_json(&db, &["redrive", "--resume", "1"]);
-    assert_eq!((done["state"].as_str(), done["moved"].as_u64()), (Some("done"), Some(12)));
+    // A resume goes at the stored rate unless told otherwise (it once forgot the rate).
+    assert_eq!(op.spec["rate"], serde_json::json!(0.5));
+    let resumed = db.dlq().args(["redrive", "--resume", "1", "--max-redrives", "1"]).assert().code(2);
+    let said = String::from_utf8_lossy(&resumed.get_output().stderr).into_owned();
+    assert!(said.contains("cannot be used with"), "the resumed plan is the stored one: {said}");
+    let done = db.dlq().args(["redrive", "--resume", "1", "--rate", "1000/s"]).assert().success();
+    let said = String::from_utf8_lossy(&done.get_output().stderr).into_owned();
+    assert!(said.contains("operation 1 (redrive, at most 1000 rows/s)"), "{said}");
+    let op = store.operation(1).await.unwrap().unwrap();
+    assert_eq!((op.state, op.moved), (dlq_core::store::OperationState::Done, 12));
+    assert_eq!(op.spec["rate"], serde_json::json!(0.5), "the stored rate stays for later resumes");
     for row in store.list(ListFilter::default().limit(100)).await.unwrap() {
         assert_eq!((row.status, row.redrive_count), (Status::Pending, 1), "row {}", row.id);
         assert_eq!(store.audit(row.id).await.unwrap().len(), 1, "row {} audited once", row.id);

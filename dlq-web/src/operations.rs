@@ -72,18 +72,22 @@ impl Runs {
 }
 
 impl Console {
-    /// Runs operation `id` (stored, not done) in a background task with `pacing`.
+    /// Runs operation `id` (stored, not done) in a background task with `pacing`, at `rate`
+    /// when given, else at its stored rate.
     ///
     /// # Errors
     /// A conflict when this process runs it already.
-    pub(crate) fn spawn_run(&self, admin: Admin, id: i64, pacing: Pacing) -> Result<(), Failure> {
+    pub(crate) fn spawn_run(&self, admin: Admin, id: i64, pacing: Pacing, rate: Option<f64>) -> Result<(), Failure> {
         if !self.runs.claim(id) {
             return Err(Failure::new(StatusCode::CONFLICT, format!("operation {id} is running already")));
         }
         let console = self.clone();
         tokio::spawn(async move {
             let outcome = match admin.resume(id).await {
-                Ok(bulk) => bulk.run(pacing, |_| ControlFlow::Continue(())).await,
+                Ok(bulk) => {
+                    let bulk = if rate.is_some() { bulk.rate(rate) } else { bulk };
+                    bulk.run(pacing, |_| ControlFlow::Continue(())).await
+                }
                 Err(error) => Err(error),
             };
             let run = match outcome {
@@ -107,7 +111,7 @@ impl Console {
             .map(|op| op.id)
             .ok_or_else(|| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "the operation was not stored"))?;
         drop(started);
-        self.spawn_run(admin.clone(), id, pacing)?;
+        self.spawn_run(admin.clone(), id, pacing, None)?;
         Ok(id)
     }
 }
@@ -146,7 +150,7 @@ pub(crate) async fn page(
             form method="post" action=(base.url(&format!("/operations/{id}/resume"))) {
                 p { "This operation is not done: resume it from row " (op.cursor) " (or run "
                     code { "dlq redrive --resume " (id) } " in a terminal)." }
-                label { "Rows per second " input name="rate" type="number" min="0.1" step="any" placeholder="no limit"; }
+                label { "Rows per second " input name="rate" type="number" min="0.01" step="any" placeholder="as stored"; }
                 button type="submit" { "Resume" }
             }
         }
@@ -192,11 +196,11 @@ pub(crate) async fn resume(
     Param(id): Param<i64>,
     Form(form): Form<ResumeForm>,
 ) -> Result<impl IntoResponse, Failure> {
-    let pacing = Pacing { rate: crate::pages::rate(form.rate.as_deref())?, ..Pacing::default() };
+    let rate = crate::pages::rate(form.rate.as_deref())?;
     // Refused here, with one line, rather than by the background run.
     if operation(&console, id).await?.state == OperationState::Done {
         return Err(Failure::new(StatusCode::CONFLICT, format!("operation {id} is done: nothing to resume")));
     }
-    console.spawn_run(admin, id, pacing)?;
+    console.spawn_run(admin, id, Pacing::default(), rate)?;
     Ok(Redirect::to(&base.url(&format!("/operations/{id}"))))
 }

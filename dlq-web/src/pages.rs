@@ -252,7 +252,7 @@ fn group_actions(base: &Base, fingerprint: &str) -> Markup {
                 input type="hidden" name="group" value=(fingerprint);
                 label { "Reason " input name="reason" placeholder="what was fixed"; }
                 label { "Canary rows " input name="canary" type="number" min="1" placeholder="none"; }
-                label { "Rows per second " input name="rate" type="number" min="0.1" step="any" placeholder="no limit"; }
+                label { "Rows per second " input name="rate" type="number" min="0.01" step="any" placeholder="no limit"; }
                 button type="submit" { "Dry run…" }
             }
             form method="post" action=(base.url("/discard")) {
@@ -474,12 +474,8 @@ impl BulkForm {
         }
     }
 
-    fn pacing(&self) -> Result<Pacing, Failure> {
-        Ok(Pacing {
-            rate: rate(self.rate.as_deref())?,
-            canary_wait: std::time::Duration::from_secs(30),
-            ..Pacing::default()
-        })
+    fn pacing() -> Pacing {
+        Pacing { canary_wait: std::time::Duration::from_secs(30), ..Pacing::default() }
     }
 
     fn back(&self, base: &Base) -> String {
@@ -491,11 +487,11 @@ impl BulkForm {
     }
 }
 
-/// A rate field (`Pacing::parse_rate`: `200` or `200/s`), or empty for no limit.
+/// A rate field (`BulkPlan::parse_rate`: `200` or `200/s`), or empty for none.
 pub(crate) fn rate(field: Option<&str>) -> Result<Option<f64>, Failure> {
     match field.map(str::trim).filter(|r| !r.is_empty()) {
         None => Ok(None),
-        Some(r) => Pacing::parse_rate(r).map(Some).map_err(|why| Failure::bad_request(format!("rate: {why}"))),
+        Some(r) => BulkPlan::parse_rate(r).map(Some).map_err(|why| Failure::bad_request(format!("rate: {why}"))),
     }
 }
 
@@ -530,14 +526,14 @@ async fn bulk(
     console: &Console,
     base: &Base,
     admin: &Admin,
-    plan: BulkPlan,
+    mut plan: BulkPlan,
     form: &BulkForm,
     action: &str,
 ) -> PageResult {
     let verb = if action == "/redrive" { "Redrive" } else { "Discard" };
-    let pacing = form.pacing()?;
+    plan.rate = rate(form.rate.as_deref())?;
     if form.confirm.as_deref() == Some("1") {
-        let id = console.start_run(admin, plan, pacing).await?;
+        let id = console.start_run(admin, plan, BulkForm::pacing()).await?;
         return Ok(Redirect::to(&base.url(&format!("/operations/{id}"))).into_response());
     }
     // A dry run reads and counts: no rate limit, no canary wait.
@@ -549,7 +545,7 @@ async fn bulk(
                 @if let Some(id) = form.id { input type="hidden" name="id" value=(id); }
                 @if let Some(g) = &form.group { input type="hidden" name="group" value=(g); }
                 @if let Some(c) = &form.canary { input type="hidden" name="canary" value=(c); }
-                label { "Rows per second " input name="rate" type="number" min="0.1" step="any" value=(form.rate.as_deref().unwrap_or("")) placeholder="no limit"; }
+                label { "Rows per second " input name="rate" type="number" min="0.01" step="any" value=(form.rate.as_deref().unwrap_or("")) placeholder="no limit"; }
                 input type="hidden" name="confirm" value="1";
                 label { "Reason " input name="reason" value=(form.reason); }
                 button.danger type="submit" { (verb) " " (report.moved) " rows" }

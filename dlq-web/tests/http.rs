@@ -238,6 +238,10 @@ async fn redrive_a_group_with_dry_run_then_confirm(store: Store) {
     assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
     let page = finished_operation(&app, &headers).await;
     assert!(page.contains("Moved <strong class=\"moved\">3</strong> rows"), "{page}");
+    // The rate is stored with the operation: a resume, here or from `dlq`, keeps it.
+    let location = headers[axum::http::header::LOCATION].to_str().unwrap();
+    let op: i64 = location.rsplit('/').next().unwrap().parse().unwrap();
+    assert_eq!(store.operation(op).await.unwrap().unwrap().spec["rate"], serde_json::json!(50.0));
     assert!(page.contains(&format!("/dlq/groups/{group}")), "the page links back to the group");
     for id in &ids {
         assert_eq!(store.get(*id).await.unwrap().unwrap().status, Status::Pending);

@@ -2,7 +2,7 @@
 //! the operation and its cursor stored so that any machine can resume it; rate limit, `max`,
 //! loop guard, validation, canary.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +28,8 @@ pub type Validator = Arc<dyn Fn(&DeadLetter) -> Result<(), String> + Send + Sync
 /// let plan = BulkPlan::redrive(ListFilter::default().fingerprint("9f2c41d07a3b5e18"), "ledger is back")
 ///     .batch(50)
 ///     .max(1_000)
-///     .canary(5);
+///     .canary(5)
+///     .rate(20.0);
 /// assert_eq!(plan.max_redrives, Some(3)); // the loop guard, unless `.force()`
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,6 +52,12 @@ pub struct BulkPlan {
     /// Redrive this many rows first, wait for their outcome, and go on (waiting after each
     /// batch) only while they succeed.
     pub canary: Option<usize>,
+    /// Rows per second at most, in any second of the run, the canary's included (`None`: as
+    /// fast as the store goes); see [`rate`](Self::rate). Stored with the operation, so a
+    /// resume goes at the same pace unless [`Bulk::rate`] says otherwise (absent from plans
+    /// stored before it existed: they resume unpaced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
 }
 
 /// The default loop guard: a row may be redriven at most this many times without `force`.
@@ -67,6 +74,7 @@ impl BulkPlan {
             max_redrives: Some(DEFAULT_MAX_REDRIVES),
             validate: false,
             canary: None,
+            rate: None,
         }
     }
 
@@ -129,39 +137,27 @@ impl BulkPlan {
         self
     }
 
-    fn check(&self) -> Result<(), Error> {
-        if self.action == ActionKind::Discard {
-            required(self.reason.as_deref().unwrap_or_default(), "discard")?;
-        }
-        if self.action == ActionKind::Redrive && self.filter.status.is_some_and(|s| s != Status::FailedPermanently) {
-            return Err(Error::Invalid("only FAILED_PERMANENTLY rows can be redriven".into()));
-        }
-        if self.canary.is_some() && self.action != ActionKind::Redrive {
-            return Err(Error::Invalid("a canary applies to redrives only".into()));
-        }
-        Ok(())
+    /// At most `rows_per_second` rows move in any one second of the run (from
+    /// [`MIN_RATE`](Self::MIN_RATE) to [`MAX_RATE`](Self::MAX_RATE); checked when the plan
+    /// starts or runs).
+    ///
+    /// The limit holds for every window of one second, not on average: at `2.0` the first
+    /// second moves 2 rows, not a first batch of 100. Batches shrink to what the second has
+    /// room for, and the canary is paced as any batch (a canary larger than the rate moves in
+    /// several batches, each watched before the next moves). Rows are whole: a fractional
+    /// rate above 1 moves its whole part per second (`2.5` moves at most 2 in any second);
+    /// below 1, one row per `1 / rate` seconds. A dry run is never paced.
+    #[must_use]
+    pub const fn rate(mut self, rows_per_second: f64) -> Self {
+        self.rate = Some(rows_per_second);
+        self
     }
-}
 
-/// How fast a run goes and how long a canary waits; given per run, not stored.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Pacing {
-    /// Rows per second at most (`None`: as fast as the store goes).
-    pub rate: Option<f64>,
-    /// How long a canary waits for its rows' outcome before it stops.
-    pub canary_wait: Duration,
-    /// How often a canary looks at its rows.
-    pub poll: Duration,
-}
-
-impl Pacing {
     /// The slowest rate: one row every 100 seconds. Slower rates would sleep for days
     /// between batches (and a rate near zero overflows every clock).
     pub const MIN_RATE: f64 = 0.01;
     /// The fastest rate a run is paced to; above it, leave the rate out.
     pub const MAX_RATE: f64 = 1_000_000.0;
-    /// The longest a canary waits for its rows' outcome.
-    pub const MAX_CANARY_WAIT: Duration = Duration::from_secs(24 * 3600);
 
     /// A rate as operators write it, `200/s` or `200`: rows per second, from
     /// [`MIN_RATE`](Self::MIN_RATE) to [`MAX_RATE`](Self::MAX_RATE) (what `dlq redrive
@@ -171,10 +167,10 @@ impl Pacing {
     /// One line naming the text, for anything else.
     ///
     /// ```
-    /// use dlq_core::admin::Pacing;
-    /// assert_eq!(Pacing::parse_rate("200/s"), Ok(200.0));
-    /// assert!(Pacing::parse_rate("0/s").is_err() && Pacing::parse_rate("fast").is_err());
-    /// assert!(Pacing::parse_rate("1e-300").unwrap_err().contains("between 0.01/s and 1000000/s"));
+    /// use dlq_core::admin::BulkPlan;
+    /// assert_eq!(BulkPlan::parse_rate("200/s"), Ok(200.0));
+    /// assert!(BulkPlan::parse_rate("0/s").is_err() && BulkPlan::parse_rate("fast").is_err());
+    /// assert!(BulkPlan::parse_rate("1e-300").unwrap_err().contains("between 0.01/s and 1000000/s"));
     /// ```
     pub fn parse_rate(text: &str) -> Result<f64, String> {
         let number = text.strip_suffix("/s").unwrap_or(text);
@@ -194,8 +190,38 @@ impl Pacing {
         }
     }
 
-    /// The pacing is within bounds: a rate from [`MIN_RATE`](Self::MIN_RATE) to
-    /// [`MAX_RATE`](Self::MAX_RATE), a canary wait of at most
+    fn check(&self) -> Result<(), Error> {
+        if let Some(rate) = self.rate {
+            Self::check_rate(rate).map_err(Error::Invalid)?;
+        }
+        if self.action == ActionKind::Discard {
+            required(self.reason.as_deref().unwrap_or_default(), "discard")?;
+        }
+        if self.action == ActionKind::Redrive && self.filter.status.is_some_and(|s| s != Status::FailedPermanently) {
+            return Err(Error::Invalid("only FAILED_PERMANENTLY rows can be redriven".into()));
+        }
+        if self.canary.is_some() && self.action != ActionKind::Redrive {
+            return Err(Error::Invalid("a canary applies to redrives only".into()));
+        }
+        Ok(())
+    }
+}
+
+/// How a canary waits for its rows' outcome; given per run, not stored (the rate is the
+/// plan's: [`BulkPlan::rate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pacing {
+    /// How long a canary waits for its rows' outcome before it stops.
+    pub canary_wait: Duration,
+    /// How often a canary looks at its rows.
+    pub poll: Duration,
+}
+
+impl Pacing {
+    /// The longest a canary waits for its rows' outcome.
+    pub const MAX_CANARY_WAIT: Duration = Duration::from_secs(24 * 3600);
+
+    /// The pacing is within bounds: a canary wait of at most
     /// [`MAX_CANARY_WAIT`](Self::MAX_CANARY_WAIT), a poll above zero.
     ///
     /// # Errors
@@ -203,13 +229,11 @@ impl Pacing {
     ///
     /// ```
     /// use dlq_core::admin::Pacing;
+    /// use std::time::Duration;
     /// assert!(Pacing::default().check().is_ok());
-    /// assert!(Pacing { rate: Some(1e-300), ..Pacing::default() }.check().is_err());
+    /// assert!(Pacing { poll: Duration::ZERO, ..Pacing::default() }.check().is_err());
     /// ```
     pub fn check(&self) -> Result<(), Error> {
-        if let Some(rate) = self.rate {
-            Self::check_rate(rate).map_err(Error::Invalid)?;
-        }
         if self.canary_wait > Self::MAX_CANARY_WAIT {
             return Err(Error::Invalid(format!(
                 "a canary waits at most {}s for its rows",
@@ -225,7 +249,7 @@ impl Pacing {
 
 impl Default for Pacing {
     fn default() -> Self {
-        Self { rate: None, canary_wait: Duration::from_secs(60), poll: Duration::from_millis(200) }
+        Self { canary_wait: Duration::from_secs(60), poll: Duration::from_millis(200) }
     }
 }
 
@@ -403,7 +427,7 @@ impl Admin {
 struct Run {
     report: BulkReport,
     batches: u64,
-    started: tokio::time::Instant,
+    /// Rows this run moved.
     this_run: u64,
 }
 
@@ -413,9 +437,49 @@ impl Bulk<'_> {
         self.op.as_ref()
     }
 
-    /// The plan.
+    /// The plan (with this run's overrides).
     pub const fn plan(&self) -> &BulkPlan {
         &self.plan
+    }
+
+    /// This run goes at `rate` rows per second at most (`None`: unpaced) instead of the
+    /// stored plan's rate ([`BulkPlan::rate`]); the stored operation keeps its own, for the
+    /// next resume. Checked when the run starts.
+    ///
+    /// ```
+    /// use dlq_core::admin::{Admin, BulkPlan};
+    /// use dlq_core::{ListFilter, MemoryStore};
+    /// use std::sync::Arc;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let admin = Admin::new(Arc::new(MemoryStore::new()), "alice");
+    /// let plan = BulkPlan::redrive(ListFilter::default(), "ledger is back").rate(2.0);
+    /// let id = admin.start(plan).await?.operation().unwrap().id;
+    /// let resumed = admin.resume(id).await?;
+    /// assert_eq!(resumed.plan().rate, Some(2.0), "a resume keeps the stored rate");
+    /// assert_eq!(resumed.rate(Some(50.0)).plan().rate, Some(50.0));
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    #[must_use]
+    pub fn rate(mut self, rate: Option<f64>) -> Self {
+        self.plan.rate = rate;
+        self
+    }
+
+    /// This run moves `rows` per transaction instead of the stored plan's batch (at least 1).
+    #[must_use]
+    pub fn batch(mut self, rows: usize) -> Self {
+        self.plan.batch = rows.max(1);
+        self
+    }
+
+    /// This run redrives a canary of `rows` first (`None`: no canary) instead of the stored
+    /// plan's; a discard refuses a canary when it runs.
+    #[must_use]
+    pub fn canary(mut self, rows: Option<usize>) -> Self {
+        self.plan.canary = rows;
+        self
     }
 
     /// Stops the run when `token` is cancelled (Ctrl-C, a closed output): at once while it
@@ -475,19 +539,32 @@ impl Bulk<'_> {
         mut progress: impl FnMut(&BulkProgress) -> ControlFlow<()>,
     ) -> Result<BulkReport, Error> {
         pacing.check()?;
+        self.plan.check()?;
         let mut run = self.begin();
+        // A dry run changes nothing, so there is nothing to slow down.
+        let mut pacer = self.plan.rate.filter(|_| self.op.is_some()).map(Pacer::new);
         let state = loop {
             if self.stopped() {
                 break OperationState::Stopped;
             }
-            let size = self.next_size(&run);
+            let mut size = self.next_size(&run);
             if size == 0 {
                 break OperationState::Done;
+            }
+            if let Some(pacer) = &mut pacer {
+                let (at, room) = pacer.next_slot(tokio::time::Instant::now());
+                if !self.sleep_until(at).await {
+                    break OperationState::Stopped;
+                }
+                size = size.min(usize::try_from(room).unwrap_or(usize::MAX));
             }
             let filter = self.plan.filter.clone().oldest_first().after(run.report.cursor).limit(size);
             let rows = self.admin.store.list(filter).await?;
             let Some(last) = rows.last().map(|r| r.id) else { break OperationState::Done };
-            let moved = self.batch(&mut run, &rows, last).await?;
+            let moved = self.apply_batch(&mut run, &rows, last).await?;
+            if let Some(pacer) = &mut pacer {
+                pacer.moved(tokio::time::Instant::now(), moved.len() as u64);
+            }
             run.batches += 1;
             let flow = progress(&BulkProgress {
                 operation: run.report.operation,
@@ -509,8 +586,9 @@ impl Bulk<'_> {
             if flow.is_break() || self.stopped() {
                 break OperationState::Stopped;
             }
-            if self.op.is_some() && !self.sleep_until(due(&run, pacing)).await {
-                break OperationState::Stopped;
+            // A short page is the end of the selection: done without waiting for another slot.
+            if rows.len() < size {
+                break OperationState::Done;
             }
         };
         if let Some(op) = &self.op {
@@ -535,13 +613,14 @@ impl Bulk<'_> {
             canary_stop: None,
             cursor,
         };
-        Run { report, batches: 0, started: tokio::time::Instant::now(), this_run: 0 }
+        Run { report, batches: 0, this_run: 0 }
     }
 
-    /// How many rows the next batch lists: the canary first, then `batch`, within `max`.
+    /// How many rows the next batch lists: the canary's rows first, then `batch`, within
+    /// `max` (the pacer may shrink it further).
     fn next_size(&self, run: &Run) -> usize {
-        let size = match self.plan.canary {
-            Some(canary) if run.batches == 0 => canary.max(1),
+        let size = match self.plan.canary.map(|c| c.max(1) as u64) {
+            Some(canary) if run.this_run < canary => usize::try_from(canary - run.this_run).unwrap_or(usize::MAX),
             _ => self.plan.batch.max(1),
         };
         let left = self.plan.max.map_or(u64::MAX, |max| max.saturating_sub(run.report.moved));
@@ -549,7 +628,7 @@ impl Bulk<'_> {
     }
 
     /// Validates and applies (or, dry, classifies) one batch; returns the ids moved.
-    async fn batch(&self, run: &mut Run, rows: &[DeadLetter], last: DlqId) -> Result<Vec<DlqId>, Error> {
+    async fn apply_batch(&self, run: &mut Run, rows: &[DeadLetter], last: DlqId) -> Result<Vec<DlqId>, Error> {
         let mut invalid = Vec::new();
         let mut ids = Vec::new();
         for row in rows {
@@ -673,16 +752,61 @@ fn outcome(row: &DeadLetter) -> Outcome {
     }
 }
 
-/// When this run is back under `rate` rows per second (now, without a rate). Never panics:
-/// a due time past what the clock holds becomes a day away ([`Pacing::check`] keeps rates
-/// far from that).
-fn due(run: &Run, pacing: Pacing) -> tokio::time::Instant {
-    let now = tokio::time::Instant::now();
-    let Some(rate) = pacing.rate.filter(|r| *r > 0.0) else { return now };
-    Duration::try_from_secs_f64(run.this_run as f64 / rate)
-        .ok()
-        .and_then(|wait| run.started.checked_add(wait))
-        .unwrap_or_else(|| now + Pacing::MAX_CANARY_WAIT)
+/// Paces a run so that no window of one second sees more rows than the rate: below one
+/// row per second, no window of `1 / rate` seconds sees more than one row. Batches are also
+/// spread (the next starts `rows / rate` after the last), so the rows of a second do not all
+/// go at its start; a batch holds at most what its window has room for.
+#[derive(Debug)]
+struct Pacer {
+    rate: f64,
+    window: Duration,
+    /// Rows per window.
+    allowance: u64,
+    /// Rows moved, when, oldest first: those still in the window.
+    recent: VecDeque<(tokio::time::Instant, u64)>,
+    /// The evenly spread start of the next batch.
+    next: Option<tokio::time::Instant>,
+}
+
+impl Pacer {
+    /// A pacer for a rate [`BulkPlan::check`] accepted.
+    fn new(rate: f64) -> Self {
+        let window = if rate >= 1.0 { Duration::from_secs(1) } else { Duration::from_secs_f64(1.0 / rate) };
+        // Float rounding must not make 1 row per 1/rate seconds into 0 rows.
+        let allowance = ((rate * window.as_secs_f64() + 1e-9).floor() as u64).max(1);
+        Self { rate, window, allowance, recent: VecDeque::new(), next: None }
+    }
+
+    /// The rows still in the window that ends at `at` (moments before it no longer count).
+    fn in_window(&mut self, at: tokio::time::Instant) -> u64 {
+        while self.recent.front().is_some_and(|(t, _)| *t + self.window <= at) {
+            self.recent.pop_front();
+        }
+        self.recent.iter().map(|(_, n)| n).sum()
+    }
+
+    /// When the next batch may start (not before `now`), and how many rows it may hold then.
+    fn next_slot(&mut self, now: tokio::time::Instant) -> (tokio::time::Instant, u64) {
+        let mut at = self.next.map_or(now, |next| next.max(now));
+        loop {
+            let used = self.in_window(at);
+            if used < self.allowance {
+                return (at, self.allowance - used);
+            }
+            // Full: the slot opens when the oldest rows leave the window.
+            at = self.recent.front().map_or(at, |(t, _)| *t + self.window);
+        }
+    }
+
+    /// `rows` moved at `at`.
+    fn moved(&mut self, at: tokio::time::Instant, rows: u64) {
+        if rows == 0 {
+            return;
+        }
+        self.recent.push_back((at, rows));
+        // No spreading when the gap overflows the clock: the window alone still holds.
+        self.next = Duration::try_from_secs_f64(rows as f64 / self.rate).ok().and_then(|gap| at.checked_add(gap));
+    }
 }
 
 #[cfg(test)]
@@ -692,6 +816,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::store::{ClaimRequest, Settlement};
     use crate::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload};
 
     /// `n` dead payments on a memory store, and an admin over it.
@@ -706,8 +831,32 @@ mod tests {
         (store, admin)
     }
 
-    fn slow() -> Pacing {
-        Pacing { rate: Some(Pacing::MIN_RATE), ..Pacing::default() }
+    /// The rows each batch moved, and when (virtual time since `started`).
+    type Timeline = Vec<(Duration, u64)>;
+
+    /// Runs `bulk` and records when each batch moved how many rows.
+    async fn timed(bulk: Bulk<'_>) -> (BulkReport, Timeline) {
+        let started = tokio::time::Instant::now();
+        let mut last = bulk.operation().map_or(0, |op| op.moved);
+        let mut timeline = Vec::new();
+        let report = bulk
+            .run(Pacing::default(), |p| {
+                timeline.push((started.elapsed(), p.moved - last));
+                last = p.moved;
+                ControlFlow::Continue(())
+            })
+            .await
+            .unwrap();
+        (report, timeline)
+    }
+
+    /// The most rows any window of `window` saw (windows start at a batch).
+    fn busiest(timeline: &Timeline, window: Duration) -> u64 {
+        timeline
+            .iter()
+            .map(|(from, _)| timeline.iter().filter(|(t, _)| t >= from && *t < *from + window).map(|(_, n)| n).sum())
+            .max()
+            .unwrap_or(0)
     }
 
     async fn dead_rows(store: &MemoryStore) -> u64 {
@@ -720,8 +869,8 @@ mod tests {
     async fn a_dry_run_is_never_paced() {
         let (_, admin) = dead(3).await;
         let started = tokio::time::Instant::now();
-        let plan = BulkPlan::redrive(ListFilter::default(), "try").batch(1);
-        let report = admin.dry_run(plan).unwrap().run(slow(), |_| ControlFlow::Continue(())).await.unwrap();
+        let plan = BulkPlan::redrive(ListFilter::default(), "try").batch(1).rate(BulkPlan::MIN_RATE);
+        let report = admin.dry_run(plan).unwrap().run(Pacing::default(), |_| ControlFlow::Continue(())).await.unwrap();
         assert_eq!(report.moved, 3);
         assert_eq!(started.elapsed(), Duration::ZERO, "no virtual time passed");
     }
@@ -732,8 +881,11 @@ mod tests {
     async fn a_pacing_out_of_bounds_is_refused_before_a_row_moves() {
         let (store, admin) = dead(3).await;
         for rate in [1e-300, 1e-10, 1e300, f64::NAN] {
+            let err = admin.start(BulkPlan::redrive(ListFilter::default(), "try").rate(rate)).await.unwrap_err();
+            assert!(matches!(err, Error::Invalid(ref why) if why.contains("between")), "{rate}: {err:?}");
+            // Nor can a resume's override slip one in.
             let bulk = admin.start(BulkPlan::redrive(ListFilter::default(), "try")).await.unwrap();
-            let err = bulk.run(Pacing { rate: Some(rate), ..Pacing::default() }, |_| ControlFlow::Continue(())).await;
+            let err = bulk.rate(Some(rate)).run(Pacing::default(), |_| ControlFlow::Continue(())).await;
             assert!(matches!(err, Err(Error::Invalid(ref why)) if why.contains("between")), "{rate}: {err:?}");
         }
         let long_wait = Pacing { canary_wait: Duration::from_secs(u64::MAX), ..Pacing::default() };
@@ -747,7 +899,8 @@ mod tests {
     async fn a_stop_token_ends_a_paced_run_between_batches() {
         let (store, admin) = dead(3).await;
         let token = CancellationToken::new();
-        let bulk = admin.start(BulkPlan::redrive(ListFilter::default(), "slowly").batch(1)).await.unwrap();
+        let plan = BulkPlan::redrive(ListFilter::default(), "slowly").batch(1).rate(BulkPlan::MIN_RATE);
+        let bulk = admin.start(plan).await.unwrap();
         let id = bulk.operation().unwrap().id;
         let cancel = token.clone();
         // The first batch moves at once; the run then waits 100 s (virtual) for the next.
@@ -756,11 +909,11 @@ mod tests {
             cancel.cancel();
         });
         let started = tokio::time::Instant::now();
-        let report = bulk.stop_on(token).run(slow(), |_| ControlFlow::Continue(())).await.unwrap();
+        let report = bulk.stop_on(token).run(Pacing::default(), |_| ControlFlow::Continue(())).await.unwrap();
         assert_eq!((report.moved, report.state), (1, OperationState::Stopped));
         assert_eq!(started.elapsed(), Duration::from_secs(10), "stopped when cancelled, not after the wait");
         assert_eq!(dead_rows(&store).await, 2);
-        let rest = admin.resume_as(id, ActionKind::Redrive).await.unwrap();
+        let rest = admin.resume_as(id, ActionKind::Redrive).await.unwrap().rate(None);
         let report = rest.run(Pacing::default(), |_| ControlFlow::Continue(())).await.unwrap();
         assert_eq!((report.moved, report.state), (3, OperationState::Done));
     }
@@ -782,5 +935,99 @@ mod tests {
         assert!(err.to_string().contains("is a redrive, not a discard"), "{err}");
         let bulk = admin.resume_as(id, ActionKind::Redrive).await.unwrap();
         assert_eq!(bulk.run(Pacing::default(), |_| ControlFlow::Continue(())).await.unwrap().moved, 2);
+    }
+
+    /// `rate 2` moves 2 rows in the first second, not a first batch of 100: no window of one
+    /// second ever sees more than the rate, and the run still keeps the rate's pace.
+    #[tokio::test(start_paused = true)]
+    async fn no_second_sees_more_rows_than_the_rate() {
+        let (store, admin) = dead(10).await;
+        let bulk = admin.start(BulkPlan::redrive(ListFilter::default(), "slowly").rate(2.0)).await.unwrap();
+        let (report, timeline) = timed(bulk).await;
+        assert_eq!((report.moved, report.state), (10, OperationState::Done));
+        assert_eq!(timeline[0], (Duration::ZERO, 2), "the first batch shrank to the rate");
+        assert_eq!(busiest(&timeline, Duration::from_secs(1)), 2, "{timeline:?}");
+        assert_eq!(timeline.last().unwrap().0, Duration::from_secs(4), "and kept its pace: {timeline:?}");
+        assert_eq!(dead_rows(&store).await, 0);
+    }
+
+    /// A batch that does not divide the rate (2 rows at 3/s) shrinks to what the window has
+    /// room for instead of letting a second see 4 rows; a fractional rate moves whole rows
+    /// (2.5/s: at most 2 in any second); below one row per second, one row per 1/rate.
+    #[tokio::test(start_paused = true)]
+    async fn batches_shrink_to_fit_the_rate() {
+        for (rate, batch, window, most) in
+            [(3.0, 2, 1.0, 3), (2.5, 100, 1.0, 2), (0.5, 100, 2.0, 1), (500.0, 100, 1.0, 500)]
+        {
+            let (_, admin) = dead(1_200).await;
+            let plan = BulkPlan::redrive(ListFilter::default(), "paced").batch(batch).rate(rate);
+            let (report, timeline) = timed(admin.start(plan).await.unwrap()).await;
+            assert_eq!(report.moved, 1_200);
+            let window = Duration::from_secs_f64(window);
+            assert_eq!(busiest(&timeline, window), most, "{rate}/s, batch {batch}: {timeline:?}");
+            // The pace up to the last batch's start: the allowance, not less.
+            let (took, last) = *timeline.last().unwrap();
+            let pace = (1_200 - last) as f64 / took.as_secs_f64();
+            assert!(pace >= most as f64 / window.as_secs_f64() * 0.99, "{rate}/s, batch {batch}: {pace} rows/s");
+        }
+    }
+
+    /// The canary is paced as any batch: a canary of 30 at 10 rows per second moves 10, waits
+    /// for their outcome, and so on, never 30 in one second.
+    #[tokio::test(start_paused = true)]
+    async fn a_canary_is_paced_too() {
+        let (store, admin) = dead(40).await;
+        // Every redriven row succeeds at once, as a healthy retrier would make it.
+        let retrier = {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let request = ClaimRequest {
+                    event_types: vec!["payment".into()],
+                    limit: 100,
+                    lease: Duration::from_secs(60),
+                    owner: "test".into(),
+                };
+                loop {
+                    let claimed = store.claim(request.clone()).await.unwrap();
+                    let done = claimed.iter().map(|c| Settlement::Succeeded { lease: c.lease }).collect();
+                    store.settle(done).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            })
+        };
+        let plan = BulkPlan::redrive(ListFilter::default(), "canary").canary(30).rate(10.0);
+        let (report, timeline) = timed(admin.start(plan).await.unwrap()).await;
+        retrier.abort();
+        assert_eq!((report.moved, report.canary_stop), (40, None));
+        assert!(busiest(&timeline, Duration::from_secs(1)) <= 10, "{timeline:?}");
+    }
+
+    /// A resume goes at the stored rate (it once forgot it and moved everything at once);
+    /// [`Bulk::rate`] overrides it for one run, and the stored plan keeps its own.
+    #[tokio::test(start_paused = true)]
+    async fn a_resume_keeps_the_stored_rate_unless_overridden() {
+        let (_, admin) = dead(6).await;
+        let bulk = admin.start(BulkPlan::redrive(ListFilter::default(), "slowly").rate(1.0)).await.unwrap();
+        let id = bulk.operation().unwrap().id;
+        let first = bulk
+            .run(Pacing::default(), |p| if p.moved >= 2 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) });
+        assert_eq!(first.await.unwrap().moved, 2);
+        let resumed = admin.resume(id).await.unwrap();
+        assert_eq!(resumed.plan().rate, Some(1.0));
+        let (report, timeline) = timed(resumed.batch(100)).await;
+        assert_eq!((report.moved, timeline.len()), (6, 4), "one row a second: {timeline:?}");
+        assert_eq!(busiest(&timeline, Duration::from_secs(1)), 1);
+        let stored = admin.store().operation(id).await.unwrap().unwrap();
+        assert_eq!(stored.spec["rate"], serde_json::json!(1.0));
+    }
+
+    /// Plans stored before the rate existed still resume (unpaced).
+    #[test]
+    fn a_plan_stored_without_a_rate_still_reads() {
+        let mut spec = serde_json::to_value(BulkPlan::redrive(ListFilter::default(), "old")).unwrap();
+        assert!(spec.get("rate").is_none(), "no rate, no field");
+        spec.as_object_mut().unwrap().remove("rate");
+        let plan: BulkPlan = serde_json::from_value(spec).unwrap();
+        assert_eq!(plan.rate, None);
     }
 }
