@@ -248,3 +248,8 @@ fn pick_dedupe_key<'a>(mut values: impl Iterator<Item = &'a [u8]>, own: String) 
 
 /// The header a republished message carries: the id of the dead letter it came from.
 pub const DLQ_ID_HEADER: &str = "Dlq-Id";
+
+/// The crate's README, its page on crates.io: its examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -124,3 +124,8 @@ pub use store::DeadLetterStore;
 /// The shutdown signal of [`Retrier::run_until`] most services already have (re-exported
 /// from `tokio-util`): pass `token.cancelled_owned()`.
 pub use tokio_util::sync::CancellationToken;
+
+/// The crate's README, its page on crates.io: its examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -235,3 +235,8 @@ pub fn derive_classify(item: TokenStream) -> TokenStream {
 pub fn __handlers(input: TokenStream) -> TokenStream {
     handlers::expand(input.into()).into()
 }
+
+/// The crate's README, its page on crates.io: its examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -92,3 +92,8 @@ struct MigrationFailed {
 fn migration_failed(schema: Option<&str>, source: sqlx::migrate::MigrateError) -> dlq_core::Error {
     dlq_core::Error::store(MigrationFailed { schema: schema.map(str::to_owned), source })
 }
+
+/// The crate's README, its page on crates.io: its examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -358,3 +358,8 @@ pub fn router(admin: Admin, options: Options) -> Router {
         .layer(axum::middleware::map_response(security::headers))
         .with_state(console)
 }
+
+/// The crate's README, its page on crates.io: its examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
