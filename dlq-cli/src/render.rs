@@ -465,7 +465,7 @@ fn summary(l: &DeadLetter) -> Vec<(String, String)> {
         ("dead reason", l.dead_reason.map(|r| r.to_string()).unwrap_or_default()),
         ("event type", l.event_type.clone()),
         ("handler", l.handler.clone()),
-        ("error", format!("{} {}: {}", l.failure.class.name(), l.failure.kind, l.failure.reason)),
+        ("error", format!("{} {}: {}", l.failure.class.as_str(), l.failure.kind, l.failure.reason)),
         ("group", l.failure.fingerprint.clone()),
         ("retries", format!("{} of {}", l.retry_count, l.max_retries)),
         ("redrives", l.redrive_count.to_string()),

@@ -19,15 +19,8 @@ pub enum ActionKind {
     Discard,
 }
 
-impl ActionKind {
-    /// The action's name in the audit log.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Redrive => "redrive",
-            Self::Discard => "discard",
-        }
-    }
-}
+// The action's name in the audit log and in `dlq_operations.action`.
+text_forms!(ActionKind { Redrive => "redrive", Discard => "discard" });
 
 /// One batch of an operator action, applied by [`DeadLetterStore::apply`] in one transaction.
 ///
@@ -164,33 +157,8 @@ pub enum OperationState {
     Done,
 }
 
-impl OperationState {
-    /// The stored name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Running => "running",
-            Self::Stopped => "stopped",
-            Self::Done => "done",
-        }
-    }
-
-    /// Parses a stored name.
-    ///
-    /// # Errors
-    /// [`Error::Parse`](crate::Error::Parse) for an unknown name.
-    pub fn parse(name: &str) -> Result<Self, crate::Error> {
-        match name {
-            "running" => Ok(Self::Running),
-            "stopped" => Ok(Self::Stopped),
-            "done" => Ok(Self::Done),
-            other => Err(crate::Error::Parse {
-                what: "OperationState",
-                value: other.to_owned(),
-                expected: &["running", "stopped", "done"],
-            }),
-        }
-    }
-}
+// The stored name.
+text_forms!(OperationState { Running => "running", Stopped => "stopped", Done => "done" });
 
 /// A stored bulk operation (`dlq_operations`): what it does and how far it got.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -44,21 +44,8 @@ pub enum BackoffKind {
     None,
 }
 
-impl BackoffKind {
-    /// The name used in `#[dead_letter(backoff = "...")]`.
-    ///
-    /// ```
-    /// assert_eq!(dlq_core::BackoffKind::Exponential.name(), "exp");
-    /// ```
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Exponential => "exp",
-            Self::Fixed => "fixed",
-            Self::Linear => "linear",
-            Self::None => "none",
-        }
-    }
-}
+// The names `#[dead_letter(backoff = "...")]` takes.
+text_forms!(BackoffKind { Exponential => "exp", Fixed => "fixed", Linear => "linear", None => "none" });
 
 impl Backoff {
     /// Exponential from 1 s, capped at 1 h, with ±15 % jitter.

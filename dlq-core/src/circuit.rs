@@ -25,39 +25,8 @@ pub enum CircuitState {
     HalfOpen,
 }
 
-impl CircuitState {
-    /// `closed`, `open` or `half_open`, as stored.
-    ///
-    /// ```
-    /// assert_eq!(dlq_core::CircuitState::HalfOpen.as_str(), "half_open");
-    /// ```
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Closed => "closed",
-            Self::Open => "open",
-            Self::HalfOpen => "half_open",
-        }
-    }
-}
-
-impl std::fmt::Display for CircuitState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for CircuitState {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "closed" => Ok(Self::Closed),
-            "open" => Ok(Self::Open),
-            "half_open" => Ok(Self::HalfOpen),
-            other => Err(Error::Invalid(format!("unknown circuit state {other:?}"))),
-        }
-    }
-}
+// `closed`, `open` or `half_open`, as stored.
+text_forms!(CircuitState { Closed => "closed", Open => "open", HalfOpen => "half_open" });
 
 /// One event type's circuit, as stored and shared by every retrier.
 ///

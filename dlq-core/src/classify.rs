@@ -21,7 +21,7 @@ use std::time::Duration;
 ///
 /// let class = ErrorClass::Transient;
 /// assert!(class.is_transient());
-/// assert_eq!(class.name(), "transient");
+/// assert_eq!(class.as_str(), "transient");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorClass {
@@ -33,20 +33,9 @@ pub enum ErrorClass {
     Fatal,
 }
 
-impl ErrorClass {
-    /// The lowercase name stored in the `error_class` column.
-    ///
-    /// ```
-    /// assert_eq!(dlq_core::ErrorClass::Permanent.name(), "permanent");
-    /// ```
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Transient => "transient",
-            Self::Permanent => "permanent",
-            Self::Fatal => "fatal",
-        }
-    }
+text_forms!(ErrorClass { Transient => "transient", Permanent => "permanent", Fatal => "fatal" });
 
+impl ErrorClass {
     /// Whether this is [`ErrorClass::Transient`].
     ///
     /// ```
@@ -54,12 +43,6 @@ impl ErrorClass {
     /// ```
     pub const fn is_transient(self) -> bool {
         matches!(self, Self::Transient)
-    }
-}
-
-impl fmt::Display for ErrorClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(self.name())
     }
 }
 

@@ -73,6 +73,43 @@
 
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
+/// The text forms of an enum stored or typed as text, one convention for every such enum:
+/// `as_str` (what is stored and printed), `Display`, `FromStr` (an unknown text is
+/// [`Error::Parse`] naming the accepted ones) and `ALL` (every value, in declaration order).
+macro_rules! text_forms {
+    ($name:ident { $($variant:ident => $text:literal),* $(,)? }) => {
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),*];
+
+            /// The text stored and shown: what [`FromStr`](std::str::FromStr) parses back.
+            pub const fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $text),* }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.pad(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = crate::Error;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($text => Ok(Self::$variant),)*
+                    other => Err(crate::Error::Parse {
+                        what: stringify!($name),
+                        value: other.to_owned(),
+                        expected: &[$($text),*],
+                    }),
+                }
+            }
+        }
+    };
+}
+
 mod action;
 pub mod admin;
 mod backoff;

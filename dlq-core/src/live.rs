@@ -432,7 +432,7 @@ pub(crate) async fn park_observed(store: &dyn DeadLetterStore, mut letter: NewDe
     let span = tracing::info_span!(
         "dlq.park",
         event_type = %event_type,
-        class = class.name(),
+        class = class.as_str(),
         dead_reason = dead_reason.map(DeadReason::as_str),
         dlq_id = tracing::field::Empty,
     );

@@ -79,7 +79,7 @@ pub fn describe_metrics() {
 /// A live-path or dispatcher park.
 pub(crate) fn parked(event_type: &str, class: ErrorClass, dead_reason: Option<DeadReason>) {
     let reason = dead_reason.map_or("none", DeadReason::as_str);
-    counter!(PARKED, "event_type" => event_type.to_owned(), "class" => class.name(), "dead_reason" => reason)
+    counter!(PARKED, "event_type" => event_type.to_owned(), "class" => class.as_str(), "dead_reason" => reason)
         .increment(1);
 }
 

@@ -1,15 +1,14 @@
 //! The dead-letter record, its states and the values the store exchanges.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
+
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::classify::{ErrorClass, FailureInfo};
+use crate::classify::FailureInfo;
 
 /// The id of a dead-letter row (`dlq_events.id`).
 pub type DlqId = i64;
@@ -20,35 +19,7 @@ macro_rules! string_enum {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         pub enum $name { $($(#[$vm])* #[serde(rename = $text)] $variant),* }
 
-        impl $name {
-            /// Every value, in declaration order.
-            pub const ALL: &'static [Self] = &[$(Self::$variant),*];
-
-            /// The text stored in the database.
-            pub const fn as_str(self) -> &'static str {
-                match self { $(Self::$variant => $text),* }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.pad(self.as_str())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = crate::Error;
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                match s {
-                    $($text => Ok(Self::$variant),)*
-                    other => Err(crate::Error::Parse {
-                        what: stringify!($name),
-                        value: other.to_owned(),
-                        expected: &[$($text),*],
-                    }),
-                }
-            }
-        }
+        text_forms!($name { $($variant => $text),* });
     };
 }
 
@@ -1322,18 +1293,6 @@ pub struct FailureGroup {
     pub first_seen: DateTime<Utc>,
     /// When its newest row was parked.
     pub last_seen: DateTime<Utc>,
-}
-
-impl ErrorClass {
-    /// Parses a stored class name; a stored transient class has no hint.
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "transient" => Some(Self::Transient),
-            "permanent" => Some(Self::Permanent),
-            "fatal" => Some(Self::Fatal),
-            _ => None,
-        }
-    }
 }
 
 /// A running (or dead: see `last_seen`) retrier, from its heartbeat row in the store.

@@ -357,7 +357,7 @@ fn detail_body(base: &Base, d: &Detail, actions: bool) -> Markup {
             dt { "event type" } dd { (l.event_type) }
             dt { "handler" } dd { code { (l.handler) } }
             dt { "group" } dd { a href=(base.group(&l.failure.fingerprint, "", &[])) { code { (l.failure.fingerprint) } } }
-            dt { "error" } dd { (l.failure.class.name()) " · " code { (l.failure.kind) } }
+            dt { "error" } dd { (l.failure.class.as_str()) " · " code { (l.failure.kind) } }
             dt { "retries" } dd { (l.retry_count) " of " (l.max_retries) "; redriven " (l.redrive_count) " times" }
             dt { "retry after" } dd { (view::time(l.retry_after)) }
             dt { "parked" } dd { (view::time(l.created_at)) " · first failed " (view::time(l.first_failed_at)) }

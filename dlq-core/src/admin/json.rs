@@ -33,7 +33,7 @@ pub fn payload(payload: &Payload) -> Value {
 pub fn row(l: &DeadLetter) -> Value {
     json!({
         "id": l.id, "event_type": l.event_type, "handler": l.handler, "status": l.status,
-        "dead_reason": l.dead_reason, "error_class": l.failure.class.name(), "error_kind": l.failure.kind,
+        "dead_reason": l.dead_reason, "error_class": l.failure.class.as_str(), "error_kind": l.failure.kind,
         "error_reason": l.failure.reason, "fingerprint": l.failure.fingerprint, "retry_count": l.retry_count,
         "max_retries": l.max_retries, "redrive_count": l.redrive_count, "retry_after": l.retry_after,
         "created_at": l.created_at, "updated_at": l.updated_at,

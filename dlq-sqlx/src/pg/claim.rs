@@ -148,7 +148,7 @@ impl Outcomes {
             let attempt = |f: &dlq_core::FailureInfo| {
                 let mut reason = f.reason.clone();
                 super::park::clean(&mut reason);
-                serde_json::json!({ "class": f.class.name(), "reason": reason })
+                serde_json::json!({ "class": f.class.as_str(), "reason": reason })
             };
             serde_json::Value::Array(earlier.iter().map(attempt).collect())
         }));
@@ -161,7 +161,7 @@ impl Outcomes {
                 .for_each(super::park::clean);
             f
         });
-        self.error_class.push(failure.as_ref().map(|f| f.class.name()));
+        self.error_class.push(failure.as_ref().map(|f| f.class.as_str()));
         self.error_chain.push(failure.as_ref().map(|f| serde_json::Value::from(f.chain.clone())));
         self.error_kind.push(failure.as_ref().map(|f| f.kind.clone()));
         self.error_reason.push(failure.as_ref().map(|f| f.reason.clone()));

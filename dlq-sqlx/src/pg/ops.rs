@@ -104,7 +104,7 @@ fn operation(row: &PgRow) -> StoreResult<Operation> {
         cursor: row.try_get::<DlqId, _>("cursor_id").map_err(db)?,
         moved: unsigned(row.try_get("moved").map_err(db)?),
         refused: unsigned(row.try_get("refused").map_err(db)?),
-        state: OperationState::parse(&row.try_get::<String, _>("state").map_err(db)?)?,
+        state: row.try_get::<String, _>("state").map_err(db)?.parse::<OperationState>()?,
         created_at: row.try_get("created_at").map_err(db)?,
         updated_at: row.try_get("updated_at").map_err(db)?,
     })

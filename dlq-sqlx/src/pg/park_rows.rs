@@ -100,7 +100,7 @@ pub(crate) fn encoded_len(letter: &NewDeadLetter, payload_len: usize) -> usize {
     let src = &letter.source;
     let text = letter.event_type.len()
         + letter.handler.len()
-        + f.class.name().len()
+        + f.class.as_str().len()
         + f.kind.len()
         + f.reason.len()
         + f.fingerprint.len()
@@ -212,7 +212,7 @@ fn write_row(buf: &mut Vec<u8>, letter: &NewDeadLetter, extra: u32) -> Result<()
     text(buf, Some(&letter.event_type))?;
     text(buf, Some(&letter.handler))?;
     jsonb(buf, json)?;
-    text(buf, Some(f.class.name()))?;
+    text(buf, Some(f.class.as_str()))?;
     text(buf, Some(&f.kind))?;
     text(buf, Some(&f.reason))?;
     jsonb(buf, Some(&f.chain))?;

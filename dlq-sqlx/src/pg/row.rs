@@ -285,11 +285,7 @@ impl TryFrom<EventRow> for DeadLetter {
 
 /// A stored class name back to its class.
 fn class(name: &str) -> Result<ErrorClass> {
-    ErrorClass::from_name(name).ok_or_else(|| dlq_core::Error::Parse {
-        what: "ErrorClass",
-        value: name.to_owned(),
-        expected: &["transient", "permanent", "fatal"],
-    })
+    name.parse()
 }
 
 /// The payload columns of a row.

@@ -133,7 +133,7 @@ pub(super) struct FailureColumns {
 impl FailureColumns {
     pub(super) fn new(failure: &FailureInfo) -> Self {
         Self {
-            class: failure.class.name(),
+            class: failure.class.as_str(),
             kind: failure.kind.clone(),
             reason: failure.reason.clone(),
             chain: json_list(&failure.chain),
@@ -159,8 +159,8 @@ impl TryFrom<FailureRow> for FailureInfo {
     type Error = Error;
 
     fn try_from(row: FailureRow) -> StoreResult<Self> {
-        let class = ErrorClass::from_name(&row.error_class)
-            .ok_or_else(|| decode_error(format!("error_class `{}`", row.error_class)))?;
+        let class: ErrorClass =
+            row.error_class.parse().map_err(|_| decode_error(format!("error_class `{}`", row.error_class)))?;
         // `new` bounds and fingerprints; the stored values are kept exactly as they are.
         let mut info = Self::new(class, "", String::new(), Vec::new(), None);
         info.kind = row.error_kind;

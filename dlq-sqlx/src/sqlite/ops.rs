@@ -151,7 +151,7 @@ fn operation(row: &SqliteRow) -> StoreResult<Operation> {
         cursor: row.try_get("cursor_id").map_err(sql)?,
         moved: count("moved")?,
         refused: count("refused")?,
-        state: OperationState::parse(&row.try_get::<String, _>("state").map_err(sql)?)?,
+        state: row.try_get::<String, _>("state").map_err(sql)?.parse::<OperationState>()?,
         created_at: codec::time(row.try_get("created_at").map_err(sql)?)?,
         updated_at: codec::time(row.try_get("updated_at").map_err(sql)?)?,
     })

@@ -295,7 +295,7 @@ async fn settle_one(tx: &mut Transaction<'static, Sqlite>, outcome: &Settlement,
             .bind(lease.id)
             .bind(retry_count + n)
             .bind(name)
-            .bind(failure.map(|f| f.class.name()))
+            .bind(failure.map(|f| f.class.as_str()))
             .bind(failure.map(|f| f.reason.as_str()))
             .bind(owner.as_deref())
             .bind(at)
