@@ -119,12 +119,14 @@ async fn run(admin: &dlq_core::admin::Admin, plan: BulkPlan, request: &BulkReque
     Ok(Json(bulk.run(pacing, |_| ControlFlow::Continue(())).await?))
 }
 
-/// The body of `POST /api/events/{id}/patch`: a JSON Patch, or a whole new payload.
+/// The body of `POST /api/events/{id}/patch`: a JSON Patch, a whole new payload, or the exact
+/// bytes of a raw one as hex.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PatchRequest {
     patch: Option<Value>,
     payload: Option<Value>,
+    payload_hex: Option<String>,
     #[serde(default)]
     reason: String,
 }
@@ -135,13 +137,20 @@ pub(crate) async fn patch(
     Param(id): Param<DlqId>,
     JsonBody(request): JsonBody<PatchRequest>,
 ) -> ApiResult<Value> {
-    let outcome = match (&request.patch, request.payload) {
-        (Some(patch), None) => admin.patch(id, patch, &request.reason).await?,
-        (None, Some(payload)) => {
+    let outcome = match (&request.patch, request.payload, &request.payload_hex) {
+        (Some(patch), None, None) => admin.patch(id, patch, &request.reason).await?,
+        (None, Some(payload), None) => {
             let payload = Payload::from_bytes(&serde_json::to_vec(&payload).unwrap_or_default());
             admin.replace_payload(id, payload, &request.reason).await?
         }
-        _ => return Err(Failure::bad_request("give exactly one of `patch` (RFC 6902) or `payload`").into()),
+        (None, None, Some(hex)) => {
+            let payload = Payload::Raw { bytes: crate::pages::bytes_of_hex(hex)?, truncated: None };
+            admin.replace_payload(id, payload, &request.reason).await?
+        }
+        _ => {
+            let why = "give exactly one of `patch` (RFC 6902), `payload` (JSON) or `payload_hex` (raw bytes)";
+            return Err(Failure::bad_request(why).into());
+        }
     };
     Ok(Json(json::patched(&outcome)))
 }

@@ -36,7 +36,7 @@
 //! | `GET /operations/{id}` | a bulk operation: state, rows moved and refused, its cursor; reloads itself while it runs |
 //! | `POST /operations/{id}/resume` | continues a stopped operation (a failed canary, a restart) from its cursor, optionally at a `rate` |
 //! | `POST /groups/{fingerprint}/patch` | one JSON Patch applied to the group's dead rows (preview, then confirm; `POST /group/patch?group=` likewise) |
-//! | `POST /events/{id}/edit` | a new payload: validated, the diff shown, then `confirm=1` |
+//! | `POST /events/{id}/edit` | a new payload (`payload`, JSON; or `payload_hex`, a raw payload's exact bytes as hex): validated, the change shown, then `confirm=1`; a payload equal to the stored one is never written |
 //! | `POST /audit/{audit_id}/undo` | restores what a patch replaced (refused when later patches would be reverted with it, unless `force`) |
 //! | `GET /api/openapi.json` | the JSON API, documented (a hand-written OpenAPI 3.1 document) |
 //!

@@ -414,8 +414,22 @@ fn detail_actions(base: &Base, l: &DeadLetter) -> Markup {
                 }
             }
             form.wide method="post" action=(base.url(&format!("/events/{}/edit", l.id))) {
-                h3 { "Edit the payload" }
-                textarea name="payload" rows="10" spellcheck="false" { (editable) }
+                @match &l.payload {
+                    Payload::Json(_) => {
+                        h3 { "Edit the payload" }
+                        textarea name="payload" rows="10" spellcheck="false" { (editable) }
+                    }
+                    Payload::Raw { bytes, truncated: None } => {
+                        h3 { "Edit the payload's bytes (hex)" }
+                        p.muted { "Not JSON: its exact " (bytes.len()) " bytes, two hex digits each (spaces and line breaks are ignored). Saving writes exactly these bytes." }
+                        textarea name="payload_hex" rows="10" spellcheck="false" { (view::hex(bytes)) }
+                    }
+                    Payload::Raw { bytes, truncated: Some(t) } => {
+                        h3 { "Replace the payload" }
+                        p.muted { "Only the first " (bytes.len()) " of its " (t.original_len) " bytes were kept: they cannot be edited as they are. Paste the whole event as JSON to replace them." }
+                        textarea name="payload" rows="10" spellcheck="false" {}
+                    }
+                }
                 label { "Reason " input name="reason" required; }
                 button type="submit" { "Validate and show the diff…" }
             }
@@ -581,35 +595,81 @@ pub(crate) fn report_details(r: &BulkReport) -> Markup {
     }
 }
 
-/// The fields of the payload editor.
+/// The fields of the payload editor: a JSON document (`payload`), or a raw payload's exact
+/// bytes as hex (`payload_hex`).
 #[derive(Debug, Deserialize)]
 pub(crate) struct EditForm {
-    payload: String,
+    payload: Option<String>,
+    payload_hex: Option<String>,
     #[serde(default)]
     reason: String,
     confirm: Option<String>,
 }
 
-/// `POST /events/{id}/edit`: validates the JSON, shows the diff; `confirm=1` saves it.
+impl EditForm {
+    /// The payload the form gives: JSON, or exactly the bytes its hex spells.
+    fn payload(&self) -> Result<Payload, Failure> {
+        match (&self.payload, &self.payload_hex) {
+            (Some(text), None) => {
+                let value: serde_json::Value = serde_json::from_str(text)
+                    .map_err(|e| Failure::bad_request(format!("the payload is not valid JSON: {e}")))?;
+                Ok(Payload::from_bytes(&serde_json::to_vec(&value).unwrap_or_default()))
+            }
+            (None, Some(hex)) => Ok(Payload::Raw { bytes: bytes_of_hex(hex)?, truncated: None }),
+            (Some(_), Some(_)) => Err(Failure::bad_request("give the new payload once: `payload` or `payload_hex`")),
+            (None, None) => Err(Failure::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "missing field `payload`: the new payload, as JSON (`payload`) or as hex (`payload_hex`)",
+            )),
+        }
+    }
+}
+
+/// The bytes a hex text spells, spaces and line breaks ignored.
+pub(crate) fn bytes_of_hex(text: &str) -> Result<Vec<u8>, Failure> {
+    let digits: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    dlq_core::admin::unhex(&digits).ok_or_else(|| {
+        Failure::bad_request(
+            "the payload's bytes are not hex: two digits 0-9 or a-f per byte (spaces and line breaks are ignored)",
+        )
+    })
+}
+
+/// `POST /events/{id}/edit`: validates the new payload, shows the change; `confirm=1` saves
+/// it. A payload equal to the stored one is never written (the form saved as it was
+/// pre-filled changes nothing, not even the audit log).
 pub(crate) async fn edit(
     base: Base,
     Acting(admin): Acting,
     Param(id): Param<DlqId>,
     Form(form): Form<EditForm>,
 ) -> PageResult {
-    let new: serde_json::Value = serde_json::from_str(&form.payload)
-        .map_err(|e| Failure::bad_request(format!("the payload is not valid JSON: {e}")))?;
+    let new = form.payload()?;
+    let detail = admin.show(id).await?;
+    let old = &detail.letter.payload;
+    let event = html! { a href=(base.url(&format!("/events/{id}"))) { (id) } };
+    if *old == new {
+        let body = html! {
+            p.summary { "The payload of event " (event) " is unchanged: nothing to save, nothing saved." }
+            p { a href=(base.url(&format!("/events/{id}"))) { "← back" } }
+        };
+        return Ok(render(view::page(&base, &format!("Edit event {id}: unchanged"), None, body)));
+    }
     if form.confirm.as_deref() == Some("1") {
-        admin.replace_payload(id, Payload::from_bytes(form.payload.as_bytes()), &form.reason).await?;
+        admin.replace_payload(id, new, &form.reason).await?;
         return Ok(Redirect::to(&base.url(&format!("/events/{id}"))).into_response());
     }
-    let detail = admin.show(id).await?;
-    let changes = view::diff(&view::payload_value(&detail.letter.payload), &new);
     let body = html! {
-        p { "The payload of event " a href=(base.url(&format!("/events/{id}"))) { (id) } " changes as follows:" }
-        (view::diff_table(&changes))
+        p { "The payload of event " (event) " changes as follows:" }
+        @match (old, &new) {
+            (Payload::Json(a), Payload::Json(b)) => { (view::diff_table(&view::diff(a, b))) }
+            _ => { (view::bytes_change(old, &new)) }
+        }
         form method="post" action=(base.url(&format!("/events/{id}/edit"))) {
-            input type="hidden" name="payload" value=(form.payload);
+            @match &new {
+                Payload::Raw { bytes, .. } => { input type="hidden" name="payload_hex" value=(dlq_core::admin::hex(bytes)); }
+                Payload::Json(_) => { input type="hidden" name="payload" value=(form.payload.as_deref().unwrap_or_default()); }
+            }
             input type="hidden" name="confirm" value="1";
             label { "Reason " input name="reason" value=(form.reason) required; }
             button type="submit" { "Apply" }

@@ -295,6 +295,74 @@ async fn edit_shows_the_diff_then_saves_and_undo_restores(store: Store) {
     assert_eq!(store.get(id).await.unwrap().unwrap().payload, Payload::Json(json!({"n": 0, "currency": "USD "})));
 }
 
+/// The edit form's field (its name) and text (unescaped) as the browser would post them.
+fn edit_field(page: &str) -> (String, String) {
+    let at = page.find("<textarea name=\"").unwrap_or_else(|| panic!("no editor: {page}"));
+    let rest = &page[at + "<textarea name=\"".len()..];
+    let name = rest[..rest.find('"').unwrap()].to_owned();
+    let text = &rest[rest.find('>').unwrap() + 1..rest.find("</textarea>").unwrap()];
+    let text = text.replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&");
+    (name, text)
+}
+
+/// A raw payload (not JSON, not even UTF-8) is edited as its exact bytes in hex: saving the
+/// form unchanged writes nothing (it once saved the lossy text as a JSON string, rewriting
+/// the bytes), and an edited byte is saved exactly, raw.
+async fn a_raw_payload_is_edited_as_its_exact_bytes(store: Store) {
+    let bytes = b"\xff\xfe not json \x00\x1b[31m <b>\xc3".to_vec();
+    let failure = FailureInfo::new(ErrorClass::Permanent, "undecodable", "bad bytes".into(), vec![], None);
+    let raw = NewDeadLetter::new("webhook", Payload::from_bytes(&bytes), failure).dead(DeadReason::Undecodable);
+    let id = store.park(raw).await.unwrap().id;
+    let stored = || async { store.get(id).await.unwrap().unwrap().payload };
+    assert_eq!(stored().await, Payload::Raw { bytes: bytes.clone(), truncated: None });
+    let app = app(&store, actions());
+    let edit = format!("/dlq/events/{id}/edit");
+
+    let (_, page) = get(&app, &format!("/dlq/events/{id}")).await;
+    let (field, text) = edit_field(&page);
+    let unchanged = serde_urlencoded::to_string([(field.as_str(), text.as_str()), ("reason", "look")]).unwrap();
+    let (status, _, body) = send(&app, form(&edit, &unchanged)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("unchanged") && !body.contains(">Apply<"), "an unchanged form offers no save: {body}");
+    let (status, _, body) = send(&app, form(&edit, &format!("{unchanged}&confirm=1"))).await;
+    assert!(status.is_success() || status.is_redirection(), "{status}: {body}");
+    assert_eq!(stored().await, Payload::Raw { bytes: bytes.clone(), truncated: None }, "the bytes are untouched");
+    assert!(store.audit(id).await.unwrap().is_empty(), "nothing was written");
+
+    // One byte changed (the first, 0xff → 0x7b), spaces and case as an operator types them.
+    assert_eq!(field, "payload_hex", "raw bytes are edited as hex");
+    let edited = format!("7B {}", text.trim_start()[2..].to_uppercase());
+    let mut expected = bytes.clone();
+    expected[0] = 0x7b;
+    let save = serde_urlencoded::to_string([("payload_hex", edited.as_str()), ("reason", "fix the brace")]).unwrap();
+    let (status, _, body) = send(&app, form(&edit, &save)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("byte 0") && body.contains(">Apply<"), "the change is shown first: {body}");
+    assert_eq!(stored().await, Payload::Raw { bytes: bytes.clone(), truncated: None });
+    let (status, _, body) = send(&app, form(&edit, &format!("{save}&confirm=1"))).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    assert_eq!(stored().await, Payload::Raw { bytes: expected, truncated: None }, "exactly the bytes given");
+    let bad = serde_urlencoded::to_string([("payload_hex", "7g"), ("reason", "x"), ("confirm", "1")]).unwrap();
+    let (status, _, body) = send(&app, form(&edit, &bad)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("hex"), "{body}");
+
+    // The API takes exact bytes too.
+    let hex = json!({"payload_hex": "00ff 0a", "reason": "bytes from the broker"});
+    let (status, _, body) = send(&app, api_post(&format!("/dlq/api/events/{id}/patch"), &hex)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(stored().await, Payload::Raw { bytes: vec![0, 0xff, 0x0a], truncated: None });
+
+    // A JSON payload saved unchanged writes nothing either.
+    let (ids, _, _) = seed(&store).await;
+    let (_, page) = get(&app, &format!("/dlq/events/{}", ids[0])).await;
+    let (field, text) = edit_field(&page);
+    assert_eq!(field, "payload");
+    let unchanged = serde_urlencoded::to_string([("payload", text.as_str()), ("reason", "look"), ("confirm", "1")]);
+    send(&app, form(&format!("/dlq/events/{}/edit", ids[0]), &unchanged.unwrap())).await;
+    assert!(store.audit(ids[0]).await.unwrap().is_empty(), "nothing was written");
+}
+
 async fn group_patch_previews_then_patches_every_dead_row(store: Store) {
     let (ids, _, group) = seed(&store).await;
     let app = app(&store, actions());
@@ -780,4 +848,5 @@ on_both_stores!(
     bad_input_is_a_clear_error,
     overview_snapshots_and_circuits,
     a_stopped_operation_resumes_from_its_page,
+    a_raw_payload_is_edited_as_its_exact_bytes,
 );
