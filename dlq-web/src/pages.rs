@@ -413,7 +413,9 @@ fn detail_actions(base: &Base, l: &DeadLetter) -> Markup {
                     button.danger type="submit" { "Dry run…" }
                 }
             }
-            form.wide method="post" action=(base.url(&format!("/events/{}/edit", l.id))) {
+            @if l.status == Status::Succeeded {
+                p.muted { "This row succeeded: its payload is the one its handler ran with, and stays as it is." }
+            } @else { form.wide method="post" action=(base.url(&format!("/events/{}/edit", l.id))) {
                 @match &l.payload {
                     Payload::Json(_) => {
                         h3 { "Edit the payload" }
@@ -432,7 +434,7 @@ fn detail_actions(base: &Base, l: &DeadLetter) -> Markup {
                 }
                 label { "Reason " input name="reason" required; }
                 button type="submit" { "Validate and show the diff…" }
-            }
+            } }
         }
     }
 }
@@ -445,7 +447,7 @@ fn audit(base: &Base, d: &Detail, actions: bool) -> Markup {
                 (view::time(a.at)) " · " strong { (a.action) } " by " code { (a.actor) }
                 @if let Some(r) = &a.reason { " — " (r) }
                 details { summary { "diff" } (view::json(&a.diff)) }
-                @if actions && a.action == "patch" {
+                @if actions && a.action == "patch" && d.letter.status != Status::Succeeded {
                     form.inline method="post" action=(base.url(&format!("/audit/{}/undo", a.id))) {
                         button type="submit" { "Undo this patch" }
                     }

@@ -295,6 +295,44 @@ async fn edit_shows_the_diff_then_saves_and_undo_restores(store: Store) {
     assert_eq!(store.get(id).await.unwrap().unwrap().payload, Payload::Json(json!({"n": 0, "currency": "USD "})));
 }
 
+/// A `SUCCEEDED` row offers no edit and no undo, and a patch or an undo posted anyway (a page
+/// opened before the row succeeded) is refused with the admin layer's one line.
+async fn a_succeeded_row_is_not_patched_from_the_console(store: Store) {
+    let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+    let letter = NewDeadLetter::new("payment", Payload::Json(json!({"n": 1})), failure);
+    let id = store.park(letter).await.unwrap().id;
+    let app = app(&store, actions());
+    let edit = format!("/dlq/events/{id}/edit");
+    let first = serde_urlencoded::to_string([("payload", r#"{"n":2}"#), ("reason", "fix"), ("confirm", "1")]);
+    assert_eq!(send(&app, form(&edit, &first.unwrap())).await.0, StatusCode::SEE_OTHER);
+    let audit_id = store.audit(id).await.unwrap()[0].id;
+    let (_, page) = get(&app, &format!("/dlq/events/{id}")).await;
+    assert!(page.contains("name=\"payload\"") && page.contains("Undo this patch"), "a pending row is editable");
+
+    let request = dlq_core::store::ClaimRequest {
+        event_types: vec!["payment".into()],
+        limit: 1,
+        lease: std::time::Duration::from_secs(60),
+        owner: "test".into(),
+    };
+    let lease = store.claim(request).await.unwrap()[0].lease;
+    store.settle(vec![dlq_core::store::Settlement::Succeeded { lease }]).await.unwrap();
+    let (_, page) = get(&app, &format!("/dlq/events/{id}")).await;
+    assert!(!page.contains("name=\"payload\"") && !page.contains("Undo this patch"), "{page}");
+    let again = serde_urlencoded::to_string([("payload", r#"{"n":3}"#), ("reason", "fix"), ("confirm", "1")]);
+    for request in [form(&edit, &again.unwrap()), form(&format!("/dlq/audit/{audit_id}/undo"), "")] {
+        let (status, _, body) = send(&app, request).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(body.contains(&format!("dead letter {id} is SUCCEEDED")), "{body}");
+    }
+    let patch = json!({"patch": [{"op": "add", "path": "/m", "value": 1}], "reason": "fix"});
+    let (status, _, body) = send(&app, api_post(&format!("/dlq/api/events/{id}/patch"), &patch)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("SUCCEEDED"), "{body}");
+    assert_eq!(store.get(id).await.unwrap().unwrap().payload, Payload::Json(json!({"n": 2})));
+    assert_eq!(store.audit(id).await.unwrap().len(), 1);
+}
+
 /// The edit form's field (its name) and text (unescaped) as the browser would post them.
 fn edit_field(page: &str) -> (String, String) {
     let at = page.find("<textarea name=\"").unwrap_or_else(|| panic!("no editor: {page}"));
@@ -849,4 +887,5 @@ on_both_stores!(
     overview_snapshots_and_circuits,
     a_stopped_operation_resumes_from_its_page,
     a_raw_payload_is_edited_as_its_exact_bytes,
+    a_succeeded_row_is_not_patched_from_the_console,
 );
