@@ -690,7 +690,7 @@ pub(crate) struct PatchForm {
 }
 
 /// `POST /groups/{fingerprint}/patch`: one JSON Patch for the group's dead rows; a preview
-/// first, `confirm=1` applies it row by row (each audited).
+/// (tried on every row) first, `confirm=1` applies it row by row (each audited).
 pub(crate) async fn group_patch(
     base: Base,
     Acting(admin): Acting,
@@ -711,6 +711,12 @@ pub(crate) async fn group_patch_by_query(
     patch_group(base, admin, fingerprint, form).await
 }
 
+/// Rows of a group patch's report listed on its page (the counts cover them all).
+const PATCH_ROWS_SHOWN: usize = 50;
+
+/// A group patch: [`Admin::patch_many`] over the group's dead rows, dry for the preview (which
+/// rows it applies to, with their changes, and which it does not, with why), for real once
+/// confirmed: the same call as `dlq patch --group` (`--dry-run`).
 async fn patch_group(base: Base, admin: Admin, fingerprint: String, form: PatchForm) -> PageResult {
     let patch: serde_json::Value = serde_json::from_str(&form.patch)
         .map_err(|e| Failure::bad_request(format!("the patch is not valid JSON: {e}")))?;
@@ -719,38 +725,41 @@ async fn patch_group(base: Base, admin: Admin, fingerprint: String, form: PatchF
     }
     let selection = ListFilter::default().fingerprint(&fingerprint).status(Status::FailedPermanently);
     let confirmed = form.confirm.as_deref() == Some("1");
-    let (mut patched, mut failed, mut after) = (0_u64, Vec::new(), None);
-    let mut rows = 0_u64;
-    loop {
-        let mut page_filter = selection.clone().oldest_first().limit(100);
-        page_filter.after = after;
-        let page = admin.list(page_filter).await?;
-        for row in &page.rows {
-            rows += 1;
-            if confirmed {
-                match admin.patch(row.id, &patch, &form.reason).await {
-                    Ok(_) => patched += 1,
-                    Err(e) => failed.push((row.id, Failure::from(e).message)),
-                }
-            }
-        }
-        match page.next {
-            Some(next) => after = Some(next),
-            None => break,
-        }
-    }
+    let report = admin.patch_many(selection, &patch, &form.reason, 100, !confirmed).await?;
+    let (patched, refused) = (report.patched.len(), report.refused.len());
+    let event = |id: DlqId| html! { a href=(base.url(&format!("/events/{id}"))) { (id) } };
     let body = html! {
         pre.json { (serde_json::to_string_pretty(&patch).unwrap_or_default()) }
-        @if confirmed {
-            p.summary { "Patched " strong.moved { (patched) } " of " (rows) " dead rows." }
-            ul { @for (id, why) in &failed { li { (id) ": " (why) } } }
-        } @else {
-            p.summary { "This patch would apply to " strong.moved { (rows) } " FAILED_PERMANENTLY rows of the group, each audited." }
+        p.summary {
+            @if confirmed { "Patched " } @else { "This patch would apply to " }
+            strong.moved { (patched) } " of the group's " (patched + refused) " FAILED_PERMANENTLY rows"
+            @if !confirmed { ", each audited" } "; refused " strong { (refused) } "."
+        }
+        @if refused > 0 {
+            h2 { "Refused" }
+            div.scroll { table {
+                thead { tr { th.num { "id" } th { "why" } } }
+                tbody { @for r in report.refused.iter().take(PATCH_ROWS_SHOWN) { tr { td.num { (event(r.id)) } td.reason { (short(&r.reason, 200)) } } } }
+            } }
+        }
+        @if patched > 0 {
+            h2 { @if confirmed { "Patched" } @else { "Would change" } }
+            div.scroll { table.diff {
+                thead { tr { th.num { "id" } th { "path" } th { "before" } th { "after" } } }
+                tbody { @for row in report.patched.iter().take(PATCH_ROWS_SHOWN) { @for c in &row.changes { tr.chg {
+                    td.num { (event(row.id)) } td { code { (short(&c.path, 80)) } }
+                    td { @if let Some(v) = &c.old { code { (short(&v.to_string(), 200)) } } @else { "—" } }
+                    td { @if let Some(v) = &c.new { code { (short(&v.to_string(), 200)) } } @else { "—" } }
+                } } } }
+            } }
+        }
+        @if patched.max(refused) > PATCH_ROWS_SHOWN { p.muted { "The first " (PATCH_ROWS_SHOWN) " rows of each list are shown." } }
+        @if !confirmed && patched > 0 {
             form method="post" action=(base.group(&fingerprint, "/patch", &[])) {
                 input type="hidden" name="patch" value=(form.patch);
                 input type="hidden" name="confirm" value="1";
                 label { "Reason " input name="reason" value=(form.reason) required; }
-                button type="submit" { "Apply to " (rows) " rows" }
+                button type="submit" { "Apply to " (patched) " rows" }
             }
         }
         p { a href=(base.group(&fingerprint, "", &[])) { "← back to the group" } }

@@ -403,19 +403,42 @@ async fn a_raw_payload_is_edited_as_its_exact_bytes(store: Store) {
 
 async fn group_patch_previews_then_patches_every_dead_row(store: Store) {
     let (ids, _, group) = seed(&store).await;
+    // A row of the group the patch does not fit (no currency to replace).
+    let misfit = store.park(dead("BadCurrency", "currency \"USD \" unknown", json!({"n": 9}))).await.unwrap().id;
+    assert_eq!(store.get(misfit).await.unwrap().unwrap().failure.fingerprint, group);
     let app = app(&store, actions());
     let patch = r#"[{"op":"replace","path":"/currency","value":"USD"}]"#;
     let encoded = serde_urlencoded::to_string([("patch", patch), ("reason", "POS firmware")]).unwrap();
     let (status, _, body) = send(&app, form(&format!("/dlq/groups/{group}/patch"), &encoded)).await;
     assert_eq!(status, StatusCode::OK);
-    assert!(body.contains("would apply to"), "{body}");
+    // The preview is the dry run of `dlq patch --group --dry-run`: the rows it fits, their
+    // changes, and the one it does not, with why.
+    let dry = Admin::new(store.clone(), "preview")
+        .patch_many(
+            dlq_core::ListFilter::default().fingerprint(&group).status(Status::FailedPermanently),
+            &serde_json::from_str(patch).unwrap(),
+            "POS firmware",
+            100,
+            true,
+        )
+        .await
+        .unwrap();
+    assert_eq!((dry.patched.len(), dry.refused.len()), (3, 1));
+    assert!(body.contains("would apply to <strong class=\"moved\">3</strong> of the group's 4"), "{body}");
+    assert!(body.contains(&format!("/dlq/events/{misfit}\">{misfit}</a>")), "the refused row: {body}");
+    assert!(body.contains(&escaped(&dry.refused[0].reason)), "and why: {body}");
+    assert!(body.contains("/currency") && body.contains("&quot;USD &quot;"), "each change: {body}");
+    assert!(body.contains("Apply to 3 rows"), "{body}");
+    assert!(store.audit(ids[0]).await.unwrap().is_empty(), "a preview writes nothing");
     let (status, _, body) =
         send(&app, form(&format!("/dlq/groups/{group}/patch"), &format!("{encoded}&confirm=1"))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("Patched <strong class=\"moved\">3</strong>"), "{body}");
     for id in &ids {
         let Payload::Json(doc) = store.get(*id).await.unwrap().unwrap().payload else { panic!("json") };
         assert_eq!(doc["currency"], json!("USD"));
     }
+    assert_eq!(store.get(misfit).await.unwrap().unwrap().payload, Payload::Json(json!({"n": 9})));
     let (status, _, _) = send(&app, form(&format!("/dlq/groups/{group}/patch"), "patch=%7B&reason=x")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
@@ -667,7 +690,8 @@ async fn hostile_fingerprints_and_types_link_to_themselves(store: Store) {
         let action = &page[..at];
         let action = &action[action.rfind("action=\"").unwrap() + "action=\"".len()..];
         let action = resolve(&action[..action.find('"').unwrap()], &target);
-        let preview = serde_urlencoded::to_string([("patch", "[]"), ("reason", "check")]).unwrap();
+        let add = r#"[{"op":"add","path":"/checked","value":true}]"#;
+        let preview = serde_urlencoded::to_string([("patch", add), ("reason", "check")]).unwrap();
         let (status, _, body) = send(&console, form(&action, &preview)).await;
         assert_eq!(status, StatusCode::OK, "{text:?} → POST {action}: {body}");
         assert!(body.contains("would apply to <strong class=\"moved\">2</strong>"), "{text:?} → {action}: {body}");
