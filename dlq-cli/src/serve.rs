@@ -78,7 +78,11 @@ pub(crate) async fn run(admin: Admin, args: &ServeArgs) -> Result<(), Failure> {
     let local = listener.local_addr().map_err(|e| Failure::error(e.to_string()))?;
     // The console (and /metrics) then answer only to this address and loopback names with its
     // port, unless a token guards them: a page of another site cannot rebind its name to it.
-    let mut options = dlq_web::Options::default().allow_actions(args.allow_actions).bound_to(local);
+    // Confirmed redrives and discards run in the background: Ctrl-C stops them after their
+    // batch, stored `stopped` (resumable), before the process ends.
+    let background = dlq_web::Background::new();
+    let mut options =
+        dlq_web::Options::default().allow_actions(args.allow_actions).bound_to(local).background(background.clone());
     if let Some(token) = &token {
         options = options.token(token.clone());
     }
@@ -95,7 +99,9 @@ pub(crate) async fn run(admin: Admin, args: &ServeArgs) -> Result<(), Failure> {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await
-        .map_err(|e| Failure::error(format!("the console stopped: {e}")))
+        .map_err(|e| Failure::error(format!("the console stopped: {e}")))?;
+    background.shutdown().await;
+    Ok(())
 }
 
 /// `GET /metrics`: behind the token when one is set; else only for the console's own `Host`.

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use dlq_core::admin::{BulkPlan, BulkReport, Pacing, StatsReport, json};
 use dlq_core::{DlqId, FailureGroup, ListFilter, Payload};
 use serde::Deserialize;
@@ -16,6 +18,7 @@ use crate::error::{ApiFailure, Failure};
 use crate::extract::{JsonBody, Param};
 use crate::filter;
 use crate::pages::Acting;
+use crate::view::Base;
 
 type ApiResult<T> = Result<Json<T>, ApiFailure>;
 
@@ -70,6 +73,9 @@ pub(crate) struct BulkRequest {
     batch: Option<usize>,
     #[serde(default)]
     force: bool,
+    /// Store the operation and run it in the background: the answer (202) names it at once.
+    #[serde(default)]
+    background: bool,
 }
 
 impl BulkRequest {
@@ -98,25 +104,49 @@ impl BulkRequest {
 }
 
 /// `POST /api/redrive`.
-pub(crate) async fn redrive(Acting(admin): Acting, JsonBody(request): JsonBody<BulkRequest>) -> ApiResult<BulkReport> {
+pub(crate) async fn redrive(
+    State(console): State<Console>,
+    base: Base,
+    Acting(admin): Acting,
+    JsonBody(request): JsonBody<BulkRequest>,
+) -> Result<Response, ApiFailure> {
     let mut plan = request.shape(BulkPlan::redrive(request.selection()?, &request.reason));
     if let Some(canary) = request.canary {
         plan = plan.canary(canary);
     }
-    run(&admin, plan, &request).await
+    run(&console, &base, &admin, plan, &request).await
 }
 
 /// `POST /api/discard`.
-pub(crate) async fn discard(Acting(admin): Acting, JsonBody(request): JsonBody<BulkRequest>) -> ApiResult<BulkReport> {
+pub(crate) async fn discard(
+    State(console): State<Console>,
+    base: Base,
+    Acting(admin): Acting,
+    JsonBody(request): JsonBody<BulkRequest>,
+) -> Result<Response, ApiFailure> {
     let plan = request.shape(BulkPlan::discard(request.selection()?, &request.reason));
-    run(&admin, plan, &request).await
+    run(&console, &base, &admin, plan, &request).await
 }
 
-async fn run(admin: &dlq_core::admin::Admin, plan: BulkPlan, request: &BulkRequest) -> ApiResult<BulkReport> {
+/// The report of the run, or (`background`) 202 with the stored operation and its page.
+async fn run(
+    console: &Console,
+    base: &Base,
+    admin: &dlq_core::admin::Admin,
+    plan: BulkPlan,
+    request: &BulkRequest,
+) -> Result<Response, ApiFailure> {
     let wait = Duration::from_secs(request.canary_wait_seconds.unwrap_or(30).min(300));
     let pacing = Pacing { canary_wait: wait, ..Pacing::default() };
+    if request.background && !request.dry_run {
+        let id = console.start_run(admin, plan, pacing).await?;
+        let link = base.url(&format!("/operations/{id}"));
+        let started = serde_json::json!({ "operation": id, "state": "running", "link": link });
+        return Ok((StatusCode::ACCEPTED, Json(started)).into_response());
+    }
     let bulk = if request.dry_run { admin.dry_run(plan)? } else { admin.start(plan).await? };
-    Ok(Json(bulk.run(pacing, |_| ControlFlow::Continue(())).await?))
+    let report: BulkReport = bulk.run(pacing, |_| ControlFlow::Continue(())).await?;
+    Ok(Json(report).into_response())
 }
 
 /// The body of `POST /api/events/{id}/patch`: a JSON Patch, a whole new payload, or the exact

@@ -32,7 +32,7 @@
 //! | `GET /groups/{fingerprint}` | one group: its rows and the group actions (the fingerprint percent-encoded as one path segment; `GET /group?group=` for one no segment can carry: empty, `.`, `..`) |
 //! | `GET /events?status=&event_type=&group=&kind=&reason=&since=&until=&after=&order=&limit=` | rows, the CLI's filters in the URL, keyset pagination |
 //! | `GET /events/{id}` | one row: payload, truncation, error chain, stack trace, source, attempts, audit |
-//! | `POST /redrive`, `POST /discard` | by `id` or `group`: a dry run with counts first; `confirm=1` (with an optional `canary` for a redrive and `rate` in rows/s) stores an operation, runs it in the background and redirects to its page |
+//! | `POST /redrive`, `POST /discard` | by `id` or `group`: a dry run with counts first; `confirm=1` (with an optional `canary` for a redrive and `rate` in rows/s) stores an operation, runs it in the background and answers at once: a redirect to its page, the id and link in the body (`POST /api/redrive` with `"background": true`: 202 with them); a [`Background`] stops such runs at shutdown, resumable |
 //! | `GET /operations/{id}` | a bulk operation: state, rows moved and refused, its cursor; reloads itself while it runs |
 //! | `POST /operations/{id}/resume` | continues a stopped operation (a failed canary, a restart) from its cursor, optionally at a `rate` |
 //! | `POST /groups/{fingerprint}/patch` | one JSON Patch applied to the group's dead rows: a preview that tries it on every row (which it fits, with their changes; which it does not, with why: `Admin::patch_many`, as `dlq patch --group --dry-run`), then confirm; `POST /group/patch?group=` likewise |
@@ -76,6 +76,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
 use dlq_core::admin::Admin;
+pub use operations::Background;
 
 /// Names the operator of a request, for the audit log: the embedding service's auth layer
 /// (a header it sets, an extension it inserts) tells who is acting. `None` keeps the
@@ -98,6 +99,7 @@ pub struct Options {
     snapshot_max_age: std::time::Duration,
     bound: Option<SocketAddr>,
     hosts: Vec<String>,
+    background: Background,
 }
 
 impl Default for Options {
@@ -111,6 +113,7 @@ impl Default for Options {
             snapshot_max_age: DEFAULT_SNAPSHOT_MAX_AGE,
             bound: None,
             hosts: Vec::new(),
+            background: Background::new(),
         }
     }
 }
@@ -126,6 +129,7 @@ impl std::fmt::Debug for Options {
             .field("snapshot_max_age", &self.snapshot_max_age)
             .field("bound", &self.bound)
             .field("hosts", &self.hosts)
+            .field("background", &self.background)
             .finish()
     }
 }
@@ -245,6 +249,15 @@ impl Options {
     #[must_use]
     pub fn allow_host(mut self, host: impl Into<String>) -> Self {
         self.hosts.push(host.into());
+        self
+    }
+
+    /// Where the console's confirmed redrives and discards run: a [`Background`] the service
+    /// keeps, to stop them when it shuts down (each stored `stopped`, resumable) rather than
+    /// leave them cut short. Without it the console keeps its own.
+    #[must_use]
+    pub fn background(mut self, background: Background) -> Self {
+        self.background = background;
         self
     }
 

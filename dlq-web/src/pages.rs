@@ -554,7 +554,7 @@ async fn bulk(
     let pacing = form.pacing()?;
     if form.confirm.as_deref() == Some("1") {
         let id = console.start_run(admin, plan, pacing).await?;
-        return Ok(Redirect::to(&base.url(&format!("/operations/{id}"))).into_response());
+        return Ok(started(base, id));
     }
     // A dry run reads and counts: no rate limit, no canary wait.
     let report = admin.dry_run(plan)?.run(Pacing::default(), |_| ControlFlow::Continue(())).await?;
@@ -574,6 +574,19 @@ async fn bulk(
         p { a href=(form.back(base)) { "← back" } }
     };
     Ok(render(view::page(base, &format!("{verb}: dry run"), None, body)))
+}
+
+/// The answer to a confirmed bulk action, at once: a redirect to operation `id`'s page, with
+/// the id and the link in the body too.
+fn started(base: &Base, id: i64) -> Response {
+    let link = base.url(&format!("/operations/{id}"));
+    let body = html! { p { "Operation " code.operation { (id) } " runs in the background: " a href=(link) { "follow it" } "." } };
+    let mut response = render(view::page(base, &format!("Operation {id} started"), None, body));
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    if let Ok(location) = header::HeaderValue::from_str(&link) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    response
 }
 
 pub(crate) fn report_summary(r: &BulkReport) -> Markup {

@@ -469,6 +469,18 @@ async fn api_actions_go_through_the_admin_layer(store: Store) {
     assert_eq!(store.get(hostile).await.unwrap().unwrap().status, Status::Discarded);
     let (status, _, body) = send(&app, api_post("/dlq/api/events/999999/patch", &patch)).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+
+    // In the background: 202 at once, with the operation and its page.
+    let background = json!({"filter": {"ids": [ids[2]]}, "reason": "dupe", "background": true});
+    let (status, _, body) = send(&app, api_post("/dlq/api/discard", &background)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let started: Value = serde_json::from_str(&body).unwrap();
+    let op = started["operation"].as_i64().unwrap();
+    assert_eq!(started["link"], json!(format!("/dlq/operations/{op}")));
+    let mut headers = axum::http::HeaderMap::new();
+    headers.insert(header::LOCATION, started["link"].as_str().unwrap().parse().unwrap());
+    finished_operation(&app, &headers).await;
+    assert_eq!(store.get(ids[2]).await.unwrap().unwrap().status, Status::Discarded);
 }
 
 async fn security_rules_hold(store: Store) {
@@ -871,6 +883,130 @@ async fn overview_snapshots_and_circuits(store: Store) {
     let (_, after) = get(&app, "/dlq").await;
     assert!(count(&after).contains(">5<"), "5 dead rows now: {}", count(&after));
     assert!(after.contains("Circuits") && after.contains("ledger migration"), "the paused circuit is shown");
+}
+
+/// One HTTP/1.1 request to a real server: the status, the headers' text and the body.
+async fn over_tcp(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String, String) {
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://{addr}\r\nx-user: alice\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let code = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (code, head.to_owned(), body.to_owned())
+    })
+    .await
+    .unwrap()
+}
+
+/// The rows an operation page says were moved.
+fn moved_on(page: &str) -> u64 {
+    let at = page.find("Moved <strong class=\"moved\">").unwrap_or_else(|| panic!("no count: {page}"));
+    let rest = &page[at + "Moved <strong class=\"moved\">".len()..];
+    rest[..rest.find('<').unwrap()].parse().unwrap()
+}
+
+/// A group redrive over 10,000 rows, confirmed on a real server: the POST answers at once with
+/// the stored operation (its id and its page), the page follows its progress, shutting the
+/// server down leaves it `stopped` at a batch boundary (every row moved once or not at all),
+/// a new console resumes it from its page to the end, and a console shutting down starts none.
+#[sqlx::test(migrations = false)]
+async fn a_large_group_redrive_runs_in_the_background_and_survives_a_shutdown(pool: sqlx::PgPool) {
+    const ROWS: u64 = 10_000;
+    let store: Store =
+        Arc::new(dlq_sqlx::PgStore::from_pool(pool, dlq_sqlx::PgConfig::default()).await.expect("PgStore"));
+    for chunk in 0..10 {
+        let letters =
+            (0..1_000).map(|n| dead("BadCurrency", "currency \"USD \" unknown", json!({"n": chunk * 1_000 + n})));
+        store.park_many(letters.collect()).await.unwrap();
+    }
+    let group = store.list(dlq_core::ListFilter::default().limit(1)).await.unwrap()[0].failure.fingerprint.clone();
+    let count = |status: Status| {
+        let store = store.clone();
+        async move { store.count(dlq_core::ListFilter::default().status(status).limit(usize::MAX)).await.unwrap() }
+    };
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let background = dlq_web::Background::new();
+    let options = actions().bound_to(addr).background(background.clone());
+    let stop = dlq_core::CancellationToken::new();
+    let server = tokio::spawn(
+        axum::serve(listener, app(&store, options))
+            .with_graceful_shutdown(stop.clone().cancelled_owned())
+            .into_future(),
+    );
+
+    let confirm = format!("group={group}&reason=ledger+fixed&confirm=1&rate=200");
+    let (status, head, body) = over_tcp(addr, "POST", "/dlq/redrive", &confirm).await;
+    assert_eq!(status, 303, "{head}\n{body}");
+    let location = head.lines().find_map(|l| l.strip_prefix("location: ")).unwrap_or_else(|| panic!("{head}"));
+    let id: i64 = location.strip_prefix("/dlq/operations/").unwrap().parse().unwrap();
+    assert!(body.contains(&format!("<code class=\"operation\">{id}</code>")) && body.contains(location), "{body}");
+    let op = store.operation(id).await.unwrap().expect("stored at once");
+    assert_ne!(op.state, dlq_core::store::OperationState::Done, "answered before the run ends");
+
+    // The page shows the run's progress, batch by batch.
+    let mut seen = 0;
+    for _ in 0..600 {
+        let (status, _, page) = over_tcp(addr, "GET", location, "").await;
+        assert_eq!(status, 200, "{page}");
+        assert!(page.contains("running in this service"), "{page}");
+        seen = moved_on(&page);
+        if seen > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(seen > 0, "no progress shown");
+
+    // The server shuts down: the run stops after its batch, stored `stopped` and resumable.
+    stop.cancel();
+    server.await.unwrap().unwrap();
+    background.shutdown().await;
+    let op = store.operation(id).await.unwrap().unwrap();
+    assert_eq!(op.state, dlq_core::store::OperationState::Stopped);
+    assert!(op.moved >= seen && op.moved < ROWS, "{op:?}");
+    assert_eq!(count(Status::Pending).await, op.moved, "the rows moved are the ones counted");
+    assert_eq!(count(Status::FailedPermanently).await, ROWS - op.moved);
+
+    // A console shutting down starts no operation (and stores none).
+    let stopping = app(&store, actions().background(background.clone()));
+    let (status, _, body) = send(&stopping, form("/dlq/redrive", &confirm)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(store.operation(id + 1).await.unwrap().is_none(), "nothing stored");
+
+    // Another console resumes it from its page, to the end.
+    let console = app(&store, actions());
+    let (_, page) = get(&console, location).await;
+    assert!(page.contains("stopped") && page.contains("Resume"), "{page}");
+    let (status, headers, body) = send(&console, form(&format!("{location}/resume"), "rate=")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    let location = headers[header::LOCATION].to_str().unwrap().to_owned();
+    for _ in 0..1_200 {
+        if store.operation(id).await.unwrap().unwrap().state == dlq_core::store::OperationState::Done {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let page = finished_operation(&console, &headers).await;
+    assert_eq!(moved_on(&page), ROWS, "{location}: {page}");
+    assert_eq!(count(Status::Pending).await, ROWS);
+    let redriven_twice = store
+        .list(dlq_core::ListFilter::default().limit(usize::MAX))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|row| row.redrive_count != 1)
+        .count();
+    assert_eq!(redriven_twice, 0, "every row moved exactly once");
 }
 
 macro_rules! on_both_stores {
