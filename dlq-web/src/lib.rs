@@ -277,6 +277,28 @@ impl Options {
         self.token.is_some() || host.is_some_and(|host| security::host_allowed(host, self.bound, &self.hosts))
     }
 
+    /// Whether a request with these headers and this query carries the console's token in one
+    /// of the forms the console takes (`Authorization: Bearer TOKEN`, the `dlq_token` cookie,
+    /// `?token=TOKEN`; compared in constant time); true when no token is set. What the console
+    /// checks on every request, for routes a service adds beside it (`dlq serve`'s `/metrics`).
+    ///
+    /// ```
+    /// use axum::http::{HeaderMap, HeaderValue, header};
+    /// let options = dlq_web::Options::default().token("s3cret");
+    /// let mut headers = HeaderMap::new();
+    /// assert!(!options.authorizes(&headers, None));
+    /// assert!(options.authorizes(&headers, Some("token=s3cret")));
+    /// headers.insert(header::COOKIE, HeaderValue::from_static("dlq_token=s3cret"));
+    /// assert!(options.authorizes(&headers, None));
+    /// assert!(dlq_web::Options::default().authorizes(&HeaderMap::new(), None));
+    /// ```
+    pub fn authorizes(&self, headers: &axum::http::HeaderMap, query: Option<&str>) -> bool {
+        match &self.token {
+            None => true,
+            Some(token) => security::presented_token(headers, query).is_some_and(|given| token_matches(token, &given)),
+        }
+    }
+
     /// Whether actions are enabled.
     pub const fn actions_allowed(&self) -> bool {
         self.actions
