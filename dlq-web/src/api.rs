@@ -144,8 +144,13 @@ async fn run(
         let started = serde_json::json!({ "operation": id, "state": "running", "link": link });
         return Ok((StatusCode::ACCEPTED, Json(started)).into_response());
     }
+    let (verb, subject) = (plan.action.as_str(), crate::operations::selection(&plan.filter));
     let bulk = if request.dry_run { admin.dry_run(plan)? } else { admin.start(plan).await? };
     let report: BulkReport = bulk.run(pacing, |_| ControlFlow::Continue(())).await?;
+    if let Some(op) = report.operation {
+        let subject = format!("operation {op}: {subject}, {} rows moved, {} refused", report.moved, report.refused);
+        crate::log::action(verb, &subject, admin.actor(), &request.reason);
+    }
     Ok(Json(report).into_response())
 }
 
@@ -182,6 +187,12 @@ pub(crate) async fn patch(
             return Err(Failure::bad_request(why).into());
         }
     };
+    crate::log::action(
+        "patch",
+        &format!("row {id} (audit entry {})", outcome.audit_id),
+        admin.actor(),
+        &request.reason,
+    );
     Ok(Json(json::patched(&outcome)))
 }
 
@@ -201,5 +212,8 @@ pub(crate) async fn undo(
     Param(audit_id): Param<i64>,
     JsonBody(request): JsonBody<UndoRequest>,
 ) -> ApiResult<Value> {
-    Ok(Json(json::patched(&admin.undo(audit_id, request.reason.as_deref(), request.force).await?)))
+    let outcome = admin.undo(audit_id, request.reason.as_deref(), request.force).await?;
+    let subject = format!("row {} (audit entry {audit_id})", outcome.id);
+    crate::log::action("undo", &subject, admin.actor(), request.reason.as_deref().unwrap_or(""));
+    Ok(Json(json::patched(&outcome)))
 }

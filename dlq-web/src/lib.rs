@@ -55,12 +55,20 @@
 //! token (compared in constant time). Every string from the database goes through maud, which
 //! escapes it, and every value put in a link is percent-encoded. The JSON API answers every
 //! refusal as `{"error": "..."}`.
+//!
+//! # Logs
+//! Through `tracing` (target `dlq_web`): each action (redrive, discard, patch, edit, undo,
+//! resume) at `info` with its verb, what it acted on (rows, a group, an operation), the
+//! operator and the reason, each background operation's outcome, and each answer of 5xx at
+//! `error` with the operator and why; every string in them cut to 200 characters, control
+//! characters and bidi overrides shown as `.`.
 
 mod api;
 mod chart;
 mod error;
 mod extract;
 mod filter;
+mod log;
 mod openapi;
 mod operations;
 mod pages;
@@ -341,10 +349,16 @@ impl Console {
 
     /// The admin layer acting as the operator of this request.
     pub(crate) fn admin_for(&self, parts: &Parts) -> Admin {
-        match self.options.actor.as_ref().and_then(|hook| hook(parts)) {
-            Some(actor) if !actor.trim().is_empty() => self.admin.acting_as(actor.trim()),
-            _ => self.admin.clone(),
+        match self.actor_of(parts) {
+            Some(actor) => self.admin.acting_as(actor),
+            None => self.admin.clone(),
         }
+    }
+
+    /// The operator the [`Options::actor`] hook names for this request, if any.
+    pub(crate) fn actor_of(&self, parts: &Parts) -> Option<String> {
+        let actor = self.options.actor.as_ref().and_then(|hook| hook(parts))?;
+        Some(actor.trim().to_owned()).filter(|a| !a.is_empty())
     }
 }
 

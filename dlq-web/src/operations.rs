@@ -166,7 +166,12 @@ impl Console {
                 Err(error) => Err(error),
             };
             let run = match outcome {
-                Ok(report) => Run::Finished(Box::new(report)),
+                Ok(report) => {
+                    let state = report.state.as_str();
+                    let (moved, refused) = (report.moved, report.refused);
+                    tracing::info!(target: "dlq_web", operation = id, state, moved, refused, "console operation ran");
+                    Run::Finished(Box::new(report))
+                }
                 Err(error) => {
                     tracing::warn!(operation = id, %error, "a bulk action of the console failed; it can be resumed");
                     Run::Failed(dlq_core::admin::one_line(&error))
@@ -184,14 +189,26 @@ impl Console {
             let why = "the console is shutting down: no new operation is started";
             return Err(Failure::new(StatusCode::SERVICE_UNAVAILABLE, why));
         }
+        let (verb, subject, reason) = (plan.action.as_str(), selection(&plan.filter), plan.reason.clone());
         let started = admin.start(plan).await?;
         let id = started
             .operation()
             .map(|op| op.id)
             .ok_or_else(|| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "the operation was not stored"))?;
         drop(started);
+        crate::log::action(verb, &format!("operation {id}: {subject}"), admin.actor(), reason.as_deref().unwrap_or(""));
         self.spawn_run(admin.clone(), id, pacing)?;
         Ok(id)
+    }
+}
+
+/// The rows of a selection, for a log line: its group, its ids, or its filter.
+pub(crate) fn selection(filter: &dlq_core::ListFilter) -> String {
+    match (&filter.fingerprint, filter.ids.as_slice()) {
+        (Some(group), _) => format!("group {group}"),
+        (None, [id]) => format!("row {id}"),
+        (None, ids) if !ids.is_empty() => format!("{} rows from {}", ids.len(), ids[0]),
+        _ => "the rows of a filter".to_owned(),
     }
 }
 
@@ -280,6 +297,7 @@ pub(crate) async fn resume(
     if operation(&console, id).await?.state == OperationState::Done {
         return Err(Failure::new(StatusCode::CONFLICT, format!("operation {id} is done: nothing to resume")));
     }
-    console.spawn_run(admin, id, pacing)?;
+    console.spawn_run(admin.clone(), id, pacing)?;
+    crate::log::action("resume", &format!("operation {id}"), admin.actor(), "");
     Ok(Redirect::to(&base.url(&format!("/operations/{id}"))))
 }

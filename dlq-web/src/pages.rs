@@ -671,7 +671,9 @@ pub(crate) async fn edit(
         return Ok(render(view::page(&base, &format!("Edit event {id}: unchanged"), None, body)));
     }
     if form.confirm.as_deref() == Some("1") {
-        admin.replace_payload(id, new, &form.reason).await?;
+        let outcome = admin.replace_payload(id, new, &form.reason).await?;
+        let subject = format!("row {id} (audit entry {})", outcome.audit_id);
+        crate::log::action("edit", &subject, admin.actor(), &form.reason);
         return Ok(Redirect::to(&base.url(&format!("/events/{id}"))).into_response());
     }
     let body = html! {
@@ -740,6 +742,10 @@ async fn patch_group(base: Base, admin: Admin, fingerprint: String, form: PatchF
     let confirmed = form.confirm.as_deref() == Some("1");
     let report = admin.patch_many(selection, &patch, &form.reason, 100, !confirmed).await?;
     let (patched, refused) = (report.patched.len(), report.refused.len());
+    if confirmed {
+        let subject = format!("{patched} rows of group {fingerprint} ({refused} refused)");
+        crate::log::action("patch", &subject, admin.actor(), &form.reason);
+    }
     let event = |id: DlqId| html! { a href=(base.url(&format!("/events/{id}"))) { (id) } };
     let body = html! {
         pre.json { (serde_json::to_string_pretty(&patch).unwrap_or_default()) }
@@ -796,6 +802,8 @@ pub(crate) async fn undo(
     Form(form): Form<UndoForm>,
 ) -> PageResult {
     let outcome = admin.undo(audit_id, form.reason.as_deref(), form.force.is_some()).await?;
+    let subject = format!("row {} (audit entry {audit_id})", outcome.id);
+    crate::log::action("undo", &subject, admin.actor(), form.reason.as_deref().unwrap_or(""));
     let mut response = Redirect::to(&base.url(&format!("/events/{}", outcome.id))).into_response();
     response.headers_mut().insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
     Ok(response)

@@ -67,7 +67,15 @@ pub(crate) async fn guard(State(console): State<Console>, request: Request, next
             return Failure::new(StatusCode::FORBIDDEN, why).respond(wants_json);
         }
     }
-    let mut response = crate::extract::documented(next.run(request).await, wants_json).await;
+    let (parts, body) = request.into_parts();
+    let actor = console.actor_of(&parts).unwrap_or_else(|| console.admin.actor().to_owned());
+    let original = parts.extensions.get::<axum::extract::OriginalUri>().map(|o| o.0.path().to_owned());
+    let (method, path) = (parts.method.clone(), original.unwrap_or_else(|| parts.uri.path().to_owned()));
+    let mut response = crate::extract::documented(next.run(Request::from_parts(parts, body)).await, wants_json).await;
+    if response.status().is_server_error() {
+        let why = response.extensions().get::<crate::error::Why>().map_or("", |w| w.0.as_str());
+        crate::log::server_error(response.status().as_u16(), method.as_str(), &path, &actor, why);
+    }
     if mutating && (response.status().is_success() || response.status().is_redirection()) {
         console.forget_snapshots();
     }

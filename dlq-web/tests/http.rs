@@ -1009,6 +1009,91 @@ async fn a_large_group_redrive_runs_in_the_background_and_survives_a_shutdown(po
     assert_eq!(redriven_twice, 0, "every row moved exactly once");
 }
 
+/// A `tracing` layer that keeps each event as a line of its fields.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Captured {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Line(String);
+        impl tracing::field::Visit for Line {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={value:?} ", field.name()));
+            }
+        }
+        let mut line = Line(String::new());
+        event.record(&mut line);
+        self.0.lock().unwrap().push(line.0);
+    }
+}
+
+/// Each action of the console is logged with its verb, what it acted on and the operator; each
+/// 5xx with the operator and why; every string in the lines bounded, with no control
+/// character (a reason or a store's error cannot forge a log line or drive a terminal).
+#[tokio::test]
+async fn actions_and_server_errors_are_logged_with_the_actor() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let captured = Captured::default();
+    let _default = tracing::subscriber::set_default(tracing_subscriber::registry().with(captured.clone()));
+    let sqlite = dlq_sqlx::SqliteStore::in_memory().await.unwrap();
+    let pool = sqlite.pool().clone();
+    let store: Store = Arc::new(sqlite);
+    let (ids, _, group) = seed(&store).await;
+    let app = app(&store, actions());
+    let hostile = format!("fix\u{1b}]0;pwned\u{7}\nFORGED line\u{202e} {}", "x".repeat(10_000));
+
+    let edit = serde_urlencoded::to_string([
+        ("payload", r#"{"n":0,"currency":"USD"}"#),
+        ("reason", hostile.as_str()),
+        ("confirm", "1"),
+    ]);
+    assert_eq!(
+        send(&app, form(&format!("/dlq/events/{}/edit", ids[0]), &edit.unwrap())).await.0,
+        StatusCode::SEE_OTHER
+    );
+    let patch = serde_urlencoded::to_string([
+        ("patch", r#"[{"op":"replace","path":"/currency","value":"EUR"}]"#),
+        ("reason", "to euros"),
+        ("confirm", "1"),
+    ]);
+    send(&app, form(&format!("/dlq/groups/{group}/patch"), &patch.unwrap())).await;
+    let audit = store.audit(ids[0]).await.unwrap().last().unwrap().id;
+    assert_eq!(send(&app, form(&format!("/dlq/audit/{audit}/undo"), "")).await.0, StatusCode::SEE_OTHER);
+    let confirm = format!("group={group}&reason=ledger+fixed&confirm=1");
+    let (status, headers, _) = send(&app, form("/dlq/redrive", &confirm)).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let op = finished_operation(&app, &headers).await;
+
+    // The store fails under a request: a 5xx, logged with its operator.
+    sqlx::query("DROP TABLE dlq_audit").execute(&pool).await.unwrap();
+    let mut failing = get_request(&format!("/dlq/events/{}", ids[1]));
+    failing.headers_mut().insert("x-user", "mallory".parse().unwrap());
+    let (status, _, _) = send(&app, failing).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+
+    let lines = captured.0.lock().unwrap().clone();
+    let find = |needles: &[&str]| {
+        lines
+            .iter()
+            .find(|l| needles.iter().all(|n| l.contains(n)))
+            .unwrap_or_else(|| panic!("no line with {needles:?} in {lines:#?}"))
+            .clone()
+    };
+    let edited = find(&["verb=\"edit\"", &format!("subject=row {} ", ids[0]), "actor=alice"]);
+    assert!(edited.contains("reason=fix.]0;pwned..FORGED line. xxx") && edited.contains("…"), "{edited}");
+    find(&["verb=\"patch\"", &format!("of group {group}"), "actor=alice", "reason=to euros"]);
+    find(&["verb=\"undo\"", &format!("subject=row {} (audit entry {audit})", ids[0]), "actor=alice"]);
+    let id = op.split("operation ").nth(1).and_then(|r| r.split(['<', ' ', ')']).next()).unwrap().to_owned();
+    find(&["verb=\"redrive\"", &format!("subject=operation {id}: group {group}"), "actor=alice"]);
+    find(&["state=\"done\"", "moved=3"]);
+    let failed = find(&["status=500", "actor=mallory", &format!("path=/dlq/events/{}", ids[1])]);
+    assert!(failed.contains("error=") && failed.contains("dlq_audit"), "says why: {failed}");
+    for line in &lines {
+        assert!(!line.chars().any(|c| c.is_control() || c == '\u{202e}'), "a control character: {line:?}");
+        assert!(line.chars().count() < 2_000, "an unbounded line: {line}");
+    }
+}
+
 macro_rules! on_both_stores {
     ($($check:ident),* $(,)?) => {
         mod sqlite {
