@@ -86,7 +86,7 @@ fn overview_body(base: &Base, stats: &StatsReport) -> Markup {
             tbody {
                 @for c in &stats.counts {
                     tr {
-                        td { a href=(list(&c.event_type, None)) { (c.event_type) } }
+                        td { a href=(list(&c.event_type, None)) { (short(&c.event_type, TYPE_CHARS)) } }
                         @for (s, n) in [(Status::Pending, c.pending), (Status::Processing, c.processing), (Status::Succeeded, c.succeeded), (Status::FailedPermanently, c.failed_permanently), (Status::Discarded, c.discarded)] {
                             td.num { @if n > 0 { a href=(list(&c.event_type, Some(s))) { (n) } } @else { "0" } }
                         }
@@ -99,11 +99,11 @@ fn overview_body(base: &Base, stats: &StatsReport) -> Markup {
         (groups_table(base, &stats.groups))
         h2 { "Live retriers" }
         @if stats.retriers.is_empty() { p { "No live retrier." } }
-        ul { @for r in &stats.retriers { li { code { (r.owner) } " on " (r.host) " · " (r.event_types.join(", ")) " · last seen " (view::time(r.last_seen)) } } }
+        ul { @for r in &stats.retriers { li { code { (short(&r.owner, TYPE_CHARS)) } " on " (short(&r.host, TYPE_CHARS)) " · " (short(&r.event_types.join(", "), REASON_CHARS)) " · last seen " (view::time(r.last_seen)) } } }
         @if !stats.orphans.is_empty() {
             h2 { "Orphaned event types" }
-            ul { @for o in &stats.orphans { li { code { (o.event_type) } ": " (o.pending) " pending, no live retrier handles it"
-                @if let Some(h) = &o.expected_handler { " (expected handler " code { (h) } ")" } } } }
+            ul { @for o in &stats.orphans { li { code { (short(&o.event_type, TYPE_CHARS)) } ": " (o.pending) " pending, no live retrier handles it"
+                @if let Some(h) = &o.expected_handler { " (expected handler " code { (short(h, TYPE_CHARS)) } ")" } } } }
         }
         @if let Some(t) = &stats.table {
             p.muted { "dlq_events: " (t.live_tuples) " live, " (t.dead_tuples) " dead tuples; autovacuum " (if t.autovacuum { "on" } else { "off" }) }
@@ -120,10 +120,10 @@ fn circuits_table(circuits: &[Circuit], at: DateTime<Utc>) -> Markup {
             tbody {
                 @for c in circuits {
                     tr {
-                        td { code { (c.event_type) } }
+                        td { code { (short(&c.event_type, TYPE_CHARS)) } }
                         td { (c.state) }
                         td { @if let (CircuitState::Open, Some(until)) = (c.state, c.open_until) { "in " ((until - at).num_seconds().max(0)) " s" } }
-                        td { @if c.paused { "by " (c.paused_by.as_deref().unwrap_or("?")) ": " (short(c.pause_reason.as_deref().unwrap_or(""), 80)) } }
+                        td { @if c.paused { "by " (short(c.paused_by.as_deref().unwrap_or("?"), TYPE_CHARS)) ": " (short(c.pause_reason.as_deref().unwrap_or(""), 80)) } }
                         td.reason { (short(c.reason.as_deref().unwrap_or(""), 140)) }
                     }
                 }
@@ -139,8 +139,8 @@ fn groups_table(base: &Base, groups: &[FailureGroup]) -> Markup {
             tbody {
                 @for g in groups {
                     tr {
-                        td { a href=(base.group(&g.fingerprint, "", &[])) { code { (g.fingerprint) } } }
-                        td { (g.event_type) } td { code { (g.kind) } } td.reason { (short(&g.sample_reason, 140)) }
+                        td { a href=(base.group(&g.fingerprint, "", &[])) { code { (short(&g.fingerprint, GROUP_CHARS)) } } }
+                        td { (short(&g.event_type, TYPE_CHARS)) } td { code { (short(&g.kind, TYPE_CHARS)) } } td.reason { (short(&g.sample_reason, REASON_CHARS)) }
                         td.num { (g.count) } td { (view::time(g.first_seen)) } td { (view::time(g.last_seen)) }
                     }
                 }
@@ -150,7 +150,16 @@ fn groups_table(base: &Base, groups: &[FailureGroup]) -> Markup {
     }
 }
 
-/// At most `max` characters of `text` on one line.
+/// The most characters of an event type, error kind, host or handler in a table or list
+/// (the row's page and the API show them whole).
+const TYPE_CHARS: usize = 60;
+/// The most characters of a fingerprint in a table.
+const GROUP_CHARS: usize = 40;
+/// The most characters of a reason or error text in a table or list.
+const REASON_CHARS: usize = 140;
+
+/// At most `max` characters of `text` on one line: cut by characters (never inside one), with
+/// `…` for what is left out.
 pub(crate) fn short(text: &str, max: usize) -> String {
     let line = text.replace(['\n', '\r'], " ");
     if line.chars().count() <= max {
@@ -291,9 +300,9 @@ fn row_line(base: &Base, row: &DeadLetter) -> Markup {
         tr {
             td.num { a href=(base.url(&format!("/events/{}", row.id))) { (row.id) } }
             td { (view::status(row.status)) }
-            td { (row.event_type) }
-            td { code { (row.failure.kind) } }
-            td.reason { (short(&row.failure.reason, 120)) }
+            td { (short(&row.event_type, TYPE_CHARS)) }
+            td { code { (short(&row.failure.kind, TYPE_CHARS)) } }
+            td.reason { (short(&row.failure.reason, REASON_CHARS)) }
             td.num { (row.retry_count) "/" (row.max_retries) }
             td.num { (row.redrive_count) }
             td { (view::time(row.created_at)) }
@@ -807,4 +816,19 @@ pub(crate) async fn undo(
     let mut response = Redirect::to(&base.url(&format!("/events/{}", outcome.id))).into_response();
     response.headers_mut().insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_cuts_by_characters_with_an_ellipsis() {
+        assert_eq!(short("payment", 60), "payment");
+        assert_eq!(short("a\nb\rc", 60), "a b c");
+        assert_eq!(short(&"é".repeat(10), 10), "é".repeat(10), "not cut at the limit");
+        let cut = short(&"é🦀".repeat(5_000), 60);
+        assert_eq!((cut.chars().count(), cut.ends_with('…')), (60, true));
+        assert!(cut.starts_with("é🦀é🦀"));
+    }
 }

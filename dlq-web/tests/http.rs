@@ -1009,6 +1009,52 @@ async fn a_large_group_redrive_runs_in_the_background_and_survives_a_shutdown(po
     assert_eq!(redriven_twice, 0, "every row moved exactly once");
 }
 
+/// Long strings (event type, fingerprint, error kind, reason) are cut with `…` in the tables
+/// and lists, by characters (a multi-byte character is never split), and whole on the row's
+/// page and in the API.
+async fn long_fields_are_cut_in_tables_and_whole_on_the_row(store: Store) {
+    let long = |c: &str| c.repeat(10_000);
+    let mut letter = dead(&long("K"), &long("é"), json!({"n": 1}));
+    letter.event_type = long("🦀");
+    letter.failure.fingerprint = long("f");
+    let id = store.park(letter).await.unwrap().id;
+    let app = app(&store, Options::default());
+    for uri in ["/dlq", "/dlq/groups", "/dlq/events"] {
+        let (status, page) = get(&app, uri).await;
+        assert_eq!(status, StatusCode::OK, "{uri}");
+        assert!(!page.contains(&long("🦀")) && !page.contains(&long("é")), "{uri}: nothing whole (links encode it)");
+        assert!(page.contains(&format!("{}…", "🦀".repeat(59))), "{uri}: the event type, cut");
+        if uri != "/dlq/events" {
+            assert!(page.contains(&format!("<code>{}…</code>", "f".repeat(39))), "{uri}: the fingerprint, cut");
+        }
+        if uri != "/dlq" {
+            assert!(page.contains(&format!("{}…", "é".repeat(139))), "{uri}: the reason, cut");
+            assert!(page.contains(&format!("<code>{}…</code>", "K".repeat(59))), "{uri}: the kind, cut");
+        }
+    }
+    // (A reason is kept up to 8 KiB: the page shows what is stored, whole.)
+    let stored = store.get(id).await.unwrap().unwrap();
+    assert!(stored.failure.reason.chars().count() > 1_000);
+    let (_, detail) = get(&app, &format!("/dlq/events/{id}")).await;
+    for (what, whole) in [
+        ("type", &stored.event_type),
+        ("reason", &stored.failure.reason),
+        ("kind", &stored.failure.kind),
+        ("group", &stored.failure.fingerprint),
+    ] {
+        assert!(
+            detail.contains(whole.as_str()),
+            "the row's page shows its {what} whole ({} chars)",
+            whole.chars().count()
+        );
+    }
+    let (_, api) = get(&app, &format!("/dlq/api/events/{id}")).await;
+    let api: Value = serde_json::from_str(&api).unwrap();
+    assert_eq!(api["event_type"], json!(long("🦀")));
+    let (_, list) = get(&app, "/dlq/api/events").await;
+    assert!(list.contains(&stored.failure.reason) && list.contains(&long("f")), "the API lists them whole");
+}
+
 /// A `tracing` layer that keeps each event as a line of its fields.
 #[derive(Clone, Default)]
 struct Captured(Arc<std::sync::Mutex<Vec<String>>>);
@@ -1133,4 +1179,5 @@ on_both_stores!(
     a_stopped_operation_resumes_from_its_page,
     a_raw_payload_is_edited_as_its_exact_bytes,
     a_succeeded_row_is_not_patched_from_the_console,
+    long_fields_are_cut_in_tables_and_whole_on_the_row,
 );
