@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use clap::Args;
@@ -51,7 +51,6 @@ pub(crate) fn check(args: &ServeArgs) -> Result<(), Failure> {
 struct Ops {
     store: Arc<dyn DeadLetterStore>,
     metrics: PrometheusHandle,
-    token: Option<String>,
     options: dlq_web::Options,
 }
 
@@ -78,11 +77,15 @@ pub(crate) async fn run(admin: Admin, args: &ServeArgs) -> Result<(), Failure> {
     let local = listener.local_addr().map_err(|e| Failure::error(e.to_string()))?;
     // The console (and /metrics) then answer only to this address and loopback names with its
     // port, unless a token guards them: a page of another site cannot rebind its name to it.
-    let mut options = dlq_web::Options::default().allow_actions(args.allow_actions).bound_to(local);
+    // Confirmed redrives and discards run in the background: Ctrl-C stops them after their
+    // batch, stored `stopped` (resumable), before the process ends.
+    let background = dlq_web::Background::new();
+    let mut options =
+        dlq_web::Options::default().allow_actions(args.allow_actions).bound_to(local).background(background.clone());
     if let Some(token) = &token {
         options = options.token(token.clone());
     }
-    let ops = Ops { store, metrics, token, options: options.clone() };
+    let ops = Ops { store, metrics, options: options.clone() };
     let app = Router::new()
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(healthz))
@@ -95,25 +98,22 @@ pub(crate) async fn run(admin: Admin, args: &ServeArgs) -> Result<(), Failure> {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await
-        .map_err(|e| Failure::error(format!("the console stopped: {e}")))
+        .map_err(|e| Failure::error(format!("the console stopped: {e}")))?;
+    background.shutdown().await;
+    Ok(())
 }
 
-/// `GET /metrics`: behind the token when one is set; else only for the console's own `Host`.
-async fn metrics_text(State(ops): State<Ops>, headers: HeaderMap) -> impl IntoResponse {
+/// `GET /metrics`: behind the token when one is set, in any form the console takes (bearer
+/// header, its cookie, `?token=`); else only for the console's own `Host`.
+async fn metrics_text(State(ops): State<Ops>, headers: HeaderMap, uri: Uri) -> impl IntoResponse {
     let host = headers.get(header::HOST).map(|v| v.to_str().unwrap_or_default());
     if !ops.options.accepts_host(host) {
         let why = "request refused: this console answers only to its own address (or loopback names with its port)\n";
         return (StatusCode::MISDIRECTED_REQUEST, why.to_owned()).into_response();
     }
-    if let Some(token) = &ops.token {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or_default();
-        if !dlq_web::token_matches(token, given.trim()) {
-            return (StatusCode::UNAUTHORIZED, "send Authorization: Bearer TOKEN\n".to_owned()).into_response();
-        }
+    if !ops.options.authorizes(&headers, uri.query()) {
+        let why = "send the console's token: Authorization: Bearer TOKEN, its cookie, or ?token=TOKEN\n";
+        return (StatusCode::UNAUTHORIZED, why.to_owned()).into_response();
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], ops.metrics.render()).into_response()
 }

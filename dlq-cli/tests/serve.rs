@@ -96,6 +96,13 @@ fn a_token_guards_the_console_and_metrics() {
     assert_eq!(request(&server.addr, "/metrics", "").0, 401);
     assert_eq!(request(&server.addr, "/", "Authorization: Bearer s3cret\r\n").0, 200);
     assert_eq!(request(&server.addr, "/metrics", "Authorization: Bearer s3cret\r\n").0, 200);
+    // `/metrics` takes the token in every form the console takes: the cookie `?token=` sets,
+    // and `?token=` itself.
+    assert_eq!(request(&server.addr, "/metrics", "Cookie: dlq_token=s3cret\r\n").0, 200);
+    assert_eq!(request(&server.addr, "/metrics?token=s3cret", "").0, 200);
+    assert_eq!(request(&server.addr, "/metrics", "Cookie: dlq_token=s3cre\r\n").0, 401);
+    assert_eq!(request(&server.addr, "/metrics?token=wrong", "").0, 401);
+    assert_eq!(request(&server.addr, "/metrics", "Authorization: Bearer wrong\r\n").0, 401);
     assert_eq!(request(&server.addr, "/healthz", "").0, 200, "probes need no token");
 }
 

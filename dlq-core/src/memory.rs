@@ -370,12 +370,12 @@ impl Inner {
         request.payload.check_fits(DEFAULT_MAX_PAYLOAD_BYTES)?;
         let id = request.id;
         let row = self.rows.get_mut(&id).ok_or(Error::NotFound(id))?;
-        if row.letter.status == Status::Processing {
+        if matches!(row.letter.status, Status::Processing | Status::Succeeded) {
             return Err(Error::InvalidState {
                 id,
-                status: Status::Processing,
+                status: row.letter.status,
                 action: "patch",
-                needs: "any status but PROCESSING",
+                needs: "any status but PROCESSING or SUCCEEDED",
             });
         }
         let at = now();

@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use dlq_core::admin::{Admin, BulkPlan, Pacing};
-use dlq_core::store::{ActionKind, BatchAction, OperationState, OperationStep, Refused};
+use dlq_core::store::{ActionKind, BatchAction, ClaimRequest, OperationState, OperationStep, Refused, Settlement};
 use dlq_core::{
     AuditNote, DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, ListFilter, MemoryStore,
     NewDeadLetter, Payload, Status,
@@ -207,6 +207,50 @@ async fn bulk_redrive_stops_and_resumes_without_moving_a_row_twice(store: Store)
     assert!(admin.start(discard).await.unwrap_err().to_string().contains("discard needs a reason"));
 }
 
+/// A `SUCCEEDED` row's payload is the one its handler ran with: a patch, a whole new payload,
+/// an undo of an earlier patch and a group patch are refused, each with one line naming the
+/// row and its status, and nothing is written. The store refuses too, under its row lock (a row
+/// can succeed between the admin layer's read and its write).
+async fn a_succeeded_row_is_never_patched_nor_undone(store: Store) {
+    let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+    let letter = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({ "n": 1 })), failure);
+    let id = store.park(letter).await.unwrap().id;
+    let admin = Admin::new(store.clone(), "alice");
+    let add = serde_json::json!([{ "op": "add", "path": "/m", "value": 2 }]);
+    let earlier = admin.patch(id, &add, "add m").await.unwrap();
+    let request = ClaimRequest {
+        event_types: vec!["payment".into()],
+        limit: 1,
+        lease: std::time::Duration::from_secs(60),
+        owner: "test".into(),
+    };
+    let lease = store.claim(request).await.unwrap()[0].lease;
+    store.settle(vec![Settlement::Succeeded { lease }]).await.unwrap();
+    let before = store.get(id).await.unwrap().unwrap().payload;
+    let replace = serde_json::json!([{ "op": "replace", "path": "/n", "value": 7 }]);
+    let refusals = [
+        admin.patch(id, &replace, "fix").await.map(drop),
+        admin.replace_payload(id, Payload::Json(serde_json::json!({ "n": 7 })), "fix").await.map(drop),
+        admin.undo(earlier.audit_id, None, false).await.map(drop),
+        admin.undo(earlier.audit_id, None, true).await.map(drop),
+    ];
+    for refused in refusals {
+        let err = refused.unwrap_err();
+        assert!(matches!(err, Error::InvalidState { status: Status::Succeeded, .. }), "{err:?}");
+        let line = dlq_core::admin::one_line(&err);
+        assert!(line.contains(&format!("dead letter {id} is SUCCEEDED")) && !line.contains('\n'), "{line}");
+    }
+    for dry_run in [true, false] {
+        let report = admin.patch_many(ListFilter::default().ids([id]), &replace, "fix", 10, dry_run).await.unwrap();
+        assert!(report.patched.is_empty(), "{report:?}");
+        assert!(report.refused[0].reason.contains("SUCCEEDED"), "{report:?}");
+    }
+    let err = store.patch_payload(id, Payload::Json(serde_json::json!(0)), "bob").await.unwrap_err();
+    assert!(matches!(err, Error::InvalidState { status: Status::Succeeded, .. }), "the store refuses: {err:?}");
+    assert_eq!(store.get(id).await.unwrap().unwrap().payload, before, "nothing written");
+    assert_eq!(store.audit(id).await.unwrap().len(), 1, "the earlier patch only");
+}
+
 macro_rules! on_every_store {
     ($($check:ident),* $(,)?) => {
         mod memory {
@@ -239,4 +283,5 @@ on_every_store!(
     operation_cursor_moves_with_its_batch_only_once,
     patch_keeps_patch_and_original_and_undo_restores_it,
     bulk_redrive_stops_and_resumes_without_moving_a_row_twice,
+    a_succeeded_row_is_never_patched_nor_undone,
 );

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use dlq_core::admin::{BulkPlan, BulkReport, Pacing, StatsReport, json};
 use dlq_core::{DlqId, FailureGroup, ListFilter, Payload};
 use serde::Deserialize;
@@ -16,6 +18,7 @@ use crate::error::{ApiFailure, Failure};
 use crate::extract::{JsonBody, Param};
 use crate::filter;
 use crate::pages::Acting;
+use crate::view::Base;
 
 type ApiResult<T> = Result<Json<T>, ApiFailure>;
 
@@ -70,6 +73,9 @@ pub(crate) struct BulkRequest {
     batch: Option<usize>,
     #[serde(default)]
     force: bool,
+    /// Store the operation and run it in the background: the answer (202) names it at once.
+    #[serde(default)]
+    background: bool,
 }
 
 impl BulkRequest {
@@ -98,33 +104,64 @@ impl BulkRequest {
 }
 
 /// `POST /api/redrive`.
-pub(crate) async fn redrive(Acting(admin): Acting, JsonBody(request): JsonBody<BulkRequest>) -> ApiResult<BulkReport> {
+pub(crate) async fn redrive(
+    State(console): State<Console>,
+    base: Base,
+    Acting(admin): Acting,
+    JsonBody(request): JsonBody<BulkRequest>,
+) -> Result<Response, ApiFailure> {
     let mut plan = request.shape(BulkPlan::redrive(request.selection()?, &request.reason));
     if let Some(canary) = request.canary {
         plan = plan.canary(canary);
     }
-    run(&admin, plan, &request).await
+    run(&console, &base, &admin, plan, &request).await
 }
 
 /// `POST /api/discard`.
-pub(crate) async fn discard(Acting(admin): Acting, JsonBody(request): JsonBody<BulkRequest>) -> ApiResult<BulkReport> {
+pub(crate) async fn discard(
+    State(console): State<Console>,
+    base: Base,
+    Acting(admin): Acting,
+    JsonBody(request): JsonBody<BulkRequest>,
+) -> Result<Response, ApiFailure> {
     let plan = request.shape(BulkPlan::discard(request.selection()?, &request.reason));
-    run(&admin, plan, &request).await
+    run(&console, &base, &admin, plan, &request).await
 }
 
-async fn run(admin: &dlq_core::admin::Admin, plan: BulkPlan, request: &BulkRequest) -> ApiResult<BulkReport> {
+/// The report of the run, or (`background`) 202 with the stored operation and its page.
+async fn run(
+    console: &Console,
+    base: &Base,
+    admin: &dlq_core::admin::Admin,
+    plan: BulkPlan,
+    request: &BulkRequest,
+) -> Result<Response, ApiFailure> {
     let wait = Duration::from_secs(request.canary_wait_seconds.unwrap_or(30).min(300));
     let pacing = Pacing { canary_wait: wait, ..Pacing::default() };
+    if request.background && !request.dry_run {
+        let id = console.start_run(admin, plan, pacing).await?;
+        let link = base.url(&format!("/operations/{id}"));
+        let started = serde_json::json!({ "operation": id, "state": "running", "link": link });
+        return Ok((StatusCode::ACCEPTED, Json(started)).into_response());
+    }
+    let (verb, subject) = (plan.action.as_str(), crate::operations::selection(&plan.filter));
     let bulk = if request.dry_run { admin.dry_run(plan)? } else { admin.start(plan).await? };
-    Ok(Json(bulk.run(pacing, |_| ControlFlow::Continue(())).await?))
+    let report: BulkReport = bulk.run(pacing, |_| ControlFlow::Continue(())).await?;
+    if let Some(op) = report.operation {
+        let subject = format!("operation {op}: {subject}, {} rows moved, {} refused", report.moved, report.refused);
+        crate::log::action(verb, &subject, admin.actor(), &request.reason);
+    }
+    Ok(Json(report).into_response())
 }
 
-/// The body of `POST /api/events/{id}/patch`: a JSON Patch, or a whole new payload.
+/// The body of `POST /api/events/{id}/patch`: a JSON Patch, a whole new payload, or the exact
+/// bytes of a raw one as hex.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PatchRequest {
     patch: Option<Value>,
     payload: Option<Value>,
+    payload_hex: Option<String>,
     #[serde(default)]
     reason: String,
 }
@@ -135,14 +172,27 @@ pub(crate) async fn patch(
     Param(id): Param<DlqId>,
     JsonBody(request): JsonBody<PatchRequest>,
 ) -> ApiResult<Value> {
-    let outcome = match (&request.patch, request.payload) {
-        (Some(patch), None) => admin.patch(id, patch, &request.reason).await?,
-        (None, Some(payload)) => {
+    let outcome = match (&request.patch, request.payload, &request.payload_hex) {
+        (Some(patch), None, None) => admin.patch(id, patch, &request.reason).await?,
+        (None, Some(payload), None) => {
             let payload = Payload::from_bytes(&serde_json::to_vec(&payload).unwrap_or_default());
             admin.replace_payload(id, payload, &request.reason).await?
         }
-        _ => return Err(Failure::bad_request("give exactly one of `patch` (RFC 6902) or `payload`").into()),
+        (None, None, Some(hex)) => {
+            let payload = Payload::Raw { bytes: crate::pages::bytes_of_hex(hex)?, truncated: None };
+            admin.replace_payload(id, payload, &request.reason).await?
+        }
+        _ => {
+            let why = "give exactly one of `patch` (RFC 6902), `payload` (JSON) or `payload_hex` (raw bytes)";
+            return Err(Failure::bad_request(why).into());
+        }
     };
+    crate::log::action(
+        "patch",
+        &format!("row {id} (audit entry {})", outcome.audit_id),
+        admin.actor(),
+        &request.reason,
+    );
     Ok(Json(json::patched(&outcome)))
 }
 
@@ -162,5 +212,8 @@ pub(crate) async fn undo(
     Param(audit_id): Param<i64>,
     JsonBody(request): JsonBody<UndoRequest>,
 ) -> ApiResult<Value> {
-    Ok(Json(json::patched(&admin.undo(audit_id, request.reason.as_deref(), request.force).await?)))
+    let outcome = admin.undo(audit_id, request.reason.as_deref(), request.force).await?;
+    let subject = format!("row {} (audit entry {audit_id})", outcome.id);
+    crate::log::action("undo", &subject, admin.actor(), request.reason.as_deref().unwrap_or(""));
+    Ok(Json(json::patched(&outcome)))
 }

@@ -5,6 +5,10 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use maud::{DOCTYPE, html};
 
+/// Why a response is an error, kept on it (an extension) for the log of server errors.
+#[derive(Debug, Clone)]
+pub(crate) struct Why(pub(crate) String);
+
 /// A request that failed: the status and one line saying why.
 #[derive(Debug)]
 pub(crate) struct Failure {
@@ -53,7 +57,9 @@ impl IntoResponse for Failure {
                 body { main.error { h1 { (title) } p.message { (self.message) } } }
             }
         };
-        (self.status, Html(page.into_string())).into_response()
+        let mut response = (self.status, Html(page.into_string())).into_response();
+        response.extensions_mut().insert(Why(self.message));
+        response
     }
 }
 
@@ -75,6 +81,8 @@ impl From<dlq_core::Error> for ApiFailure {
 
 impl IntoResponse for ApiFailure {
     fn into_response(self) -> Response {
-        (self.0.status, Json(serde_json::json!({ "error": self.0.message }))).into_response()
+        let mut response = (self.0.status, Json(serde_json::json!({ "error": self.0.message }))).into_response();
+        response.extensions_mut().insert(Why(self.0.message));
+        response
     }
 }

@@ -32,11 +32,11 @@
 //! | `GET /groups/{fingerprint}` | one group: its rows and the group actions (the fingerprint percent-encoded as one path segment; `GET /group?group=` for one no segment can carry: empty, `.`, `..`) |
 //! | `GET /events?status=&event_type=&group=&kind=&reason=&since=&until=&after=&order=&limit=` | rows, the CLI's filters in the URL, keyset pagination |
 //! | `GET /events/{id}` | one row: payload, truncation, error chain, stack trace, source, attempts, audit |
-//! | `POST /redrive`, `POST /discard` | by `id` or `group`: a dry run with counts first; `confirm=1` (with an optional `canary` for a redrive and `rate` in rows/s) stores an operation, runs it in the background and redirects to its page |
+//! | `POST /redrive`, `POST /discard` | by `id` or `group`: a dry run with counts first; `confirm=1` (with an optional `canary` for a redrive and `rate` in rows/s) stores an operation, runs it in the background and answers at once: a redirect to its page, the id and link in the body (`POST /api/redrive` with `"background": true`: 202 with them); a [`Background`] stops such runs at shutdown, resumable |
 //! | `GET /operations/{id}` | a bulk operation: state, rows moved and refused, its cursor; reloads itself while it runs |
 //! | `POST /operations/{id}/resume` | continues a stopped operation (a failed canary, a restart) from its cursor, optionally at a `rate` |
-//! | `POST /groups/{fingerprint}/patch` | one JSON Patch applied to the group's dead rows (preview, then confirm; `POST /group/patch?group=` likewise) |
-//! | `POST /events/{id}/edit` | a new payload: validated, the diff shown, then `confirm=1` |
+//! | `POST /groups/{fingerprint}/patch` | one JSON Patch applied to the group's dead rows: a preview that tries it on every row (which it fits, with their changes; which it does not, with why: `Admin::patch_many`, as `dlq patch --group --dry-run`), then confirm; `POST /group/patch?group=` likewise |
+//! | `POST /events/{id}/edit` | a new payload (`payload`, JSON; or `payload_hex`, a raw payload's exact bytes as hex): validated, the change shown, then `confirm=1`; a payload equal to the stored one is never written |
 //! | `POST /audit/{audit_id}/undo` | restores what a patch replaced (refused when later patches would be reverted with it, unless `force`) |
 //! | `GET /api/openapi.json` | the JSON API, documented (a hand-written OpenAPI 3.1 document) |
 //!
@@ -55,12 +55,20 @@
 //! token (compared in constant time). Every string from the database goes through maud, which
 //! escapes it, and every value put in a link is percent-encoded. The JSON API answers every
 //! refusal as `{"error": "..."}`.
+//!
+//! # Logs
+//! Through `tracing` (target `dlq_web`): each action (redrive, discard, patch, edit, undo,
+//! resume) at `info` with its verb, what it acted on (rows, a group, an operation), the
+//! operator and the reason, each background operation's outcome, and each answer of 5xx at
+//! `error` with the operator and why; every string in them cut to 200 characters, control
+//! characters and bidi overrides shown as `.`.
 
 mod api;
 mod chart;
 mod error;
 mod extract;
 mod filter;
+mod log;
 mod openapi;
 mod operations;
 mod pages;
@@ -76,6 +84,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
 use dlq_core::admin::Admin;
+pub use operations::Background;
 
 /// Names the operator of a request, for the audit log: the embedding service's auth layer
 /// (a header it sets, an extension it inserts) tells who is acting. `None` keeps the
@@ -98,6 +107,7 @@ pub struct Options {
     snapshot_max_age: std::time::Duration,
     bound: Option<SocketAddr>,
     hosts: Vec<String>,
+    background: Background,
 }
 
 impl Default for Options {
@@ -111,6 +121,7 @@ impl Default for Options {
             snapshot_max_age: DEFAULT_SNAPSHOT_MAX_AGE,
             bound: None,
             hosts: Vec::new(),
+            background: Background::new(),
         }
     }
 }
@@ -126,6 +137,7 @@ impl std::fmt::Debug for Options {
             .field("snapshot_max_age", &self.snapshot_max_age)
             .field("bound", &self.bound)
             .field("hosts", &self.hosts)
+            .field("background", &self.background)
             .finish()
     }
 }
@@ -248,6 +260,15 @@ impl Options {
         self
     }
 
+    /// Where the console's confirmed redrives and discards run: a [`Background`] the service
+    /// keeps, to stop them when it shuts down (each stored `stopped`, resumable) rather than
+    /// leave them cut short. Without it the console keeps its own.
+    #[must_use]
+    pub fn background(mut self, background: Background) -> Self {
+        self.background = background;
+        self
+    }
+
     /// Whether a request with this `Host` (its value, `None` when it has none) is answered:
     /// always with a token; otherwise only for the names [`Options::bound_to`] and
     /// [`Options::allow_host`] describe. What the console checks on every request, for
@@ -262,6 +283,28 @@ impl Options {
     /// ```
     pub fn accepts_host(&self, host: Option<&str>) -> bool {
         self.token.is_some() || host.is_some_and(|host| security::host_allowed(host, self.bound, &self.hosts))
+    }
+
+    /// Whether a request with these headers and this query carries the console's token in one
+    /// of the forms the console takes (`Authorization: Bearer TOKEN`, the `dlq_token` cookie,
+    /// `?token=TOKEN`; compared in constant time); true when no token is set. What the console
+    /// checks on every request, for routes a service adds beside it (`dlq serve`'s `/metrics`).
+    ///
+    /// ```
+    /// use axum::http::{HeaderMap, HeaderValue, header};
+    /// let options = dlq_web::Options::default().token("s3cret");
+    /// let mut headers = HeaderMap::new();
+    /// assert!(!options.authorizes(&headers, None));
+    /// assert!(options.authorizes(&headers, Some("token=s3cret")));
+    /// headers.insert(header::COOKIE, HeaderValue::from_static("dlq_token=s3cret"));
+    /// assert!(options.authorizes(&headers, None));
+    /// assert!(dlq_web::Options::default().authorizes(&HeaderMap::new(), None));
+    /// ```
+    pub fn authorizes(&self, headers: &axum::http::HeaderMap, query: Option<&str>) -> bool {
+        match &self.token {
+            None => true,
+            Some(token) => security::presented_token(headers, query).is_some_and(|given| token_matches(token, &given)),
+        }
     }
 
     /// Whether actions are enabled.
@@ -306,10 +349,16 @@ impl Console {
 
     /// The admin layer acting as the operator of this request.
     pub(crate) fn admin_for(&self, parts: &Parts) -> Admin {
-        match self.options.actor.as_ref().and_then(|hook| hook(parts)) {
-            Some(actor) if !actor.trim().is_empty() => self.admin.acting_as(actor.trim()),
-            _ => self.admin.clone(),
+        match self.actor_of(parts) {
+            Some(actor) => self.admin.acting_as(actor),
+            None => self.admin.clone(),
         }
+    }
+
+    /// The operator the [`Options::actor`] hook names for this request, if any.
+    pub(crate) fn actor_of(&self, parts: &Parts) -> Option<String> {
+        let actor = self.options.actor.as_ref().and_then(|hook| hook(parts))?;
+        Some(actor.trim().to_owned()).filter(|a| !a.is_empty())
     }
 }
 

@@ -7,12 +7,13 @@
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use axum::Form;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect};
+use dlq_core::CancellationToken;
 use dlq_core::admin::{Admin, BulkPlan, BulkReport, Pacing};
 use dlq_core::store::{Operation, OperationState};
 use maud::html;
@@ -23,6 +24,77 @@ use crate::error::Failure;
 use crate::extract::Param;
 use crate::pages::{Acting, report_details};
 use crate::view::{self, Base};
+
+/// The console's background runs (confirmed redrives and discards), for a graceful shutdown:
+/// give the same value to [`Options::background`](crate::Options::background), then, once the
+/// server has stopped, [`shutdown`](Self::shutdown) stops every run after its batch in flight
+/// and waits until each has stored its operation as `stopped`, resumable from its cursor
+/// (from the operation's page, or `dlq redrive --resume ID`). A run cut short by the end of
+/// the process instead stays `running` in the store until resumed.
+///
+/// ```no_run
+/// use dlq_core::admin::Admin;
+///
+/// # async fn demo(admin: Admin, shutdown_signal: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+/// let background = dlq_web::Background::new();
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// let options = dlq_web::Options::default().allow_actions(true).bound_to(listener.local_addr()?);
+/// let app = dlq_web::router(admin, options.background(background.clone()));
+/// axum::serve(listener, app).with_graceful_shutdown(shutdown_signal).await?; // Ctrl-C, SIGTERM …
+/// background.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Background {
+    stop: CancellationToken,
+    running: Arc<tokio::sync::watch::Sender<usize>>,
+}
+
+impl Default for Background {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Background {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Background")
+            .field("stopping", &self.stop.is_cancelled())
+            .field("running", &*self.running.borrow())
+            .finish()
+    }
+}
+
+impl Background {
+    /// No run yet.
+    pub fn new() -> Self {
+        Self { stop: CancellationToken::new(), running: Arc::new(tokio::sync::watch::Sender::new(0)) }
+    }
+
+    /// Stops every run (at once while it paces or waits for a canary, else after the batch in
+    /// flight commits), refuses new ones, and returns when each has stored its state.
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        let mut running = self.running.subscribe();
+        let _ = running.wait_for(|n| *n == 0).await;
+    }
+
+    /// Counts a run in until the guard drops; `None` once shutting down.
+    fn enter(&self) -> Option<Entered> {
+        self.running.send_modify(|n| *n += 1);
+        let entered = Entered(Arc::clone(&self.running));
+        (!self.stop.is_cancelled()).then_some(entered)
+    }
+}
+
+/// One run counted in [`Background`].
+struct Entered(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
 
 /// At most this many finished runs are remembered (their reports: refusals, canary stops).
 const KEEP: usize = 64;
@@ -78,20 +150,32 @@ impl Console {
     /// # Errors
     /// A conflict when this process runs it already.
     pub(crate) fn spawn_run(&self, admin: Admin, id: i64, pacing: Pacing, rate: Option<f64>) -> Result<(), Failure> {
+        let background = &self.options.background;
+        let Some(entered) = background.enter() else {
+            let why = format!("the console is shutting down: operation {id} stays resumable");
+            return Err(Failure::new(StatusCode::SERVICE_UNAVAILABLE, why));
+        };
         if !self.runs.claim(id) {
             return Err(Failure::new(StatusCode::CONFLICT, format!("operation {id} is running already")));
         }
         let console = self.clone();
+        let stop = background.stop.clone();
         tokio::spawn(async move {
+            let _entered = entered;
             let outcome = match admin.resume(id).await {
                 Ok(bulk) => {
                     let bulk = if rate.is_some() { bulk.rate(rate) } else { bulk };
-                    bulk.run(pacing, |_| ControlFlow::Continue(())).await
+                    bulk.stop_on(stop).run(pacing, |_| ControlFlow::Continue(())).await
                 }
                 Err(error) => Err(error),
             };
             let run = match outcome {
-                Ok(report) => Run::Finished(Box::new(report)),
+                Ok(report) => {
+                    let state = report.state.as_str();
+                    let (moved, refused) = (report.moved, report.refused);
+                    tracing::info!(target: "dlq_web", operation = id, state, moved, refused, "console operation ran");
+                    Run::Finished(Box::new(report))
+                }
                 Err(error) => {
                     tracing::warn!(operation = id, %error, "a bulk action of the console failed; it can be resumed");
                     Run::Failed(dlq_core::admin::one_line(&error))
@@ -105,14 +189,30 @@ impl Console {
 
     /// Stores `plan` as an operation and runs it in the background; returns its id.
     pub(crate) async fn start_run(&self, admin: &Admin, plan: BulkPlan, pacing: Pacing) -> Result<i64, Failure> {
+        if self.options.background.stop.is_cancelled() {
+            let why = "the console is shutting down: no new operation is started";
+            return Err(Failure::new(StatusCode::SERVICE_UNAVAILABLE, why));
+        }
+        let (verb, subject, reason) = (plan.action.as_str(), selection(&plan.filter), plan.reason.clone());
         let started = admin.start(plan).await?;
         let id = started
             .operation()
             .map(|op| op.id)
             .ok_or_else(|| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "the operation was not stored"))?;
         drop(started);
+        crate::log::action(verb, &format!("operation {id}: {subject}"), admin.actor(), reason.as_deref().unwrap_or(""));
         self.spawn_run(admin.clone(), id, pacing, None)?;
         Ok(id)
+    }
+}
+
+/// The rows of a selection, for a log line: its group, its ids, or its filter.
+pub(crate) fn selection(filter: &dlq_core::ListFilter) -> String {
+    match (&filter.fingerprint, filter.ids.as_slice()) {
+        (Some(group), _) => format!("group {group}"),
+        (None, [id]) => format!("row {id}"),
+        (None, ids) if !ids.is_empty() => format!("{} rows from {}", ids.len(), ids[0]),
+        _ => "the rows of a filter".to_owned(),
     }
 }
 
@@ -201,6 +301,7 @@ pub(crate) async fn resume(
     if operation(&console, id).await?.state == OperationState::Done {
         return Err(Failure::new(StatusCode::CONFLICT, format!("operation {id} is done: nothing to resume")));
     }
-    console.spawn_run(admin, id, Pacing::default(), rate)?;
+    console.spawn_run(admin.clone(), id, Pacing::default(), rate)?;
+    crate::log::action("resume", &format!("operation {id}"), admin.actor(), "");
     Ok(Redirect::to(&base.url(&format!("/operations/{id}"))))
 }

@@ -86,7 +86,7 @@ fn overview_body(base: &Base, stats: &StatsReport) -> Markup {
             tbody {
                 @for c in &stats.counts {
                     tr {
-                        td { a href=(list(&c.event_type, None)) { (c.event_type) } }
+                        td { a href=(list(&c.event_type, None)) { (short(&c.event_type, TYPE_CHARS)) } }
                         @for (s, n) in [(Status::Pending, c.pending), (Status::Processing, c.processing), (Status::Succeeded, c.succeeded), (Status::FailedPermanently, c.failed_permanently), (Status::Discarded, c.discarded)] {
                             td.num { @if n > 0 { a href=(list(&c.event_type, Some(s))) { (n) } } @else { "0" } }
                         }
@@ -99,11 +99,11 @@ fn overview_body(base: &Base, stats: &StatsReport) -> Markup {
         (groups_table(base, &stats.groups))
         h2 { "Live retriers" }
         @if stats.retriers.is_empty() { p { "No live retrier." } }
-        ul { @for r in &stats.retriers { li { code { (r.owner) } " on " (r.host) " · " (r.event_types.join(", ")) " · last seen " (view::time(r.last_seen)) } } }
+        ul { @for r in &stats.retriers { li { code { (short(&r.owner, TYPE_CHARS)) } " on " (short(&r.host, TYPE_CHARS)) " · " (short(&r.event_types.join(", "), REASON_CHARS)) " · last seen " (view::time(r.last_seen)) } } }
         @if !stats.orphans.is_empty() {
             h2 { "Orphaned event types" }
-            ul { @for o in &stats.orphans { li { code { (o.event_type) } ": " (o.pending) " pending, no live retrier handles it"
-                @if let Some(h) = &o.expected_handler { " (expected handler " code { (h) } ")" } } } }
+            ul { @for o in &stats.orphans { li { code { (short(&o.event_type, TYPE_CHARS)) } ": " (o.pending) " pending, no live retrier handles it"
+                @if let Some(h) = &o.expected_handler { " (expected handler " code { (short(h, TYPE_CHARS)) } ")" } } } }
         }
         @if let Some(t) = &stats.table {
             p.muted { "dlq_events: " (t.live_tuples) " live, " (t.dead_tuples) " dead tuples; autovacuum " (if t.autovacuum { "on" } else { "off" }) }
@@ -120,10 +120,10 @@ fn circuits_table(circuits: &[Circuit], at: DateTime<Utc>) -> Markup {
             tbody {
                 @for c in circuits {
                     tr {
-                        td { code { (c.event_type) } }
+                        td { code { (short(&c.event_type, TYPE_CHARS)) } }
                         td { (c.state) }
                         td { @if let (CircuitState::Open, Some(until)) = (c.state, c.open_until) { "in " ((until - at).num_seconds().max(0)) " s" } }
-                        td { @if c.paused { "by " (c.paused_by.as_deref().unwrap_or("?")) ": " (short(c.pause_reason.as_deref().unwrap_or(""), 80)) } }
+                        td { @if c.paused { "by " (short(c.paused_by.as_deref().unwrap_or("?"), TYPE_CHARS)) ": " (short(c.pause_reason.as_deref().unwrap_or(""), 80)) } }
                         td.reason { (short(c.reason.as_deref().unwrap_or(""), 140)) }
                     }
                 }
@@ -139,8 +139,8 @@ fn groups_table(base: &Base, groups: &[FailureGroup]) -> Markup {
             tbody {
                 @for g in groups {
                     tr {
-                        td { a href=(base.group(&g.fingerprint, "", &[])) { code { (g.fingerprint) } } }
-                        td { (g.event_type) } td { code { (g.kind) } } td.reason { (short(&g.sample_reason, 140)) }
+                        td { a href=(base.group(&g.fingerprint, "", &[])) { code { (short(&g.fingerprint, GROUP_CHARS)) } } }
+                        td { (short(&g.event_type, TYPE_CHARS)) } td { code { (short(&g.kind, TYPE_CHARS)) } } td.reason { (short(&g.sample_reason, REASON_CHARS)) }
                         td.num { (g.count) } td { (view::time(g.first_seen)) } td { (view::time(g.last_seen)) }
                     }
                 }
@@ -150,7 +150,16 @@ fn groups_table(base: &Base, groups: &[FailureGroup]) -> Markup {
     }
 }
 
-/// At most `max` characters of `text` on one line.
+/// The most characters of an event type, error kind, host or handler in a table or list
+/// (the row's page and the API show them whole).
+const TYPE_CHARS: usize = 60;
+/// The most characters of a fingerprint in a table.
+const GROUP_CHARS: usize = 40;
+/// The most characters of a reason or error text in a table or list.
+const REASON_CHARS: usize = 140;
+
+/// At most `max` characters of `text` on one line: cut by characters (never inside one), with
+/// `…` for what is left out.
 pub(crate) fn short(text: &str, max: usize) -> String {
     let line = text.replace(['\n', '\r'], " ");
     if line.chars().count() <= max {
@@ -291,9 +300,9 @@ fn row_line(base: &Base, row: &DeadLetter) -> Markup {
         tr {
             td.num { a href=(base.url(&format!("/events/{}", row.id))) { (row.id) } }
             td { (view::status(row.status)) }
-            td { (row.event_type) }
-            td { code { (row.failure.kind) } }
-            td.reason { (short(&row.failure.reason, 120)) }
+            td { (short(&row.event_type, TYPE_CHARS)) }
+            td { code { (short(&row.failure.kind, TYPE_CHARS)) } }
+            td.reason { (short(&row.failure.reason, REASON_CHARS)) }
             td.num { (row.retry_count) "/" (row.max_retries) }
             td.num { (row.redrive_count) }
             td { (view::time(row.created_at)) }
@@ -413,12 +422,28 @@ fn detail_actions(base: &Base, l: &DeadLetter) -> Markup {
                     button.danger type="submit" { "Dry run…" }
                 }
             }
-            form.wide method="post" action=(base.url(&format!("/events/{}/edit", l.id))) {
-                h3 { "Edit the payload" }
-                textarea name="payload" rows="10" spellcheck="false" { (editable) }
+            @if l.status == Status::Succeeded {
+                p.muted { "This row succeeded: its payload is the one its handler ran with, and stays as it is." }
+            } @else { form.wide method="post" action=(base.url(&format!("/events/{}/edit", l.id))) {
+                @match &l.payload {
+                    Payload::Json(_) => {
+                        h3 { "Edit the payload" }
+                        textarea name="payload" rows="10" spellcheck="false" { (editable) }
+                    }
+                    Payload::Raw { bytes, truncated: None } => {
+                        h3 { "Edit the payload's bytes (hex)" }
+                        p.muted { "Not JSON: its exact " (bytes.len()) " bytes, two hex digits each (spaces and line breaks are ignored). Saving writes exactly these bytes." }
+                        textarea name="payload_hex" rows="10" spellcheck="false" { (view::hex(bytes)) }
+                    }
+                    Payload::Raw { bytes, truncated: Some(t) } => {
+                        h3 { "Replace the payload" }
+                        p.muted { "Only the first " (bytes.len()) " of its " (t.original_len) " bytes were kept: they cannot be edited as they are. Paste the whole event as JSON to replace them." }
+                        textarea name="payload" rows="10" spellcheck="false" {}
+                    }
+                }
                 label { "Reason " input name="reason" required; }
                 button type="submit" { "Validate and show the diff…" }
-            }
+            } }
         }
     }
 }
@@ -431,7 +456,7 @@ fn audit(base: &Base, d: &Detail, actions: bool) -> Markup {
                 (view::time(a.at)) " · " strong { (a.action) } " by " code { (a.actor) }
                 @if let Some(r) = &a.reason { " — " (r) }
                 details { summary { "diff" } (view::json(&a.diff)) }
-                @if actions && a.action == "patch" {
+                @if actions && a.action == "patch" && d.letter.status != Status::Succeeded {
                     form.inline method="post" action=(base.url(&format!("/audit/{}/undo", a.id))) {
                         button type="submit" { "Undo this patch" }
                     }
@@ -534,7 +559,7 @@ async fn bulk(
     plan.rate = rate(form.rate.as_deref())?;
     if form.confirm.as_deref() == Some("1") {
         let id = console.start_run(admin, plan, BulkForm::pacing()).await?;
-        return Ok(Redirect::to(&base.url(&format!("/operations/{id}"))).into_response());
+        return Ok(started(base, id));
     }
     // A dry run reads and counts: no rate limit, no canary wait.
     let report = admin.dry_run(plan)?.run(Pacing::default(), |_| ControlFlow::Continue(())).await?;
@@ -554,6 +579,19 @@ async fn bulk(
         p { a href=(form.back(base)) { "← back" } }
     };
     Ok(render(view::page(base, &format!("{verb}: dry run"), None, body)))
+}
+
+/// The answer to a confirmed bulk action, at once: a redirect to operation `id`'s page, with
+/// the id and the link in the body too.
+fn started(base: &Base, id: i64) -> Response {
+    let link = base.url(&format!("/operations/{id}"));
+    let body = html! { p { "Operation " code.operation { (id) } " runs in the background: " a href=(link) { "follow it" } "." } };
+    let mut response = render(view::page(base, &format!("Operation {id} started"), None, body));
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    if let Ok(location) = header::HeaderValue::from_str(&link) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    response
 }
 
 pub(crate) fn report_summary(r: &BulkReport) -> Markup {
@@ -577,35 +615,83 @@ pub(crate) fn report_details(r: &BulkReport) -> Markup {
     }
 }
 
-/// The fields of the payload editor.
+/// The fields of the payload editor: a JSON document (`payload`), or a raw payload's exact
+/// bytes as hex (`payload_hex`).
 #[derive(Debug, Deserialize)]
 pub(crate) struct EditForm {
-    payload: String,
+    payload: Option<String>,
+    payload_hex: Option<String>,
     #[serde(default)]
     reason: String,
     confirm: Option<String>,
 }
 
-/// `POST /events/{id}/edit`: validates the JSON, shows the diff; `confirm=1` saves it.
+impl EditForm {
+    /// The payload the form gives: JSON, or exactly the bytes its hex spells.
+    fn payload(&self) -> Result<Payload, Failure> {
+        match (&self.payload, &self.payload_hex) {
+            (Some(text), None) => {
+                let value: serde_json::Value = serde_json::from_str(text)
+                    .map_err(|e| Failure::bad_request(format!("the payload is not valid JSON: {e}")))?;
+                Ok(Payload::from_bytes(&serde_json::to_vec(&value).unwrap_or_default()))
+            }
+            (None, Some(hex)) => Ok(Payload::Raw { bytes: bytes_of_hex(hex)?, truncated: None }),
+            (Some(_), Some(_)) => Err(Failure::bad_request("give the new payload once: `payload` or `payload_hex`")),
+            (None, None) => Err(Failure::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "missing field `payload`: the new payload, as JSON (`payload`) or as hex (`payload_hex`)",
+            )),
+        }
+    }
+}
+
+/// The bytes a hex text spells, spaces and line breaks ignored.
+pub(crate) fn bytes_of_hex(text: &str) -> Result<Vec<u8>, Failure> {
+    let digits: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    dlq_core::admin::unhex(&digits).ok_or_else(|| {
+        Failure::bad_request(
+            "the payload's bytes are not hex: two digits 0-9 or a-f per byte (spaces and line breaks are ignored)",
+        )
+    })
+}
+
+/// `POST /events/{id}/edit`: validates the new payload, shows the change; `confirm=1` saves
+/// it. A payload equal to the stored one is never written (the form saved as it was
+/// pre-filled changes nothing, not even the audit log).
 pub(crate) async fn edit(
     base: Base,
     Acting(admin): Acting,
     Param(id): Param<DlqId>,
     Form(form): Form<EditForm>,
 ) -> PageResult {
-    let new: serde_json::Value = serde_json::from_str(&form.payload)
-        .map_err(|e| Failure::bad_request(format!("the payload is not valid JSON: {e}")))?;
+    let new = form.payload()?;
+    let detail = admin.show(id).await?;
+    let old = &detail.letter.payload;
+    let event = html! { a href=(base.url(&format!("/events/{id}"))) { (id) } };
+    if *old == new {
+        let body = html! {
+            p.summary { "The payload of event " (event) " is unchanged: nothing to save, nothing saved." }
+            p { a href=(base.url(&format!("/events/{id}"))) { "← back" } }
+        };
+        return Ok(render(view::page(&base, &format!("Edit event {id}: unchanged"), None, body)));
+    }
     if form.confirm.as_deref() == Some("1") {
-        admin.replace_payload(id, Payload::from_bytes(form.payload.as_bytes()), &form.reason).await?;
+        let outcome = admin.replace_payload(id, new, &form.reason).await?;
+        let subject = format!("row {id} (audit entry {})", outcome.audit_id);
+        crate::log::action("edit", &subject, admin.actor(), &form.reason);
         return Ok(Redirect::to(&base.url(&format!("/events/{id}"))).into_response());
     }
-    let detail = admin.show(id).await?;
-    let changes = view::diff(&view::payload_value(&detail.letter.payload), &new);
     let body = html! {
-        p { "The payload of event " a href=(base.url(&format!("/events/{id}"))) { (id) } " changes as follows:" }
-        (view::diff_table(&changes))
+        p { "The payload of event " (event) " changes as follows:" }
+        @match (old, &new) {
+            (Payload::Json(a), Payload::Json(b)) => { (view::diff_table(&view::diff(a, b))) }
+            _ => { (view::bytes_change(old, &new)) }
+        }
         form method="post" action=(base.url(&format!("/events/{id}/edit"))) {
-            input type="hidden" name="payload" value=(form.payload);
+            @match &new {
+                Payload::Raw { bytes, .. } => { input type="hidden" name="payload_hex" value=(dlq_core::admin::hex(bytes)); }
+                Payload::Json(_) => { input type="hidden" name="payload" value=(form.payload.as_deref().unwrap_or_default()); }
+            }
             input type="hidden" name="confirm" value="1";
             label { "Reason " input name="reason" value=(form.reason) required; }
             button type="submit" { "Apply" }
@@ -624,7 +710,7 @@ pub(crate) struct PatchForm {
 }
 
 /// `POST /groups/{fingerprint}/patch`: one JSON Patch for the group's dead rows; a preview
-/// first, `confirm=1` applies it row by row (each audited).
+/// (tried on every row) first, `confirm=1` applies it row by row (each audited).
 pub(crate) async fn group_patch(
     base: Base,
     Acting(admin): Acting,
@@ -645,6 +731,12 @@ pub(crate) async fn group_patch_by_query(
     patch_group(base, admin, fingerprint, form).await
 }
 
+/// Rows of a group patch's report listed on its page (the counts cover them all).
+const PATCH_ROWS_SHOWN: usize = 50;
+
+/// A group patch: [`Admin::patch_many`] over the group's dead rows, dry for the preview (which
+/// rows it applies to, with their changes, and which it does not, with why), for real once
+/// confirmed: the same call as `dlq patch --group` (`--dry-run`).
 async fn patch_group(base: Base, admin: Admin, fingerprint: String, form: PatchForm) -> PageResult {
     let patch: serde_json::Value = serde_json::from_str(&form.patch)
         .map_err(|e| Failure::bad_request(format!("the patch is not valid JSON: {e}")))?;
@@ -653,38 +745,45 @@ async fn patch_group(base: Base, admin: Admin, fingerprint: String, form: PatchF
     }
     let selection = ListFilter::default().fingerprint(&fingerprint).status(Status::FailedPermanently);
     let confirmed = form.confirm.as_deref() == Some("1");
-    let (mut patched, mut failed, mut after) = (0_u64, Vec::new(), None);
-    let mut rows = 0_u64;
-    loop {
-        let mut page_filter = selection.clone().oldest_first().limit(100);
-        page_filter.after = after;
-        let page = admin.list(page_filter).await?;
-        for row in &page.rows {
-            rows += 1;
-            if confirmed {
-                match admin.patch(row.id, &patch, &form.reason).await {
-                    Ok(_) => patched += 1,
-                    Err(e) => failed.push((row.id, Failure::from(e).message)),
-                }
-            }
-        }
-        match page.next {
-            Some(next) => after = Some(next),
-            None => break,
-        }
+    let report = admin.patch_many(selection, &patch, &form.reason, 100, !confirmed).await?;
+    let (patched, refused) = (report.patched.len(), report.refused.len());
+    if confirmed {
+        let subject = format!("{patched} rows of group {fingerprint} ({refused} refused)");
+        crate::log::action("patch", &subject, admin.actor(), &form.reason);
     }
+    let event = |id: DlqId| html! { a href=(base.url(&format!("/events/{id}"))) { (id) } };
     let body = html! {
         pre.json { (serde_json::to_string_pretty(&patch).unwrap_or_default()) }
-        @if confirmed {
-            p.summary { "Patched " strong.moved { (patched) } " of " (rows) " dead rows." }
-            ul { @for (id, why) in &failed { li { (id) ": " (why) } } }
-        } @else {
-            p.summary { "This patch would apply to " strong.moved { (rows) } " FAILED_PERMANENTLY rows of the group, each audited." }
+        p.summary {
+            @if confirmed { "Patched " } @else { "This patch would apply to " }
+            strong.moved { (patched) } " of the group's " (patched + refused) " FAILED_PERMANENTLY rows"
+            @if !confirmed { ", each audited" } "; refused " strong { (refused) } "."
+        }
+        @if refused > 0 {
+            h2 { "Refused" }
+            div.scroll { table {
+                thead { tr { th.num { "id" } th { "why" } } }
+                tbody { @for r in report.refused.iter().take(PATCH_ROWS_SHOWN) { tr { td.num { (event(r.id)) } td.reason { (short(&r.reason, 200)) } } } }
+            } }
+        }
+        @if patched > 0 {
+            h2 { @if confirmed { "Patched" } @else { "Would change" } }
+            div.scroll { table.diff {
+                thead { tr { th.num { "id" } th { "path" } th { "before" } th { "after" } } }
+                tbody { @for row in report.patched.iter().take(PATCH_ROWS_SHOWN) { @for c in &row.changes { tr.chg {
+                    td.num { (event(row.id)) } td { code { (short(&c.path, 80)) } }
+                    td { @if let Some(v) = &c.old { code { (short(&v.to_string(), 200)) } } @else { "—" } }
+                    td { @if let Some(v) = &c.new { code { (short(&v.to_string(), 200)) } } @else { "—" } }
+                } } } }
+            } }
+        }
+        @if patched.max(refused) > PATCH_ROWS_SHOWN { p.muted { "The first " (PATCH_ROWS_SHOWN) " rows of each list are shown." } }
+        @if !confirmed && patched > 0 {
             form method="post" action=(base.group(&fingerprint, "/patch", &[])) {
                 input type="hidden" name="patch" value=(form.patch);
                 input type="hidden" name="confirm" value="1";
                 label { "Reason " input name="reason" value=(form.reason) required; }
-                button type="submit" { "Apply to " (rows) " rows" }
+                button type="submit" { "Apply to " (patched) " rows" }
             }
         }
         p { a href=(base.group(&fingerprint, "", &[])) { "← back to the group" } }
@@ -708,7 +807,24 @@ pub(crate) async fn undo(
     Form(form): Form<UndoForm>,
 ) -> PageResult {
     let outcome = admin.undo(audit_id, form.reason.as_deref(), form.force.is_some()).await?;
+    let subject = format!("row {} (audit entry {audit_id})", outcome.id);
+    crate::log::action("undo", &subject, admin.actor(), form.reason.as_deref().unwrap_or(""));
     let mut response = Redirect::to(&base.url(&format!("/events/{}", outcome.id))).into_response();
     response.headers_mut().insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_cuts_by_characters_with_an_ellipsis() {
+        assert_eq!(short("payment", 60), "payment");
+        assert_eq!(short("a\nb\rc", 60), "a b c");
+        assert_eq!(short(&"é".repeat(10), 10), "é".repeat(10), "not cut at the limit");
+        let cut = short(&"é🦀".repeat(5_000), 60);
+        assert_eq!((cut.chars().count(), cut.ends_with('…')), (60, true));
+        assert!(cut.starts_with("é🦀é🦀"));
+    }
 }

@@ -41,9 +41,9 @@ pub(crate) async fn guard(State(console): State<Console>, request: Request, next
     }
     let mut set_cookie = None;
     if let Some(token) = &console.options.token {
-        match presented_token(&request) {
+        match presented_token(request.headers(), request.uri().query()) {
             Some(given) if token_matches(token, given.as_str()) => {
-                set_cookie = token_in_query(&request).filter(|q| token_matches(token, q));
+                set_cookie = token_in_query(request.uri().query()).filter(|q| token_matches(token, q));
             }
             _ => {
                 let failure = Failure::new(
@@ -67,7 +67,15 @@ pub(crate) async fn guard(State(console): State<Console>, request: Request, next
             return Failure::new(StatusCode::FORBIDDEN, why).respond(wants_json);
         }
     }
-    let mut response = crate::extract::documented(next.run(request).await, wants_json).await;
+    let (parts, body) = request.into_parts();
+    let actor = console.actor_of(&parts).unwrap_or_else(|| console.admin.actor().to_owned());
+    let original = parts.extensions.get::<axum::extract::OriginalUri>().map(|o| o.0.path().to_owned());
+    let (method, path) = (parts.method.clone(), original.unwrap_or_else(|| parts.uri.path().to_owned()));
+    let mut response = crate::extract::documented(next.run(Request::from_parts(parts, body)).await, wants_json).await;
+    if response.status().is_server_error() {
+        let why = response.extensions().get::<crate::error::Why>().map_or("", |w| w.0.as_str());
+        crate::log::server_error(response.status().as_u16(), method.as_str(), &path, &actor, why);
+    }
     if mutating && (response.status().is_success() || response.status().is_redirection()) {
         console.forget_snapshots();
     }
@@ -155,18 +163,18 @@ pub(crate) fn token_matches(expected: &str, given: &str) -> bool {
     expected.as_bytes().ct_eq(given.as_bytes()).into()
 }
 
-fn presented_token(request: &Request) -> Option<String> {
-    let headers = request.headers();
+/// The token a request presents: `Authorization: Bearer`, else the cookie, else `?token=`.
+pub(crate) fn presented_token(headers: &HeaderMap, query: Option<&str>) -> Option<String> {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(|t| t.trim().to_owned());
-    bearer.or_else(|| cookie(headers, TOKEN_COOKIE)).or_else(|| token_in_query(request))
+    bearer.or_else(|| cookie(headers, TOKEN_COOKIE)).or_else(|| token_in_query(query))
 }
 
-fn token_in_query(request: &Request) -> Option<String> {
-    let query = request.uri().query()?;
+fn token_in_query(query: Option<&str>) -> Option<String> {
+    let query = query?;
     serde_urlencoded::from_str::<Vec<(String, String)>>(query)
         .ok()?
         .into_iter()

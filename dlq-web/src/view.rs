@@ -255,6 +255,24 @@ pub(crate) fn diff_table(changes: &[Change]) -> Markup {
     }
 }
 
+/// A change of payload that is not JSON to JSON: the lengths, the first byte that differs,
+/// and both sides (JSON, or hex).
+pub(crate) fn bytes_change(old: &Payload, new: &Payload) -> Markup {
+    let (a, b) = (old.to_bytes(), new.to_bytes());
+    let first = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or_else(|| a.len().min(b.len()));
+    let side = |p: &Payload| match p {
+        Payload::Json(value) => json(value),
+        Payload::Raw { bytes, .. } => html! { pre.hex { (hex(bytes)) } },
+    };
+    html! {
+        p { (a.len()) " bytes before, " (b.len()) " after; the first difference is at byte " (first) "." }
+        table.diff {
+            thead { tr { th { "before" } th { "after" } } }
+            tbody { tr.chg { td { (side(old)) } td { (side(new)) } } }
+        }
+    }
+}
+
 /// The payload as the JSON value the editor starts from (raw bytes as their lossy text).
 pub(crate) fn payload_value(payload: &Payload) -> Value {
     dlq_core::admin::json::payload(payload)

@@ -299,21 +299,150 @@ async fn edit_shows_the_diff_then_saves_and_undo_restores(store: Store) {
     assert_eq!(store.get(id).await.unwrap().unwrap().payload, Payload::Json(json!({"n": 0, "currency": "USD "})));
 }
 
+/// A `SUCCEEDED` row offers no edit and no undo, and a patch or an undo posted anyway (a page
+/// opened before the row succeeded) is refused with the admin layer's one line.
+async fn a_succeeded_row_is_not_patched_from_the_console(store: Store) {
+    let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+    let letter = NewDeadLetter::new("payment", Payload::Json(json!({"n": 1})), failure);
+    let id = store.park(letter).await.unwrap().id;
+    let app = app(&store, actions());
+    let edit = format!("/dlq/events/{id}/edit");
+    let first = serde_urlencoded::to_string([("payload", r#"{"n":2}"#), ("reason", "fix"), ("confirm", "1")]);
+    assert_eq!(send(&app, form(&edit, &first.unwrap())).await.0, StatusCode::SEE_OTHER);
+    let audit_id = store.audit(id).await.unwrap()[0].id;
+    let (_, page) = get(&app, &format!("/dlq/events/{id}")).await;
+    assert!(page.contains("name=\"payload\"") && page.contains("Undo this patch"), "a pending row is editable");
+
+    let request = dlq_core::store::ClaimRequest {
+        event_types: vec!["payment".into()],
+        limit: 1,
+        lease: std::time::Duration::from_secs(60),
+        owner: "test".into(),
+    };
+    let lease = store.claim(request).await.unwrap()[0].lease;
+    store.settle(vec![dlq_core::store::Settlement::Succeeded { lease }]).await.unwrap();
+    let (_, page) = get(&app, &format!("/dlq/events/{id}")).await;
+    assert!(!page.contains("name=\"payload\"") && !page.contains("Undo this patch"), "{page}");
+    let again = serde_urlencoded::to_string([("payload", r#"{"n":3}"#), ("reason", "fix"), ("confirm", "1")]);
+    for request in [form(&edit, &again.unwrap()), form(&format!("/dlq/audit/{audit_id}/undo"), "")] {
+        let (status, _, body) = send(&app, request).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(body.contains(&format!("dead letter {id} is SUCCEEDED")), "{body}");
+    }
+    let patch = json!({"patch": [{"op": "add", "path": "/m", "value": 1}], "reason": "fix"});
+    let (status, _, body) = send(&app, api_post(&format!("/dlq/api/events/{id}/patch"), &patch)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("SUCCEEDED"), "{body}");
+    assert_eq!(store.get(id).await.unwrap().unwrap().payload, Payload::Json(json!({"n": 2})));
+    assert_eq!(store.audit(id).await.unwrap().len(), 1);
+}
+
+/// The edit form's field (its name) and text (unescaped) as the browser would post them.
+fn edit_field(page: &str) -> (String, String) {
+    let at = page.find("<textarea name=\"").unwrap_or_else(|| panic!("no editor: {page}"));
+    let rest = &page[at + "<textarea name=\"".len()..];
+    let name = rest[..rest.find('"').unwrap()].to_owned();
+    let text = &rest[rest.find('>').unwrap() + 1..rest.find("</textarea>").unwrap()];
+    let text = text.replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&");
+    (name, text)
+}
+
+/// A raw payload (not JSON, not even UTF-8) is edited as its exact bytes in hex: saving the
+/// form unchanged writes nothing (it once saved the lossy text as a JSON string, rewriting
+/// the bytes), and an edited byte is saved exactly, raw.
+async fn a_raw_payload_is_edited_as_its_exact_bytes(store: Store) {
+    let bytes = b"\xff\xfe not json \x00\x1b[31m <b>\xc3".to_vec();
+    let failure = FailureInfo::new(ErrorClass::Permanent, "undecodable", "bad bytes".into(), vec![], None);
+    let raw = NewDeadLetter::new("webhook", Payload::from_bytes(&bytes), failure).dead(DeadReason::Undecodable);
+    let id = store.park(raw).await.unwrap().id;
+    let stored = || async { store.get(id).await.unwrap().unwrap().payload };
+    assert_eq!(stored().await, Payload::Raw { bytes: bytes.clone(), truncated: None });
+    let app = app(&store, actions());
+    let edit = format!("/dlq/events/{id}/edit");
+
+    let (_, page) = get(&app, &format!("/dlq/events/{id}")).await;
+    let (field, text) = edit_field(&page);
+    let unchanged = serde_urlencoded::to_string([(field.as_str(), text.as_str()), ("reason", "look")]).unwrap();
+    let (status, _, body) = send(&app, form(&edit, &unchanged)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("unchanged") && !body.contains(">Apply<"), "an unchanged form offers no save: {body}");
+    let (status, _, body) = send(&app, form(&edit, &format!("{unchanged}&confirm=1"))).await;
+    assert!(status.is_success() || status.is_redirection(), "{status}: {body}");
+    assert_eq!(stored().await, Payload::Raw { bytes: bytes.clone(), truncated: None }, "the bytes are untouched");
+    assert!(store.audit(id).await.unwrap().is_empty(), "nothing was written");
+
+    // One byte changed (the first, 0xff → 0x7b), spaces and case as an operator types them.
+    assert_eq!(field, "payload_hex", "raw bytes are edited as hex");
+    let edited = format!("7B {}", text.trim_start()[2..].to_uppercase());
+    let mut expected = bytes.clone();
+    expected[0] = 0x7b;
+    let save = serde_urlencoded::to_string([("payload_hex", edited.as_str()), ("reason", "fix the brace")]).unwrap();
+    let (status, _, body) = send(&app, form(&edit, &save)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("byte 0") && body.contains(">Apply<"), "the change is shown first: {body}");
+    assert_eq!(stored().await, Payload::Raw { bytes: bytes.clone(), truncated: None });
+    let (status, _, body) = send(&app, form(&edit, &format!("{save}&confirm=1"))).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    assert_eq!(stored().await, Payload::Raw { bytes: expected, truncated: None }, "exactly the bytes given");
+    let bad = serde_urlencoded::to_string([("payload_hex", "7g"), ("reason", "x"), ("confirm", "1")]).unwrap();
+    let (status, _, body) = send(&app, form(&edit, &bad)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("hex"), "{body}");
+
+    // The API takes exact bytes too.
+    let hex = json!({"payload_hex": "00ff 0a", "reason": "bytes from the broker"});
+    let (status, _, body) = send(&app, api_post(&format!("/dlq/api/events/{id}/patch"), &hex)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(stored().await, Payload::Raw { bytes: vec![0, 0xff, 0x0a], truncated: None });
+
+    // A JSON payload saved unchanged writes nothing either.
+    let (ids, _, _) = seed(&store).await;
+    let (_, page) = get(&app, &format!("/dlq/events/{}", ids[0])).await;
+    let (field, text) = edit_field(&page);
+    assert_eq!(field, "payload");
+    let unchanged = serde_urlencoded::to_string([("payload", text.as_str()), ("reason", "look"), ("confirm", "1")]);
+    send(&app, form(&format!("/dlq/events/{}/edit", ids[0]), &unchanged.unwrap())).await;
+    assert!(store.audit(ids[0]).await.unwrap().is_empty(), "nothing was written");
+}
+
 async fn group_patch_previews_then_patches_every_dead_row(store: Store) {
     let (ids, _, group) = seed(&store).await;
+    // A row of the group the patch does not fit (no currency to replace).
+    let misfit = store.park(dead("BadCurrency", "currency \"USD \" unknown", json!({"n": 9}))).await.unwrap().id;
+    assert_eq!(store.get(misfit).await.unwrap().unwrap().failure.fingerprint, group);
     let app = app(&store, actions());
     let patch = r#"[{"op":"replace","path":"/currency","value":"USD"}]"#;
     let encoded = serde_urlencoded::to_string([("patch", patch), ("reason", "POS firmware")]).unwrap();
     let (status, _, body) = send(&app, form(&format!("/dlq/groups/{group}/patch"), &encoded)).await;
     assert_eq!(status, StatusCode::OK);
-    assert!(body.contains("would apply to"), "{body}");
+    // The preview is the dry run of `dlq patch --group --dry-run`: the rows it fits, their
+    // changes, and the one it does not, with why.
+    let dry = Admin::new(store.clone(), "preview")
+        .patch_many(
+            dlq_core::ListFilter::default().fingerprint(&group).status(Status::FailedPermanently),
+            &serde_json::from_str(patch).unwrap(),
+            "POS firmware",
+            100,
+            true,
+        )
+        .await
+        .unwrap();
+    assert_eq!((dry.patched.len(), dry.refused.len()), (3, 1));
+    assert!(body.contains("would apply to <strong class=\"moved\">3</strong> of the group's 4"), "{body}");
+    assert!(body.contains(&format!("/dlq/events/{misfit}\">{misfit}</a>")), "the refused row: {body}");
+    assert!(body.contains(&escaped(&dry.refused[0].reason)), "and why: {body}");
+    assert!(body.contains("/currency") && body.contains("&quot;USD &quot;"), "each change: {body}");
+    assert!(body.contains("Apply to 3 rows"), "{body}");
+    assert!(store.audit(ids[0]).await.unwrap().is_empty(), "a preview writes nothing");
     let (status, _, body) =
         send(&app, form(&format!("/dlq/groups/{group}/patch"), &format!("{encoded}&confirm=1"))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("Patched <strong class=\"moved\">3</strong>"), "{body}");
     for id in &ids {
         let Payload::Json(doc) = store.get(*id).await.unwrap().unwrap().payload else { panic!("json") };
         assert_eq!(doc["currency"], json!("USD"));
     }
+    assert_eq!(store.get(misfit).await.unwrap().unwrap().payload, Payload::Json(json!({"n": 9})));
     let (status, _, _) = send(&app, form(&format!("/dlq/groups/{group}/patch"), "patch=%7B&reason=x")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
@@ -344,6 +473,18 @@ async fn api_actions_go_through_the_admin_layer(store: Store) {
     assert_eq!(store.get(hostile).await.unwrap().unwrap().status, Status::Discarded);
     let (status, _, body) = send(&app, api_post("/dlq/api/events/999999/patch", &patch)).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+
+    // In the background: 202 at once, with the operation and its page.
+    let background = json!({"filter": {"ids": [ids[2]]}, "reason": "dupe", "background": true});
+    let (status, _, body) = send(&app, api_post("/dlq/api/discard", &background)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let started: Value = serde_json::from_str(&body).unwrap();
+    let op = started["operation"].as_i64().unwrap();
+    assert_eq!(started["link"], json!(format!("/dlq/operations/{op}")));
+    let mut headers = axum::http::HeaderMap::new();
+    headers.insert(header::LOCATION, started["link"].as_str().unwrap().parse().unwrap());
+    finished_operation(&app, &headers).await;
+    assert_eq!(store.get(ids[2]).await.unwrap().unwrap().status, Status::Discarded);
 }
 
 async fn security_rules_hold(store: Store) {
@@ -565,7 +706,8 @@ async fn hostile_fingerprints_and_types_link_to_themselves(store: Store) {
         let action = &page[..at];
         let action = &action[action.rfind("action=\"").unwrap() + "action=\"".len()..];
         let action = resolve(&action[..action.find('"').unwrap()], &target);
-        let preview = serde_urlencoded::to_string([("patch", "[]"), ("reason", "check")]).unwrap();
+        let add = r#"[{"op":"add","path":"/checked","value":true}]"#;
+        let preview = serde_urlencoded::to_string([("patch", add), ("reason", "check")]).unwrap();
         let (status, _, body) = send(&console, form(&action, &preview)).await;
         assert_eq!(status, StatusCode::OK, "{text:?} → POST {action}: {body}");
         assert!(body.contains("would apply to <strong class=\"moved\">2</strong>"), "{text:?} → {action}: {body}");
@@ -747,6 +889,261 @@ async fn overview_snapshots_and_circuits(store: Store) {
     assert!(after.contains("Circuits") && after.contains("ledger migration"), "the paused circuit is shown");
 }
 
+/// One HTTP/1.1 request to a real server: the status, the headers' text and the body.
+async fn over_tcp(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String, String) {
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://{addr}\r\nx-user: alice\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let code = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (code, head.to_owned(), body.to_owned())
+    })
+    .await
+    .unwrap()
+}
+
+/// The rows an operation page says were moved.
+fn moved_on(page: &str) -> u64 {
+    let at = page.find("Moved <strong class=\"moved\">").unwrap_or_else(|| panic!("no count: {page}"));
+    let rest = &page[at + "Moved <strong class=\"moved\">".len()..];
+    rest[..rest.find('<').unwrap()].parse().unwrap()
+}
+
+/// A group redrive over 10,000 rows, confirmed on a real server: the POST answers at once with
+/// the stored operation (its id and its page), the page follows its progress, shutting the
+/// server down leaves it `stopped` at a batch boundary (every row moved once or not at all),
+/// a new console resumes it from its page to the end, and a console shutting down starts none.
+#[sqlx::test(migrations = false)]
+async fn a_large_group_redrive_runs_in_the_background_and_survives_a_shutdown(pool: sqlx::PgPool) {
+    const ROWS: u64 = 10_000;
+    let store: Store =
+        Arc::new(dlq_sqlx::PgStore::from_pool(pool, dlq_sqlx::PgConfig::default()).await.expect("PgStore"));
+    for chunk in 0..10 {
+        let letters =
+            (0..1_000).map(|n| dead("BadCurrency", "currency \"USD \" unknown", json!({"n": chunk * 1_000 + n})));
+        store.park_many(letters.collect()).await.unwrap();
+    }
+    let group = store.list(dlq_core::ListFilter::default().limit(1)).await.unwrap()[0].failure.fingerprint.clone();
+    let count = |status: Status| {
+        let store = store.clone();
+        async move { store.count(dlq_core::ListFilter::default().status(status).limit(usize::MAX)).await.unwrap() }
+    };
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let background = dlq_web::Background::new();
+    let options = actions().bound_to(addr).background(background.clone());
+    let stop = dlq_core::CancellationToken::new();
+    let server = tokio::spawn(
+        axum::serve(listener, app(&store, options))
+            .with_graceful_shutdown(stop.clone().cancelled_owned())
+            .into_future(),
+    );
+
+    let confirm = format!("group={group}&reason=ledger+fixed&confirm=1&rate=200");
+    let (status, head, body) = over_tcp(addr, "POST", "/dlq/redrive", &confirm).await;
+    assert_eq!(status, 303, "{head}\n{body}");
+    let location = head.lines().find_map(|l| l.strip_prefix("location: ")).unwrap_or_else(|| panic!("{head}"));
+    let id: i64 = location.strip_prefix("/dlq/operations/").unwrap().parse().unwrap();
+    assert!(body.contains(&format!("<code class=\"operation\">{id}</code>")) && body.contains(location), "{body}");
+    let op = store.operation(id).await.unwrap().expect("stored at once");
+    assert_ne!(op.state, dlq_core::store::OperationState::Done, "answered before the run ends");
+
+    // The page shows the run's progress, batch by batch.
+    let mut seen = 0;
+    for _ in 0..600 {
+        let (status, _, page) = over_tcp(addr, "GET", location, "").await;
+        assert_eq!(status, 200, "{page}");
+        assert!(page.contains("running in this service"), "{page}");
+        seen = moved_on(&page);
+        if seen > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(seen > 0, "no progress shown");
+
+    // The server shuts down: the run stops after its batch, stored `stopped` and resumable.
+    stop.cancel();
+    server.await.unwrap().unwrap();
+    background.shutdown().await;
+    let op = store.operation(id).await.unwrap().unwrap();
+    assert_eq!(op.state, dlq_core::store::OperationState::Stopped);
+    assert!(op.moved >= seen && op.moved < ROWS, "{op:?}");
+    assert_eq!(count(Status::Pending).await, op.moved, "the rows moved are the ones counted");
+    assert_eq!(count(Status::FailedPermanently).await, ROWS - op.moved);
+
+    // A console shutting down starts no operation (and stores none).
+    let stopping = app(&store, actions().background(background.clone()));
+    let (status, _, body) = send(&stopping, form("/dlq/redrive", &confirm)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(store.operation(id + 1).await.unwrap().is_none(), "nothing stored");
+
+    // Another console resumes it from its page, to the end.
+    let console = app(&store, actions());
+    let (_, page) = get(&console, location).await;
+    assert!(page.contains("stopped") && page.contains("Resume"), "{page}");
+    let (status, headers, body) = send(&console, form(&format!("{location}/resume"), "rate=")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    let location = headers[header::LOCATION].to_str().unwrap().to_owned();
+    for _ in 0..1_200 {
+        if store.operation(id).await.unwrap().unwrap().state == dlq_core::store::OperationState::Done {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let page = finished_operation(&console, &headers).await;
+    assert_eq!(moved_on(&page), ROWS, "{location}: {page}");
+    assert_eq!(count(Status::Pending).await, ROWS);
+    let redriven_twice = store
+        .list(dlq_core::ListFilter::default().limit(usize::MAX))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|row| row.redrive_count != 1)
+        .count();
+    assert_eq!(redriven_twice, 0, "every row moved exactly once");
+}
+
+/// Long strings (event type, fingerprint, error kind, reason) are cut with `…` in the tables
+/// and lists, by characters (a multi-byte character is never split), and whole on the row's
+/// page and in the API.
+async fn long_fields_are_cut_in_tables_and_whole_on_the_row(store: Store) {
+    let long = |c: &str| c.repeat(10_000);
+    let mut letter = dead(&long("K"), &long("é"), json!({"n": 1}));
+    letter.event_type = long("🦀");
+    letter.failure.fingerprint = long("f");
+    let id = store.park(letter).await.unwrap().id;
+    let app = app(&store, Options::default());
+    for uri in ["/dlq", "/dlq/groups", "/dlq/events"] {
+        let (status, page) = get(&app, uri).await;
+        assert_eq!(status, StatusCode::OK, "{uri}");
+        assert!(!page.contains(&long("🦀")) && !page.contains(&long("é")), "{uri}: nothing whole (links encode it)");
+        assert!(page.contains(&format!("{}…", "🦀".repeat(59))), "{uri}: the event type, cut");
+        if uri != "/dlq/events" {
+            assert!(page.contains(&format!("<code>{}…</code>", "f".repeat(39))), "{uri}: the fingerprint, cut");
+        }
+        if uri != "/dlq" {
+            assert!(page.contains(&format!("{}…", "é".repeat(139))), "{uri}: the reason, cut");
+            assert!(page.contains(&format!("<code>{}…</code>", "K".repeat(59))), "{uri}: the kind, cut");
+        }
+    }
+    // (A reason is kept up to 8 KiB: the page shows what is stored, whole.)
+    let stored = store.get(id).await.unwrap().unwrap();
+    assert!(stored.failure.reason.chars().count() > 1_000);
+    let (_, detail) = get(&app, &format!("/dlq/events/{id}")).await;
+    for (what, whole) in [
+        ("type", &stored.event_type),
+        ("reason", &stored.failure.reason),
+        ("kind", &stored.failure.kind),
+        ("group", &stored.failure.fingerprint),
+    ] {
+        assert!(
+            detail.contains(whole.as_str()),
+            "the row's page shows its {what} whole ({} chars)",
+            whole.chars().count()
+        );
+    }
+    let (_, api) = get(&app, &format!("/dlq/api/events/{id}")).await;
+    let api: Value = serde_json::from_str(&api).unwrap();
+    assert_eq!(api["event_type"], json!(long("🦀")));
+    let (_, list) = get(&app, "/dlq/api/events").await;
+    assert!(list.contains(&stored.failure.reason) && list.contains(&long("f")), "the API lists them whole");
+}
+
+/// A `tracing` layer that keeps each event as a line of its fields.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Captured {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Line(String);
+        impl tracing::field::Visit for Line {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={value:?} ", field.name()));
+            }
+        }
+        let mut line = Line(String::new());
+        event.record(&mut line);
+        self.0.lock().unwrap().push(line.0);
+    }
+}
+
+/// Each action of the console is logged with its verb, what it acted on and the operator; each
+/// 5xx with the operator and why; every string in the lines bounded, with no control
+/// character (a reason or a store's error cannot forge a log line or drive a terminal).
+#[tokio::test]
+async fn actions_and_server_errors_are_logged_with_the_actor() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let captured = Captured::default();
+    let _default = tracing::subscriber::set_default(tracing_subscriber::registry().with(captured.clone()));
+    let sqlite = dlq_sqlx::SqliteStore::in_memory().await.unwrap();
+    let pool = sqlite.pool().clone();
+    let store: Store = Arc::new(sqlite);
+    let (ids, _, group) = seed(&store).await;
+    let app = app(&store, actions());
+    let hostile = format!("fix\u{1b}]0;pwned\u{7}\nFORGED line\u{202e} {}", "x".repeat(10_000));
+
+    let edit = serde_urlencoded::to_string([
+        ("payload", r#"{"n":0,"currency":"USD"}"#),
+        ("reason", hostile.as_str()),
+        ("confirm", "1"),
+    ]);
+    assert_eq!(
+        send(&app, form(&format!("/dlq/events/{}/edit", ids[0]), &edit.unwrap())).await.0,
+        StatusCode::SEE_OTHER
+    );
+    let patch = serde_urlencoded::to_string([
+        ("patch", r#"[{"op":"replace","path":"/currency","value":"EUR"}]"#),
+        ("reason", "to euros"),
+        ("confirm", "1"),
+    ]);
+    send(&app, form(&format!("/dlq/groups/{group}/patch"), &patch.unwrap())).await;
+    let audit = store.audit(ids[0]).await.unwrap().last().unwrap().id;
+    assert_eq!(send(&app, form(&format!("/dlq/audit/{audit}/undo"), "")).await.0, StatusCode::SEE_OTHER);
+    let confirm = format!("group={group}&reason=ledger+fixed&confirm=1");
+    let (status, headers, _) = send(&app, form("/dlq/redrive", &confirm)).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let op = finished_operation(&app, &headers).await;
+
+    // The store fails under a request: a 5xx, logged with its operator.
+    sqlx::query("DROP TABLE dlq_audit").execute(&pool).await.unwrap();
+    let mut failing = get_request(&format!("/dlq/events/{}", ids[1]));
+    failing.headers_mut().insert("x-user", "mallory".parse().unwrap());
+    let (status, _, _) = send(&app, failing).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+
+    let lines = captured.0.lock().unwrap().clone();
+    let find = |needles: &[&str]| {
+        lines
+            .iter()
+            .find(|l| needles.iter().all(|n| l.contains(n)))
+            .unwrap_or_else(|| panic!("no line with {needles:?} in {lines:#?}"))
+            .clone()
+    };
+    let edited = find(&["verb=\"edit\"", &format!("subject=row {} ", ids[0]), "actor=alice"]);
+    assert!(edited.contains("reason=fix.]0;pwned..FORGED line. xxx") && edited.contains("…"), "{edited}");
+    find(&["verb=\"patch\"", &format!("of group {group}"), "actor=alice", "reason=to euros"]);
+    find(&["verb=\"undo\"", &format!("subject=row {} (audit entry {audit})", ids[0]), "actor=alice"]);
+    let id = op.split("operation ").nth(1).and_then(|r| r.split(['<', ' ', ')']).next()).unwrap().to_owned();
+    find(&["verb=\"redrive\"", &format!("subject=operation {id}: group {group}"), "actor=alice"]);
+    find(&["state=\"done\"", "moved=3"]);
+    let failed = find(&["status=500", "actor=mallory", &format!("path=/dlq/events/{}", ids[1])]);
+    assert!(failed.contains("error=") && failed.contains("dlq_audit"), "says why: {failed}");
+    for line in &lines {
+        assert!(!line.chars().any(|c| c.is_control() || c == '\u{202e}'), "a control character: {line:?}");
+        assert!(line.chars().count() < 2_000, "an unbounded line: {line}");
+    }
+}
+
 macro_rules! on_both_stores {
     ($($check:ident),* $(,)?) => {
         mod sqlite {
@@ -784,4 +1181,7 @@ on_both_stores!(
     bad_input_is_a_clear_error,
     overview_snapshots_and_circuits,
     a_stopped_operation_resumes_from_its_page,
+    a_raw_payload_is_edited_as_its_exact_bytes,
+    a_succeeded_row_is_not_patched_from_the_console,
+    long_fields_are_cut_in_tables_and_whole_on_the_row,
 );

@@ -69,8 +69,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+    // Confirmed redrives and discards run in the background: stopped (resumable) at shutdown.
+    let background = dlq_web::Background::new();
     let options = dlq_web::Options::default()
         .allow_actions(true)
+        .background(background.clone())
         // Without a token, the console answers only to its own address and loopback names.
         .bound_to(listener.local_addr()?)
         .actor(|parts| parts.headers.get("x-user").and_then(|v| v.to_str().ok()).map(str::to_owned));
@@ -91,5 +94,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;
+    background.shutdown().await;
     Ok(())
 }

@@ -259,11 +259,12 @@ impl Admin {
     ///
     /// # Errors
     /// [`Error::Invalid`] for an empty reason, a patch that is not RFC 6902, a payload that is
-    /// not JSON, or a patch that does not apply; [`Error::NotFound`]; the store's error.
+    /// not JSON, or a patch that does not apply; [`Error::InvalidState`] for a `SUCCEEDED` row
+    /// (or one being retried); [`Error::NotFound`]; the store's error.
     pub async fn patch(&self, id: DlqId, patch: &serde_json::Value, reason: &str) -> Result<PatchOutcome, Error> {
         let reason = required(reason, "patch")?;
         let ops = patch::parse(patch)?;
-        let letter = self.store.get(id).await?.ok_or(Error::NotFound(id))?;
+        let letter = self.patchable(id, "patch").await?;
         let new = patch::apply(&letter, &ops)?;
         self.write_patch(letter, new, reason, Some(patch.clone()), None).await
     }
@@ -275,7 +276,7 @@ impl Admin {
     /// As [`patch`](Self::patch).
     pub async fn replace_payload(&self, id: DlqId, payload: Payload, reason: &str) -> Result<PatchOutcome, Error> {
         let reason = required(reason, "patch")?;
-        let letter = self.store.get(id).await?.ok_or(Error::NotFound(id))?;
+        let letter = self.patchable(id, "patch").await?;
         self.write_patch(letter, payload, reason, None, None).await
     }
 
@@ -308,7 +309,8 @@ impl Admin {
     ///
     /// # Errors
     /// [`Error::AuditNotFound`]; [`Error::Invalid`] when the entry is not a patch, or (unless
-    /// `force`) when later patches of the row would be reverted; the store's error.
+    /// `force`) when later patches of the row would be reverted; [`Error::InvalidState`] when
+    /// the row has `SUCCEEDED` since (or is being retried); the store's error.
     pub async fn undo(&self, audit_id: i64, reason: Option<&str>, force: bool) -> Result<PatchOutcome, Error> {
         let entry = self.store.audit_entry(audit_id).await?.ok_or(Error::AuditNotFound(audit_id))?;
         let original =
@@ -318,6 +320,7 @@ impl Admin {
                     entry.action
                 ))
             })?;
+        let letter = self.patchable(entry.dlq_id, "undo").await?;
         if !force {
             let later: Vec<AuditEntry> = self
                 .store
@@ -332,8 +335,15 @@ impl Admin {
         }
         let default = format!("undo of audit entry {audit_id}");
         let reason = reason.filter(|r| !r.trim().is_empty()).unwrap_or(&default);
-        let letter = self.store.get(entry.dlq_id).await?.ok_or(Error::NotFound(entry.dlq_id))?;
         self.write_patch(letter, original, reason, None, Some(audit_id)).await
+    }
+
+    /// Row `id`, when its payload may be patched (or a patch of it undone): not a `SUCCEEDED`
+    /// row, whose payload is the one its handler ran with.
+    async fn patchable(&self, id: DlqId, action: &'static str) -> Result<DeadLetter, Error> {
+        let letter = self.store.get(id).await?.ok_or(Error::NotFound(id))?;
+        not_succeeded(&letter, action)?;
+        Ok(letter)
     }
 
     /// Writes `new` over `letter`'s payload, checked first when patches are validated (an
@@ -406,6 +416,18 @@ impl Admin {
         Ok(purged)
     }
 }
+
+/// The rule for patches and undos: a `SUCCEEDED` row is left as its handler ran it (the
+/// stores refuse it too, under their row lock).
+fn not_succeeded(letter: &DeadLetter, action: &'static str) -> Result<(), Error> {
+    if letter.status == crate::Status::Succeeded {
+        return Err(Error::InvalidState { id: letter.id, status: letter.status, action, needs: NOT_SUCCEEDED });
+    }
+    Ok(())
+}
+
+/// What a patch or an undo needs of its row.
+const NOT_SUCCEEDED: &str = "a row that has not succeeded (its handler ran with the payload it holds)";
 
 /// Why undoing `audit_id` is refused: the patches of row `id` made after it, each on a line.
 fn later_patches(audit_id: i64, id: DlqId, later: &[AuditEntry]) -> String {

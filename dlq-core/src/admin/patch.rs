@@ -125,6 +125,9 @@ impl Admin {
         dry_run: bool,
     ) -> Result<Result<RowPatch, String>, Error> {
         let id = row.id;
+        if let Err(refused) = super::not_succeeded(&row, "patch") {
+            return Ok(Err(refused.to_string()));
+        }
         let new = match apply(&row, ops) {
             Ok(new) => new,
             Err(Error::Invalid(why)) => return Ok(Err(why)),

@@ -725,7 +725,8 @@ pub async fn discard_rules<S: DeadLetterStore>(s: &S) {
     assert!(claim(s, &["payment", "done"], LONG).await.is_empty());
 }
 
-/// Patching replaces the payload of any row but a `PROCESSING` one and audits the diff.
+/// Patching replaces the payload of any row but a `PROCESSING` or `SUCCEEDED` one and audits
+/// the diff.
 pub async fn patch_payload_records_diff<S: DeadLetterStore>(s: &S) {
     let original = Payload::Json(json!({ "currency": "USD " }));
     let id = park(s, NewDeadLetter::new("payment", original, failure("v", "bad")).dead(DeadReason::Permanent)).await;
@@ -748,9 +749,13 @@ pub async fn patch_payload_records_diff<S: DeadLetterStore>(s: &S) {
         ]
     );
     let busy = park(s, letter("busy", 1)).await;
-    claim_one(s, "busy").await;
+    let lease = claim_one(s, "busy").await;
     let err = s.patch_payload(busy, Payload::Json(json!(1)), "carol").await.expect_err("processing");
     assert!(matches!(err, Error::InvalidState { id, status: Status::Processing, .. } if id == busy), "{err}");
+    assert_eq!(get(s, busy).await.payload, Payload::Json(json!({ "n": 1 })));
+    settle_ok(s, Settlement::Succeeded { lease }).await;
+    let err = s.patch_payload(busy, Payload::Json(json!(1)), "carol").await.expect_err("succeeded");
+    assert!(matches!(err, Error::InvalidState { id, status: Status::Succeeded, .. } if id == busy), "{err}");
     assert_eq!(get(s, busy).await.payload, Payload::Json(json!({ "n": 1 })));
     let err = s.patch_payload(busy + 1000, Payload::Json(json!(1)), "carol").await.expect_err("missing");
     assert!(matches!(err, Error::NotFound(id) if id == busy + 1000), "{err}");

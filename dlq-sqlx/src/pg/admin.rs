@@ -232,8 +232,9 @@ pub(crate) async fn patch(store: &PgStore, request: PatchRequest) -> StoreResult
     let locked = sqlx::query(inner.sql.patch_lock.sql()).bind(id).fetch_optional(&mut *tx).await.map_err(db)?;
     let Some(current) = locked else { return Err(dlq_core::Error::NotFound(id)) };
     let status: Status = current.try_get::<String, _>("status").map_err(db)?.parse()?;
-    if status == Status::Processing {
-        return Err(dlq_core::Error::InvalidState { id, status, action: "patch", needs: "any status but PROCESSING" });
+    if matches!(status, Status::Processing | Status::Succeeded) {
+        let needs = "any status but PROCESSING or SUCCEEDED";
+        return Err(dlq_core::Error::InvalidState { id, status, action: "patch", needs });
     }
     let old = row::payload(&current)?;
     let diff = patch_diff(&old, &payload, patch.as_ref(), undo_of);

@@ -295,12 +295,12 @@ pub(super) async fn patch(pool: &SqlitePool, request: PatchRequest) -> StoreResu
     let mut tx = begin(pool).await?;
     let row = sqlx::query(SELECT_ONE).bind(id).fetch_optional(&mut *tx).await.map_err(sql)?;
     let old = row.as_ref().map(codec::letter).transpose()?.ok_or(Error::NotFound(id))?;
-    if old.status == Status::Processing {
+    if matches!(old.status, Status::Processing | Status::Succeeded) {
         return Err(Error::InvalidState {
             id,
-            status: Status::Processing,
+            status: old.status,
             action: "patch",
-            needs: "any status but PROCESSING",
+            needs: "any status but PROCESSING or SUCCEEDED",
         });
     }
     let cols = PayloadColumns::new(&payload)?;
