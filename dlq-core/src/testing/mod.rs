@@ -230,11 +230,13 @@ macro_rules! __store_conformance_each {
         $crate::__store_conformance_test!($setup settle_fences_expired_leases);
         $crate::__store_conformance_test!($setup attempt_history);
         $crate::__store_conformance_test!($setup redrive_only_dead_rows);
-        $crate::__store_conformance_test!($setup redrive_filter_and_limit);
+        $crate::__store_conformance_test!($setup apply_refuses_what_it_must_and_audits_the_reason);
+        $crate::__store_conformance_test!($setup operation_cursor_moves_with_its_batch_only_once);
         $crate::__store_conformance_test!($setup discard_rules);
-        $crate::__store_conformance_test!($setup patch_payload_records_diff);
+        $crate::__store_conformance_test!($setup patch_records_diff);
         $crate::__store_conformance_test!($setup purge_by_age);
         $crate::__store_conformance_test!($setup list_filters_newest_first);
+        $crate::__store_conformance_test!($setup list_keyset_pages_and_other_filters);
         $crate::__store_conformance_test!($setup stats_counts);
         $crate::__store_conformance_test!($setup created_histogram_buckets);
         $crate::__store_conformance_test!($setup groups_by_fingerprint);
