@@ -1081,6 +1081,34 @@ pub async fn wait_for_work_wakes_on_park<S: DeadLetterStore>(s: &S) {
     assert!(started.elapsed() < Duration::from_secs(5), "woke after {:?}", started.elapsed());
 }
 
+/// `wait_for_work` returns soon after a redrive too: the redriven row is due at once.
+pub async fn wait_for_work_wakes_on_redrive<S: DeadLetterStore>(s: &S) {
+    let id = park(s, letter("payment", 1).dead(DeadReason::Permanent)).await;
+    let max = Duration::from_secs(10);
+    let started = std::time::Instant::now();
+    let redrive_later = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        redrive(s, &[id], "ops").await
+    };
+    let ((), moved) = tokio::join!(s.wait_for_work(max), redrive_later);
+    assert_eq!(moved, [id]);
+    assert!(started.elapsed() < Duration::from_secs(5), "woke after {:?}", started.elapsed());
+}
+
+/// A store with a singleton lock (others answer [`Error::Unsupported`]) hands it to one
+/// holder at a time, and again once it is released.
+pub async fn singleton_lock_has_one_holder<S: DeadLetterStore>(s: &S) {
+    let mut lock = match s.try_lock_singleton().await {
+        Err(Error::Unsupported { .. }) => return,
+        other => other.expect("try_lock_singleton").expect("a free lock"),
+    };
+    assert!(s.try_lock_singleton().await.expect("try_lock_singleton").is_none(), "one holder at a time");
+    assert!(lock.still_held().await);
+    lock.release().await;
+    let again = s.try_lock_singleton().await.expect("try_lock_singleton").expect("free once released");
+    again.release().await;
+}
+
 /// Heartbeat rows: inserted, refreshed (keeping `started_at`), removed, and removed for a
 /// retrier that stopped beating.
 pub async fn heartbeats_refresh_and_expire<S: DeadLetterStore>(s: &S) {
