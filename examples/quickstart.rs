@@ -27,9 +27,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use dlq_core::admin::Admin;
 use dlq_core::{
-    CancellationToken, Classify, Context, DeadLetterStore, DlqId, HandlerError, ListFilter, Payload, Retrier,
-    RetrierConfig, State, Status, dead_letter, handlers,
+    CancellationToken, Classify, Context, DeadLetterStore, DlqId, HandlerError, ListFilter, Retrier, RetrierConfig,
+    State, Status, dead_letter, handlers,
 };
 use serde::{Deserialize, Serialize};
 
@@ -142,13 +143,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     println!("\n4. an operator repairs the poison payment's currency and redrives it");
+    // Every operator action goes through the admin layer: audited with the actor and a reason.
+    let admin = Admin::new(Arc::clone(&store), "quickstart-operator");
     let dead = store.list(ListFilter::default().ids(parked.iter().copied()).status(Status::FailedPermanently)).await?;
-    for row in dead {
-        if let Payload::Json(mut value) = row.payload {
-            value["currency"] = serde_json::json!("USD");
-            store.patch_payload(row.id, Payload::Json(value), "quickstart-operator").await?;
-        }
-        store.redrive(ListFilter::default().ids([row.id]), "quickstart-operator").await?;
+    let fix = serde_json::json!([{ "op": "replace", "path": "/currency", "value": "USD" }]);
+    for row in &dead {
+        admin.patch(row.id, &fix, "trailing space from the EU gateway").await?;
+    }
+    // (An empty id list would select every dead row: redrive only when there are some.)
+    if !dead.is_empty() {
+        let repaired = ListFilter::default().ids(dead.iter().map(|row| row.id));
+        let report = admin.redrive(repaired, "currency repaired").await?;
+        println!("  redriven: {:?}, refused: {}", report.moved_ids, report.refused);
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     shutdown.cancel();

@@ -353,38 +353,44 @@ fn finish<C: ConsumerContext + 'static>(
     }
 }
 
-/// Sends the payloads of the rows `filter` selects back to their original topic (their
+/// Sends the payloads of every row `filter` selects back to their original topic (their
 /// source's topic), with their original key ([`KEY_HEADER`]) so the default partitioner puts
 /// each on its key's partition again, their original headers, and the [`DEDUPE_KEY_HEADER`]
 /// and [`DLQ_ID_HEADER`] headers; waits for the broker to acknowledge each one, then
-/// discards the row with the audit actor `actor` (the audit log records the action), so the
-/// retrier no longer runs it: the topic now holds the event. Rows without a source topic are
-/// skipped. Returns the ids republished.
+/// discards the row through `admin` (audited with its actor and `reason`), so the retrier no
+/// longer runs it: the topic now holds the event. Returns the ids republished.
+///
+/// Rows are walked oldest first, page by page, to the last one: the filter's order, `after`
+/// and `limit` are ignored, as in a [`BulkPlan`](dlq_core::admin::BulkPlan). Rows without a
+/// source topic are skipped, and so are `PROCESSING` rows (a retrier holds them) and
+/// `DISCARDED` ones (dropped, or republished already).
 ///
 /// # Errors
-/// The store's error listing or discarding; the broker's error producing (rows republished
-/// before it are already discarded; the others are untouched).
+/// An empty reason, before anything is sent; the store's error listing or discarding; the
+/// broker's error producing (rows republished before it are already discarded; the others
+/// are untouched).
 ///
 /// ```no_run
+/// use std::sync::Arc;
+/// use dlq_core::admin::Admin;
 /// use dlq_core::{ListFilter, Status};
 /// use rdkafka::producer::FutureProducer;
 ///
-/// # async fn demo(store: &dyn dlq_core::DeadLetterStore) -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn demo(store: Arc<dyn dlq_core::DeadLetterStore>) -> Result<(), Box<dyn std::error::Error>> {
 /// let producer: FutureProducer = rdkafka::ClientConfig::new().set("bootstrap.servers", "127.0.0.1:9092").create()?;
+/// let admin = Admin::new(store, "alice");
 /// let filter = ListFilter::default().event_type("payment").status(Status::FailedPermanently);
-/// let ids = dlq_consumers::kafka::republish(store, &producer, filter, "ops: replay after the fix").await?;
+/// let ids = dlq_consumers::kafka::republish(&admin, &producer, filter, "replay after the ledger fix").await?;
 /// println!("{} events are back on their topics", ids.len());
 /// # Ok(()) }
 /// ```
 pub async fn republish(
-    store: &dyn dlq_core::DeadLetterStore,
+    admin: &dlq_core::admin::Admin,
     producer: &FutureProducer,
     filter: ListFilter,
-    actor: &str,
+    reason: &str,
 ) -> Result<Vec<DlqId>, Error> {
-    let mut done = Vec::new();
-    for row in store.list(filter).await? {
-        let Some(topic) = row.source.topic.as_deref() else { continue };
+    crate::republish_rows(admin, filter, reason, |row, topic| async move {
         let mut headers = OwnedHeaders::new();
         for (name, value) in &row.source.headers {
             if name != KEY_HEADER && name != DLQ_ID_HEADER && name != DEDUPE_KEY_HEADER {
@@ -398,15 +404,13 @@ pub async fn republish(
         }
         let payload = row.payload.to_bytes();
         let key = row.source.headers.get(KEY_HEADER).map(|key| bytes(key));
-        let mut record = FutureRecord::to(topic).payload(&payload).headers(headers);
+        let mut record = FutureRecord::to(&topic).payload(&payload).headers(headers);
         if let Some(key) = &key {
             record = record.key(key);
         }
-        producer.send(record, Duration::from_secs(30)).await.map_err(|(error, _)| Error::broker(error))?;
-        store.discard(ListFilter::default().ids([row.id]), actor).await?;
-        done.push(row.id);
-    }
-    Ok(done)
+        producer.send(record, Duration::from_secs(30)).await.map(drop).map_err(|(error, _)| Error::broker(error))
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -249,6 +249,140 @@ fn pick_dedupe_key<'a>(mut values: impl Iterator<Item = &'a [u8]>, own: String) 
 /// The header a republished message carries: the id of the dead letter it came from.
 pub const DLQ_ID_HEADER: &str = "Dlq-Id";
 
+/// Rows a republish lists per page.
+#[cfg(any(feature = "kafka", feature = "nats"))]
+const REPUBLISH_PAGE: usize = 100;
+
+/// What `kafka::republish` and `nats::republish` share: every row `filter` selects, oldest
+/// first, page by page (the filter's order, `after` and `limit` are ignored, as in a
+/// [`BulkPlan`](dlq_core::admin::BulkPlan): a default filter's 100 rows are no cap), that has
+/// a source topic and that a discard may move (not `PROCESSING`, not `DISCARDED`: those are
+/// being retried, or were dropped or republished already), is handed to `send` with its
+/// topic; once the broker holds it, the row is discarded through `admin`, audited with its
+/// actor and `reason`. Returns the ids sent.
+#[cfg(any(feature = "kafka", feature = "nats"))]
+async fn republish_rows<F, Fut>(
+    admin: &dlq_core::admin::Admin,
+    filter: dlq_core::ListFilter,
+    reason: &str,
+    mut send: F,
+) -> Result<Vec<dlq_core::DlqId>, Error>
+where
+    F: FnMut(dlq_core::DeadLetter, String) -> Fut,
+    Fut: std::future::Future<Output = Result<(), Error>>,
+{
+    use dlq_core::ListFilter;
+    use dlq_core::store::{ActionKind, refusal};
+
+    // A discard needs a reason: refused here, before anything is sent, not after the first row.
+    admin.dry_run(dlq_core::admin::BulkPlan::discard(ListFilter::default(), reason))?;
+    let mut done = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let page = filter.clone().oldest_first().after(cursor).limit(REPUBLISH_PAGE);
+        let rows = admin.store().list(page).await?;
+        let full = rows.len() == REPUBLISH_PAGE;
+        let Some(last) = rows.last().map(|row| row.id) else { return Ok(done) };
+        for row in rows {
+            let movable = refusal(ActionKind::Discard, row.status, false, 0, None).is_none();
+            let Some(topic) = row.source.topic.clone().filter(|_| movable) else { continue };
+            let id = row.id;
+            send(row, topic).await?;
+            let report = admin.discard(ListFilter::default().ids([id]), reason).await?;
+            if report.moved == 0 {
+                tracing::warn!(id, "republished, but not discarded (it changed meanwhile): a retrier may run it too");
+            }
+            done.push(id);
+        }
+        if !full {
+            return Ok(done);
+        }
+        cursor = last;
+    }
+}
+
+#[cfg(all(test, any(feature = "kafka", feature = "nats")))]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use std::sync::{Arc, Mutex};
+
+    use dlq_core::admin::Admin;
+    use dlq_core::{
+        DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter, Payload,
+        SourceMeta, Status,
+    };
+
+    use super::{Error, republish_rows};
+
+    /// `n` dead rows read from `payments` partition 0, offsets 0.., on `store`.
+    async fn dead_from_topic(store: &MemoryStore, n: i64) -> Vec<DlqId> {
+        let mut ids = Vec::new();
+        for offset in 0..n {
+            let failure = FailureInfo::new(ErrorClass::Permanent, "E", "bad".into(), vec![], None);
+            let letter = NewDeadLetter::new("payment", Payload::Json(offset.into()), failure)
+                .with_source(SourceMeta::kafka("payments", 0, offset))
+                .dead(DeadReason::Permanent);
+            ids.push(store.park(letter).await.unwrap().id);
+        }
+        ids
+    }
+
+    fn admin(store: &MemoryStore) -> Admin {
+        Admin::new(Arc::new(store.clone()), "alice")
+    }
+
+    /// Every matching row is sent and discarded, past `ListFilter`'s default limit of 100
+    /// (the store's own `discard`, now gone, was called on at most the first page listed),
+    /// oldest first; rows without a topic, and rows already discarded, are not sent again.
+    #[tokio::test]
+    async fn every_matching_row_is_sent_then_discarded_with_the_reason() {
+        let store = MemoryStore::new();
+        let ids = dead_from_topic(&store, 150).await;
+        let failure = FailureInfo::new(ErrorClass::Permanent, "E", "bad".into(), vec![], None);
+        let no_topic = NewDeadLetter::new("payment", Payload::Json(0.into()), failure).dead(DeadReason::Permanent);
+        let no_topic = store.park(no_topic).await.unwrap().id;
+        admin(&store).discard(ListFilter::default().ids([ids[0]]), "dropped before").await.unwrap();
+        let sent = Mutex::new(Vec::new());
+        let send = |row: dlq_core::DeadLetter, topic: String| {
+            sent.lock().unwrap().push((row.id, topic));
+            async { Ok(()) }
+        };
+        let done = republish_rows(&admin(&store), ListFilter::default(), "replay", send).await.unwrap();
+        assert_eq!(done, ids[1..]);
+        let sent = sent.into_inner().unwrap();
+        assert_eq!(sent.iter().map(|(id, _)| *id).collect::<Vec<_>>(), ids[1..]);
+        assert!(sent.iter().all(|(_, topic)| topic == "payments"));
+        let audit = store.audit(ids[149]).await.unwrap();
+        assert_eq!((audit[0].actor.as_str(), audit[0].reason.as_deref()), ("alice", Some("replay")));
+        let discarded = ListFilter::default().status(Status::Discarded).limit(1_000);
+        assert_eq!(store.count(discarded).await.unwrap(), 150);
+        assert_eq!(store.get_now(no_topic).unwrap().status, Status::FailedPermanently);
+    }
+
+    /// An empty reason is refused before anything is sent; a failed send stops the run, with
+    /// the rows sent before it discarded and the others untouched.
+    #[tokio::test]
+    async fn nothing_is_sent_without_a_reason_and_a_failed_send_stops() {
+        let store = MemoryStore::new();
+        let ids = dead_from_topic(&store, 3).await;
+        let never = |_: dlq_core::DeadLetter, _: String| async { panic!("nothing may be sent") };
+        let err = republish_rows(&admin(&store), ListFilter::default(), " ", never).await.unwrap_err();
+        assert!(err.to_string().contains("needs a reason"), "{err}");
+        let refused = ids[1];
+        let send = move |row: dlq_core::DeadLetter, _: String| async move {
+            if row.id == refused { Err(Error::Malformed("broker refused".into())) } else { Ok(()) }
+        };
+        let err = republish_rows(&admin(&store), ListFilter::default(), "replay", send).await.unwrap_err();
+        assert!(matches!(err, Error::Malformed(_)), "{err}");
+        let status = |id| store.get_now(id).unwrap().status;
+        assert_eq!(
+            [status(ids[0]), status(ids[1]), status(ids[2])],
+            [Status::Discarded, Status::FailedPermanently, Status::FailedPermanently]
+        );
+    }
+}
+
 /// The crate's README, its page on crates.io: its examples run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -248,35 +248,41 @@ impl JetStreamConsumer {
     }
 }
 
-/// Publishes the payloads of the rows `filter` selects back onto their original subject
+/// Publishes the payloads of every row `filter` selects back onto their original subject
 /// (their source's topic), each with the [`DEDUPE_KEY_HEADER`] and [`DLQ_ID_HEADER`]
-/// headers, waits for JetStream to store each one, then discards the row with the audit
-/// actor `actor` (the audit log records the action), so the retrier no longer runs it: the
-/// broker now holds the event. Rows without a source topic are skipped. Returns the ids
-/// republished.
+/// headers, waits for JetStream to store each one, then discards the row through `admin`
+/// (audited with its actor and `reason`), so the retrier no longer runs it: the broker now
+/// holds the event. Returns the ids republished.
+///
+/// Rows are walked oldest first, page by page, to the last one: the filter's order, `after`
+/// and `limit` are ignored, as in a [`BulkPlan`](dlq_core::admin::BulkPlan). Rows without a
+/// source topic are skipped, and so are `PROCESSING` rows (a retrier holds them) and
+/// `DISCARDED` ones (dropped, or republished already).
 ///
 /// # Errors
-/// The store's error listing or discarding; the broker's error publishing (rows republished
-/// before it are already discarded; the others are untouched).
+/// An empty reason, before anything is published; the store's error listing or discarding;
+/// the broker's error publishing (rows republished before it are already discarded; the
+/// others are untouched).
 ///
 /// ```no_run
+/// use std::sync::Arc;
+/// use dlq_core::admin::Admin;
 /// use dlq_core::{ListFilter, Status};
 ///
-/// # async fn demo(store: &dyn dlq_core::DeadLetterStore, js: &async_nats::jetstream::Context) -> Result<(), dlq_consumers::Error> {
+/// # async fn demo(store: Arc<dyn dlq_core::DeadLetterStore>, js: &async_nats::jetstream::Context) -> Result<(), dlq_consumers::Error> {
+/// let admin = Admin::new(store, "alice");
 /// let filter = ListFilter::default().event_type("payment").status(Status::FailedPermanently);
-/// let ids = dlq_consumers::nats::republish(store, js, filter, "ops: replay after the fix").await?;
+/// let ids = dlq_consumers::nats::republish(&admin, js, filter, "replay after the ledger fix").await?;
 /// println!("{} events are back on their subjects", ids.len());
 /// # Ok(()) }
 /// ```
 pub async fn republish(
-    store: &dyn dlq_core::DeadLetterStore,
+    admin: &dlq_core::admin::Admin,
     js: &jetstream::Context,
     filter: ListFilter,
-    actor: &str,
+    reason: &str,
 ) -> Result<Vec<DlqId>, Error> {
-    let mut done = Vec::new();
-    for row in store.list(filter).await? {
-        let Some(subject) = row.source.topic.clone() else { continue };
+    crate::republish_rows(admin, filter, reason, |row, subject| async move {
         let mut headers = async_nats::HeaderMap::new();
         headers.insert(DLQ_ID_HEADER, row.id.to_string().as_str());
         if let Some(key) = &row.dedupe_key {
@@ -284,9 +290,7 @@ pub async fn republish(
         }
         let ack =
             js.publish_with_headers(subject, headers, row.payload.to_bytes().into()).await.map_err(Error::broker)?;
-        ack.await.map_err(Error::broker)?;
-        store.discard(ListFilter::default().ids([row.id]), actor).await?;
-        done.push(row.id);
-    }
-    Ok(done)
+        ack.await.map(drop).map_err(Error::broker)
+    })
+    .await
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use common::{DbProxy, KillTest, Ledger, Payment, PaymentError, eventually, handle_payment};
 use dlq_consumers::kafka::{self, KEY_HEADER, KafkaConsumer, republish};
 use dlq_consumers::{DEDUPE_KEY_HEADER, DLQ_ID_HEADER, RunStats};
+use dlq_core::admin::Admin;
 use dlq_core::{
     CancellationToken, Context, DeadLetterStore, DeadReason, Dispatcher, ListFilter, Retrier, RetrierConfig, State,
     Status, dead_letter, handlers,
@@ -286,10 +287,14 @@ async fn republish_puts_parked_events_back_on_their_topic_with_key_and_dedupe_ke
     let traced = parked.iter().find(|r| r.source.headers.get(KEY_HEADER).map(String::as_str) == Some("99")).unwrap();
     assert_eq!(traced.source.trace_context.as_deref(), Some("00-abc-01"));
 
-    let ids =
-        republish(&*store, &topic.producer, ListFilter::default().status(Status::FailedPermanently), "test: replay")
-            .await
-            .unwrap();
+    let ids = republish(
+        &Admin::new(store.clone(), "test"),
+        &topic.producer,
+        ListFilter::default().status(Status::FailedPermanently),
+        "test: replay",
+    )
+    .await
+    .unwrap();
     assert_eq!(ids.len(), 2);
 
     // Read the partition of payment 2 from just after it: its replay is there, same key.
@@ -344,7 +349,10 @@ async fn a_replay_that_fails_again_is_parked_under_the_original_key_and_republis
 
     // Replayed, and still poison: the running consumer reads it and it fails again.
     let dead = || ListFilter::default().status(Status::FailedPermanently);
-    assert_eq!(republish(&*store, &topic.producer, dead(), "test: replay").await.unwrap(), vec![first.id]);
+    assert_eq!(
+        republish(&Admin::new(store.clone(), "test"), &topic.producer, dead(), "test: replay").await.unwrap(),
+        vec![first.id]
+    );
     eventually(Duration::from_secs(60), "the replay fails again and is parked", || async {
         !store.list(dead()).await.unwrap().is_empty()
     })
@@ -363,7 +371,10 @@ async fn a_replay_that_fails_again_is_parked_under_the_original_key_and_republis
     assert_eq!(history.len(), 2, "the event's history, found by its key: {history:?}");
 
     // The second replay carries the same key again.
-    assert_eq!(republish(&*store, &topic.producer, dead(), "test: replay again").await.unwrap(), vec![second.id]);
+    assert_eq!(
+        republish(&Admin::new(store.clone(), "test"), &topic.producer, dead(), "test: replay again").await.unwrap(),
+        vec![second.id]
+    );
     let reader = reader_at(&topic, *partition, replayed_at + 1);
     let again = tokio::time::timeout(Duration::from_secs(30), reader.recv()).await.unwrap().unwrap().detach();
     assert_eq!(again.key(), Some(b"2".as_slice()));

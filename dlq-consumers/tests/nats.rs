@@ -11,6 +11,7 @@ use async_nats::jetstream::{self, consumer, consumer::pull, stream};
 use common::{DbProxy, KillTest, Ledger, POSTED_IN_DB, Payment, eventually, handle_payment};
 use dlq_consumers::nats::{JetStreamConsumer, republish};
 use dlq_consumers::{Action, DEDUPE_KEY_HEADER, DLQ_ID_HEADER, MAX_REPLAY_KEY_LEN};
+use dlq_core::admin::Admin;
 use dlq_core::{
     CancellationToken, Context, DeadLetterStore, DeadReason, Dispatched, Dispatcher, ListFilter, Retrier,
     RetrierConfig, Status, handlers,
@@ -244,7 +245,7 @@ async fn republish_puts_parked_events_back_on_their_subject_with_the_dedupe_key(
     assert_eq!(parked.len(), 1);
 
     let filter = ListFilter::default().status(Status::FailedPermanently);
-    let ids = republish(&*store, &stream.js, filter, "test: replay").await.unwrap();
+    let ids = republish(&Admin::new(store.clone(), "test"), &stream.js, filter, "test: replay").await.unwrap();
     assert_eq!(ids, vec![parked[0].id]);
 
     let replay = messages.next().await.unwrap().unwrap();
@@ -277,7 +278,10 @@ async fn a_replay_that_fails_again_is_parked_under_the_original_key_and_republis
 
     // Replayed, and still poison: it fails again, at stream sequence 4.
     let dead = || ListFilter::default().status(Status::FailedPermanently);
-    assert_eq!(republish(&*store, &stream.js, dead(), "test: replay").await.unwrap(), vec![first.id]);
+    assert_eq!(
+        republish(&Admin::new(store.clone(), "test"), &stream.js, dead(), "test: replay").await.unwrap(),
+        vec![first.id]
+    );
     let replay = messages.next().await.unwrap().unwrap();
     assert_eq!(dlq_consumers::nats::dedupe_key(&replay).unwrap(), key);
     let handled = adapter.handle(&replay).await.unwrap();
@@ -293,7 +297,10 @@ async fn a_replay_that_fails_again_is_parked_under_the_original_key_and_republis
     assert_eq!(history, BTreeSet::from([first.id, second_id]), "the event's history, found by its key");
 
     // The second replay carries the same key again.
-    assert_eq!(republish(&*store, &stream.js, dead(), "test: replay again").await.unwrap(), vec![second_id]);
+    assert_eq!(
+        republish(&Admin::new(store.clone(), "test"), &stream.js, dead(), "test: replay again").await.unwrap(),
+        vec![second_id]
+    );
     let again = messages.next().await.unwrap().unwrap();
     assert_eq!(again.info().unwrap().stream_sequence, 5);
     let header = |name| again.headers.as_ref().and_then(|h| h.get(name)).map(|v| v.as_str().to_owned());

@@ -699,13 +699,27 @@ mod tests {
         fn audit(&self, _: DlqId) -> BoxFuture<'_, StoreResult<Vec<crate::AuditEntry>>> {
             down()
         }
-        fn redrive(&self, _: ListFilter, _: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>> {
+        fn apply(&self, _: crate::store::BatchAction) -> BoxFuture<'_, StoreResult<crate::store::BatchReport>> {
             down()
         }
-        fn discard(&self, _: ListFilter, _: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>> {
+        fn patch(&self, _: crate::store::PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
             down()
         }
-        fn patch_payload(&self, _: DlqId, _: Payload, _: &str) -> BoxFuture<'_, StoreResult<()>> {
+        fn audit_entry(&self, _: i64) -> BoxFuture<'_, StoreResult<Option<crate::AuditEntry>>> {
+            down()
+        }
+        fn create_operation(
+            &self,
+            _: crate::store::ActionKind,
+            _: serde_json::Value,
+            _: crate::AuditNote,
+        ) -> BoxFuture<'_, StoreResult<crate::store::Operation>> {
+            down()
+        }
+        fn operation(&self, _: i64) -> BoxFuture<'_, StoreResult<Option<crate::store::Operation>>> {
+            down()
+        }
+        fn set_operation_state(&self, _: i64, _: crate::store::OperationState) -> BoxFuture<'_, StoreResult<()>> {
             down()
         }
         fn purge(&self, _: Duration) -> BoxFuture<'_, StoreResult<u64>> {

@@ -17,7 +17,7 @@ use crate::action::{
 use crate::record::RetrierHeartbeat;
 use crate::record::{
     AttemptRecord, AuditEntry, AuditNote, ClaimCap, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter,
-    DlqId, FailureGroup, ListFilter, NewDeadLetter, Order, Parked, Payload, SettleReport, Settlement, StatsRow, Status,
+    DlqId, FailureGroup, ListFilter, NewDeadLetter, Order, Parked, SettleReport, Settlement, StatsRow, Status,
 };
 use crate::store::{
     BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits, DeadLetterStore, SingletonLock, StoreResult,
@@ -384,30 +384,6 @@ impl Inner {
         row.letter.updated_at = at;
         Ok(self.record(id, "patch", &request.note, diff, at))
     }
-
-    fn transition(&mut self, filter: &ListFilter, actor: &str, action: &str, to: Status) -> Vec<DlqId> {
-        let at = now();
-        let ids: Vec<DlqId> = self
-            .matching(filter)
-            .into_iter()
-            .filter(|id| {
-                let status = self.rows[id].letter.status;
-                match to {
-                    // A cut payload cannot succeed: it needs a patch with the whole event first.
-                    Status::Pending => {
-                        status == Status::FailedPermanently && !self.rows[id].letter.payload.is_truncated()
-                    }
-                    _ => !matches!(status, Status::Processing | Status::Discarded),
-                }
-            })
-            .take(filter.limit)
-            .collect();
-        let note = AuditNote { actor: actor.to_owned(), reason: None };
-        for id in &ids {
-            self.move_row(*id, to, action, &note, at);
-        }
-        ids
-    }
 }
 
 fn ready<T: Send + 'static>(value: T) -> BoxFuture<'static, T> {
@@ -606,22 +582,6 @@ impl DeadLetterStore for MemoryStore {
     fn audit(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Vec<AuditEntry>>> {
         let all = self.lock().audit.iter().filter(|a| a.dlq_id == id).cloned().collect();
         ready(Ok(all))
-    }
-
-    fn redrive(&self, filter: ListFilter, actor: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>> {
-        let ids = self.lock().transition(&filter, actor, "redrive", Status::Pending);
-        self.inner.work.notify_waiters();
-        ready(Ok(ids))
-    }
-
-    fn discard(&self, filter: ListFilter, actor: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>> {
-        ready(Ok(self.lock().transition(&filter, actor, "discard", Status::Discarded)))
-    }
-
-    fn patch_payload(&self, id: DlqId, payload: Payload, actor: &str) -> BoxFuture<'_, StoreResult<()>> {
-        let note = AuditNote { actor: actor.to_owned(), reason: None };
-        let request = PatchRequest { id, payload, note, patch: None, undo_of: None };
-        ready(self.lock().patch(request).map(drop))
     }
 
     fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {

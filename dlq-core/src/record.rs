@@ -1138,7 +1138,9 @@ pub struct ListFilter {
     pub after: Option<DlqId>,
     /// Newest first (the default) or oldest first.
     pub order: Order,
-    /// At most this many rows.
+    /// At most this many rows (100 by default) in one page of `list`. A bulk action of the
+    /// admin layer (`Admin::redrive`, `Admin::discard`, a `BulkPlan`) ignores it, with `order`
+    /// and `after`: it walks every matching row.
     pub limit: usize,
 }
 

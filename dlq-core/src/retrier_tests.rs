@@ -121,9 +121,12 @@ macro_rules! delegate_required {
                 groups(f: crate::ListFilter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::FailureGroup>>>;
                 attempts(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::AttemptRecord>>>;
                 audit(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::AuditEntry>>>;
-                redrive(f: crate::ListFilter, a: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<DlqId>>>;
-                discard(f: crate::ListFilter, a: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<DlqId>>>;
-                patch_payload(id: DlqId, p: Payload, a: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
+                apply(b: crate::store::BatchAction) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::BatchReport>>;
+                patch(r: crate::store::PatchRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<i64>>;
+                audit_entry(id: i64) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<crate::AuditEntry>>>;
+                create_operation(a: crate::store::ActionKind, s: serde_json::Value, n: crate::AuditNote) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::Operation>>;
+                operation(id: i64) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<crate::store::Operation>>>;
+                set_operation_state(id: i64, s: crate::store::OperationState) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
                 purge(d: Duration) -> crate::store::BoxFuture<'_, crate::store::StoreResult<u64>>;
                 heartbeat(b: &RetrierHeartbeat, d: Duration) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
                 remove_heartbeat(o: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;

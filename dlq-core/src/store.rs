@@ -40,7 +40,7 @@ pub use crate::action::{
     TableHealth, patch_diff, payload_from_diff, refusal,
 };
 use crate::record::{
-    AttemptRecord, AuditEntry, AuditNote, DeadLetter, DlqId, FailureGroup, ListFilter, NewDeadLetter, Parked, Payload,
+    AttemptRecord, AuditEntry, AuditNote, DeadLetter, DlqId, FailureGroup, ListFilter, NewDeadLetter, Parked,
     RetrierHeartbeat, StatsRow, Status,
 };
 pub use crate::record::{ClaimCap, ClaimRequest, Claimed, Lease, SettleReport, Settlement};
@@ -64,7 +64,15 @@ pub type StoreResult<T> = Result<T, Error>;
 ///   `PROCESSING` with a fresh token, oldest `retry_after` first, skipping rows others hold;
 /// - `settle` writes an outcome only while the presented token still holds the row; a stale
 ///   token changes nothing and is reported in [`SettleReport::fenced`];
-/// - operator actions (`redrive`, `discard`, `patch_payload`) append to the audit log.
+/// - [`apply`](Self::apply) and [`patch`](Self::patch), the primitives of operator actions,
+///   change rows only with an audit entry (actor, reason, diff) in the same transaction.
+///
+/// Applications read rows through the trait, and act on them (redrive, discard, patch, undo)
+/// only through [`Admin`](crate::admin::Admin), which adds what operators rely on: a reason
+/// for the audit log, the loop guard, validation, and bulk actions that walk every matching
+/// row in resumable batches. The methods it calls ([`apply`](Self::apply),
+/// [`patch`](Self::patch), [`audit_entry`](Self::audit_entry) and the operation methods) are
+/// for store implementers.
 ///
 /// ```
 /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload};
@@ -169,16 +177,6 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// The audit log of one row, oldest first.
     fn audit(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Vec<AuditEntry>>>;
 
-    /// Moves matching `FAILED_PERMANENTLY` rows back to `PENDING`, due now, with
-    /// `retry_count` reset and `redrive_count + 1`. Returns the ids redriven.
-    fn redrive(&self, filter: ListFilter, actor: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>>;
-
-    /// Moves matching rows that are not `PROCESSING` to `DISCARDED`. Returns the ids.
-    fn discard(&self, filter: ListFilter, actor: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>>;
-
-    /// Replaces the payload of a row that is not `PROCESSING`, recording the diff.
-    fn patch_payload(&self, id: DlqId, payload: Payload, actor: &str) -> BoxFuture<'_, StoreResult<()>>;
-
     /// Deletes `SUCCEEDED` and `DISCARDED` rows last updated more than `older_than` ago.
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>>;
 
@@ -230,50 +228,68 @@ pub trait DeadLetterStore: Send + Sync + 'static {
         Box::pin(async move { Ok(self.list(filter).await?.len() as u64) })
     }
 
-    /// One audit entry by its id (what `dlq undo` reads).
-    fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
-        let _ = id;
-        Box::pin(async { Err(unsupported("reading audit entries by id")) })
-    }
-
+    /// For store implementers; applications act through [`Admin`](crate::admin::Admin).
     /// Applies one batch of an operator action in one transaction: locks the rows, refuses
-    /// those [`refusal`] rules out (and ids that do not exist), moves the others, audits each
-    /// with the note, and moves the operation's cursor when the batch belongs to one
+    /// those [`refusal`] rules out (and ids that do not exist), moves the others (a redrive:
+    /// `FAILED_PERMANENTLY` → `PENDING`, due now, `retry_count` reset, `redrive_count + 1`,
+    /// waking retriers; a discard: → `DISCARDED`), audits each with the note and its status
+    /// change, and moves the operation's cursor when the batch belongs to one
     /// ([`OperationStep`], compare-and-set: [`Error::Conflict`] rolls the batch back).
-    fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {
-        let _ = batch;
-        Box::pin(async { Err(unsupported("batched operator actions")) })
-    }
+    ///
+    /// ```
+    /// use dlq_core::store::{ActionKind, BatchAction, Refused};
+    /// use dlq_core::{AuditNote, DeadLetterStore, DeadReason, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload, Status};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "io", "bad".into(), vec![], None);
+    /// let dead = store.park(NewDeadLetter::new("payment", Payload::Json(1.into()), failure.clone()).dead(DeadReason::Permanent)).await?.id;
+    /// let pending = store.park(NewDeadLetter::new("payment", Payload::Json(2.into()), failure)).await?.id;
+    /// let batch = BatchAction {
+    ///     action: ActionKind::Redrive,
+    ///     ids: vec![dead, pending],
+    ///     note: AuditNote::new("alice", "ledger fixed"),
+    ///     max_redrives: Some(3),
+    ///     step: None,
+    /// };
+    /// let report = store.apply(batch).await?;
+    /// assert_eq!(report.moved, [dead]);
+    /// assert_eq!(report.refused[0].why, Refused::Status { status: Status::Pending });
+    /// assert_eq!(store.audit(dead).await?[0].reason.as_deref(), Some("ledger fixed"));
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>>;
 
-    /// Replaces a row's payload (not while `PROCESSING`), auditing the note, the old and new
-    /// payloads ([`patch_diff`]), the patch and the entry undone. Returns the audit entry's id.
-    fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
-        let _ = request;
-        Box::pin(async { Err(unsupported("audited patches")) })
-    }
+    /// For store implementers; applications act through [`Admin`](crate::admin::Admin).
+    /// Replaces a row's payload (not while `PROCESSING`: [`Error::InvalidState`]; an unknown
+    /// id: [`Error::NotFound`]; over [`max_payload_bytes`](Self::max_payload_bytes):
+    /// [`Error::PayloadTooLarge`]), auditing the note, the old and new payloads
+    /// ([`patch_diff`]), the patch and the entry undone. Returns the audit entry's id.
+    fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>>;
 
-    /// Stores a new bulk operation, `running`, cursor 0.
+    /// For store implementers: one audit entry by its id (what [`Admin::undo`] reads).
+    ///
+    /// [`Admin::undo`]: crate::admin::Admin::undo
+    fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>>;
+
+    /// For store implementers: stores a new bulk operation of [`Admin::start`], `running`,
+    /// cursor 0, so that any process can resume it.
+    ///
+    /// [`Admin::start`]: crate::admin::Admin::start
     fn create_operation(
         &self,
         action: ActionKind,
         spec: serde_json::Value,
         note: AuditNote,
-    ) -> BoxFuture<'_, StoreResult<Operation>> {
-        let _ = (action, spec, note);
-        Box::pin(async { Err(unsupported("resumable operations")) })
-    }
+    ) -> BoxFuture<'_, StoreResult<Operation>>;
 
-    /// Reads a bulk operation.
-    fn operation(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<Operation>>> {
-        let _ = id;
-        Box::pin(async { Err(unsupported("resumable operations")) })
-    }
+    /// For store implementers: reads a bulk operation.
+    fn operation(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<Operation>>>;
 
-    /// Sets a bulk operation's state.
-    fn set_operation_state(&self, id: i64, state: OperationState) -> BoxFuture<'_, StoreResult<()>> {
-        let _ = (id, state);
-        Box::pin(async { Err(unsupported("resumable operations")) })
-    }
+    /// For store implementers: sets a bulk operation's state ([`Error::OperationNotFound`]
+    /// for an unknown id).
+    fn set_operation_state(&self, id: i64, state: OperationState) -> BoxFuture<'_, StoreResult<()>>;
 
     /// Rows created per event type in `buckets` consecutive buckets of `step` from `since`
     /// (the console's charts): one entry per type and bucket that has rows. The default counts

@@ -1,16 +1,17 @@
-//! The admin API's store behaviours (filters, keyset pagination, batched actions with
-//! refusals and audit notes, resumable operations, audited patches and undo) on every store:
-//! `MemoryStore`, `SqliteStore` and `PgStore` (fresh database per test from `#[sqlx::test]`;
-//! set `DATABASE_URL`).
+//! The admin layer (`dlq_core::admin::Admin`: audited patches and undo, bulk actions that
+//! stop and resume) on every store: `MemoryStore`, `SqliteStore` and `PgStore` (fresh
+//! database per test from `#[sqlx::test]`; set `DATABASE_URL`). What the stores do for it
+//! (filters and keyset pages, `apply` with its refusals and audit notes, operations and their
+//! cursors, `patch`) is in the conformance suite (`store_conformance_tests!`).
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use dlq_core::admin::{Admin, BulkPlan, Pacing};
-use dlq_core::store::{ActionKind, BatchAction, ClaimRequest, OperationState, OperationStep, Refused, Settlement};
+use dlq_core::store::{ClaimRequest, OperationState, PatchRequest, Refused, Settlement};
 use dlq_core::{
-    AuditNote, DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, ListFilter, MemoryStore,
-    NewDeadLetter, Payload, Status,
+    DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter,
+    Payload, Status,
 };
 
 type Store = Arc<dyn DeadLetterStore>;
@@ -23,107 +24,6 @@ fn dead(event_type: &str, kind: &str, reason: &str, n: i64) -> NewDeadLetter {
 async fn park_dead(store: &Store, n: i64) -> Vec<DlqId> {
     let letters = (0..n).map(|i| dead("payment", "BadCurrency", &format!("currency USD{i} unknown"), i)).collect();
     store.park_many(letters).await.unwrap().into_iter().map(|p| p.id).collect()
-}
-
-fn ids(rows: &[dlq_core::DeadLetter]) -> Vec<DlqId> {
-    rows.iter().map(|r| r.id).collect()
-}
-
-async fn filters_and_keyset_pages(store: Store) {
-    let all = park_dead(&store, 5).await;
-    let other = dead("refund", "Timeout", "ledger timed out", 9);
-    let refund = store.park(other).await.unwrap().id;
-
-    let kind = store.list(ListFilter::default().kind("Timeout")).await.unwrap();
-    assert_eq!(ids(&kind), [refund]);
-    let reason = store.list(ListFilter::default().reason_contains("USD3")).await.unwrap();
-    assert_eq!(ids(&reason), [all[3]]);
-    let hour = chrono::TimeDelta::hours(1);
-    let now = chrono::Utc::now();
-    assert_eq!(store.list(ListFilter::default().since(now - hour)).await.unwrap().len(), 6);
-    assert!(store.list(ListFilter::default().until(now - hour)).await.unwrap().is_empty());
-    assert!(store.list(ListFilter::default().since(now + hour)).await.unwrap().is_empty());
-
-    // Newest first, two per page, then oldest first from a cursor.
-    let page1 = store.list(ListFilter::default().event_type("payment").limit(2)).await.unwrap();
-    assert_eq!(ids(&page1), [all[4], all[3]]);
-    let page2 = store.list(ListFilter::default().event_type("payment").limit(2).after(all[3])).await.unwrap();
-    assert_eq!(ids(&page2), [all[2], all[1]]);
-    let oldest = store.list(ListFilter::default().oldest_first().after(all[1]).limit(2)).await.unwrap();
-    assert_eq!(ids(&oldest), [all[2], all[3]]);
-
-    assert_eq!(store.count(ListFilter::default().limit(usize::MAX)).await.unwrap(), 6);
-    assert_eq!(store.count(ListFilter::default().limit(4)).await.unwrap(), 4, "a bounded count");
-    assert_eq!(store.count(ListFilter::default().event_type("refund")).await.unwrap(), 1);
-}
-
-async fn groups_carry_a_sample_and_first_and_last_seen(store: Store) {
-    let letters = (0..3).map(|i| dead("payment", "BadCurrency", "currency unknown", i)).collect();
-    let parked: Vec<DlqId> = store.park_many(letters).await.unwrap().into_iter().map(|p| p.id).collect();
-    let groups = store.groups(ListFilter::default()).await.unwrap();
-    assert_eq!(groups.len(), 1);
-    let g = &groups[0];
-    assert_eq!((g.count, g.sample_id, g.kind.as_str()), (3, parked[2], "BadCurrency"));
-    assert!(g.first_seen <= g.last_seen);
-}
-
-async fn apply_refuses_what_it_must_and_audits_the_reason(store: Store) {
-    let rows = park_dead(&store, 3).await;
-    let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
-    let pending = store.park(NewDeadLetter::new("payment", Payload::Json(1.into()), failure.clone())).await.unwrap();
-    let pending = pending.id;
-    let big = Payload::from_bytes(&[b'x'; 64]).fit(8);
-    let huge = store.park(NewDeadLetter::new("payment", big, failure).dead(DeadReason::TooLarge)).await.unwrap().id;
-    let note = AuditNote::new("alice", "ledger back");
-    let batch = BatchAction {
-        action: ActionKind::Redrive,
-        ids: vec![rows[0], rows[1], pending, huge, 999_999],
-        note: note.clone(),
-        max_redrives: Some(1),
-        step: None,
-    };
-    let report = store.apply(batch.clone()).await.unwrap();
-    assert_eq!(report.moved, [rows[0], rows[1]]);
-    let why: Vec<(DlqId, Refused)> = report.refused.iter().map(|r| (r.id, r.why.clone())).collect();
-    assert_eq!(
-        why,
-        [
-            (pending, Refused::Status { status: Status::Pending }),
-            (huge, Refused::TooLarge),
-            (999_999, Refused::NotFound)
-        ]
-    );
-    let audit = store.audit(rows[0]).await.unwrap();
-    assert_eq!((audit[0].action.as_str(), audit[0].actor.as_str()), ("redrive", "alice"));
-    assert_eq!(audit[0].reason.as_deref(), Some("ledger back"));
-    assert_eq!(store.audit_entry(audit[0].id).await.unwrap().unwrap(), audit[0]);
-
-    // Dead again, then the loop guard refuses a second redrive.
-    store.apply(BatchAction { action: ActionKind::Discard, ids: vec![rows[2]], ..batch.clone() }).await.unwrap();
-    assert_eq!(store.get(rows[2]).await.unwrap().unwrap().status, Status::Discarded);
-    let letter = store.get(rows[0]).await.unwrap().unwrap();
-    assert_eq!((letter.status, letter.redrive_count), (Status::Pending, 1));
-}
-
-async fn operation_cursor_moves_with_its_batch_only_once(store: Store) {
-    let rows = park_dead(&store, 2).await;
-    let note = AuditNote::new("bob", "replay");
-    let op = store.create_operation(ActionKind::Redrive, serde_json::json!({"x": 1}), note.clone()).await.unwrap();
-    assert_eq!((op.cursor, op.state, op.note.actor.as_str()), (0, OperationState::Running, "bob"));
-    let step = OperationStep { operation: op.id, from: 0, to: rows[0], refused_before: 2 };
-    let batch =
-        BatchAction { action: ActionKind::Redrive, ids: vec![rows[0]], note, max_redrives: None, step: Some(step) };
-    store.apply(batch.clone()).await.unwrap();
-    let again = BatchAction { ids: vec![rows[1]], ..batch };
-    let err = store.apply(again).await.unwrap_err();
-    assert!(matches!(err, Error::Conflict { .. }), "{err}");
-    assert_eq!(store.get(rows[1]).await.unwrap().unwrap().status, Status::FailedPermanently, "rolled back");
-    let op = store.operation(op.id).await.unwrap().unwrap();
-    assert_eq!((op.cursor, op.moved, op.refused), (rows[0], 1, 2));
-    assert_eq!(op.spec, serde_json::json!({"x": 1}));
-    store.set_operation_state(op.id, OperationState::Done).await.unwrap();
-    assert_eq!(store.operation(op.id).await.unwrap().unwrap().state, OperationState::Done);
-    assert!(store.operation(op.id + 100).await.unwrap().is_none());
 }
 
 async fn patch_keeps_patch_and_original_and_undo_restores_it(store: Store) {
@@ -207,6 +107,28 @@ async fn bulk_redrive_stops_and_resumes_without_moving_a_row_twice(store: Store)
     assert!(admin.start(discard).await.unwrap_err().to_string().contains("discard needs a reason"));
 }
 
+/// `Admin::redrive` and `Admin::discard` take every matching row, past `ListFilter`'s default
+/// limit of 100 (where the store's own `redrive` and `discard`, now gone, stopped without a
+/// word), with the loop guard and the reason in the audit log.
+async fn redrive_and_discard_take_every_matching_row(store: Store) {
+    let rows = park_dead(&store, 130).await;
+    let admin = Admin::new(store.clone(), "erin");
+    let first = admin.redrive(ListFilter::default().event_type("payment"), "ledger back").await.unwrap();
+    assert_eq!((first.moved, first.moved_ids.first(), first.moved_ids.last()), (130, rows.first(), rows.last()));
+    let pending = ListFilter::default().status(Status::Pending).limit(1_000);
+    assert_eq!(store.count(pending.clone()).await.unwrap(), 130);
+    let audit = store.audit(rows[129]).await.unwrap();
+    assert_eq!((audit[0].actor.as_str(), audit[0].reason.as_deref()), ("erin", Some("ledger back")));
+
+    // Discarding every pending row and redriving again: discarded is final, and the count of
+    // refusals says so.
+    let discarded = admin.discard(ListFilter::default().status(Status::Pending), "replayed elsewhere").await.unwrap();
+    assert_eq!(discarded.moved, 130);
+    let named = admin.redrive(ListFilter::default().ids([rows[0], rows[129]]), "again").await.unwrap();
+    assert_eq!(named.moved, 0);
+    assert!(named.refusals.iter().all(|r| r.why == Refused::Status { status: Status::Discarded }), "{named:?}");
+}
+
 /// A `SUCCEEDED` row's payload is the one its handler ran with: a patch, a whole new payload,
 /// an undo of an earlier patch and a group patch are refused, each with one line naming the
 /// row and its status, and nothing is written. The store refuses too, under its row lock (a row
@@ -245,7 +167,9 @@ async fn a_succeeded_row_is_never_patched_nor_undone(store: Store) {
         assert!(report.patched.is_empty(), "{report:?}");
         assert!(report.refused[0].reason.contains("SUCCEEDED"), "{report:?}");
     }
-    let err = store.patch_payload(id, Payload::Json(serde_json::json!(0)), "bob").await.unwrap_err();
+    let note = dlq_core::AuditNote::new("bob", "fix");
+    let request = PatchRequest { id, payload: Payload::Json(serde_json::json!(0)), note, patch: None, undo_of: None };
+    let err = store.patch(request).await.unwrap_err();
     assert!(matches!(err, Error::InvalidState { status: Status::Succeeded, .. }), "the store refuses: {err:?}");
     assert_eq!(store.get(id).await.unwrap().unwrap().payload, before, "nothing written");
     assert_eq!(store.audit(id).await.unwrap().len(), 1, "the earlier patch only");
@@ -277,10 +201,7 @@ macro_rules! on_every_store {
 }
 
 on_every_store!(
-    filters_and_keyset_pages,
-    groups_carry_a_sample_and_first_and_last_seen,
-    apply_refuses_what_it_must_and_audits_the_reason,
-    operation_cursor_moves_with_its_batch_only_once,
+    redrive_and_discard_take_every_matching_row,
     patch_keeps_patch_and_original_and_undo_restores_it,
     bulk_redrive_stops_and_resumes_without_moving_a_row_twice,
     a_succeeded_row_is_never_patched_nor_undone,

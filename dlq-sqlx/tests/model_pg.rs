@@ -1,8 +1,9 @@
 //! Model test: random sequences of park / claim / settle / expire / redrive / discard run on
 //! `PgStore` and on `MemoryStore` (the reference model) must agree after every step: the
 //! same dedupe answers, the same claimed rows in the same order, the same fenced outcomes,
-//! the same redriven rows, and the same status, retry count, dead reason and redrive count
-//! for every row; at the end of each case, the same attempt history and audit log.
+//! the same rows moved and refused (and why) by each operator batch (`apply`, the primitive
+//! of the admin layer's actions), and the same status, retry count, dead reason and redrive
+//! count for every row; at the end of each case, the same attempt history and audit log.
 //!
 //! "Expire" is a claim with a lease of 0 ms: the row is `PROCESSING` under a lease that has
 //! already run out, so a later claim takes it again and an outcome presented with it is fenced.
@@ -10,10 +11,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use dlq_core::store::{ClaimRequest, Claimed, Lease, Settlement};
+use dlq_core::store::{ActionKind, BatchAction, BatchReport, ClaimRequest, Claimed, Lease, Refused, Settlement};
 use dlq_core::{
-    DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter, Payload,
-    Status,
+    AuditNote, DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter,
+    Payload, Status,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use proptest::prelude::*;
@@ -32,8 +33,9 @@ enum Op {
     Claim { types: u8, limit: usize, expiring: bool },
     /// Settle with one of the leases handed out so far (live, spent or expired).
     Settle { pick: usize, outcome: Outcome },
-    /// Redrive dead rows, all types or one, newest first, at most `limit`.
-    Redrive { ty: Option<usize>, limit: usize },
+    /// Redrive `count` rows parked one after the other from the `from`th (whatever their
+    /// status), with the loop guard at one redrive or without it.
+    Redrive { from: usize, count: usize, guard: bool },
     /// Discard one row.
     Discard { pick: usize },
 }
@@ -68,7 +70,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => park,
         3 => claim,
         4 => (any::<usize>(), outcome()).prop_map(|(pick, outcome)| Op::Settle { pick, outcome }),
-        1 => (prop::option::of(0..TYPES.len()), 1..4usize).prop_map(|(ty, limit)| Op::Redrive { ty, limit }),
+        1 => (any::<usize>(), 1..4usize, any::<bool>()).prop_map(|(from, count, guard)| Op::Redrive { from, count, guard }),
         1 => any::<usize>().prop_map(|pick| Op::Discard { pick }),
     ]
 }
@@ -163,26 +165,42 @@ impl Pair<'_> {
         Ok(())
     }
 
-    async fn redrive(&mut self, ty: Option<usize>, limit: usize) -> Checked {
-        let mut filter = ListFilter::default().limit(limit);
-        if let Some(ty) = ty {
-            filter = filter.event_type(TYPES[ty]);
-        }
-        let m = self.mem.redrive(filter.clone(), "model").await.map_err(store_err)?;
-        let p = self.pg.redrive(filter, "model").await.map_err(store_err)?;
-        prop_assert_eq!(m.into_iter().map(Some).collect::<Vec<_>>(), self.mem_ids(p), "redriven rows");
+    /// Applies one operator batch to the same rows of both stores; both must move and refuse
+    /// the same rows for the same reasons.
+    async fn act(&mut self, action: ActionKind, rows: &[(DlqId, DlqId)], max_redrives: Option<u32>) -> Checked {
+        let batch = |ids: Vec<DlqId>| BatchAction {
+            action,
+            ids,
+            note: AuditNote::new("model", "model step"),
+            max_redrives,
+            step: None,
+        };
+        let m = self.mem.apply(batch(rows.iter().map(|r| r.0).collect())).await.map_err(store_err)?;
+        let p = self.pg.apply(batch(rows.iter().map(|r| r.1).collect())).await.map_err(store_err)?;
+        let moved = |r: &BatchReport| r.moved.clone();
+        prop_assert_eq!(moved(&m).into_iter().map(Some).collect::<Vec<_>>(), self.mem_ids(moved(&p)), "moved rows");
+        let why = |r: &BatchReport| r.refused.iter().map(|f| f.why.clone()).collect::<Vec<Refused>>();
+        let refused = |r: &BatchReport| r.refused.iter().map(|f| f.id).collect::<Vec<_>>();
+        prop_assert_eq!(refused(&m).into_iter().map(Some).collect::<Vec<_>>(), self.mem_ids(refused(&p)), "refused");
+        prop_assert_eq!(why(&m), why(&p), "why refused");
         Ok(())
+    }
+
+    async fn redrive(&mut self, from: usize, count: usize, guard: bool) -> Checked {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        let start = from % self.rows.len();
+        let rows: Vec<_> = self.rows.iter().skip(start).take(count).copied().collect();
+        self.act(ActionKind::Redrive, &rows, guard.then_some(1)).await
     }
 
     async fn discard(&mut self, pick: usize) -> Checked {
         if self.rows.is_empty() {
             return Ok(());
         }
-        let (m_id, p_id) = self.rows[pick % self.rows.len()];
-        let m = self.mem.discard(ListFilter::default().ids([m_id]), "model").await.map_err(store_err)?;
-        let p = self.pg.discard(ListFilter::default().ids([p_id]), "model").await.map_err(store_err)?;
-        prop_assert_eq!(m.into_iter().map(Some).collect::<Vec<_>>(), self.mem_ids(p), "discarded rows");
-        Ok(())
+        let row = self.rows[pick % self.rows.len()];
+        self.act(ActionKind::Discard, &[row], None).await
     }
 
     async fn apply(&mut self, op: &Op) -> Checked {
@@ -190,7 +208,7 @@ impl Pair<'_> {
             Op::Park { ty, dead, later, dedupe } => self.park(ty, dead, later, dedupe).await,
             Op::Claim { types, limit, expiring } => self.claim(types, limit, expiring).await,
             Op::Settle { pick, outcome } => self.settle(pick, outcome).await,
-            Op::Redrive { ty, limit } => self.redrive(ty, limit).await,
+            Op::Redrive { from, count, guard } => self.redrive(from, count, guard).await,
             Op::Discard { pick } => self.discard(pick).await,
         }
     }

@@ -240,15 +240,16 @@ async fn sql_metacharacters_round_trip_exactly_in_every_text_field(pool: PgPool)
     assert_eq!(row.dedupe_key.as_deref(), Some(HOSTILE));
     let filter = ListFilter::default().event_type(HOSTILE).fingerprint(&info.fingerprint);
     assert_eq!(store.list(filter.clone()).await.unwrap().len(), 1);
-    assert_eq!(store.redrive(filter, HOSTILE).await.unwrap(), vec![id]);
-    assert_eq!(store.audit(id).await.unwrap()[0].actor, HOSTILE);
+    let hostile = dlq_core::admin::Admin::new(Arc::new(store.clone()), HOSTILE);
+    assert_eq!(hostile.redrive(filter, HOSTILE).await.unwrap().moved_ids, vec![id]);
+    let audit = store.audit(id).await.unwrap();
+    assert_eq!((audit[0].actor.as_str(), audit[0].reason.as_deref()), (HOSTILE, Some(HOSTILE)));
     let raw = Payload::Raw { bytes: HOSTILE.as_bytes().to_vec(), truncated: None };
-    store.patch_payload(id, raw.clone(), HOSTILE).await.unwrap();
+    hostile.replace_payload(id, raw.clone(), HOSTILE).await.unwrap();
     assert_eq!(store.get(id).await.unwrap().unwrap().payload, raw);
     let dup = store.park(NewDeadLetter::new(HOSTILE, payload, info).with_dedupe_key(HOSTILE)).await.unwrap();
     assert_eq!((dup.id, dup.deduplicated), (id, true));
-    let circuit =
-        dlq_core::admin::Admin::new(Arc::new(store.clone()), HOSTILE).pause_type(HOSTILE, HOSTILE).await.unwrap();
+    let circuit = hostile.pause_type(HOSTILE, HOSTILE).await.unwrap();
     assert_eq!((circuit.event_type.as_str(), circuit.pause_reason.as_deref()), (HOSTILE, Some(HOSTILE)));
     let log = store.circuit_log(Some(HOSTILE.into()), 5).await.unwrap();
     assert_eq!((log[0].actor.as_str(), log[0].reason.as_str()), (HOSTILE, HOSTILE));

@@ -15,12 +15,12 @@ use sqlx::PgPool;
 async fn reject_refuses_parks_past_max_entries(pool: PgPool) {
     let store = store_with(&pool, PgConfig::default().max_entries(3, Overflow::Reject)).await;
     assert_eq!(store.saturation(), 0.0);
-    store.park_many((0..3).map(|n| letter("payment", n)).collect()).await.unwrap();
+    let parked = store.park_many((0..3).map(|n| letter("payment", n)).collect()).await.unwrap();
     assert!((store.saturation() - 1.0).abs() < f64::EPSILON);
     let err = store.park(letter("payment", 9)).await.unwrap_err();
     assert!(matches!(err, dlq_core::Error::Full { entries: 3, max: 3 }), "{err}");
     assert_eq!(store.entries().await.unwrap(), 3, "nothing was written");
-    store.discard(ListFilter::default().limit(1), "ops").await.unwrap();
+    admin(&store, "ops").discard(ListFilter::default().ids([parked[2].id]), "make room").await.unwrap();
     store.purge(Duration::ZERO).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await; // the cached count goes stale
     store.park(letter("payment", 10)).await.expect("room again after a purge");
@@ -56,7 +56,7 @@ async fn drop_oldest_deletes_old_finished_and_dead_rows_but_never_pending_ones(p
 async fn block_waits_for_room_up_to_the_park_timeout(pool: PgPool) {
     let config = PgConfig::default().max_entries(2, Overflow::Block).park_timeout(Duration::from_secs(5));
     let store = store_with(&pool, config).await;
-    store.park_many(vec![letter("payment", 1), letter("payment", 2)]).await.unwrap();
+    let parked = store.park_many(vec![letter("payment", 1), letter("payment", 2)]).await.unwrap();
     let start = Instant::now();
     let blocked = {
         let store = store.clone();
@@ -64,7 +64,7 @@ async fn block_waits_for_room_up_to_the_park_timeout(pool: PgPool) {
     };
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(!blocked.is_finished(), "the park waits for room");
-    store.discard(ListFilter::default().limit(1), "ops").await.unwrap();
+    admin(&store, "ops").discard(ListFilter::default().ids([parked[1].id]), "make room").await.unwrap();
     store.purge(Duration::ZERO).await.unwrap();
     let parked = blocked.await.unwrap().expect("parked once there was room");
     assert!(start.elapsed() >= Duration::from_millis(400));
@@ -106,7 +106,7 @@ async fn retention_purges_only_old_succeeded_and_discarded_rows(pool: PgPool) {
         .collect();
     let claimed = claim(&store, &["payment"], 1).await;
     store.settle(vec![Settlement::Succeeded { lease: claimed[0].lease }]).await.unwrap();
-    store.discard(ListFilter::default().ids([ids[1]]), "ops").await.unwrap();
+    admin(&store, "ops").discard(ListFilter::default().ids([ids[1]]), "not needed").await.unwrap();
     assert_eq!(store.purge(Duration::from_secs(3600)).await.unwrap(), 0, "younger than the retention");
     sqlx::query("UPDATE dlq_events SET updated_at = now() - interval '2 hours'").execute(&pool).await.unwrap();
     assert_eq!(store.purge(Duration::from_secs(3600)).await.unwrap(), 2);

@@ -6,7 +6,7 @@ mod pg_support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use dlq_core::store::{Claimed, Settlement};
+use dlq_core::store::{Claimed, Refused, Settlement};
 use dlq_core::{
     DeadLetterStore, DeadReason, ErrorClass, FailureInfo, ListFilter, NewDeadLetter, Payload, SourceMeta, Status,
 };
@@ -320,31 +320,36 @@ async fn operators_redrive_discard_patch_and_purge_with_audit(pool: PgPool) {
     let store = store(&pool).await;
     let dead = store.park(letter("payment", 1).dead(DeadReason::Permanent)).await.unwrap().id;
     let pending = store.park(letter("payment", 2)).await.unwrap().id;
-    let redriven = store.redrive(ListFilter::default(), "alice").await.unwrap();
-    assert_eq!(redriven, vec![dead], "only dead rows are redriven");
+    let redriven = admin(&store, "alice").redrive(ListFilter::default(), "ledger fixed").await.unwrap();
+    assert_eq!(redriven.moved_ids, vec![dead], "only dead rows are redriven");
     let row = store.get(dead).await.unwrap().unwrap();
     assert_eq!((row.status, row.dead_reason, row.redrive_count, row.retry_count), (Status::Pending, None, 1, 0));
     let audit = store.audit(dead).await.unwrap();
-    assert_eq!(audit[0].action, "redrive");
-    assert_eq!(audit[0].actor, "alice");
+    assert_eq!((audit[0].action.as_str(), audit[0].actor.as_str()), ("redrive", "alice"));
+    assert_eq!(audit[0].reason.as_deref(), Some("ledger fixed"));
     assert_eq!(audit[0].diff, serde_json::json!({"status": ["FAILED_PERMANENTLY", "PENDING"]}));
 
+    let bob = admin(&store, "bob");
     let new_payload = Payload::Json(serde_json::json!({"n": 2, "fixed": true}));
-    store.patch_payload(pending, new_payload.clone(), "bob").await.unwrap();
+    bob.replace_payload(pending, new_payload.clone(), "add the flag").await.unwrap();
     assert_eq!(store.get(pending).await.unwrap().unwrap().payload, new_payload);
     let patch = &store.audit(pending).await.unwrap()[0];
     assert_eq!(patch.diff, serde_json::json!({"payload": {"old": {"n": 2}, "new": {"n": 2, "fixed": true}}}));
+    assert_eq!((patch.actor.as_str(), patch.reason.as_deref()), ("bob", Some("add the flag")));
     assert!(matches!(
-        store.patch_payload(9_999, new_payload.clone(), "bob").await,
+        bob.replace_payload(9_999, new_payload.clone(), "x").await,
         Err(dlq_core::Error::NotFound(9_999))
     ));
     let held = claim(&store, &["payment"], 1).await;
-    let err = store.patch_payload(held[0].lease.id, new_payload, "bob").await.unwrap_err();
+    let err = bob.replace_payload(held[0].lease.id, new_payload, "x").await.unwrap_err();
     assert!(matches!(err, dlq_core::Error::InvalidState { status: Status::Processing, .. }), "{err}");
 
-    let discarded = store.discard(ListFilter::default(), "carol").await.unwrap();
-    assert_eq!(discarded.len(), 1, "the PROCESSING row is not discarded");
-    assert!(store.discard(ListFilter::default(), "carol").await.unwrap().is_empty(), "nor twice");
+    let carol = admin(&store, "carol");
+    let discarded = carol.discard(ListFilter::default(), "test data").await.unwrap();
+    assert_eq!(discarded.moved_ids.len(), 1, "the PROCESSING row is not discarded");
+    assert_eq!(discarded.refusals[0].why, Refused::Status { status: Status::Processing });
+    assert_eq!(carol.discard(ListFilter::default(), "test data").await.unwrap().moved, 0, "nor twice");
+    let discarded = discarded.moved_ids;
     let entry = store.audit(discarded[0]).await.unwrap().pop().unwrap();
     assert_eq!(entry.diff, serde_json::json!({"status": ["PENDING", "DISCARDED"]}));
 
@@ -516,11 +521,12 @@ async fn a_success_stays_in_the_history_through_patch_and_discard(pool: PgPool) 
         |h: Vec<dlq_core::AttemptRecord>| h.into_iter().map(|a| (a.attempt, a.outcome, a.owner)).collect::<Vec<_>>();
     let before = store.attempts(id).await.unwrap();
     assert_eq!(summary(before.clone()), expected);
-    store.patch_payload(id, Payload::Json(serde_json::json!({"n": 2})), "ops").await.unwrap();
-    store.patch_payload(id, Payload::Json(serde_json::json!({"n": 3})), "ops").await.unwrap();
+    let ops = admin(&store, "ops");
+    ops.replace_payload(id, Payload::Json(serde_json::json!({"n": 2})), "first").await.unwrap();
+    ops.replace_payload(id, Payload::Json(serde_json::json!({"n": 3})), "second").await.unwrap();
     let after_patch = store.attempts(id).await.unwrap();
     assert_eq!(after_patch, before, "the success keeps its time and is recorded once");
-    assert_eq!(store.discard(ListFilter::default().ids([id]), "ops").await.unwrap(), vec![id]);
+    assert_eq!(ops.discard(ListFilter::default().ids([id]), "done twice").await.unwrap().moved_ids, vec![id]);
     assert_eq!(summary(store.attempts(id).await.unwrap()), expected);
 }
 
@@ -753,8 +759,10 @@ async fn stats_and_groups_follow_every_change_without_scanning(pool: PgPool) {
     assert_eq!(keys, distinct, "folded: one row per key, none for empty keys");
     tallies_match_the_table(&store, &pool, "after the fold").await;
 
-    store.redrive(ListFilter::default().event_type("invoice"), "ops").await.unwrap();
-    store.discard(ListFilter::default().event_type("refund").status(Status::FailedPermanently), "ops").await.unwrap();
+    let ops = admin(&store, "ops");
+    ops.redrive(ListFilter::default().event_type("invoice"), "replay").await.unwrap();
+    let dead_refunds = ListFilter::default().event_type("refund").status(Status::FailedPermanently);
+    ops.discard(dead_refunds, "cleanup").await.unwrap();
     tallies_match_the_table(&store, &pool, "after redrive and discard").await;
 
     // An operator's SQL goes through the same triggers.

@@ -222,7 +222,8 @@ async fn a_finished_row_does_not_swallow_a_new_failure(store: Arc<dyn DeadLetter
     let from = SourceMeta::kafka("orders", 0, 7);
     let dispatch = || dispatcher.dispatch_from("nel-fanout-payment", br#"{"id": 7}"#, from.clone());
     let Dispatched::Parked { id: poison, deduplicated: false, .. } = dispatch().await.unwrap() else { panic!() };
-    store.discard(dlq_core::ListFilter::default().ids([poison]), "ops").await.unwrap();
+    let ops = dlq_core::admin::Admin::new(store.clone(), "ops");
+    ops.discard(dlq_core::ListFilter::default().ids([poison]), "replayed by hand").await.unwrap();
     let again = dispatch().await.unwrap();
     let Dispatched::Parked { id: reparked, deduplicated: false, .. } = again else { panic!("{again:?}") };
     assert_ne!(reparked, poison);

@@ -381,6 +381,77 @@ impl Admin {
         })
     }
 
+    /// Redrives every `FAILED_PERMANENTLY` row `filter` selects, to the last one: the
+    /// shorthand of [`start`](Self::start)`(`[`BulkPlan::redrive`]`(filter, reason))` run
+    /// unpaced to its end. Rows are walked oldest first in batches of one transaction each
+    /// (the filter's `order`, `after` and `limit` are ignored: a default filter's 100 rows
+    /// are not a cap), each audited with this admin's actor and `reason`, as a stored
+    /// operation that [`resume`](Self::resume) continues after an error. The loop guard
+    /// applies: a row already redriven [`DEFAULT_MAX_REDRIVES`] times is refused, like a cut
+    /// payload or (named by id) a row in another status; the report lists the refusals.
+    /// A canary, a rate, validation, a bound (`max`) or `force` need a [`BulkPlan`] and
+    /// [`start`](Self::start).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use dlq_core::admin::Admin;
+    /// use dlq_core::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter, Payload, Status};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// for n in 0..250 {
+    ///     let failure = FailureInfo::new(ErrorClass::Permanent, "LedgerDown", "503".into(), vec![], None);
+    ///     store.park(NewDeadLetter::new("payment", Payload::Json(n.into()), failure).dead(DeadReason::Permanent)).await?;
+    /// }
+    /// let admin = Admin::new(store.clone(), "alice");
+    /// let report = admin.redrive(ListFilter::default().event_type("payment"), "ledger is back").await?;
+    /// assert_eq!((report.moved, report.refused), (250, 0), "every matching row, not the first 100");
+    /// assert_eq!(store.count(ListFilter::default().status(Status::Pending).limit(1_000)).await?, 250);
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// As [`start`](Self::start) and [`Bulk::run`]: the store's error (the batch in flight is
+    /// rolled back, the operation stays resumable).
+    pub async fn redrive(&self, filter: ListFilter, reason: &str) -> Result<BulkReport, Error> {
+        self.run_to_end(BulkPlan::redrive(filter, reason)).await
+    }
+
+    /// Discards every row `filter` selects but `PROCESSING` and `DISCARDED` ones, to the last
+    /// one: the shorthand of [`start`](Self::start)`(`[`BulkPlan::discard`]`(filter, reason))`
+    /// run unpaced to its end, walking every matching row as [`redrive`](Self::redrive) does
+    /// (the filter's `limit` is no cap), each audited with this admin's actor and `reason`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use dlq_core::admin::Admin;
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter, Payload, Status};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+    /// let id = store.park(NewDeadLetter::new("payment", Payload::Json(1.into()), failure)).await?.id;
+    /// let admin = Admin::new(store.clone(), "alice");
+    /// assert!(admin.discard(ListFilter::default().ids([id]), "").await.is_err(), "a discard needs a reason");
+    /// let report = admin.discard(ListFilter::default().ids([id]), "test payment, not a customer's").await?;
+    /// assert_eq!(report.moved_ids, [id]);
+    /// let audit = store.audit(id).await?;
+    /// assert_eq!((audit[0].actor.as_str(), audit[0].reason.as_deref()), ("alice", Some("test payment, not a customer's")));
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for an empty reason; as [`redrive`](Self::redrive).
+    pub async fn discard(&self, filter: ListFilter, reason: &str) -> Result<BulkReport, Error> {
+        self.run_to_end(BulkPlan::discard(filter, reason)).await
+    }
+
+    async fn run_to_end(&self, plan: BulkPlan) -> Result<BulkReport, Error> {
+        self.start(plan).await?.run(Pacing::default(), |_| std::ops::ControlFlow::Continue(())).await
+    }
+
     /// How many rows [`purge`](Self::purge) would delete now.
     ///
     /// ```
@@ -392,8 +463,8 @@ impl Admin {
     /// let store = Arc::new(MemoryStore::new());
     /// let failure = FailureInfo::new(ErrorClass::Permanent, "io", "bad".into(), vec![], None);
     /// let id = store.park(NewDeadLetter::new("payment", Payload::Json(1.into()), failure)).await?.id;
-    /// store.discard(ListFilter::default().ids([id]), "ops").await?;
     /// let admin = Admin::new(store, "alice");
+    /// admin.discard(ListFilter::default().ids([id]), "duplicate").await?;
     /// assert_eq!(admin.purgeable(Duration::ZERO).await?, 1, "the discarded row");
     /// assert_eq!(admin.purgeable(Duration::from_secs(3600)).await?, 0, "not an hour old");
     /// # Ok::<(), dlq_core::Error>(())
@@ -455,4 +526,74 @@ fn required<'a>(reason: &'a str, action: &str) -> Result<&'a str, Error> {
         return Err(Error::Invalid(format!("{action} needs a reason (--reason): it is kept in the audit log")));
     }
     Ok(reason)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+    use crate::store::{ActionKind, BatchAction, Refused};
+    use crate::{DeadReason, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Status};
+
+    async fn dead_rows(store: &MemoryStore, n: u64) -> Vec<DlqId> {
+        let failure = FailureInfo::new(ErrorClass::Permanent, "E", "bad".into(), vec![], None);
+        let letters = (0..n).map(|i| {
+            NewDeadLetter::new("payment", Payload::Json(i.into()), failure.clone()).dead(DeadReason::Permanent)
+        });
+        store.park_many(letters.collect()).await.unwrap().into_iter().map(|p| p.id).collect()
+    }
+
+    /// `Admin::redrive` walks every matching row (past `ListFilter`'s default limit of 100,
+    /// where the store's old `redrive` stopped silently), audits the reason, and keeps the
+    /// loop guard that the old one skipped.
+    #[tokio::test]
+    async fn redrive_takes_every_matching_row_with_the_loop_guard() {
+        let store = Arc::new(MemoryStore::new());
+        let rows = dead_rows(&store, 150).await;
+        // Row 0 was redriven (and died again) as often as the loop guard allows.
+        for _ in 0..bulk::DEFAULT_MAX_REDRIVES {
+            let note = AuditNote::new("earlier", "tries");
+            let batch =
+                BatchAction { action: ActionKind::Redrive, ids: vec![rows[0]], note, max_redrives: None, step: None };
+            assert_eq!(store.apply(batch).await.unwrap().moved, [rows[0]]);
+            let lease = store
+                .claim(crate::store::ClaimRequest {
+                    event_types: vec!["payment".into()],
+                    limit: 1,
+                    lease: Duration::from_secs(60),
+                    owner: "t".into(),
+                })
+                .await
+                .unwrap()[0]
+                .lease;
+            let failure = FailureInfo::new(ErrorClass::Permanent, "E", "bad".into(), vec![], None);
+            let dead = crate::store::Settlement::Dead { lease, reason: DeadReason::Permanent, failure, counts: true };
+            assert_eq!(store.settle(vec![dead]).await.unwrap().applied, 1);
+        }
+        let admin = Admin::new(store.clone(), "alice");
+        let report = admin.redrive(ListFilter::default(), "ledger is back").await.unwrap();
+        assert_eq!((report.moved, report.refused), (149, 1));
+        assert_eq!(report.refusals[0].id, rows[0]);
+        assert_eq!(report.refusals[0].why, Refused::RedriveLimit { count: bulk::DEFAULT_MAX_REDRIVES });
+        assert_eq!(store.get_now(rows[0]).unwrap().status, Status::FailedPermanently);
+        let last = store.get_now(rows[149]).unwrap();
+        assert_eq!((last.status, last.redrive_count), (Status::Pending, 1));
+        let audit = store.audit(rows[149]).await.unwrap();
+        assert_eq!((audit[0].actor.as_str(), audit[0].reason.as_deref()), ("alice", Some("ledger is back")));
+    }
+
+    /// `Admin::discard` takes every matching row too, and needs a reason.
+    #[tokio::test]
+    async fn discard_takes_every_matching_row_and_needs_a_reason() {
+        let store = Arc::new(MemoryStore::new());
+        dead_rows(&store, 120).await;
+        let admin = Admin::new(store.clone(), "bob");
+        let err = admin.discard(ListFilter::default(), " ").await.unwrap_err();
+        assert!(err.to_string().contains("discard needs a reason"), "{err}");
+        let report = admin.discard(ListFilter::default().event_type("payment"), "test data").await.unwrap();
+        assert_eq!(report.moved, 120);
+        let discarded = ListFilter::default().status(Status::Discarded).limit(1_000);
+        assert_eq!(store.count(discarded).await.unwrap(), 120);
+    }
 }

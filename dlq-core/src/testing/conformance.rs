@@ -24,10 +24,13 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::store::{ClaimCap, ClaimRequest, Claimed, Lease, Settlement};
+use crate::store::{
+    ActionKind, BatchAction, BatchReport, ClaimCap, ClaimRequest, Claimed, Lease, OperationState, OperationStep,
+    PatchRequest, Refused, Settlement, StoreResult, payload_from_diff,
+};
 use crate::{
-    DeadLetter, DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, ListFilter, NewDeadLetter, Payload,
-    SourceMeta, StatsRow, Status,
+    AuditNote, DeadLetter, DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, ListFilter,
+    NewDeadLetter, Payload, SourceMeta, StatsRow, Status,
 };
 
 /// A long lease: the row stays claimed for the whole test.
@@ -79,6 +82,30 @@ fn close(a: DateTime<Utc>, b: DateTime<Utc>, within: Duration) -> bool {
 fn assert_gap(from: DateTime<Utc>, to: DateTime<Utc>, gap: Duration) {
     let expected = from + chrono::Duration::from_std(gap).unwrap_or(chrono::TimeDelta::MAX);
     assert!(close(to, expected, ROUNDING), "{to} is not {gap:?} after {from}");
+}
+
+/// One batch of `action` on `ids` by `actor` (no loop guard, no operation), as the admin
+/// layer applies it.
+async fn act<S: DeadLetterStore>(s: &S, action: ActionKind, ids: &[DlqId], actor: &str) -> BatchReport {
+    let note = AuditNote::new(actor, format!("{} by the conformance suite", action.as_str()));
+    let batch = BatchAction { action, ids: ids.to_vec(), note, max_redrives: None, step: None };
+    s.apply(batch).await.expect("apply")
+}
+
+/// Redrives `ids`; returns those moved.
+async fn redrive<S: DeadLetterStore>(s: &S, ids: &[DlqId], actor: &str) -> Vec<DlqId> {
+    act(s, ActionKind::Redrive, ids, actor).await.moved
+}
+
+/// Discards `ids`; returns those moved.
+async fn discard<S: DeadLetterStore>(s: &S, ids: &[DlqId], actor: &str) -> Vec<DlqId> {
+    act(s, ActionKind::Discard, ids, actor).await.moved
+}
+
+/// Replaces a payload as a plain patch of `actor` (no RFC 6902 patch, no undo).
+async fn patch<S: DeadLetterStore>(s: &S, id: DlqId, payload: Payload, actor: &str) -> StoreResult<i64> {
+    let note = AuditNote { actor: actor.to_owned(), reason: None };
+    s.patch(PatchRequest { id, payload, note, patch: None, undo_of: None }).await
 }
 
 async fn settle_ok<S: DeadLetterStore>(s: &S, outcome: Settlement) {
@@ -180,13 +207,13 @@ pub async fn park_over_limit_is_dead_and_never_claimed<S: DeadLetterStore>(s: &S
     let Payload::Raw { bytes: kept, truncated: Some(t) } = &l.payload else { panic!("{:?}", l.payload.len()) };
     assert_eq!((kept.len(), t.original_len), (max.min(crate::TOO_LARGE_PREVIEW_BYTES), bytes.len() as u64));
     assert!(s.claim(request(&["payment"], 10, LONG, "me")).await.expect("claim").is_empty());
-    let redriven = s.redrive(ListFilter::default().ids([parked.id]), "ops").await.expect("redrive");
-    assert!(redriven.is_empty(), "a cut payload is not redriven");
-    let err = s.patch_payload(parked.id, Payload::from_bytes(&bytes), "ops").await.expect_err("too large");
+    let refused = act(s, ActionKind::Redrive, &[parked.id], "ops").await;
+    assert!(refused.moved.is_empty(), "a cut payload is not redriven");
+    assert_eq!(refused.refused.iter().map(|r| &r.why).collect::<Vec<_>>(), [&Refused::TooLarge]);
+    let err = patch(s, parked.id, Payload::from_bytes(&bytes), "ops").await.expect_err("too large");
     assert!(matches!(err, Error::PayloadTooLarge { .. }), "{err}");
-    s.patch_payload(parked.id, Payload::Json(json!(7)), "ops").await.expect("patch");
-    let redriven = s.redrive(ListFilter::default().ids([parked.id]), "ops").await.expect("redrive");
-    assert_eq!(redriven, [parked.id]);
+    patch(s, parked.id, Payload::Json(json!(7)), "ops").await.expect("patch");
+    assert_eq!(redrive(s, &[parked.id], "ops").await, [parked.id]);
 }
 
 const HOSTILE: &str = "'); DROP TABLE dlq_events; -- \" \\ % _ ` $1 ?1 :x \u{202e}evil ✓ 💥";
@@ -211,8 +238,11 @@ pub async fn park_hostile_text<S: DeadLetterStore>(s: &S) {
     let listed = s.list(ListFilter::default().event_type(HOSTILE).fingerprint(&fail.fingerprint)).await.expect("list");
     assert_eq!(listed.iter().map(|l| l.id).collect::<Vec<_>>(), vec![id]);
     assert_eq!(s.list(ListFilter::default().event_type("%")).await.expect("list").len(), 0, "no LIKE matching");
-    assert_eq!(s.redrive(ListFilter::default(), HOSTILE).await.expect("redrive"), vec![id]);
-    assert_eq!(s.audit(id).await.expect("audit")[0].actor, HOSTILE);
+    let note = AuditNote::new(HOSTILE, HOSTILE);
+    let batch = BatchAction { action: ActionKind::Redrive, ids: vec![id], note, max_redrives: None, step: None };
+    assert_eq!(s.apply(batch).await.expect("apply").moved, vec![id]);
+    let audit = s.audit(id).await.expect("audit");
+    assert_eq!((audit[0].actor.as_str(), audit[0].reason.as_deref()), (HOSTILE, Some(HOSTILE)));
 }
 
 /// A letter parked dead is `FAILED_PERMANENTLY` with its reason, and never claimed.
@@ -278,7 +308,7 @@ pub async fn dedupe_parks_anew_once_finished<S: DeadLetterStore>(s: &S) {
     assert_eq!(get(s, first).await.status, Status::Succeeded, "the finished row is left as it was");
     let again = s.park(letter("payment", 3).with_dedupe_key(key)).await.expect("park");
     assert_eq!((again.id, again.deduplicated), (second.id, true), "a redelivery finds the live row");
-    s.discard(ListFilter::default().ids([second.id]), "ops").await.expect("discard");
+    assert_eq!(discard(s, &[second.id], "ops").await, [second.id]);
     let third = s.park(letter("payment", 4).with_dedupe_key(key).dead(DeadReason::Permanent)).await.expect("park");
     assert!(!third.deduplicated && third.id != second.id, "a discarded row takes no new failure: {third:?}");
     let dead = s.park(letter("payment", 5).with_dedupe_key(key)).await.expect("park");
@@ -631,7 +661,7 @@ pub async fn attempt_history<S: DeadLetterStore>(s: &S) {
     let lease = claim_one(s, "payment").await;
     let fail = FailureInfo::new(ErrorClass::Permanent, "v", "bad".into(), vec![], None);
     settle_ok(s, Settlement::Dead { lease, reason: DeadReason::Permanent, failure: fail, counts: true }).await;
-    s.redrive(ListFilter::default().ids([id]), "ops").await.expect("redrive");
+    assert_eq!(redrive(s, &[id], "ops").await, [id]);
     let lease = claim_one(s, "payment").await;
     settle_ok(s, Settlement::Succeeded { lease }).await;
     let history = s.attempts(id).await.expect("attempts");
@@ -654,7 +684,9 @@ pub async fn attempt_history<S: DeadLetterStore>(s: &S) {
     assert!(s.attempts(other + 1000).await.expect("attempts").is_empty());
 }
 
-/// Redrive moves only dead rows back to `PENDING`, due now, and audits the change.
+/// A redrive batch moves only dead rows back to `PENDING`, due now, with the retry count
+/// reset and the redrive count up, and audits each with the note; the others are refused
+/// with their status.
 pub async fn redrive_only_dead_rows<S: DeadLetterStore>(s: &S) {
     let pending = park(s, letter("payment", 1).retry(Duration::from_secs(3600), 5)).await;
     let dead = park(s, letter("payment", 2)).await;
@@ -665,43 +697,114 @@ pub async fn redrive_only_dead_rows<S: DeadLetterStore>(s: &S) {
     assert_eq!(get(s, dead).await.retry_count, 1);
     let done = park(s, letter("payment", 3)).await;
     settle_ok(s, Settlement::Succeeded { lease: claim_one(s, "payment").await }).await;
-    assert_eq!(s.redrive(ListFilter::default(), "alice").await.expect("redrive"), vec![dead]);
+    let report = act(s, ActionKind::Redrive, &[pending, dead, done], "alice").await;
+    assert_eq!(report.moved, vec![dead]);
+    let refused: Vec<_> = report.refused.iter().map(|r| (r.id, r.why.clone())).collect();
+    assert_eq!(
+        refused,
+        [(pending, Refused::Status { status: Status::Pending }), (done, Refused::Status { status: Status::Succeeded })]
+    );
     let l = get(s, dead).await;
     assert_eq!((l.status, l.retry_count, l.dead_reason, l.redrive_count), (Status::Pending, 0, None, 1));
     assert_eq!((l.retry_after, l.failure), (l.updated_at, fail), "due now; the last failure is kept");
     let audit = s.audit(dead).await.expect("audit");
     assert_eq!(audit.len(), 1);
     assert_eq!((audit[0].dlq_id, audit[0].action.as_str(), audit[0].actor.as_str()), (dead, "redrive", "alice"));
+    assert_eq!(audit[0].reason.as_deref(), Some("redrive by the conformance suite"));
     assert_eq!(audit[0].diff, json!({ "status": ["FAILED_PERMANENTLY", "PENDING"] }));
     assert!(close(audit[0].at, l.updated_at, ROUNDING));
     assert!(s.audit(pending).await.expect("audit").is_empty() && s.audit(done).await.expect("audit").is_empty());
     assert_eq!((get(s, pending).await.status, get(s, done).await.status), (Status::Pending, Status::Succeeded));
-    assert!(s.redrive(ListFilter::default(), "alice").await.expect("redrive").is_empty(), "nothing dead is left");
+    assert!(redrive(s, &[pending, dead, done], "alice").await.is_empty(), "nothing dead is left");
     assert_eq!(ids(&claim(s, &["payment"], LONG).await), vec![dead], "redriven rows are due at once");
 }
 
-/// Redrive takes the filter (type, ids, fingerprint, status) and the limit, newest first.
-pub async fn redrive_filter_and_limit<S: DeadLetterStore>(s: &S) {
-    let mut dead = Vec::new();
-    for n in 0..4 {
-        dead.push(park(s, letter("payment", n).dead(DeadReason::Permanent)).await);
-    }
-    let refund = NewDeadLetter::new("refund", Payload::Json(json!(0)), failure("parse", "bad amount"));
-    let refund = park(s, refund.dead(DeadReason::Permanent)).await;
-    let pending = ListFilter::default().status(Status::Pending);
-    assert!(s.redrive(pending, "ops").await.expect("redrive").is_empty());
-    let newest_two = s.redrive(ListFilter::default().event_type("payment").limit(2), "ops").await.expect("redrive");
-    assert_eq!(newest_two, vec![dead[3], dead[2]]);
-    let by_id = s.redrive(ListFilter::default().ids([dead[0], refund]), "ops").await.expect("redrive");
-    assert_eq!(by_id, vec![refund, dead[0]]);
-    let fp = get(s, dead[1]).await.failure.fingerprint;
-    assert_eq!(s.redrive(ListFilter::default().fingerprint(&fp), "ops").await.expect("redrive"), vec![dead[1]]);
-    let second = s.discard(ListFilter::default().ids([dead[1]]), "ops").await.expect("discard");
-    assert_eq!(second, vec![dead[1]]);
-    assert_eq!(get(s, dead[1]).await.redrive_count, 1);
+/// `apply` refuses unknown ids and, for a redrive, rows already redriven `max_redrives`
+/// times (the loop guard) and cut payloads, moving the rest of the batch; `audit_entry` reads
+/// each entry back by its id.
+pub async fn apply_refuses_what_it_must_and_audits_the_reason<S: DeadLetterStore>(s: &S) {
+    let rows: Vec<DlqId> = s
+        .park_many((0..3).map(|n| letter("payment", n).dead(DeadReason::Permanent)).collect())
+        .await
+        .expect("park")
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    let pending = park(s, letter("payment", 7).retry(Duration::from_secs(3600), 5)).await;
+    let cut = Payload::from_bytes(&[b'x'; 64]).fit(8);
+    let huge = park(s, NewDeadLetter::new("payment", cut, failure("io", "down")).dead(DeadReason::TooLarge)).await;
+    let note = AuditNote::new("alice", "ledger back");
+    let missing = huge + 1000;
+    let batch = BatchAction {
+        action: ActionKind::Redrive,
+        ids: vec![rows[0], rows[1], pending, huge, missing],
+        note: note.clone(),
+        max_redrives: Some(1),
+        step: None,
+    };
+    let report = s.apply(batch.clone()).await.expect("apply");
+    assert_eq!(report.moved, [rows[0], rows[1]]);
+    let why: Vec<(DlqId, Refused)> = report.refused.iter().map(|r| (r.id, r.why.clone())).collect();
+    assert_eq!(
+        why,
+        [
+            (pending, Refused::Status { status: Status::Pending }),
+            (huge, Refused::TooLarge),
+            (missing, Refused::NotFound)
+        ]
+    );
+    let audit = s.audit(rows[0]).await.expect("audit");
+    assert_eq!((audit[0].action.as_str(), audit[0].actor.as_str()), ("redrive", "alice"));
+    assert_eq!(audit[0].reason.as_deref(), Some("ledger back"));
+    assert_eq!(s.audit_entry(audit[0].id).await.expect("audit entry"), Some(audit[0].clone()));
+    assert_eq!(s.audit_entry(audit[0].id + 1000).await.expect("audit entry"), None);
+
+    // Row 0 dies again: the loop guard (at most one redrive) refuses it, not row 2.
+    let lease = s.claim(request(&["payment"], 1, LONG, "conformance")).await.expect("claim")[0].lease;
+    assert_eq!(lease.id, rows[0], "the oldest due row");
+    let fail = failure("io", "still down");
+    settle_ok(s, Settlement::Dead { lease, reason: DeadReason::Permanent, failure: fail, counts: true }).await;
+    let again = s.apply(BatchAction { ids: vec![rows[0], rows[2]], ..batch.clone() }).await.expect("apply");
+    assert_eq!(again.moved, [rows[2]]);
+    assert_eq!(
+        again.refused.iter().map(|r| (r.id, r.why.clone())).collect::<Vec<_>>(),
+        [(rows[0], Refused::RedriveLimit { count: 1 })]
+    );
+    let forced = s.apply(BatchAction { ids: vec![rows[0]], max_redrives: None, ..batch }).await.expect("apply");
+    assert_eq!(forced.moved, [rows[0]], "no limit without a guard");
+    assert_eq!(get(s, rows[0]).await.redrive_count, 2);
 }
 
-/// Discard takes every matching row but `PROCESSING` and `DISCARDED` ones, and audits each.
+/// A batch of an operation moves its cursor from where the batch started, in the batch's
+/// transaction: a second batch presenting the same start is a conflict and moves nothing.
+pub async fn operation_cursor_moves_with_its_batch_only_once<S: DeadLetterStore>(s: &S) {
+    let rows = [
+        park(s, letter("payment", 1).dead(DeadReason::Permanent)).await,
+        park(s, letter("payment", 2).dead(DeadReason::Permanent)).await,
+    ];
+    let note = AuditNote::new("bob", "replay");
+    let op = s.create_operation(ActionKind::Redrive, json!({"x": 1}), note.clone()).await.expect("create");
+    assert_eq!((op.cursor, op.moved, op.refused, op.state), (0, 0, 0, OperationState::Running));
+    assert_eq!((op.action, op.note.clone()), (ActionKind::Redrive, note.clone()));
+    let step = OperationStep { operation: op.id, from: 0, to: rows[0], refused_before: 2 };
+    let batch =
+        BatchAction { action: ActionKind::Redrive, ids: vec![rows[0]], note, max_redrives: None, step: Some(step) };
+    s.apply(batch.clone()).await.expect("apply");
+    let err = s.apply(BatchAction { ids: vec![rows[1]], ..batch }).await.expect_err("the cursor moved");
+    assert!(matches!(err, Error::Conflict { operation } if operation == op.id), "{err}");
+    assert_eq!(get(s, rows[1]).await.status, Status::FailedPermanently, "rolled back");
+    let stored = s.operation(op.id).await.expect("operation").expect("stored");
+    assert_eq!((stored.cursor, stored.moved, stored.refused), (rows[0], 1, 2));
+    assert_eq!(stored.spec, json!({"x": 1}));
+    s.set_operation_state(op.id, OperationState::Stopped).await.expect("state");
+    assert_eq!(s.operation(op.id).await.expect("operation").expect("stored").state, OperationState::Stopped);
+    assert!(s.operation(op.id + 100).await.expect("operation").is_none());
+    let second = s.create_operation(ActionKind::Discard, json!(null), AuditNote::new("c", "d")).await.expect("create");
+    assert_ne!(second.id, op.id, "each operation has its own id");
+}
+
+/// A discard batch takes any row but `PROCESSING` and `DISCARDED` ones, audits each with its
+/// previous status, and is final: a discarded row is neither discarded again nor redriven.
 pub async fn discard_rules<S: DeadLetterStore>(s: &S) {
     let processing = park(s, letter("payment", 0)).await;
     claim_one(s, "payment").await;
@@ -709,8 +812,12 @@ pub async fn discard_rules<S: DeadLetterStore>(s: &S) {
     let dead = park(s, letter("payment", 2).dead(DeadReason::Permanent)).await;
     let succeeded = park(s, letter("done", 3)).await;
     settle_ok(s, Settlement::Succeeded { lease: claim_one(s, "done").await }).await;
-    let got = s.discard(ListFilter::default(), "bob").await.expect("discard");
-    assert_eq!(got, vec![succeeded, dead, pending], "newest first");
+    let report = act(s, ActionKind::Discard, &[processing, pending, dead, succeeded], "bob").await;
+    assert_eq!(report.moved, vec![pending, dead, succeeded]);
+    assert_eq!(
+        report.refused.iter().map(|r| (r.id, r.why.clone())).collect::<Vec<_>>(),
+        [(processing, Refused::Status { status: Status::Processing })]
+    );
     assert_eq!(get(s, processing).await.status, Status::Processing);
     for (id, from) in [(pending, "PENDING"), (dead, "FAILED_PERMANENTLY"), (succeeded, "SUCCEEDED")] {
         let l = get(s, id).await;
@@ -720,25 +827,38 @@ pub async fn discard_rules<S: DeadLetterStore>(s: &S) {
         assert_eq!((audit[0].action.as_str(), audit[0].actor.as_str()), ("discard", "bob"));
         assert_eq!(audit[0].diff, json!({ "status": [from, "DISCARDED"] }));
     }
-    assert!(s.discard(ListFilter::default(), "bob").await.expect("discard").is_empty());
-    assert!(s.redrive(ListFilter::default(), "bob").await.expect("redrive").is_empty(), "discarded is final");
+    let again = act(s, ActionKind::Discard, &[pending], "bob").await;
+    assert_eq!(again.refused[0].why, Refused::Status { status: Status::Discarded });
+    assert!(redrive(s, &[pending, dead, succeeded], "bob").await.is_empty(), "discarded is final");
     assert!(claim(s, &["payment", "done"], LONG).await.is_empty());
 }
 
-/// Patching replaces the payload of any row but a `PROCESSING` or `SUCCEEDED` one and audits
-/// the diff.
-pub async fn patch_payload_records_diff<S: DeadLetterStore>(s: &S) {
+/// `patch` replaces the payload of any row but a `PROCESSING` or `SUCCEEDED` one, returns its
+/// audit entry's id, and audits the note and the diff ([`patch_diff`](crate::store::patch_diff)):
+/// the old payload (a raw one's bytes in hex, so an undo restores them exactly), the RFC 6902
+/// patch and the entry undone.
+pub async fn patch_records_diff<S: DeadLetterStore>(s: &S) {
     let original = Payload::Json(json!({ "currency": "USD " }));
     let id = park(s, NewDeadLetter::new("payment", original, failure("v", "bad")).dead(DeadReason::Permanent)).await;
     let before = get(s, id).await;
     let fixed = Payload::Json(json!({ "currency": "USD" }));
-    s.patch_payload(id, fixed.clone(), "carol").await.expect("patch");
+    let first = patch(s, id, fixed.clone(), "carol").await.expect("patch");
     let l = get(s, id).await;
     assert_eq!((l.payload, l.status, l.failure), (fixed, Status::FailedPermanently, before.failure));
     assert!(l.updated_at >= before.updated_at);
     let raw = Payload::from_bytes(b"\xffraw");
-    s.patch_payload(id, raw.clone(), "carol").await.expect("patch");
+    patch(s, id, raw.clone(), "carol").await.expect("patch");
     assert_eq!(get(s, id).await.payload, raw);
+    let rfc6902 = json!([{ "op": "replace", "path": "/currency", "value": "EUR" }]);
+    let note = AuditNote::new("dave", "undo the raw bytes");
+    let request = PatchRequest {
+        id,
+        payload: Payload::Json(json!({ "currency": "EUR" })),
+        note,
+        patch: Some(rfc6902.clone()),
+        undo_of: Some(first),
+    };
+    let third = s.patch(request).await.expect("patch");
     let audit = s.audit(id).await.expect("audit");
     let diffs: Vec<_> = audit.iter().map(|a| (a.action.as_str(), a.actor.as_str(), a.diff.clone())).collect();
     assert_eq!(
@@ -746,18 +866,30 @@ pub async fn patch_payload_records_diff<S: DeadLetterStore>(s: &S) {
         vec![
             ("patch", "carol", json!({ "payload": { "old": { "currency": "USD " }, "new": { "currency": "USD" } } })),
             ("patch", "carol", json!({ "payload": { "old": { "currency": "USD" }, "new": "\u{FFFD}raw" } })),
+            (
+                "patch",
+                "dave",
+                json!({
+                    "payload": { "old": "\u{FFFD}raw", "old_hex": "ff726177", "new": { "currency": "EUR" } },
+                    "patch": rfc6902,
+                    "undo_of": first,
+                })
+            ),
         ]
     );
+    assert_eq!((audit[0].id, audit[2].id), (first, third), "patch returns its audit entry's id");
+    assert_eq!((audit[0].reason.as_deref(), audit[2].reason.as_deref()), (None, Some("undo the raw bytes")));
+    assert_eq!(payload_from_diff(&audit[2].diff), Some(raw), "the raw bytes, exactly");
     let busy = park(s, letter("busy", 1)).await;
     let lease = claim_one(s, "busy").await;
-    let err = s.patch_payload(busy, Payload::Json(json!(1)), "carol").await.expect_err("processing");
+    let err = patch(s, busy, Payload::Json(json!(1)), "carol").await.expect_err("processing");
     assert!(matches!(err, Error::InvalidState { id, status: Status::Processing, .. } if id == busy), "{err}");
     assert_eq!(get(s, busy).await.payload, Payload::Json(json!({ "n": 1 })));
     settle_ok(s, Settlement::Succeeded { lease }).await;
-    let err = s.patch_payload(busy, Payload::Json(json!(1)), "carol").await.expect_err("succeeded");
+    let err = patch(s, busy, Payload::Json(json!(1)), "carol").await.expect_err("succeeded");
     assert!(matches!(err, Error::InvalidState { id, status: Status::Succeeded, .. } if id == busy), "{err}");
     assert_eq!(get(s, busy).await.payload, Payload::Json(json!({ "n": 1 })));
-    let err = s.patch_payload(busy + 1000, Payload::Json(json!(1)), "carol").await.expect_err("missing");
+    let err = patch(s, busy + 1000, Payload::Json(json!(1)), "carol").await.expect_err("missing");
     assert!(matches!(err, Error::NotFound(id) if id == busy + 1000), "{err}");
     assert!(s.audit(busy).await.expect("audit").is_empty());
 }
@@ -767,7 +899,7 @@ pub async fn purge_by_age<S: DeadLetterStore>(s: &S) {
     let succeeded = park(s, letter("payment", 1).with_dedupe_key("k-1")).await;
     settle_ok(s, Settlement::Succeeded { lease: claim_one(s, "payment").await }).await;
     let discarded = park(s, letter("payment", 2)).await;
-    s.discard(ListFilter::default().ids([discarded]), "ops").await.expect("discard");
+    assert_eq!(discard(s, &[discarded], "ops").await, [discarded]);
     let pending = park(s, letter("payment", 3).retry(Duration::from_secs(3600), 5)).await;
     let dead = park(s, letter("payment", 4).dead(DeadReason::Permanent)).await;
     assert_eq!(s.purge(Duration::from_secs(3600)).await.expect("purge"), 0, "nothing is an hour old");
@@ -776,7 +908,7 @@ pub async fn purge_by_age<S: DeadLetterStore>(s: &S) {
     // machine's pauses do not eat.
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let late = park(s, letter("late", 5)).await;
-    s.discard(ListFilter::default().ids([late]), "ops").await.expect("discard");
+    assert_eq!(discard(s, &[late], "ops").await, [late]);
     assert_eq!(s.count_purgeable(Duration::from_secs(3600)).await.expect("count"), 0);
     assert_eq!(s.count_purgeable(Duration::from_millis(500)).await.expect("count"), 2, "what purge deletes");
     assert_eq!(s.purge(Duration::from_millis(500)).await.expect("purge"), 2);
@@ -818,6 +950,41 @@ pub async fn list_filters_newest_first<S: DeadLetterStore>(s: &S) {
     assert_eq!(list(ListFilter::default().ids([a]).status(Status::Succeeded)).await, Vec::<DlqId>::new());
     let rows = s.list(ListFilter::default().ids([b])).await.expect("list");
     assert_eq!(rows, vec![get(s, b).await]);
+}
+
+/// `list` filters by error kind, reason substring and creation time too, and pages by keyset
+/// (`after`) newest or oldest first; `count` counts what `list` lists, at most `limit`.
+pub async fn list_keyset_pages_and_other_filters<S: DeadLetterStore>(s: &S) {
+    let mut all = Vec::new();
+    for n in 0..5 {
+        let fail =
+            FailureInfo::new(ErrorClass::Permanent, "BadCurrency", format!("currency USD{n} unknown"), vec![], None);
+        all.push(
+            park(s, NewDeadLetter::new("payment", Payload::Json(json!(n)), fail).dead(DeadReason::Permanent)).await,
+        );
+    }
+    let refund = park(s, NewDeadLetter::new("refund", Payload::Json(json!(9)), failure("Timeout", "timed out"))).await;
+    let list = |f: ListFilter| async move { s.list(f).await.expect("list").iter().map(|l| l.id).collect::<Vec<_>>() };
+    assert_eq!(list(ListFilter::default().kind("Timeout")).await, [refund]);
+    assert_eq!(list(ListFilter::default().reason_contains("USD3")).await, [all[3]]);
+    assert_eq!(list(ListFilter::default().reason_contains("%")).await, Vec::<DlqId>::new(), "no LIKE matching");
+    let hour = chrono::TimeDelta::hours(1);
+    let now = Utc::now();
+    assert_eq!(list(ListFilter::default().since(now - hour)).await.len(), 6);
+    assert!(list(ListFilter::default().until(now - hour)).await.is_empty());
+    assert!(list(ListFilter::default().since(now + hour)).await.is_empty());
+
+    let payments = ListFilter::default().event_type("payment").limit(2);
+    assert_eq!(list(payments.clone()).await, [all[4], all[3]]);
+    assert_eq!(list(payments.clone().after(all[3])).await, [all[2], all[1]]);
+    assert_eq!(list(payments.after(all[1])).await, [all[0]]);
+    assert_eq!(list(ListFilter::default().oldest_first().after(all[1]).limit(2)).await, [all[2], all[3]]);
+    assert_eq!(list(ListFilter::default().oldest_first().after(refund)).await, Vec::<DlqId>::new());
+
+    assert_eq!(s.count(ListFilter::default().limit(usize::MAX)).await.expect("count"), 6);
+    assert_eq!(s.count(ListFilter::default().limit(4)).await.expect("count"), 4, "a bounded count");
+    assert_eq!(s.count(ListFilter::default().event_type("refund")).await.expect("count"), 1);
+    assert_eq!(s.count(ListFilter::default().status(Status::Pending).kind("Timeout")).await.expect("count"), 1);
 }
 
 /// `stats` counts rows by event type and status, ordered by type then lifecycle.
@@ -895,6 +1062,9 @@ pub async fn groups_by_fingerprint<S: DeadLetterStore>(s: &S) {
     assert!(summary[1..].contains(&("refund", "io", 1)) && summary[1..].contains(&("payment", "parse", 1)));
     assert_eq!((groups[0].fingerprint.as_str(), groups[0].kind.as_str()), (fp.as_str(), "io"));
     assert!(groups[0].sample_reason.starts_with("timeout after "), "{}", groups[0].sample_reason);
+    assert!(groups[0].first_seen <= groups[0].last_seen);
+    let sample = get(s, groups[0].sample_id).await;
+    assert_eq!((sample.event_type.as_str(), sample.failure.fingerprint), ("payment", fp.clone()), "a row of the group");
     let refunds = s.groups(ListFilter::default().event_type("refund")).await.expect("groups");
     assert_eq!((refunds.len(), refunds[0].sample_reason.as_str()), (1, "timeout after 5 ms"));
     assert_eq!(s.groups(ListFilter::default().limit(1)).await.expect("groups").len(), 1);
@@ -913,6 +1083,34 @@ pub async fn wait_for_work_wakes_on_park<S: DeadLetterStore>(s: &S) {
     };
     let ((), _) = tokio::join!(s.wait_for_work(max), park_later);
     assert!(started.elapsed() < Duration::from_secs(5), "woke after {:?}", started.elapsed());
+}
+
+/// `wait_for_work` returns soon after a redrive too: the redriven row is due at once.
+pub async fn wait_for_work_wakes_on_redrive<S: DeadLetterStore>(s: &S) {
+    let id = park(s, letter("payment", 1).dead(DeadReason::Permanent)).await;
+    let max = Duration::from_secs(10);
+    let started = std::time::Instant::now();
+    let redrive_later = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        redrive(s, &[id], "ops").await
+    };
+    let ((), moved) = tokio::join!(s.wait_for_work(max), redrive_later);
+    assert_eq!(moved, [id]);
+    assert!(started.elapsed() < Duration::from_secs(5), "woke after {:?}", started.elapsed());
+}
+
+/// A store with a singleton lock (others answer [`Error::Unsupported`]) hands it to one
+/// holder at a time, and again once it is released.
+pub async fn singleton_lock_has_one_holder<S: DeadLetterStore>(s: &S) {
+    let mut lock = match s.try_lock_singleton().await {
+        Err(Error::Unsupported { .. }) => return,
+        other => other.expect("try_lock_singleton").expect("a free lock"),
+    };
+    assert!(s.try_lock_singleton().await.expect("try_lock_singleton").is_none(), "one holder at a time");
+    assert!(lock.still_held().await);
+    lock.release().await;
+    let again = s.try_lock_singleton().await.expect("try_lock_singleton").expect("free once released");
+    again.release().await;
 }
 
 /// Heartbeat rows: inserted, refreshed (keeping `started_at`), removed, and removed for a

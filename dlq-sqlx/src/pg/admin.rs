@@ -1,4 +1,5 @@
-//! Reads and operator actions: the admin API behind the CLI.
+//! Reads, audited patches and purge: what the admin layer reads and patches (its batched
+//! actions are in `ops`).
 
 use std::time::Duration;
 
@@ -207,20 +208,6 @@ pub(crate) fn actor(actor: &str) -> String {
     let mut actor = actor.to_owned();
     park::clean(&mut actor);
     actor
-}
-
-pub(crate) async fn redrive(store: &PgStore, filter: ListFilter, who: &str) -> StoreResult<Vec<DlqId>> {
-    let query = bind_filter(sqlx::query(store.inner.sql.redrive.sql()), &filter)
-        .bind(actor(who))
-        .bind(store.inner.sql.channel.as_str());
-    let rows = query.fetch_all(&store.inner.pool).await.map_err(db)?;
-    rows.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>().map_err(db)
-}
-
-pub(crate) async fn discard(store: &PgStore, filter: ListFilter, who: &str) -> StoreResult<Vec<DlqId>> {
-    let query = bind_filter(sqlx::query(store.inner.sql.discard.sql()), &filter).bind(actor(who));
-    let rows = query.fetch_all(&store.inner.pool).await.map_err(db)?;
-    rows.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>().map_err(db)
 }
 
 pub(crate) async fn patch(store: &PgStore, request: PatchRequest) -> StoreResult<i64> {

@@ -30,7 +30,7 @@ use dlq_core::store::{
 };
 use dlq_core::{
     AttemptRecord, AuditEntry, AuditNote, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter, DeadLetterStore, DlqId, FailureGroup,
-    ListFilter, NewDeadLetter, Parked, Payload, RetrierHeartbeat, StatsRow,
+    ListFilter, NewDeadLetter, Parked, RetrierHeartbeat, StatsRow,
 };
 use sqlx::PgPool;
 use sqlx::migrate::MigrateError;
@@ -592,22 +592,6 @@ impl DeadLetterStore for PgStore {
 
     fn audit(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Vec<AuditEntry>>> {
         Box::pin(admin::audit(self, id))
-    }
-
-    fn redrive(&self, filter: ListFilter, actor: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>> {
-        let actor = actor.to_owned();
-        Box::pin(async move { admin::redrive(self, filter, &actor).await })
-    }
-
-    fn discard(&self, filter: ListFilter, actor: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>> {
-        let actor = actor.to_owned();
-        Box::pin(async move { admin::discard(self, filter, &actor).await })
-    }
-
-    fn patch_payload(&self, id: DlqId, payload: Payload, actor: &str) -> BoxFuture<'_, StoreResult<()>> {
-        let note = AuditNote { actor: actor.to_owned(), reason: None };
-        let request = PatchRequest { id, payload, note, patch: None, undo_of: None };
-        Box::pin(async move { admin::patch(self, request).await.map(drop) })
     }
 
     fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {

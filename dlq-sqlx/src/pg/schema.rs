@@ -209,10 +209,6 @@ statements! {
     attempts = "attempts.sql";
     /// Audit log of a row.
     audit = "audit.sql";
-    /// Redrive matching dead rows.
-    redrive = "redrive.sql";
-    /// Discard matching rows.
-    discard = "discard.sql";
     /// Lock a row for a payload patch.
     patch_lock = "patch_lock.sql";
     /// Write a patched payload and its audit entry.

@@ -1,5 +1,5 @@
-//! Reads and operator actions: get, list, stats, groups, history, redrive, discard, patch,
-//! purge.
+//! Reads, audited patches and purge: get, list, stats, groups, history, patch, purge (the
+//! batched actions of the admin layer are in `ops`).
 
 use std::time::Duration;
 
@@ -64,23 +64,6 @@ pub(super) const SELECT_AUDIT_ENTRY: &str =
 
 const INSERT_AUDIT: &str =
     "INSERT INTO dlq_audit (dlq_id, action, actor, diff, at, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
-
-const SELECT_REDRIVABLE: &str = concat!(
-    "SELECT id, status FROM dlq_events WHERE ",
-    filter_clause!(),
-    " AND status = 'FAILED_PERMANENTLY' AND payload_truncated = 0 ORDER BY id DESC LIMIT ?5"
-);
-
-const REDRIVE_ROW: &str = "UPDATE dlq_events SET status = 'PENDING', retry_after = ?2, retry_count = 0, \
-     dead_reason = NULL, redrive_count = redrive_count + 1, updated_at = ?2 WHERE id = ?1";
-
-const SELECT_DISCARDABLE: &str = concat!(
-    "SELECT id, status FROM dlq_events WHERE ",
-    filter_clause!(),
-    " AND status NOT IN ('PROCESSING', 'DISCARDED') ORDER BY id DESC LIMIT ?5"
-);
-
-const DISCARD_ROW: &str = "UPDATE dlq_events SET status = 'DISCARDED', updated_at = ?2 WHERE id = ?1";
 
 const PATCH_ROW: &str = "UPDATE dlq_events SET payload = ?2, payload_raw = ?3, payload_truncated = ?4, \
      payload_original_len = ?5, payload_sha256 = ?6, updated_at = ?7 WHERE id = ?1";
@@ -227,37 +210,6 @@ pub(super) async fn audit(pool: &SqlitePool, id: DlqId) -> StoreResult<Vec<Audit
     rows.iter().map(audit_entry).collect()
 }
 
-/// An operator transition: which rows it may touch, how it changes one, how it is audited.
-struct Transition {
-    select: &'static str,
-    update: &'static str,
-    action: &'static str,
-    to: Status,
-}
-
-const REDRIVE: Transition =
-    Transition { select: SELECT_REDRIVABLE, update: REDRIVE_ROW, action: "redrive", to: Status::Pending };
-const DISCARD: Transition =
-    Transition { select: SELECT_DISCARDABLE, update: DISCARD_ROW, action: "discard", to: Status::Discarded };
-
-async fn transition(pool: &SqlitePool, t: &Transition, filter: &ListFilter, actor: &str) -> StoreResult<Vec<DlqId>> {
-    let at = codec::now_micros();
-    let mut tx = begin(pool).await?;
-    let found = bind_filter(sqlx::query(t.select), filter).fetch_all(&mut *tx).await.map_err(sql)?;
-    let rows = found
-        .iter()
-        .map(|r| Ok((r.try_get::<i64, _>(0).map_err(sql)?, r.try_get::<String, _>(1).map_err(sql)?)))
-        .collect::<StoreResult<Vec<_>>>()?;
-    for (id, from) in &rows {
-        sqlx::query(t.update).bind(id).bind(at).execute(&mut *tx).await.map_err(sql)?;
-        let diff = serde_json::json!({ "status": [from, t.to.as_str()] });
-        let note = AuditNote { actor: actor.to_owned(), reason: None };
-        insert_audit(&mut tx, *id, t.action, &note, &diff, at).await?;
-    }
-    tx.commit().await.map_err(sql)?;
-    Ok(rows.into_iter().map(|(id, _)| id).collect())
-}
-
 /// Appends an audit entry; returns its id.
 pub(super) async fn insert_audit(
     tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
@@ -278,14 +230,6 @@ pub(super) async fn insert_audit(
         .await
         .map_err(sql)?;
     Ok(done.last_insert_rowid())
-}
-
-pub(super) async fn redrive(pool: &SqlitePool, filter: ListFilter, actor: &str) -> StoreResult<Vec<DlqId>> {
-    transition(pool, &REDRIVE, &filter, actor).await
-}
-
-pub(super) async fn discard(pool: &SqlitePool, filter: ListFilter, actor: &str) -> StoreResult<Vec<DlqId>> {
-    transition(pool, &DISCARD, &filter, actor).await
 }
 
 pub(super) async fn patch(pool: &SqlitePool, request: PatchRequest) -> StoreResult<i64> {

@@ -21,7 +21,7 @@ use dlq_core::store::{
 };
 use dlq_core::{
     AttemptRecord, AuditEntry, AuditNote, DeadLetter, DeadLetterStore, DlqId, Error, FailureGroup, ListFilter,
-    NewDeadLetter, Parked, Payload, RetrierHeartbeat, StatsRow,
+    NewDeadLetter, Parked, RetrierHeartbeat, StatsRow,
 };
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
@@ -353,26 +353,6 @@ impl DeadLetterStore for SqliteStore {
         Box::pin(admin::audit(&self.pool, id))
     }
 
-    fn redrive(&self, filter: ListFilter, actor: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>> {
-        let actor = actor.to_owned();
-        Box::pin(async move {
-            let ids = admin::redrive(&self.pool, filter, &actor).await?;
-            self.wake();
-            Ok(ids)
-        })
-    }
-
-    fn discard(&self, filter: ListFilter, actor: &str) -> BoxFuture<'_, StoreResult<Vec<DlqId>>> {
-        let actor = actor.to_owned();
-        Box::pin(async move { admin::discard(&self.pool, filter, &actor).await })
-    }
-
-    fn patch_payload(&self, id: DlqId, payload: Payload, actor: &str) -> BoxFuture<'_, StoreResult<()>> {
-        let note = AuditNote { actor: actor.to_owned(), reason: None };
-        let request = PatchRequest { id, payload, note, patch: None, undo_of: None };
-        Box::pin(async move { admin::patch(&self.pool, request).await.map(drop) })
-    }
-
     fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
         Box::pin(admin::patch(&self.pool, request))
     }
@@ -458,6 +438,7 @@ impl DeadLetterStore for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dlq_core::Payload;
 
     async fn rejects(store: &SqliteStore, statement: &'static str) {
         let result = sqlx::query(statement).execute(store.pool()).await;

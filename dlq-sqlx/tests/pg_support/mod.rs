@@ -4,8 +4,10 @@
 #![allow(dead_code, reason = "each test file uses a different subset")]
 #![allow(unreachable_pub, reason = "test helpers")]
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use dlq_core::admin::Admin;
 use dlq_core::store::{ClaimRequest, Claimed};
 use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload};
 use dlq_sqlx::{PgConfig, PgStore};
@@ -19,6 +21,11 @@ pub async fn store(pool: &PgPool) -> PgStore {
 /// A store with `config`.
 pub async fn store_with(pool: &PgPool, config: PgConfig) -> PgStore {
     PgStore::from_pool(pool.clone(), config).await.expect("store")
+}
+
+/// The admin layer over `store` (a clone shares its pool), acting as `actor`.
+pub fn admin(store: &PgStore, actor: &str) -> Admin {
+    Admin::new(Arc::new(store.clone()), actor)
 }
 
 pub fn failure(class: ErrorClass, reason: &str) -> FailureInfo {
