@@ -69,7 +69,7 @@ async fn park(store: &PgStore, event_type: &str, rows: usize) -> Result<()> {
             .iter()
             .map(|&n| {
                 let failure = dlq_core::FailureInfo::from_error(class, "io::Error", &error);
-                dlq_core::NewDeadLetter::new(event_type, dlq_core::Payload::Json(payload(n)), failure)
+                dlq_core::store::NewDeadLetter::new(event_type, dlq_core::Payload::Json(payload(n)), failure)
                     .retry(Duration::ZERO, 5)
             })
             .collect();

@@ -9,7 +9,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dlq_core::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, NewDeadLetter, Payload};
+use dlq_core::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, Payload, store::NewDeadLetter};
 
 const ROWS: u64 = 1_000;
 

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use chrono::{DateTime, Utc};
 use comfy_table::{Cell, Color, ContentArrangement, Table, presets};
 use dlq_core::admin::{BulkReport, CanaryStop, Detail, Page, PatchManyReport, PatchOutcome, StatsReport, json};
-use dlq_core::{Circuit, CircuitState, DeadLetter, Payload, RetrierHeartbeat, Status};
+use dlq_core::{CircuitState, DeadLetter, Payload, Status, admin::RetrierHeartbeat, store::Circuit};
 use serde_json::{Value, json};
 
 /// Where and how output goes. Every write is checked: a closed pipe (`dlq ls | head`) or a

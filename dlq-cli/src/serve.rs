@@ -11,7 +11,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use clap::Args;
 use dlq_core::admin::Admin;
-use dlq_core::{DeadLetterStore, HealthStatus, StoreGauges};
+use dlq_core::{DeadLetterStore, observe::HealthStatus, observe::StoreGauges};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 use crate::Failure;
@@ -60,7 +60,7 @@ pub(crate) async fn run(admin: Admin, args: &ServeArgs) -> Result<(), Failure> {
     let metrics = PrometheusBuilder::new()
         .install_recorder()
         .map_err(|e| Failure::error(format!("cannot install the Prometheus recorder: {e}")))?;
-    dlq_core::describe_metrics();
+    dlq_core::observe::describe_metrics();
     let store = admin.store().clone();
     let gauges_store = store.clone();
     tokio::spawn(async move {
@@ -118,10 +118,10 @@ async fn metrics_text(State(ops): State<Ops>, headers: HeaderMap, uri: Uri) -> i
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], ops.metrics.render()).into_response()
 }
 
-/// `GET /healthz`: `dlq_core::health` as JSON; 503 when the store does not answer. Open
+/// `GET /healthz`: `dlq_core::observe::health` as JSON; 503 when the store does not answer. Open
 /// (for probes), like every health endpoint: it names no secret.
 async fn healthz(State(ops): State<Ops>) -> impl IntoResponse {
-    let health = dlq_core::health(ops.store.as_ref()).await;
+    let health = dlq_core::observe::health(ops.store.as_ref()).await;
     let status = if health.status == HealthStatus::Down { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
     (status, axum::Json(health))
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use assert_cmd::Command;
 use dlq_core::{
-    CancellationToken, Classify, DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, ListFilter,
-    NewDeadLetter, Payload, Retrier, RetrierConfig, Status, dead_letter, handlers,
+    CancellationToken, Classify, DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, ListFilter, Payload,
+    Retrier, RetrierConfig, Status, dead_letter, handlers, store::NewDeadLetter,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -439,7 +439,7 @@ async fn hostile_text_never_reaches_the_terminal(db: Db) {
     let raw_bytes = [format!("raw{evil}").as_bytes(), b"\x9b\x1b"].concat();
     let raw = NewDeadLetter::new(&event_type, Payload::from_bytes(&raw_bytes), failure).dead(DeadReason::Permanent);
     let raw_id = store.park(raw).await.unwrap().id.to_string();
-    let beat = dlq_core::RetrierHeartbeat::new(&format!("owner{evil}"), [event_type.as_str()], false);
+    let beat = dlq_core::admin::RetrierHeartbeat::new(&format!("owner{evil}"), [event_type.as_str()], false);
     store.heartbeat(&beat, Duration::from_secs(600)).await.unwrap();
     let group = store.get(json_id.parse().unwrap()).await.unwrap().unwrap().failure.fingerprint;
     let dir = tempfile::tempdir().unwrap();

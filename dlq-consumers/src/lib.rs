@@ -309,8 +309,8 @@ mod tests {
 
     use dlq_core::admin::Admin;
     use dlq_core::{
-        DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter, Payload,
-        SourceMeta, Status,
+        DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, ListFilter, MemoryStore, Payload, SourceMeta,
+        Status, store::NewDeadLetter,
     };
 
     use super::{Error, republish_rows};

@@ -8,7 +8,8 @@ use std::time::Duration;
 use super::*;
 use crate::admin::Admin;
 use crate::{
-    Backoff, BreakerConfig, CircuitState, DeadLetterStore, MemoryStore, NewDeadLetter, Payload, RetryPolicy, Status,
+    Backoff, BreakerConfig, CircuitState, DeadLetterStore, MemoryStore, Payload, RetryPolicy, Status,
+    store::NewDeadLetter,
 };
 
 #[derive(Default)]

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::circuit::{Circuit, CircuitState, CircuitWrite, Circuits};
 use crate::store::ClaimCap;
-use crate::{BreakerConfig, DeadLetterStore, Error, RetrierConfig, RetrierHeartbeat};
+use crate::{BreakerConfig, DeadLetterStore, Error, RetrierConfig, admin::RetrierHeartbeat};
 
 /// Buckets of a window.
 const BUCKETS: usize = 10;

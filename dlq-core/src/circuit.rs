@@ -31,7 +31,7 @@ text_forms!(CircuitState { Closed => "closed", Open => "open", HalfOpen => "half
 /// One event type's circuit, as stored and shared by every retrier.
 ///
 /// ```
-/// let c = dlq_core::Circuit::closed("payment");
+/// let c = dlq_core::store::Circuit::closed("payment");
 /// assert_eq!((c.state, c.paused, c.version), (dlq_core::CircuitState::Closed, false, 0));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -181,7 +181,7 @@ impl CircuitWrite {
     /// `current.version` is not the expected one (for store implementations).
     ///
     /// ```
-    /// use dlq_core::{Circuit, CircuitState};
+    /// use dlq_core::{store::Circuit, CircuitState};
     /// let now = chrono::Utc::now();
     /// let closed = Circuit::closed("payment");
     /// let open = closed.write(CircuitState::Open, "retrier-1", "ledger down").applied_to(&closed, now).unwrap();

@@ -10,7 +10,7 @@ use crate::store::DeadLetterStore;
 /// How full a store with a row limit is ([`DeadLetterStore::capacity`]).
 ///
 /// ```
-/// let capacity = dlq_core::Capacity { entries: 850, max_entries: 1000, blocks_when_full: false };
+/// let capacity = dlq_core::observe::Capacity { entries: 850, max_entries: 1000, blocks_when_full: false };
 /// assert_eq!(capacity.saturation(), 0.85);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -76,7 +76,7 @@ pub struct Health {
 /// rows wait for an event type no live retrier handles; healthy otherwise.
 ///
 /// ```
-/// use dlq_core::{health, HealthStatus, MemoryStore};
+/// use dlq_core::{observe::health, observe::HealthStatus, MemoryStore};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let report = health(&MemoryStore::new()).await;
@@ -118,7 +118,7 @@ pub async fn health(store: &(impl DeadLetterStore + ?Sized)) -> Health {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload, RetrierHeartbeat};
+    use crate::{ErrorClass, FailureInfo, MemoryStore, Payload, admin::RetrierHeartbeat, store::NewDeadLetter};
     use std::time::Duration;
 
     #[tokio::test]

@@ -67,9 +67,16 @@
 //! Both fail on a duplicate event type, naming the two handlers.
 //!
 //! # Modules by audience
-//! - The crate root: what applications use (the attribute, classification, the live path,
-//!   the retrier and its configuration, the records an operator reads).
-//! - [`store`]: what someone writing a new [`DeadLetterStore`] needs besides the trait.
+//! - The crate root: what an application writes: the attribute and classification, the live
+//!   path ([`Scope`], [`Dispatcher`], [`HandlerError`]), the retrier and its configuration,
+//!   handler state ([`State`], [`Context`]), the row it reads back ([`DeadLetter`], [`Status`],
+//!   [`ListFilter`]) and the circuit view a consumer checks ([`circuit`]).
+//! - [`admin`]: operators: redrive, discard, patch, undo, pause, stats, and the records they
+//!   read (attempts, audit entries, failure groups, retrier heartbeats).
+//! - [`observe`]: metrics and health, for a service's `/metrics` and health check.
+//! - [`store`]: what someone writing a new [`DeadLetterStore`] needs besides the trait (what
+//!   a store receives and answers: [`store::NewDeadLetter`], [`store::Parked`], claims and
+//!   settlements, circuits, operations).
 
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
@@ -123,7 +130,7 @@ mod handler;
 mod health;
 mod live;
 mod memory;
-mod observe;
+pub mod observe;
 mod otel;
 mod record;
 mod registry;
@@ -137,7 +144,7 @@ pub mod __private;
 
 pub use backoff::{Backoff, BackoffKind, RetryPolicy};
 pub use breaker::BreakerConfig;
-pub use circuit::{Circuit, CircuitLogEntry, CircuitState, CircuitView, circuit, refresh_circuits};
+pub use circuit::{CircuitState, CircuitView, circuit, refresh_circuits};
 pub use classify::{
     Classify, ErrorClass, FailureInfo, Fatal, MarkError, Permanent, Transient, classify_error, fingerprint,
     retry_after_hint,
@@ -146,15 +153,9 @@ pub use config::RetrierConfig;
 pub use dlq_macros::{Classify, dead_letter};
 pub use error::Error;
 pub use handler::{Attempt, Context, Handler, Registration, State};
-pub use health::{Capacity, Health, HealthStatus, SATURATION_ERROR, SATURATION_WARNING, health};
 pub use live::{Dispatched, Dispatcher, HandlerError, Scope, current_store, install_store, with_store};
 pub use memory::MemoryStore;
-pub use observe::{METRICS, StoreGauges, describe_metrics, record_overflow};
-pub use record::{
-    AttemptRecord, AuditEntry, AuditNote, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter, DeadReason, DlqId, FailureGroup,
-    ListFilter, NewDeadLetter, Order, Parked, Payload, RetrierHeartbeat, SourceMeta, StatsRow, Status,
-    TOO_LARGE_PREVIEW_BYTES, Truncation,
-};
+pub use record::{DeadLetter, DeadReason, DlqId, ListFilter, Order, Payload, SourceMeta, Status};
 pub use registry::{Registry, registry};
 pub use retrier::{Retrier, RetrierStats};
 pub use store::DeadLetterStore;

@@ -58,14 +58,14 @@ pub enum HandlerError<E> {
         error: E,
     },
     /// The event is over the store's payload limit
-    /// ([`DeadLetterStore::max_payload_bytes`]: [`DEFAULT_MAX_PAYLOAD_BYTES`](crate::DEFAULT_MAX_PAYLOAD_BYTES)
+    /// ([`DeadLetterStore::max_payload_bytes`]: [`DEFAULT_MAX_PAYLOAD_BYTES`](crate::store::DEFAULT_MAX_PAYLOAD_BYTES)
     /// unless the store says otherwise): a dead row (`too_large`) records the failure with
     /// the payload's first bytes, length and SHA-256, so it is visible, but **the event
     /// itself is not saved**. Acknowledging it upstream loses it: keep it elsewhere first (a
     /// broker's dead-letter topic, object storage), or raise the store's limit.
     ///
     /// "Over the limit" is the length of the event's compact JSON serialization
-    /// (`serde_json::to_vec(&event)`), and the row's [`Truncation`](crate::Truncation) holds
+    /// (`serde_json::to_vec(&event)`), and the row's [`Truncation`](crate::store::Truncation) holds
     /// the length and SHA-256 of those bytes. It is decided before the store is called, from
     /// that serialization alone: which of `TooLarge` and `Parked` a call gets does not depend
     /// on how fast the machine is, and the store's park timeout bounds only the writing of the
@@ -687,16 +687,16 @@ mod tests {
         fn list(&self, _: ListFilter) -> BoxFuture<'_, StoreResult<Vec<crate::DeadLetter>>> {
             down()
         }
-        fn stats(&self) -> BoxFuture<'_, StoreResult<Vec<crate::StatsRow>>> {
+        fn stats(&self) -> BoxFuture<'_, StoreResult<Vec<crate::admin::StatsRow>>> {
             down()
         }
-        fn groups(&self, _: ListFilter) -> BoxFuture<'_, StoreResult<Vec<crate::FailureGroup>>> {
+        fn groups(&self, _: ListFilter) -> BoxFuture<'_, StoreResult<Vec<crate::admin::FailureGroup>>> {
             down()
         }
-        fn attempts(&self, _: DlqId) -> BoxFuture<'_, StoreResult<Vec<crate::AttemptRecord>>> {
+        fn attempts(&self, _: DlqId) -> BoxFuture<'_, StoreResult<Vec<crate::admin::AttemptRecord>>> {
             down()
         }
-        fn audit(&self, _: DlqId) -> BoxFuture<'_, StoreResult<Vec<crate::AuditEntry>>> {
+        fn audit(&self, _: DlqId) -> BoxFuture<'_, StoreResult<Vec<crate::admin::AuditEntry>>> {
             down()
         }
         fn apply(&self, _: crate::store::BatchAction) -> BoxFuture<'_, StoreResult<crate::store::BatchReport>> {
@@ -705,14 +705,14 @@ mod tests {
         fn patch(&self, _: crate::store::PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
             down()
         }
-        fn audit_entry(&self, _: i64) -> BoxFuture<'_, StoreResult<Option<crate::AuditEntry>>> {
+        fn audit_entry(&self, _: i64) -> BoxFuture<'_, StoreResult<Option<crate::admin::AuditEntry>>> {
             down()
         }
         fn create_operation(
             &self,
             _: crate::store::ActionKind,
             _: serde_json::Value,
-            _: crate::AuditNote,
+            _: crate::store::AuditNote,
         ) -> BoxFuture<'_, StoreResult<crate::store::Operation>> {
             down()
         }
@@ -725,13 +725,13 @@ mod tests {
         fn purge(&self, _: Duration) -> BoxFuture<'_, StoreResult<u64>> {
             down()
         }
-        fn heartbeat(&self, _: &crate::RetrierHeartbeat, _: Duration) -> BoxFuture<'_, StoreResult<()>> {
+        fn heartbeat(&self, _: &crate::admin::RetrierHeartbeat, _: Duration) -> BoxFuture<'_, StoreResult<()>> {
             down()
         }
         fn remove_heartbeat(&self, _: &str) -> BoxFuture<'_, StoreResult<()>> {
             down()
         }
-        fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<crate::RetrierHeartbeat>>> {
+        fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<crate::admin::RetrierHeartbeat>>> {
             down()
         }
     }

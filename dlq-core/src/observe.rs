@@ -1,6 +1,8 @@
-//! Metrics through the `metrics` facade: names, labels and the calls that record them.
+//! Observability: the metrics dlq records through the `metrics` facade ([`METRICS`],
+//! [`describe_metrics`], the store-wide [`StoreGauges`]) and the health a service reports
+//! ([`health`]: saturation, stuck rows, retriers).
 //!
-//! Every name, type and label is listed in `docs/METRICS.md`; the table there and
+//! Every metric's name, type and label is listed in `docs/METRICS.md`; the table there and
 //! [`METRICS`] are kept in step by a test. Labels are bounded: event types, classes, reasons
 //! and outcomes (fixed sets), never ids or error messages.
 
@@ -8,8 +10,10 @@ use std::time::Duration;
 
 use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 
+use crate::ErrorClass;
+pub use crate::health::{Capacity, Health, HealthStatus, SATURATION_ERROR, SATURATION_WARNING, health};
 use crate::record::{DeadReason, Status};
-use crate::{Capacity, ErrorClass, RetrierHeartbeat, SATURATION_ERROR, SATURATION_WARNING, StatsRow};
+use crate::record::{RetrierHeartbeat, StatsRow};
 
 /// Every metric `dlq` records: name, unit and meaning (also in `docs/METRICS.md`).
 pub const METRICS: &[(&str, &str, &str)] = &[
@@ -63,7 +67,7 @@ pub(crate) const CIRCUIT_STATE: &str = "dlq_circuit_state";
 /// [`Retrier`](crate::Retrier) calls it when it starts. Recording works without it.
 ///
 /// ```
-/// dlq_core::describe_metrics(); // a no-op without a recorder
+/// dlq_core::observe::describe_metrics(); // a no-op without a recorder
 /// ```
 pub fn describe_metrics() {
     for &(name, kind, help) in METRICS {
@@ -116,7 +120,7 @@ pub(crate) fn admin_action(action: &'static str, rows: u64) {
 /// happened to the park or to older rows (`rejected`, `dropped` rows, `blocked` waits).
 ///
 /// ```
-/// dlq_core::record_overflow("drop_oldest", "dropped", 3); // for store implementers
+/// dlq_core::store::record_overflow("drop_oldest", "dropped", 3); // for store implementers
 /// ```
 pub fn record_overflow(policy: &'static str, outcome: &'static str, rows: u64) {
     counter!(OVERFLOW, "policy" => policy, "outcome" => outcome).increment(rows);
@@ -159,7 +163,7 @@ pub(crate) fn circuit_state(event_type: &str, state: crate::CircuitState, paused
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let store = dlq_core::MemoryStore::new();
-/// let mut gauges = dlq_core::StoreGauges::default();
+/// let mut gauges = dlq_core::observe::StoreGauges::default();
 /// gauges.refresh(&store).await; // call it on a timer, not per scrape
 /// # });
 /// ```

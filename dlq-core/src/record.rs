@@ -528,7 +528,7 @@ const JETSTREAM_STREAM_HEADER: &str = "Nats-Stream";
 /// A failed event about to be parked.
 ///
 /// ```
-/// use dlq_core::{ErrorClass, FailureInfo, NewDeadLetter, Payload, RetryPolicy};
+/// use dlq_core::{ErrorClass, FailureInfo, store::NewDeadLetter, Payload, RetryPolicy};
 ///
 /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "ledger down".into(), vec![], None);
 /// let letter = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({"amount": 5})), failure)
@@ -620,7 +620,7 @@ impl NewDeadLetter {
     /// dead with [`DeadReason::TooLarge`], so no retrier ever claims what it cannot decode.
     ///
     /// ```
-    /// use dlq_core::{DeadReason, ErrorClass, FailureInfo, NewDeadLetter, Payload, Status};
+    /// use dlq_core::{DeadReason, ErrorClass, FailureInfo, store::NewDeadLetter, Payload, Status};
     ///
     /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
     /// let letter = NewDeadLetter::new("upload", Payload::from_bytes(&[7; 64]), failure).fit(16);
@@ -1073,7 +1073,7 @@ pub struct AuditEntry {
 /// Who does an operator action and why: written to every audit entry the action makes.
 ///
 /// ```
-/// let note = dlq_core::AuditNote::new("alice", "ledger fixed in INC-42");
+/// let note = dlq_core::store::AuditNote::new("alice", "ledger fixed in INC-42");
 /// assert_eq!(note.reason.as_deref(), Some("ledger fixed in INC-42"));
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -1300,7 +1300,7 @@ pub struct FailureGroup {
 /// A running (or dead: see `last_seen`) retrier, from its heartbeat row in the store.
 ///
 /// ```
-/// let beat = dlq_core::RetrierHeartbeat::new("host:42:ab12cd34", ["payment"], false);
+/// let beat = dlq_core::admin::RetrierHeartbeat::new("host:42:ab12cd34", ["payment"], false);
 /// assert_eq!(beat.pid, std::process::id() as i32);
 /// assert_eq!(beat.event_types, ["payment"]);
 /// ```

@@ -389,7 +389,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// Refreshes the heartbeat, then the row and retrier gauges (one `stats()` and one
     /// `retriers()` call), every `heartbeat`.
     async fn keep_beating(&self, mut beat: RetrierHeartbeat, expire_after: Duration, stop: &CancellationToken) {
-        let mut gauges = crate::StoreGauges::default();
+        let mut gauges = crate::observe::StoreGauges::default();
         loop {
             self.refresh_gauges(&mut gauges).await;
             tokio::select! {
@@ -403,7 +403,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         }
     }
 
-    async fn refresh_gauges(&self, gauges: &mut crate::StoreGauges) {
+    async fn refresh_gauges(&self, gauges: &mut crate::observe::StoreGauges) {
         if let Some(beats) = gauges.refresh_handling(&*self.store, self.registry.event_types()).await {
             self.breakers.share(&beats);
         }
@@ -774,7 +774,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
 
     /// Takes the trial of an open circuit (compare-and-set: one retrier wins) and claims its
     /// one row; with no row due, closes the circuit again.
-    async fn take_trial(&self, circuit: &crate::Circuit) -> Result<Option<Claimed>, Error> {
+    async fn take_trial(&self, circuit: &crate::store::Circuit) -> Result<Option<Claimed>, Error> {
         let t = &circuit.event_type;
         if !self.breakers.commit(&*self.store, self.breakers.trial(circuit, &self.owner)).await {
             return Ok(None);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
-use crate::{Backoff, DeadLetterStore, MemoryStore, NewDeadLetter, Payload, RetryPolicy, Status};
+use crate::{Backoff, DeadLetterStore, MemoryStore, Payload, RetryPolicy, Status, store::NewDeadLetter};
 
 static RUNS: AtomicU32 = AtomicU32::new(0);
 
@@ -111,20 +111,20 @@ fn status(store: &MemoryStore, id: crate::DlqId) -> (Status, u32, Option<DeadRea
 macro_rules! delegate_required {
     () => {
             delegate! {
-                park(l: NewDeadLetter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::Parked>>;
-                park_many(l: Vec<NewDeadLetter>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::Parked>>>;
+                park(l: NewDeadLetter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::Parked>>;
+                park_many(l: Vec<NewDeadLetter>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::store::Parked>>>;
                 claim(r: ClaimRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<Claimed>>>;
                 settle(o: Vec<Settlement>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::SettleReport>>;
                 get(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<crate::DeadLetter>>>;
                 list(f: crate::ListFilter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::DeadLetter>>>;
-                stats() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::StatsRow>>>;
-                groups(f: crate::ListFilter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::FailureGroup>>>;
-                attempts(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::AttemptRecord>>>;
-                audit(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::AuditEntry>>>;
+                stats() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::admin::StatsRow>>>;
+                groups(f: crate::ListFilter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::admin::FailureGroup>>>;
+                attempts(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::admin::AttemptRecord>>>;
+                audit(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::admin::AuditEntry>>>;
                 apply(b: crate::store::BatchAction) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::BatchReport>>;
                 patch(r: crate::store::PatchRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<i64>>;
-                audit_entry(id: i64) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<crate::AuditEntry>>>;
-                create_operation(a: crate::store::ActionKind, s: serde_json::Value, n: crate::AuditNote) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::Operation>>;
+                audit_entry(id: i64) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<crate::admin::AuditEntry>>>;
+                create_operation(a: crate::store::ActionKind, s: serde_json::Value, n: crate::store::AuditNote) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::Operation>>;
                 operation(id: i64) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<crate::store::Operation>>>;
                 set_operation_state(id: i64, s: crate::store::OperationState) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
                 purge(d: Duration) -> crate::store::BoxFuture<'_, crate::store::StoreResult<u64>>;

@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use dlq_core::store::{ClaimRequest, Settlement};
-//! use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload, Status};
+//! use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload, Status};
 //! use std::time::Duration;
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -39,11 +39,14 @@ pub use crate::action::{
     ActionKind, BatchAction, BatchReport, Operation, OperationState, OperationStep, PatchRequest, Refusal, Refused,
     TableHealth, patch_diff, payload_from_diff, refusal,
 };
+pub use crate::observe::record_overflow;
 use crate::record::{
-    AttemptRecord, AuditEntry, AuditNote, DeadLetter, DlqId, FailureGroup, ListFilter, NewDeadLetter, Parked,
-    RetrierHeartbeat, StatsRow, Status,
+    AttemptRecord, AuditEntry, DeadLetter, DlqId, FailureGroup, ListFilter, RetrierHeartbeat, StatsRow, Status,
 };
-pub use crate::record::{ClaimCap, ClaimRequest, Claimed, Lease, SettleReport, Settlement};
+pub use crate::record::{
+    AuditNote, ClaimCap, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, Lease, NewDeadLetter, Parked, SettleReport,
+    Settlement, TOO_LARGE_PREVIEW_BYTES, Truncation,
+};
 /// A boxed, sendable future (from `futures-util`): the return type of [`DeadLetterStore`]
 /// methods, so the trait stays usable as `dyn DeadLetterStore`.
 pub use futures_util::future::BoxFuture;
@@ -75,7 +78,7 @@ pub type StoreResult<T> = Result<T, Error>;
 /// for store implementers.
 ///
 /// ```
-/// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload};
+/// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let store = MemoryStore::new();
@@ -118,7 +121,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// ```
     /// use std::time::Duration;
     /// use dlq_core::store::{ClaimRequest, Settlement};
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = MemoryStore::new();
@@ -186,7 +189,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = MemoryStore::new();
@@ -238,7 +241,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     ///
     /// ```
     /// use dlq_core::store::{ActionKind, BatchAction, Refused};
-    /// use dlq_core::{AuditNote, DeadLetterStore, DeadReason, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload, Status};
+    /// use dlq_core::{store::AuditNote, DeadLetterStore, DeadReason, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload, Status};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = MemoryStore::new();
@@ -301,7 +304,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     /// use std::time::Duration;
     ///
     /// let store = MemoryStore::new();
@@ -352,7 +355,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// use dlq_core::store::{ClaimCap, ClaimRequest};
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     /// use std::time::Duration;
     ///
     /// let store = MemoryStore::new();
@@ -407,19 +410,19 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     }
 
     /// The largest payload this store keeps whole, in bytes
-    /// ([`DEFAULT_MAX_PAYLOAD_BYTES`](crate::DEFAULT_MAX_PAYLOAD_BYTES) unless configured).
+    /// ([`DEFAULT_MAX_PAYLOAD_BYTES`] unless configured).
     /// A larger one is cut and parked dead ([`DeadReason::TooLarge`](crate::DeadReason::TooLarge)).
     /// The live path and a [`Dispatcher`](crate::Dispatcher) read it to decide "too large" and
     /// cut the event themselves before they call [`park`](Self::park), so a store must report
     /// the limit its `park` applies.
     fn max_payload_bytes(&self) -> usize {
-        crate::DEFAULT_MAX_PAYLOAD_BYTES
+        crate::store::DEFAULT_MAX_PAYLOAD_BYTES
     }
 
     /// How full the store is, when it has a row limit (`None` otherwise, the default).
-    /// [`health`](crate::health()) and the retriers' saturation gauge read it; a store may
+    /// [`health`](crate::observe::health()) and the retriers' saturation gauge read it; a store may
     /// count its rows to answer, so it is not called per park.
-    fn capacity(&self) -> BoxFuture<'_, StoreResult<Option<crate::Capacity>>> {
+    fn capacity(&self) -> BoxFuture<'_, StoreResult<Option<crate::observe::Capacity>>> {
         Box::pin(async { Ok(None) })
     }
 

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use dlq_core::{
-    Context, Dispatched, Dispatcher, Error, MemoryStore, NewDeadLetter, Payload, Retrier, State, Status, dead_letter,
-    handlers,
+    Context, Dispatched, Dispatcher, Error, MemoryStore, Payload, Retrier, State, Status, dead_letter, handlers,
+    store::NewDeadLetter,
 };
 
 #[derive(Clone)]

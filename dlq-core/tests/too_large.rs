@@ -33,7 +33,7 @@ async fn a_live_event_over_the_limit_is_too_large_with_the_hash_of_its_serializa
     let row = store.get_now(*id).unwrap();
     assert_eq!((row.status, row.dead_reason), (Status::FailedPermanently, Some(DeadReason::TooLarge)));
     let Payload::Raw { bytes, truncated: Some(t) } = row.payload else { panic!("expected a cut payload") };
-    let preview = max.min(dlq_core::TOO_LARGE_PREVIEW_BYTES);
+    let preview = max.min(dlq_core::store::TOO_LARGE_PREVIEW_BYTES);
     assert!(bytes == original[..preview], "the first bytes of the serialization, a preview of them");
     assert_eq!(t.original_len, original.len() as u64);
     let sha256: String = sha2::Sha256::digest(&original).iter().map(|b| format!("{b:02x}")).collect();

@@ -268,7 +268,7 @@ async fn ours_drain(
     Ok(elapsed)
 }
 
-fn letter(n: usize) -> dlq_core::NewDeadLetter {
+fn letter(n: usize) -> dlq_core::store::NewDeadLetter {
     let failure = dlq_core::FailureInfo::new(
         dlq_core::ErrorClass::Transient,
         "io::Error",
@@ -276,7 +276,7 @@ fn letter(n: usize) -> dlq_core::NewDeadLetter {
         vec![format!("downstream 503 for event {n}")],
         None,
     );
-    dlq_core::NewDeadLetter::new("bench-park", dlq_core::Payload::Json(serde_json::json!({ "n": n })), failure)
+    dlq_core::store::NewDeadLetter::new("bench-park", dlq_core::Payload::Json(serde_json::json!({ "n": n })), failure)
         .retry(Duration::from_secs(60), 5)
 }
 

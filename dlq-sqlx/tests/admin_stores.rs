@@ -10,8 +10,8 @@ use std::sync::Arc;
 use dlq_core::admin::{Admin, BulkPlan, Pacing};
 use dlq_core::store::{ClaimRequest, OperationState, PatchRequest, Refused, Settlement};
 use dlq_core::{
-    DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter,
-    Payload, Status,
+    DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, ListFilter, MemoryStore, Payload, Status,
+    store::NewDeadLetter,
 };
 
 type Store = Arc<dyn DeadLetterStore>;
@@ -167,7 +167,7 @@ async fn a_succeeded_row_is_never_patched_nor_undone(store: Store) {
         assert!(report.patched.is_empty(), "{report:?}");
         assert!(report.refused[0].reason.contains("SUCCEEDED"), "{report:?}");
     }
-    let note = dlq_core::AuditNote::new("bob", "fix");
+    let note = dlq_core::store::AuditNote::new("bob", "fix");
     let request = PatchRequest { id, payload: Payload::Json(serde_json::json!(0)), note, patch: None, undo_of: None };
     let err = store.patch(request).await.unwrap_err();
     assert!(matches!(err, Error::InvalidState { status: Status::Succeeded, .. }), "the store refuses: {err:?}");

@@ -116,7 +116,7 @@ async fn open_default_child() {
 
 #[tokio::test]
 async fn park_in_commits_with_the_callers_transaction() {
-    use dlq_core::{ErrorClass, FailureInfo, NewDeadLetter, Payload};
+    use dlq_core::{ErrorClass, FailureInfo, Payload, store::NewDeadLetter};
     let db = TempDb::new("park_in");
     let store = db.store().await;
     sqlx::query("CREATE TABLE accounts (id INTEGER PRIMARY KEY, flagged INTEGER NOT NULL)")
@@ -129,7 +129,7 @@ async fn park_in_commits_with_the_callers_transaction() {
     sqlx::query("INSERT INTO accounts VALUES (7, 1)").execute(&mut *tx).await.expect("insert");
     let parked = store.park_in(&mut tx, letter.clone().with_dedupe_key("k")).await.expect("park_in");
     let again = store.park_many_in(&mut tx, vec![letter.with_dedupe_key("k")]).await.expect("park_many_in");
-    assert_eq!(again[0], dlq_core::Parked { id: parked.id, deduplicated: true, truncated: false });
+    assert_eq!(again[0], dlq_core::store::Parked { id: parked.id, deduplicated: true, truncated: false });
     tx.commit().await.expect("commit");
     let (flagged,): (i64,) =
         sqlx::query_as("SELECT flagged FROM accounts").fetch_one(store.pool()).await.expect("read");
@@ -143,7 +143,7 @@ async fn park_in_commits_with_the_callers_transaction() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_stores_share_one_file() {
     use dlq_core::store::{ClaimRequest, Settlement};
-    use dlq_core::{ErrorClass, FailureInfo, NewDeadLetter, Payload, Status};
+    use dlq_core::{ErrorClass, FailureInfo, Payload, Status, store::NewDeadLetter};
     let db = TempDb::new("shared");
     let (a, b) = (db.store().await, db.store().await);
     let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
@@ -215,7 +215,7 @@ async fn a_live_event_over_the_limit_is_too_large_with_the_hash_of_its_serializa
     let row = store.get(*id).await.expect("get").expect("the row");
     assert_eq!((row.status, row.dead_reason), (Status::FailedPermanently, Some(DeadReason::TooLarge)));
     let Payload::Raw { bytes, truncated: Some(t) } = row.payload else { panic!("expected a cut payload") };
-    let preview = max.min(dlq_core::TOO_LARGE_PREVIEW_BYTES);
+    let preview = max.min(dlq_core::store::TOO_LARGE_PREVIEW_BYTES);
     assert!(bytes == original[..preview], "the first bytes of the serialization, a preview of them");
     assert_eq!(t.original_len, original.len() as u64);
     let sha256: String = sha2::Sha256::digest(&original).iter().map(|b| format!("{b:02x}")).collect();

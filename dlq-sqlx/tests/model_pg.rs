@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use dlq_core::store::{ActionKind, BatchAction, BatchReport, ClaimRequest, Claimed, Lease, Refused, Settlement};
 use dlq_core::{
-    AuditNote, DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter,
-    Payload, Status,
+    DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, ListFilter, MemoryStore, Payload, Status,
+    store::AuditNote, store::NewDeadLetter,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use proptest::prelude::*;
@@ -240,13 +240,13 @@ impl Pair<'_> {
     /// `stats` and `groups` agree: PostgreSQL reads them from its tallies (kept by triggers,
     /// folded by `maintain`), the memory store counts its rows.
     async fn same_counts(&self) -> Checked {
-        let counts = |rows: Vec<dlq_core::StatsRow>| -> Vec<(String, Status, u64)> {
+        let counts = |rows: Vec<dlq_core::admin::StatsRow>| -> Vec<(String, Status, u64)> {
             rows.into_iter().map(|r| (r.event_type, r.status, r.count)).collect()
         };
         let m = counts(self.mem.stats().await.map_err(store_err)?);
         let p = counts(self.pg.stats().await.map_err(store_err)?);
         prop_assert_eq!(m, p, "stats");
-        let groups = |rows: Vec<dlq_core::FailureGroup>| -> Vec<(String, String, u64)> {
+        let groups = |rows: Vec<dlq_core::admin::FailureGroup>| -> Vec<(String, String, u64)> {
             let mut rows: Vec<_> = rows.into_iter().map(|g| (g.event_type, g.fingerprint, g.count)).collect();
             rows.sort();
             rows
@@ -261,13 +261,13 @@ impl Pair<'_> {
     /// Every row has the same attempt history and audit log.
     async fn same_history(&self) -> Checked {
         for &(m_id, p_id) in &self.rows {
-            let attempt = |a: &dlq_core::AttemptRecord| {
+            let attempt = |a: &dlq_core::admin::AttemptRecord| {
                 (a.attempt, a.outcome.clone(), a.error_class.clone(), a.error_reason.clone(), a.owner.clone())
             };
             let m: Vec<_> = self.mem.attempts(m_id).await.map_err(store_err)?.iter().map(attempt).collect();
             let p: Vec<_> = self.pg.attempts(p_id).await.map_err(store_err)?.iter().map(attempt).collect();
             prop_assert_eq!(m, p, "attempts of memory #{}", m_id);
-            let audit = |a: &dlq_core::AuditEntry| (a.action.clone(), a.actor.clone(), a.diff.clone());
+            let audit = |a: &dlq_core::admin::AuditEntry| (a.action.clone(), a.actor.clone(), a.diff.clone());
             let m: Vec<_> = self.mem.audit(m_id).await.map_err(store_err)?.iter().map(audit).collect();
             let p: Vec<_> = self.pg.audit(p_id).await.map_err(store_err)?.iter().map(audit).collect();
             prop_assert_eq!(m, p, "audit of memory #{}", m_id);

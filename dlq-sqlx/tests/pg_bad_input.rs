@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use dlq_core::store::Settlement;
 use dlq_core::{
-    DeadLetterStore, DeadReason, Dispatched, Dispatcher, ErrorClass, FailureInfo, HandlerError, ListFilter,
-    NewDeadLetter, Payload, Registry, Scope, SourceMeta, Status, dead_letter, handlers,
+    DeadLetterStore, DeadReason, Dispatched, Dispatcher, ErrorClass, FailureInfo, HandlerError, ListFilter, Payload,
+    Registry, Scope, SourceMeta, Status, dead_letter, handlers, store::NewDeadLetter,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use pg_support::*;
@@ -136,7 +136,7 @@ async fn sha256_hex(pool: &PgPool, bytes: &[u8]) -> String {
 }
 
 /// The row of a too-large event: dead (`too_large`), its first `max` bytes kept raw.
-async fn too_large_row(store: &PgStore, id: i64, max: usize) -> (Vec<u8>, dlq_core::Truncation) {
+async fn too_large_row(store: &PgStore, id: i64, max: usize) -> (Vec<u8>, dlq_core::store::Truncation) {
     let row = store.get(id).await.unwrap().unwrap();
     assert_eq!((row.status, row.dead_reason), (Status::FailedPermanently, Some(DeadReason::TooLarge)));
     let Payload::Raw { bytes, truncated: Some(t) } = row.payload else { panic!("expected a cut payload") };

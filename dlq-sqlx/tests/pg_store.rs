@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use dlq_core::store::{Claimed, Refused, Settlement};
 use dlq_core::{
-    DeadLetterStore, DeadReason, ErrorClass, FailureInfo, ListFilter, NewDeadLetter, Payload, SourceMeta, Status,
+    DeadLetterStore, DeadReason, ErrorClass, FailureInfo, ListFilter, Payload, SourceMeta, Status, store::NewDeadLetter,
 };
 use pg_support::*;
 use sqlx::PgPool;
@@ -517,8 +517,9 @@ async fn a_success_stays_in_the_history_through_patch_and_discard(pool: PgPool) 
     let claimed = claim(&store, &["payment"], 1).await;
     store.settle(vec![Settlement::Succeeded { lease: claimed[0].lease }]).await.unwrap();
     let expected = vec![(0, "failed".to_owned(), None), (1, "succeeded".to_owned(), Some("test-retrier".to_owned()))];
-    let summary =
-        |h: Vec<dlq_core::AttemptRecord>| h.into_iter().map(|a| (a.attempt, a.outcome, a.owner)).collect::<Vec<_>>();
+    let summary = |h: Vec<dlq_core::admin::AttemptRecord>| {
+        h.into_iter().map(|a| (a.attempt, a.outcome, a.owner)).collect::<Vec<_>>()
+    };
     let before = store.attempts(id).await.unwrap();
     assert_eq!(summary(before.clone()), expected);
     let ops = admin(&store, "ops");

@@ -9,7 +9,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use dlq_core::admin::{BulkPlan, BulkReport, Pacing, StatsReport, json};
-use dlq_core::{DlqId, FailureGroup, ListFilter, Payload};
+use dlq_core::{DlqId, ListFilter, Payload, admin::FailureGroup};
 use serde::Deserialize;
 use serde_json::Value;
 

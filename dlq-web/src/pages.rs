@@ -9,7 +9,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use chrono::{DateTime, Utc};
 use dlq_core::admin::{Admin, BulkPlan, BulkReport, Detail, Pacing, Page, StatsReport};
-use dlq_core::{Circuit, CircuitState, DeadLetter, DlqId, FailureGroup, ListFilter, Payload, Status};
+use dlq_core::{CircuitState, DeadLetter, DlqId, ListFilter, Payload, Status, admin::FailureGroup, store::Circuit};
 use maud::{Markup, html};
 use serde::Deserialize;
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlq_core::admin::Admin;
-use dlq_core::{DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, NewDeadLetter, Payload, Status};
+use dlq_core::{DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, Payload, Status, store::NewDeadLetter};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 

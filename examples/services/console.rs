@@ -16,7 +16,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::get;
 use dlq_core::admin::Admin;
-use dlq_core::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, NewDeadLetter, Payload, SourceMeta};
+use dlq_core::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, Payload, SourceMeta, store::NewDeadLetter};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use serde_json::json;
 
@@ -57,12 +57,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     park_the_incident(store.as_ref()).await?;
 
     let metrics = PrometheusBuilder::new().install_recorder()?;
-    dlq_core::describe_metrics();
+    dlq_core::observe::describe_metrics();
     let health_store = store.clone();
     let gauge_store = store.clone();
     tokio::spawn(async move {
         // The store-wide gauges (rows by type and status …) from one cheap look every 15 s.
-        let mut gauges = dlq_core::StoreGauges::default();
+        let mut gauges = dlq_core::observe::StoreGauges::default();
         loop {
             gauges.refresh(gauge_store.as_ref()).await;
             tokio::time::sleep(std::time::Duration::from_secs(15)).await;
@@ -84,7 +84,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "/healthz",
             get(move || {
                 let store = health_store.clone();
-                async move { axum::Json(dlq_core::health(store.as_ref()).await) }
+                async move { axum::Json(dlq_core::observe::health(store.as_ref()).await) }
             }),
         );
 

@@ -66,7 +66,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(otel.with_filter(quiet)))?;
     // Metrics: the `metrics` facade's recorder, rendered on /metrics.
     let metrics = PrometheusBuilder::new().install_recorder()?;
-    dlq_core::describe_metrics();
+    dlq_core::observe::describe_metrics();
 
     let store: Arc<dyn DeadLetterStore> = match std::env::var("DATABASE_URL") {
         Ok(url) => Arc::new(dlq_sqlx::PgStore::connect(&url).await?),
@@ -90,14 +90,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     provider.force_flush()?;
     println!("retried {id}: {:?}", store.get(id).await?.map(|row| row.status));
 
-    let mut gauges = dlq_core::StoreGauges::default();
+    let mut gauges = dlq_core::observe::StoreGauges::default();
     gauges.refresh(store.as_ref()).await;
     let health_store = store.clone();
     let app = Router::new().route("/metrics", get(move || std::future::ready(metrics.render()))).route(
         "/healthz",
         get(move || {
             let store = health_store.clone();
-            async move { axum::Json(dlq_core::health(store.as_ref()).await) }
+            async move { axum::Json(dlq_core::observe::health(store.as_ref()).await) }
         }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:9464").await?;

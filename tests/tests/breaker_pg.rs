@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use dlq_core::admin::Admin;
 use dlq_core::{
-    Attempt, CancellationToken, CircuitState, DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload,
-    Retrier, RetrierConfig, State, Status, dead_letter, handlers,
+    Attempt, CancellationToken, CircuitState, DeadLetterStore, ErrorClass, FailureInfo, Payload, Retrier,
+    RetrierConfig, State, Status, dead_letter, handlers, store::NewDeadLetter,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::PgPool;

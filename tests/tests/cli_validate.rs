@@ -5,7 +5,7 @@
 
 use std::process::{Command, Output};
 
-use dlq_core::{DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, NewDeadLetter, Payload, Status};
+use dlq_core::{DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, Payload, Status, store::NewDeadLetter};
 use dlq_sqlx::{PgConfig, PgStore};
 use serde_json::{Value, json};
 use sqlx::PgPool;

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use dlq_core::{
-    CancellationToken, Classify, DeadLetterStore, METRICS, Retrier, RetrierConfig, Scope, Status, dead_letter, handlers,
+    CancellationToken, Classify, DeadLetterStore, Retrier, RetrierConfig, Scope, Status, dead_letter, handlers,
+    observe::METRICS,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -181,7 +182,7 @@ fn the_metrics_table_documents_every_metric() {
 
 #[sqlx::test(migrations = false)]
 async fn health_reports_saturation_and_orphaned_types_and_a_store_that_is_down(pool: PgPool) {
-    use dlq_core::{HealthStatus, health};
+    use dlq_core::{observe::HealthStatus, observe::health};
     use dlq_sqlx::postgres::Overflow;
 
     let metrics = exporter();

@@ -817,7 +817,7 @@ mod tests {
 
     use super::*;
     use crate::store::{ClaimRequest, Settlement};
-    use crate::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload};
+    use crate::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, MemoryStore, Payload, store::NewDeadLetter};
 
     /// `n` dead payments on a memory store, and an admin over it.
     async fn dead(n: u64) -> (Arc<MemoryStore>, Admin) {

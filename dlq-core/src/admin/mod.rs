@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use dlq_core::admin::{Admin, BulkPlan, Pacing};
-//! use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter, Payload, DeadReason, Status};
+//! use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload, DeadReason, Status};
 //! use std::sync::Arc;
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -46,6 +46,9 @@ pub use patch::{Change, PatchManyReport, PatchRefusal, RowPatch};
 pub use stats::{Growth, Orphan, StatsReport, StatusCounts};
 
 pub use crate::action::{hex, unhex};
+/// The records an operator reads: a row's attempts and audit log, failure groups, counts by
+/// type and status, the retriers' heartbeats.
+pub use crate::record::{AttemptRecord, AuditEntry, FailureGroup, RetrierHeartbeat, StatsRow};
 
 /// An error and its `source()` chain on one line, each cause once: what the CLI and the
 /// console show an operator.
@@ -68,7 +71,7 @@ pub fn one_line(err: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-use crate::record::{AttemptRecord, AuditEntry, AuditNote, DeadLetter, DlqId, ListFilter, Payload, RetrierHeartbeat};
+use crate::record::{AuditNote, DeadLetter, DlqId, ListFilter, Payload};
 use crate::store::{DeadLetterStore, PatchRequest, payload_from_diff};
 use crate::{Error, Registry};
 
@@ -289,7 +292,7 @@ impl Admin {
     /// ```
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     /// use serde_json::json;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -395,7 +398,7 @@ impl Admin {
     /// ```
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter, Payload, Status};
+    /// use dlq_core::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload, Status};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = Arc::new(MemoryStore::new());
@@ -426,7 +429,7 @@ impl Admin {
     /// ```
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter, Payload, Status};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload, Status};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = Arc::new(MemoryStore::new());
@@ -457,7 +460,7 @@ impl Admin {
     /// ```
     /// use std::{sync::Arc, time::Duration};
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = Arc::new(MemoryStore::new());
@@ -534,7 +537,7 @@ mod tests {
 
     use super::*;
     use crate::store::{ActionKind, BatchAction, Refused};
-    use crate::{DeadReason, ErrorClass, FailureInfo, MemoryStore, NewDeadLetter, Status};
+    use crate::{DeadReason, ErrorClass, FailureInfo, MemoryStore, Status, store::NewDeadLetter};
 
     async fn dead_rows(store: &MemoryStore, n: u64) -> Vec<DlqId> {
         let failure = FailureInfo::new(ErrorClass::Permanent, "E", "bad".into(), vec![], None);

@@ -9,7 +9,7 @@ use super::Admin;
 use crate::Error;
 use crate::record::{FailureGroup, ListFilter, RetrierHeartbeat, Status};
 use crate::store::TableHealth;
-use crate::{Capacity, Circuit, CircuitState};
+use crate::{CircuitState, observe::Capacity, store::Circuit};
 
 /// Rows by status for one event type.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -188,7 +188,7 @@ fn warnings(report: &StatsReport) -> Vec<String> {
             out.push(format!("`{}` circuit is {}: {why}", c.event_type, c.state));
         }
     }
-    if let Some(s) = report.saturation.filter(|s| *s >= crate::SATURATION_WARNING) {
+    if let Some(s) = report.saturation.filter(|s| *s >= crate::observe::SATURATION_WARNING) {
         out.push(format!("the store is {:.0}% full (max_entries)", s * 100.0));
     }
     if let Some(table) = &report.table {

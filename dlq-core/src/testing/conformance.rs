@@ -29,8 +29,8 @@ use crate::store::{
     PatchRequest, Refused, Settlement, StoreResult, payload_from_diff,
 };
 use crate::{
-    AuditNote, DeadLetter, DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, ListFilter,
-    NewDeadLetter, Payload, SourceMeta, StatsRow, Status,
+    DeadLetter, DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, ListFilter, Payload, SourceMeta,
+    Status, admin::StatsRow, store::AuditNote, store::NewDeadLetter,
 };
 
 /// A long lease: the row stays claimed for the whole test.
@@ -205,7 +205,7 @@ pub async fn park_over_limit_is_dead_and_never_claimed<S: DeadLetterStore>(s: &S
     let l = get(s, parked.id).await;
     assert_eq!((l.status, l.dead_reason), (Status::FailedPermanently, Some(DeadReason::TooLarge)));
     let Payload::Raw { bytes: kept, truncated: Some(t) } = &l.payload else { panic!("{:?}", l.payload.len()) };
-    assert_eq!((kept.len(), t.original_len), (max.min(crate::TOO_LARGE_PREVIEW_BYTES), bytes.len() as u64));
+    assert_eq!((kept.len(), t.original_len), (max.min(crate::store::TOO_LARGE_PREVIEW_BYTES), bytes.len() as u64));
     assert!(s.claim(request(&["payment"], 10, LONG, "me")).await.expect("claim").is_empty());
     let refused = act(s, ActionKind::Redrive, &[parked.id], "ops").await;
     assert!(refused.moved.is_empty(), "a cut payload is not redriven");
@@ -324,7 +324,7 @@ pub async fn dedupe_returns_first_id<S: DeadLetterStore>(s: &S) {
     let again = s.park(letter("payment", 2).with_dedupe_key("payments/0/17")).await.expect("park");
     assert_eq!(
         (first.deduplicated, again),
-        (false, crate::Parked { id: first.id, deduplicated: true, truncated: false })
+        (false, crate::store::Parked { id: first.id, deduplicated: true, truncated: false })
     );
     assert_eq!(get(s, first.id).await.payload, Payload::Json(json!({ "n": 1 })));
     let batch = vec![
@@ -1116,8 +1116,8 @@ pub async fn singleton_lock_has_one_holder<S: DeadLetterStore>(s: &S) {
 /// Heartbeat rows: inserted, refreshed (keeping `started_at`), removed, and removed for a
 /// retrier that stopped beating.
 pub async fn heartbeats_refresh_and_expire<S: DeadLetterStore>(s: &S) {
-    let a = crate::RetrierHeartbeat::new("host:1:a", ["payment"], false);
-    let b = crate::RetrierHeartbeat::new("host:2:b", ["payment", "refund"], true);
+    let a = crate::admin::RetrierHeartbeat::new("host:1:a", ["payment"], false);
+    let b = crate::admin::RetrierHeartbeat::new("host:2:b", ["payment", "refund"], true);
     s.heartbeat(&a, LONG).await.expect("beat a");
     s.heartbeat(&b, LONG).await.expect("beat b");
     let rows = s.retriers().await.expect("retriers");
@@ -1136,7 +1136,7 @@ pub async fn heartbeats_refresh_and_expire<S: DeadLetterStore>(s: &S) {
 /// Circuits: a fresh store has none; a write applies only on the expected version, sets
 /// `open_until` from the store's clock, and is logged (newest first) with actor and reason.
 pub async fn circuits_compare_and_set<S: DeadLetterStore>(s: &S) {
-    use crate::{Circuit, CircuitState};
+    use crate::{CircuitState, store::Circuit};
     let read = s.circuits().await.expect("circuits");
     assert!(read.circuits.is_empty(), "a fresh store has no circuits");
     let closed = read.get("payment");

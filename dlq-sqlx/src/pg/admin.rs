@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use dlq_core::store::{HistogramBucket, PatchRequest, StoreResult, patch_diff};
 use dlq_core::{
-    AttemptRecord, AuditEntry, DeadLetter, DlqId, FailureGroup, ListFilter, Order, Payload, StatsRow, Status,
+    DeadLetter, DlqId, ListFilter, Order, Payload, Status, admin::AttemptRecord, admin::AuditEntry,
+    admin::FailureGroup, admin::StatsRow,
 };
 use sqlx::Row;
 use sqlx::postgres::{PgArguments, PgRow};

@@ -74,8 +74,8 @@ impl Capacity {
     }
 
     /// The limit as `dlq_core` reports it, for `entries` rows.
-    pub(crate) fn report(&self, entries: u64) -> dlq_core::Capacity {
-        dlq_core::Capacity { entries, max_entries: self.max, blocks_when_full: self.policy == Overflow::Block }
+    pub(crate) fn report(&self, entries: u64) -> dlq_core::observe::Capacity {
+        dlq_core::observe::Capacity { entries, max_entries: self.max, blocks_when_full: self.policy == Overflow::Block }
     }
 
     /// Records an exact count.
@@ -111,26 +111,26 @@ impl Capacity {
             let full = dlq_core::Error::Full { entries, max: self.max };
             match self.policy {
                 Overflow::Reject => {
-                    dlq_core::record_overflow("reject", "rejected", n);
+                    dlq_core::store::record_overflow("reject", "rejected", n);
                     return Err(full);
                 }
                 Overflow::DropOldest => {
                     let excess = entries.saturating_add(n).saturating_sub(self.max);
                     let dropped = bounded(deadline, timeout, admin::drop_oldest(store, excess)).await?;
                     if dropped == 0 {
-                        dlq_core::record_overflow("drop_oldest", "rejected", n);
+                        dlq_core::store::record_overflow("drop_oldest", "rejected", n);
                         return Err(full);
                     }
-                    dlq_core::record_overflow("drop_oldest", "dropped", dropped);
+                    dlq_core::store::record_overflow("drop_oldest", "dropped", dropped);
                     tracing::info!(dropped, max_entries = self.max, "dropped the oldest dead and finished rows");
                     self.observe(entries.saturating_sub(dropped));
                 }
                 Overflow::Block => {
                     if Instant::now() + BLOCK_POLL >= deadline {
-                        dlq_core::record_overflow("block", "rejected", n);
+                        dlq_core::store::record_overflow("block", "rejected", n);
                         return Err(full);
                     }
-                    dlq_core::record_overflow("block", "blocked", n);
+                    dlq_core::store::record_overflow("block", "blocked", n);
                     tokio::time::sleep(BLOCK_POLL).await;
                 }
             }

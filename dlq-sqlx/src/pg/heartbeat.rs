@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use dlq_core::RetrierHeartbeat;
+use dlq_core::admin::RetrierHeartbeat;
 use dlq_core::store::{BoxFuture, SingletonLock, StoreResult};
 use sqlx::postgres::{PgAdvisoryLock, PgAdvisoryLockGuard, PgConnection};
 use sqlx::{Connection, Either, Row};

@@ -29,8 +29,9 @@ use dlq_core::store::{
     PatchRequest, SettleReport, Settlement, StoreResult,
 };
 use dlq_core::{
-    AttemptRecord, AuditEntry, AuditNote, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter, DeadLetterStore, DlqId, FailureGroup,
-    ListFilter, NewDeadLetter, Parked, RetrierHeartbeat, StatsRow,
+    DeadLetter, DeadLetterStore, DlqId, ListFilter, admin::AttemptRecord, admin::AuditEntry, admin::FailureGroup,
+    admin::RetrierHeartbeat, admin::StatsRow, store::AuditNote, store::DEFAULT_MAX_PAYLOAD_BYTES, store::NewDeadLetter,
+    store::Parked,
 };
 use sqlx::PgPool;
 use sqlx::migrate::MigrateError;
@@ -253,7 +254,7 @@ impl PgConfig {
 /// retriers with `NOTIFY`, at most one per 20 ms burst.
 ///
 /// ```no_run
-/// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload};
+/// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, store::NewDeadLetter, Payload};
 /// use dlq_sqlx::PgStore;
 ///
 /// # async fn demo() -> Result<(), dlq_core::Error> {
@@ -380,7 +381,7 @@ impl PgStore {
     /// The database error ([`dlq_core::Error::Store`]) or [`dlq_core::Error::Full`].
     ///
     /// ```no_run
-    /// # use dlq_core::{ErrorClass, FailureInfo, NewDeadLetter, Payload};
+    /// # use dlq_core::{ErrorClass, FailureInfo, store::NewDeadLetter, Payload};
     /// # async fn demo(store: dlq_sqlx::PgStore) -> Result<(), Box<dyn std::error::Error>> {
     /// let mut tx = store.pool().begin().await?;
     /// sqlx::query("UPDATE accounts SET flagged = true WHERE id = $1").bind(7_i64).execute(&mut *tx).await?;
@@ -660,7 +661,7 @@ impl DeadLetterStore for PgStore {
         self.inner.config.max_payload_bytes
     }
 
-    fn capacity(&self) -> BoxFuture<'_, StoreResult<Option<dlq_core::Capacity>>> {
+    fn capacity(&self) -> BoxFuture<'_, StoreResult<Option<dlq_core::observe::Capacity>>> {
         Box::pin(async move {
             let Some(capacity) = &self.inner.capacity else { return Ok(None) };
             let entries = self.entries().await?;

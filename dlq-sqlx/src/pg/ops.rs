@@ -5,7 +5,7 @@ use dlq_core::store::{
     ActionKind, BatchAction, BatchReport, Operation, OperationState, OperationStep, Refusal, Refused, StoreResult,
     TableHealth, refusal,
 };
-use dlq_core::{AuditEntry, AuditNote, DlqId, Status};
+use dlq_core::{DlqId, Status, admin::AuditEntry, store::AuditNote};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 use std::time::Duration;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlq_core::store::StoreResult;
-use dlq_core::{NewDeadLetter, Parked, Payload, Status};
+use dlq_core::{Payload, Status, store::NewDeadLetter, store::Parked};
 use sqlx::postgres::{PgArguments, PgConnection};
 use sqlx::{Arguments, Connection, Row};
 use tokio::sync::{mpsc, oneshot};

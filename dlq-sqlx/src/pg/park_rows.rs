@@ -9,7 +9,7 @@
 
 use std::sync::Mutex;
 
-use dlq_core::{NewDeadLetter, Payload};
+use dlq_core::{Payload, store::NewDeadLetter};
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
 use sqlx::postgres::types::Oid;

@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use dlq_core::store::{Claimed, Lease};
-use dlq_core::{DeadLetter, DeadReason, ErrorClass, FailureInfo, Payload, SourceMeta, Status, Truncation};
+use dlq_core::{DeadLetter, DeadReason, ErrorClass, FailureInfo, Payload, SourceMeta, Status, store::Truncation};
 use sqlx::postgres::PgRow;
 use sqlx::{Column, FromRow, Postgres, Row};
 use uuid::Uuid;

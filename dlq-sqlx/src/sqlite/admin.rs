@@ -6,7 +6,8 @@ use std::time::Duration;
 use dlq_core::store::{HistogramBucket, StoreResult};
 use dlq_core::store::{PatchRequest, patch_diff};
 use dlq_core::{
-    AttemptRecord, AuditEntry, AuditNote, DeadLetter, DlqId, Error, FailureGroup, ListFilter, Order, StatsRow, Status,
+    DeadLetter, DlqId, Error, ListFilter, Order, Status, admin::AttemptRecord, admin::AuditEntry, admin::FailureGroup,
+    admin::StatsRow, store::AuditNote,
 };
 use sqlx::Row;
 use sqlx::sqlite::{SqlitePool, SqliteRow};
@@ -234,7 +235,7 @@ pub(super) async fn insert_audit(
 
 pub(super) async fn patch(pool: &SqlitePool, request: PatchRequest) -> StoreResult<i64> {
     let PatchRequest { id, payload, note, patch, undo_of } = request;
-    payload.check_fits(dlq_core::DEFAULT_MAX_PAYLOAD_BYTES)?;
+    payload.check_fits(dlq_core::store::DEFAULT_MAX_PAYLOAD_BYTES)?;
     let at = codec::now_micros();
     let mut tx = begin(pool).await?;
     let row = sqlx::query(SELECT_ONE).bind(id).fetch_optional(&mut *tx).await.map_err(sql)?;

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use dlq_core::store::StoreResult;
-use dlq_core::{DeadLetter, DeadReason, Error, ErrorClass, FailureInfo, Payload, SourceMeta, Status, Truncation};
+use dlq_core::{
+    DeadLetter, DeadReason, Error, ErrorClass, FailureInfo, Payload, SourceMeta, Status, store::Truncation,
+};
 use sqlx::FromRow;
 use sqlx::sqlite::SqliteRow;
 

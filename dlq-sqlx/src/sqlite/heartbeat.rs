@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use dlq_core::RetrierHeartbeat;
+use dlq_core::admin::RetrierHeartbeat;
 use dlq_core::store::StoreResult;
 use sqlx::Row;
 use sqlx::sqlite::SqlitePool;

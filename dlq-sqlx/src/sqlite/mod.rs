@@ -20,8 +20,9 @@ use dlq_core::store::{
     PatchRequest, SettleReport, Settlement, StoreResult,
 };
 use dlq_core::{
-    AttemptRecord, AuditEntry, AuditNote, DeadLetter, DeadLetterStore, DlqId, Error, FailureGroup, ListFilter,
-    NewDeadLetter, Parked, RetrierHeartbeat, StatsRow,
+    DeadLetter, DeadLetterStore, DlqId, Error, ListFilter, admin::AttemptRecord, admin::AuditEntry,
+    admin::FailureGroup, admin::RetrierHeartbeat, admin::StatsRow, store::AuditNote, store::NewDeadLetter,
+    store::Parked,
 };
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
@@ -67,7 +68,7 @@ const FILE_POOL_SIZE: u32 = 4;
 /// when retriers run on several hosts.
 ///
 /// ```
-/// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload, Status};
+/// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, store::NewDeadLetter, Payload, Status};
 /// use dlq_core::store::{ClaimRequest, Settlement};
 /// use dlq_sqlx::SqliteStore;
 /// use std::time::Duration;
@@ -220,7 +221,7 @@ impl SqliteStore {
     /// one that looks too early finds the row at its next poll.
     ///
     /// ```
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, store::NewDeadLetter, Payload};
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = dlq_sqlx::SqliteStore::in_memory().await?;
     /// let failure = FailureInfo::new(ErrorClass::Permanent, "validation", "bad iban".into(), vec![], None);
@@ -243,7 +244,7 @@ impl SqliteStore {
     /// back in input order.
     ///
     /// ```
-    /// use dlq_core::{ErrorClass, FailureInfo, NewDeadLetter, Payload};
+    /// use dlq_core::{ErrorClass, FailureInfo, store::NewDeadLetter, Payload};
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = dlq_sqlx::SqliteStore::in_memory().await?;
     /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);

@@ -5,7 +5,7 @@ use dlq_core::store::{
     ActionKind, BatchAction, BatchReport, Operation, OperationState, OperationStep, Refusal, Refused, StoreResult,
     refusal,
 };
-use dlq_core::{AuditEntry, AuditNote, DlqId, Error, Status};
+use dlq_core::{DlqId, Error, Status, admin::AuditEntry, store::AuditNote};
 use sqlx::Row;
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 

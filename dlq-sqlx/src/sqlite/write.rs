@@ -2,7 +2,7 @@
 //! transaction (the write lock is taken up front, so no transaction fails on upgrading it).
 
 use dlq_core::store::{ClaimCap, ClaimRequest, Claimed, SettleReport, Settlement, StoreResult};
-use dlq_core::{DEFAULT_MAX_PAYLOAD_BYTES, NewDeadLetter, Parked, Status};
+use dlq_core::{Status, store::DEFAULT_MAX_PAYLOAD_BYTES, store::NewDeadLetter, store::Parked};
 use sqlx::sqlite::{SqliteConnection, SqlitePool};
 use sqlx::{Row, Sqlite, Transaction};
 use uuid::Uuid;
