@@ -29,7 +29,10 @@
 //!
 //! Text read from the store (event types, reasons, payloads, headers, …) is shown with
 //! control characters and bidi overrides replaced by `.`, so no stored row can move the
-//! cursor, retitle the window or write the clipboard; `--json` prints it exactly, escaped.
+//! cursor, retitle the window or write the clipboard. A table cell holds at most 60
+//! characters of it (cut between characters, after that replacement, ending in `…`), so a
+//! 10,000-character reason cannot scroll the rest away; `dlq show` prints the row's own
+//! fields whole, and `--json` prints everything exactly, escaped.
 //!
 //! # JSON output
 //! `--json` prints one JSON document on stdout per verb (errors still go to stderr):

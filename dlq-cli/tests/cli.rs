@@ -383,6 +383,69 @@ async fn human_output(db: Db) {
     });
 }
 
+/// The widest line a table may print: eight columns of at most 60 characters and their gaps.
+const TABLE_LINE_MAX: usize = 600;
+
+/// Tables stay tables whatever a row holds: long stored text (event type, kind, reason,
+/// fingerprint, actor, pause reason) is cut with `…`, by characters; `dlq show` has the row's
+/// own fields whole, and `--json` has every one exactly as stored.
+async fn long_text_is_cut_in_tables_and_whole_in_show_and_json(db: Db) {
+    let store = db.store().await;
+    // Repeated text: PostgreSQL compresses it below its index entry limit.
+    let long = |what: &str| format!("{what}-{}", "é".repeat(10_000));
+    let mut failure = failure(&long("kind"), &long("reason"));
+    failure.fingerprint = long("fp");
+    let event_type = long("type");
+    let letter = NewDeadLetter::new(&event_type, Payload::Json(serde_json::json!({ "id": 1 })), failure)
+        .dead(DeadReason::Permanent);
+    let id = store.park(letter).await.unwrap().id;
+    let stored = store.get(id).await.unwrap().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fix = dir.path().join("fix.json");
+    std::fs::write(&fix, r#"[{"op": "add", "path": "/x", "value": 1}]"#).unwrap();
+    let actor = long("actor");
+    let reason = long("why");
+    let fix = fix.to_str().unwrap();
+    db.dlq()
+        .args(["patch", &id.to_string(), "--patch", fix, "--reason", &reason, "--actor", &actor])
+        .assert()
+        .success();
+    db.dlq().args(["pause", &event_type, "--reason", &reason, "--actor", &actor]).assert().success();
+
+    let beat = dlq_core::RetrierHeartbeat::new(&long("owner"), [event_type.as_str()], false);
+    store.heartbeat(&beat, Duration::from_secs(600)).await.unwrap();
+
+    for (args, shown) in [(&["ls"][..], "type-éééé"), (&["stats"], "type-éééé"), (&["workers"], "owner-éééé")]
+    {
+        let text = snapshot_text(&db, args);
+        assert!(text.contains(shown) && text.contains('…'), "{args:?}: cut, not dropped: {text}");
+        let widest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(widest <= TABLE_LINE_MAX, "{args:?}: a line of {widest} characters");
+    }
+    let shown = snapshot_text(&db, &["show", &id.to_string()]);
+    for whole in [&stored.event_type, &stored.failure.reason, &stored.failure.fingerprint] {
+        assert!(shown.contains(whole.as_str()), "show has the row's own fields whole");
+    }
+    let audit = shown.split("\nAUDIT\n").nth(1).unwrap();
+    let widest = audit.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(widest <= TABLE_LINE_MAX && audit.contains("actor-éé"), "the audit table is cut: {widest}");
+
+    let json = run_json(&db, &["show", &id.to_string()]);
+    assert_eq!(json["event_type"], stored.event_type.as_str());
+    assert_eq!(json["error_kind"], stored.failure.kind.as_str());
+    assert_eq!(json["error_reason"], stored.failure.reason.as_str());
+    assert_eq!(json["fingerprint"], stored.failure.fingerprint.as_str());
+    assert_eq!(
+        (json["audit"][0]["actor"].as_str(), json["audit"][0]["reason"].as_str()),
+        (Some(&*actor), Some(&*reason))
+    );
+    let listed = run_json(&db, &["ls"]);
+    assert_eq!(listed["rows"][0]["event_type"], stored.event_type.as_str());
+    let stats = run_json(&db, &["stats"]);
+    assert_eq!(stats["groups"][0]["fingerprint"], stored.failure.fingerprint.as_str());
+    assert_eq!(stats["circuits"][0]["pause_reason"], reason.as_str());
+}
+
 /// What a stored row can carry to a terminal: clear the screen, retitle the window, write
 /// the clipboard (OSC 52), plant a link (OSC 8), a C1 CSI, a right-to-left override, a
 /// carriage return that overwrites the line.
@@ -581,6 +644,7 @@ on_both_stores!(
     interrupted_redrive_resumes_without_a_row_lost_or_moved_twice,
     pause_and_resume,
     hostile_text_never_reaches_the_terminal,
+    long_text_is_cut_in_tables_and_whole_in_show_and_json,
     a_resume_must_name_the_operations_verb,
     numbers_out_of_range_are_refused_before_anything_moves,
     nothing_matched_is_not_success
