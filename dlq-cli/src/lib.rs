@@ -34,6 +34,9 @@
 //! 10,000-character reason cannot scroll the rest away; `dlq show` prints the row's own
 //! fields whole, and `--json` prints everything exactly, escaped.
 //!
+//! No message prints a database URL's password: a URL quoted in an error (clap's too) shows
+//! `user:***@` and `password=***` ([`dlq_sqlx::mask_passwords`]).
+//!
 //! # JSON output
 //! `--json` prints one JSON document on stdout per verb (errors still go to stderr):
 //! - `stats`: `{at, counts: [{event_type, pending, processing, succeeded, failed_permanently,
@@ -165,7 +168,12 @@ impl Embedded {
         match Cli::try_parse_from(args) {
             Ok(cli) => self.run(cli).await,
             Err(err) => {
-                let _ = err.print();
+                // clap quotes what it refused, which may be a database URL: never its password.
+                let text = err.render().to_string();
+                match dlq_sqlx::mask_passwords(&text) {
+                    std::borrow::Cow::Borrowed(_) => drop(err.print()),
+                    std::borrow::Cow::Owned(masked) => drop(write!(std::io::stderr().lock(), "{masked}")),
+                }
                 ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
             }
         }
@@ -318,9 +326,10 @@ pub(crate) mod exit {
     pub(crate) const CLOSED: u8 = 141;
 }
 
-/// One line on stderr, neutralized; a closed stderr is ignored (there is nowhere left to say it).
+/// One line on stderr, neutralized, passwords masked; a closed stderr is ignored (there is
+/// nowhere left to say it).
 fn say(text: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{}", render::neutralize(text, false));
+    let _ = writeln!(std::io::stderr().lock(), "{}", render::stderr_line(text));
 }
 
 /// `purge` deletes for good: on a terminal it shows the count and asks; elsewhere it needs

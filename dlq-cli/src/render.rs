@@ -43,6 +43,12 @@ pub(crate) fn neutralize(text: &str, newlines: bool) -> Cow<'_, str> {
         .collect()
 }
 
+/// A line for stderr (an error, a progress line): one line, neutralized, and the password of
+/// any database URL in it masked (`postgres://user:***@host/db`).
+pub(crate) fn stderr_line(text: &str) -> String {
+    neutralize(&dlq_sqlx::mask_passwords(text), false).into_owned()
+}
+
 /// A control character (bar the newline and tab) or a bidi formatting character.
 const fn is_hazard(c: char) -> bool {
     matches!(c,
@@ -132,7 +138,7 @@ impl Out {
 
     /// A line on stderr, neutralized, whatever `--json` says (progress, errors).
     pub(crate) fn err_line(&self, text: &str) {
-        self.write(std::io::stderr().lock(), &neutralize(text, false));
+        self.write(std::io::stderr().lock(), &stderr_line(text));
     }
 
     fn table(&self, header: &[&str]) -> Table {

@@ -650,6 +650,38 @@ on_both_stores!(
     nothing_matched_is_not_success
 );
 
+/// A database URL's password is never printed: not in a connection error, not in a usage
+/// error that quotes the URL (clap's), not in the path an SQLite URL names.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_database_password_is_never_printed() {
+    const PASSWORD: &str = "s3cret-pw";
+    let db = Db::sqlite().await;
+    let cases = [
+        (&["stats", "--database-url", "postgres://u:s3cret-pw@127.0.0.1:1/db"][..], 1),
+        (&["stats", "--database-url", "postgres://u:s3cret-pw@[::1/db"], 2),
+        (&["stats", "--database-url", "postgres://u:s3cret-pw@127.0.0.1/db?sslmode=bogus"], 2),
+        (&["stats", "--database-url", "postgres://u@127.0.0.1:1/db?password=s3cret-pw&sslmode=disable"], 1),
+        (&["stats", "--database-url", "mysql://u:s3cret-pw@127.0.0.1/db"], 2),
+        (&["stats", "--database-url", "sqlite://u:s3cret-pw@/no/such/dir/dlq.db"], 1),
+        // A URL where a verb was expected: clap quotes it back.
+        (&["postgres://u:s3cret-pw@127.0.0.1/db", "stats"], 2),
+        (&["stats", "--top", "postgres://u:s3cret-pw@127.0.0.1/db"], 2),
+    ];
+    for (args, code) in cases {
+        let out = db.dlq().args(args).assert().code(code).get_output().clone();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!stdout.contains(PASSWORD) && !stderr.contains(PASSWORD), "{args:?}: {stdout}{stderr}");
+        assert!(!stderr.trim().is_empty(), "{args:?}: an error is said");
+    }
+    let out = db.dlq().args(cases[6].0).assert().code(2).get_output().clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("'postgres://u:***@127.0.0.1/db'"), "masked, not dropped: {stderr}");
+    // The same from the environment.
+    let out = db.dlq().env("DATABASE_URL", "postgres://u:s3cret-pw@127.0.0.1:1/db").arg("ls").assert().code(1);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(!stderr.contains(PASSWORD) && stderr.contains("cannot reach PostgreSQL"), "{stderr}");
+}
+
 /// On-call engineers point `dlq` at production databases, which often require TLS: with
 /// `sslmode=require` it connects (the binary is built with `dlq-sqlx`'s `tls-rustls`), where
 /// it once answered "SQLx was built without TLS support". The server here has `ssl = on`
