@@ -12,7 +12,8 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0    success (a purge with nothing old enough to delete too)
   1    error (one line on stderr)
-  2    usage: a bad flag, number, duration, rate or URL; purge without --yes off a terminal
+  2    usage: a bad flag, number, duration, rate or URL, an empty --reason; purge without
+       --yes off a terminal
   3    a canary stopped the redrive (the rest stay parked; --resume continues)
   4    nothing matched: no row selected, or an unknown event type; nothing done
   130  interrupted (Ctrl-C): stopped after the batch in flight; --resume continues

@@ -21,7 +21,7 @@
 //! | --- | --- |
 //! | 0 | done (a purge with nothing old enough to delete too) |
 //! | 1 | error: unknown id, store unreachable or not migrated, patch that does not apply, permission denied, a resume whose verb is not the operation's, a declined purge, … (one line on stderr) |
-//! | 2 | usage: unknown flag, malformed or out-of-range filter, number, duration, rate or URL; `purge` without `--yes` and no terminal to ask on (one line on stderr) |
+//! | 2 | usage: unknown flag, malformed or out-of-range filter, number, duration, rate or URL, an empty `--reason`; `purge` without `--yes` and no terminal to ask on (one line on stderr, bar clap's usage text for a flag or verb it does not know) |
 //! | 3 | a canary stopped the redrive: its rows failed again (or had no outcome in time); the rest stay parked, `--resume` continues |
 //! | 4 | nothing matched: `redrive`, `discard` or `patch --group` selected no row, `pause`/`resume` named an event type nothing knows; nothing was done or stored ("nothing matched: …" on stderr) |
 //! | 130 | interrupted (Ctrl-C): a bulk verb stopped after its batch in flight; `--resume` continues |
@@ -168,11 +168,21 @@ impl Embedded {
         match Cli::try_parse_from(args) {
             Ok(cli) => self.run(cli).await,
             Err(err) => {
+                use clap::error::ErrorKind;
                 // clap quotes what it refused, which may be a database URL: never its password.
                 let text = err.render().to_string();
-                match dlq_sqlx::mask_passwords(&text) {
-                    std::borrow::Cow::Borrowed(_) => drop(err.print()),
-                    std::borrow::Cow::Owned(masked) => drop(write!(std::io::stderr().lock(), "{masked}")),
+                match err.kind() {
+                    ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => drop(err.print()),
+                    // A bad value (a number out of range, a malformed duration): one line, as
+                    // every other error of the CLI.
+                    ErrorKind::InvalidValue | ErrorKind::ValueValidation | ErrorKind::InvalidUtf8 => {
+                        let line = text.lines().next().unwrap_or_default();
+                        say(&format!("dlq: {}", line.strip_prefix("error: ").unwrap_or(line)));
+                    }
+                    _ => match dlq_sqlx::mask_passwords(&text) {
+                        std::borrow::Cow::Borrowed(_) => drop(err.print()),
+                        std::borrow::Cow::Owned(masked) => drop(write!(std::io::stderr().lock(), "{masked}")),
+                    },
                 }
                 ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
             }
@@ -206,6 +216,7 @@ impl Embedded {
         if let Command::Serve(args) = &cli.command {
             serve::check(args)?;
         }
+        usage(&cli.command)?;
         let migrate = matches!(cli.command, Command::Migrate);
         connect::target(url)?;
         let store = connect::open(url, &cli.schema, migrate).await?;
@@ -296,6 +307,36 @@ impl Embedded {
             ));
         }
         Ok(())
+    }
+}
+
+/// What clap cannot check: a reason given must say something (an empty one is refused as a
+/// usage error, before anything is read or written), an event type must be named.
+fn usage(command: &Command) -> Result<(), Failure> {
+    let blank = |text: &str| text.trim().is_empty();
+    let (verb, reason, required) = match command {
+        Command::Discard(args) => ("discard", args.reason.as_deref(), args.bulk.resume.is_none()),
+        Command::Redrive(args) => ("redrive", args.reason.as_deref(), false),
+        Command::Patch(args) => ("patch", Some(args.reason.as_str()), true),
+        Command::Undo { reason, .. } => ("undo", reason.as_deref(), false),
+        Command::Pause { event_type, reason } | Command::Resume { event_type, reason: Some(reason) } => {
+            if blank(event_type) {
+                return Err(Failure::usage("name the event type (`dlq stats` lists them)"));
+            }
+            let verb = if matches!(command, Command::Pause { .. }) { "pause" } else { "resume" };
+            (verb, Some(reason.as_str()), true)
+        }
+        Command::Resume { event_type, reason: None } if blank(event_type) => {
+            return Err(Failure::usage("name the event type (`dlq stats` lists them)"));
+        }
+        _ => return Ok(()),
+    };
+    match reason {
+        Some(reason) if blank(reason) => {
+            Err(Failure::usage(format!("{verb} needs a non-empty --reason: it is kept in the audit log")))
+        }
+        None if required => Err(Failure::usage(format!("{verb} needs --reason: it is kept in the audit log"))),
+        _ => Ok(()),
     }
 }
 

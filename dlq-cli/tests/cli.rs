@@ -576,6 +576,79 @@ async fn numbers_out_of_range_are_refused_before_anything_moves(db: Db) {
     assert_eq!(dry["moved"], 3);
 }
 
+/// A usage error exits 2 with one line, before anything is read or written: a malformed
+/// database URL, an empty `--reason`, a number out of range or a malformed value.
+async fn usage_errors_exit_2_with_one_line(db: Db) {
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let id = ids[0].to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let fix = dir.path().join("fix.json");
+    std::fs::write(&fix, r#"[{"op": "add", "path": "/x", "value": 1}]"#).unwrap();
+    let fix = fix.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["stats", "--database-url", "postgres://x@[::1/db"], "invalid database URL"),
+        (&["stats", "--database-url", "postgres://x@127.0.0.1:port/db"], "invalid database URL"),
+        (&["stats", "--database-url", "localhost:5432/db"], "unsupported database URL scheme"),
+        (&["stats", "--database-url", ""], "unsupported database URL scheme"),
+        (&["patch", &id, "--patch", fix, "--reason", ""], "patch needs a non-empty --reason"),
+        (&["patch", &id, "--patch", fix, "--reason", " \t"], "patch needs a non-empty --reason"),
+        (&["discard", &id, "--reason", ""], "discard needs a non-empty --reason"),
+        (&["discard", "999999", "--reason", " "], "discard needs a non-empty --reason"),
+        (&["redrive", &id, "--reason", ""], "redrive needs a non-empty --reason"),
+        (&["pause", "payment", "--reason", ""], "pause needs a non-empty --reason"),
+        (&["pause", " ", "--reason", "x"], "name the event type"),
+        (&["resume", ""], "name the event type"),
+        (&["undo", "1", "--reason", ""], "undo needs a non-empty --reason"),
+        (&["redrive", "--all", "--max", "0"], "invalid value '0' for '--max <MAX>'"),
+        (&["redrive", "--all", "--max-redrives", "1001"], "1001 is not in 0..=1000"),
+        (&["ls", "--limit", "10001"], "10001 is out of range: from 1 to 10000"),
+        (&["ls", "--limit", "-1"], "unexpected argument '-1'"),
+        (&["stats", "--top", "99999999999999999999999"], "is not a whole number"),
+        (&["show", "99999999999999999999"], "number too large"),
+        (&["ls", "--after", "abc"], "invalid digit"),
+        (&["ls", "--since", "1000000000y"], "too long"),
+        (&["purge", "--older-than", "200y", "--yes"], "the age must be"),
+        (&["redrive", "--all", "--canary", "10001"], "out of range"),
+    ];
+    for (args, want) in cases {
+        let out = db.dlq().args(*args).assert().code(2).get_output().clone();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        let unexpected = err.contains("unexpected argument");
+        assert!(unexpected || err.trim_end().lines().count() == 1, "{args:?}: one line: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert_eq!(store.audit(ids[0]).await.unwrap().len(), 0, "nothing was written");
+    assert_eq!(store.count(ListFilter::default().status(Status::FailedPermanently)).await.unwrap(), 3);
+    assert!(store.circuits().await.unwrap().circuits.is_empty(), "nothing paused");
+}
+
+/// `dlq --help` ends with the exit-code table, and README.md's table says the same codes.
+#[test]
+fn the_exit_code_table_is_in_the_help_and_the_readme() {
+    let help = Command::cargo_bin("dlq").unwrap().arg("--help").assert().success().get_output().stdout.clone();
+    let help = String::from_utf8(help).unwrap();
+    let table = help.split("Exit codes:\n").nth(1).unwrap();
+    let number = |word: &&str| word.chars().all(|c| c.is_ascii_digit());
+    let codes: Vec<&str> = table
+        .lines()
+        .map_while(|l| l.strip_prefix("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(number)
+        .collect();
+    assert_eq!(codes, ["0", "1", "2", "3", "4", "130", "141"], "{help}");
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let section = readme.split("| exit code | meaning |").nth(1).expect("README.md has the exit-code table");
+    let documented: Vec<&str> = section
+        .lines()
+        .skip(2)
+        .map_while(|l| l.strip_prefix("| "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(documented, codes, "README.md's exit codes");
+}
+
 /// A verb that selects nothing says so and exits 4, storing no operation; `purge` shows its
 /// count and needs `--yes` off a terminal.
 async fn nothing_matched_is_not_success(db: Db) {
@@ -645,6 +718,7 @@ on_both_stores!(
     pause_and_resume,
     hostile_text_never_reaches_the_terminal,
     long_text_is_cut_in_tables_and_whole_in_show_and_json,
+    usage_errors_exit_2_with_one_line,
     a_resume_must_name_the_operations_verb,
     numbers_out_of_range_are_refused_before_anything_moves,
     nothing_matched_is_not_success
