@@ -112,7 +112,10 @@ pub use handler::{Attempt, Context, Handler, Registration, State};
 pub use health::{Capacity, Health, HealthStatus, SATURATION_ERROR, SATURATION_WARNING, health};
 pub use live::{Dispatched, Dispatcher, HandlerError, Scope, current_store, install_store, with_store};
 pub use memory::MemoryStore;
-pub use observe::{METRICS, StoreGauges, describe_metrics, record_overflow};
+pub use observe::{
+    MAX_TYPE_LABEL_CHARS, MAX_UNREGISTERED_TYPE_LABELS, METRICS, OTHER_EVENT_TYPES, StoreGauges, describe_metrics,
+    record_overflow, type_label,
+};
 pub use record::{
     AttemptRecord, AuditEntry, AuditNote, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter, DeadReason, DlqId, FailureGroup,
     ListFilter, NewDeadLetter, Order, Parked, Payload, RetrierHeartbeat, SourceMeta, StatsRow, Status,
