@@ -169,7 +169,8 @@ impl Embedded {
             Ok(cli) => self.run(cli).await,
             Err(err) => {
                 use clap::error::ErrorKind;
-                // clap quotes what it refused, which may be a database URL: never its password.
+                // clap quotes what it refused, which may be a database URL (never its
+                // password) or a terminal escape (never raw).
                 let text = err.render().to_string();
                 match err.kind() {
                     ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => drop(err.print()),
@@ -179,10 +180,16 @@ impl Embedded {
                         let line = text.lines().next().unwrap_or_default();
                         say(&format!("dlq: {}", line.strip_prefix("error: ").unwrap_or(line)));
                     }
-                    _ => match dlq_sqlx::mask_passwords(&text) {
-                        std::borrow::Cow::Borrowed(_) => drop(err.print()),
-                        std::borrow::Cow::Owned(masked) => drop(write!(std::io::stderr().lock(), "{masked}")),
-                    },
+                    // clap's usage text, as clap prints it unless what it quotes needs
+                    // neutralizing (`dlq $'\e[2J'`) or masking.
+                    _ => {
+                        let shown = render::neutralize(&dlq_sqlx::mask_passwords(&text), true).into_owned();
+                        if shown == text {
+                            drop(err.print());
+                        } else {
+                            drop(write!(std::io::stderr().lock(), "{shown}"));
+                        }
+                    }
                 }
                 ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
             }

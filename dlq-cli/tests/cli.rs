@@ -528,6 +528,10 @@ async fn hostile_text_never_reaches_the_terminal(db: Db) {
     inert(&db, &["show", &json_id], 0);
     inert(&db, &["redrive", "--group", &evil, "--reason", "x"], 4);
     inert(&db, &["pause", &format!("no{evil}"), "--reason", "x"], 4);
+    // What clap quotes back in its usage text (an unknown verb or flag, a bad value).
+    inert(&db, &[&evil], 2);
+    inert(&db, &["ls", &format!("--{evil}")], 2);
+    inert(&db, &["ls", "--limit", &evil], 2);
     // --json stays exact: the text round-trips.
     assert_eq!(run_json(&db, &["show", &json_id])["event_type"], event_type.as_str());
 }
