@@ -536,6 +536,162 @@ async fn hostile_text_never_reaches_the_terminal(db: Db) {
     assert_eq!(run_json(&db, &["show", &json_id])["event_type"], event_type.as_str());
 }
 
+/// Everything a hostile producer can put in a string at once: the terminal attacks of
+/// [`HOSTILE`], every C0 control (NUL included: PostgreSQL stores it replaced) and every C1
+/// control, HTML and quotes.
+fn hostile_text() -> String {
+    let c0: String = (0u8..0x20).map(char::from).collect();
+    let c1: String = ('\u{80}'..='\u{9f}').collect();
+    format!("{}{c0}{c1}<script>alert(1)</script>&amp;\"'", HOSTILE.concat())
+}
+
+/// The same as an argument: argv cannot hold a NUL.
+fn hostile_arg() -> String {
+    hostile_text().replace('\0', "")
+}
+
+/// Every verb `dlq --help` lists (but `serve`, whose pages escape the same rows as HTML in
+/// dlq-web's tests) on rows whose every field is hostile, 10,000 characters long, or raw
+/// invalid UTF-8, with a fingerprint shaped like a path: the human output never holds a
+/// control character, an escape or a bidi override, and `--json` gives back exactly what
+/// the store holds.
+async fn hostile_data_through_every_verb(db: Db) {
+    let store = db.store().await;
+    let evil = hostile_text();
+    let arg = hostile_arg();
+    let long = format!("{evil}{}", "ab".repeat(5_000));
+    let mut failure = FailureInfo::new(
+        ErrorClass::Permanent,
+        &format!("Kind{evil}"),
+        long.clone(),
+        vec![long.clone(), format!("cause{evil}")],
+        Some(format!("stack{evil}\n\tat frame")),
+    );
+    // What a verb selects by (on the command line: no NUL) is hostile too.
+    failure.fingerprint = format!("../../etc/passwd{arg}");
+    let mut source = dlq_core::SourceMeta::kafka(&format!("topic{evil}"), 1, 2);
+    source.headers.insert(format!("h{evil}"), format!("v{evil}"));
+    source.trace_context = Some(format!("trace{evil}"));
+    let event_type = format!("pay{arg}");
+    // A JSON string with a NUL is kept as raw bytes on PostgreSQL (JSONB cannot hold it), and
+    // this row is to be patched: the raw row below holds the NUL.
+    let payload = Payload::Json(serde_json::json!({ "note": arg, "long": long.replace('\0', "") }));
+    let letter = NewDeadLetter::new(&event_type, payload, failure.clone())
+        .dead(DeadReason::Permanent)
+        .with_source(source)
+        .with_dedupe_key(format!("key{evil}"))
+        .with_handler(format!("handler{evil}"));
+    let json_id = store.park(letter).await.unwrap().id;
+    let raw_bytes = [b"\xff\xfe\x1b[2J\x9b31m\xc0\x80".as_slice(), long.as_bytes(), b"\xed\xa0\x80"].concat();
+    let mut raw_failure = failure.clone();
+    raw_failure.fingerprint = "/tmp/../x?y#z".into();
+    let raw = NewDeadLetter::new(&event_type, Payload::from_bytes(&raw_bytes), raw_failure).dead(DeadReason::Permanent);
+    let raw_id = store.park(raw).await.unwrap().id;
+    // A retrier names itself (host, pid): no NUL there.
+    let beat = dlq_core::RetrierHeartbeat::new(&format!("owner{arg}"), [event_type.as_str()], false);
+    store.heartbeat(&beat, Duration::from_secs(600)).await.unwrap();
+    let stored = store.get(json_id).await.unwrap().unwrap();
+    let stored_raw = store.get(raw_id).await.unwrap().unwrap();
+    let (json_id, raw_id) = (json_id.to_string(), raw_id.to_string());
+    let fp = stored.failure.fingerprint.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let fix = dir.path().join("fix.json");
+    std::fs::write(&fix, serde_json::json!([{ "op": "add", "path": "/more", "value": arg }]).to_string()).unwrap();
+    let fix = fix.to_str().unwrap();
+    let mut verbs = std::collections::BTreeSet::new();
+    // Runs `args` twice when `both`: for people (inert) and as JSON; returns the JSON.
+    let mut run = |args: &[&str], code: i32, json: bool| -> Value {
+        verbs.insert(args[0].to_owned());
+        if !json {
+            inert(&db, args, code);
+            return Value::Null;
+        }
+        let out = db.dlq().args(args).arg("--json").assert().code(code).get_output().clone();
+        assert_inert(&format!("{args:?} --json stderr"), &out.stderr);
+        json_of(&out.stdout)
+    };
+
+    // Reads, for people and as JSON.
+    for args in
+        [&["ls"][..], &["ls", "--group", &fp], &["show", &json_id], &["show", &raw_id], &["stats"], &["workers"]]
+    {
+        run(args, 0, false);
+    }
+    let rows = run(&["ls", "--group", &fp], 0, true);
+    assert_eq!(rows["rows"][0]["id"].to_string(), json_id);
+    let row = &rows["rows"][0];
+    assert_eq!(row["event_type"], stored.event_type.as_str());
+    assert_eq!(row["error_kind"], stored.failure.kind.as_str());
+    assert_eq!(row["error_reason"], stored.failure.reason.as_str());
+    assert_eq!(row["fingerprint"], fp.as_str());
+    assert_eq!(row["handler"], stored.handler.as_str());
+    let shown = run(&["show", &json_id], 0, true);
+    let Payload::Json(payload) = &stored.payload else { panic!("a JSON payload") };
+    assert_eq!(&shown["payload"], payload);
+    assert_eq!(shown["error_chain"], serde_json::json!(stored.failure.chain));
+    assert_eq!(shown["stacktrace"], stored.failure.stacktrace.as_deref().unwrap());
+    assert_eq!(shown["dedupe_key"], stored.dedupe_key.as_deref().unwrap());
+    assert_eq!(shown["source"]["topic"], stored.source.topic.as_deref().unwrap());
+    let raw_shown = run(&["show", &raw_id], 0, true);
+    let Payload::Raw { bytes, .. } = &stored_raw.payload else { panic!("raw") };
+    assert_eq!(raw_shown["payload_raw_hex"], dlq_core::admin::hex(bytes).as_str());
+    assert_eq!(raw_shown["fingerprint"], stored_raw.failure.fingerprint.as_str());
+    let stats = run(&["stats"], 0, true);
+    assert_eq!(stats["counts"][0]["event_type"], stored.event_type.as_str());
+    let groups: Vec<&str> =
+        stats["groups"].as_array().unwrap().iter().map(|g| g["fingerprint"].as_str().unwrap()).collect();
+    assert!(groups.contains(&fp.as_str()), "{groups:?}");
+    let owner = store.retriers().await.unwrap()[0].owner.clone();
+    assert_eq!(run(&["workers"], 0, true)["retriers"][0]["owner"], owner.as_str());
+
+    // Dry runs, then the real thing, with hostile reasons and actors.
+    run(&["redrive", "--group", &fp, "--dry-run"], 0, false);
+    assert_eq!(run(&["redrive", "--group", &fp, "--dry-run"], 0, true)["moved_ids"], serde_json::json!([stored.id]));
+    run(&["discard", &raw_id, "--dry-run", "--reason", &arg], 0, false);
+    run(&["patch", "--group", &fp, "--patch", fix, "--reason", &arg, "--dry-run"], 0, false);
+    let dry = run(&["patch", "--group", &fp, "--patch", fix, "--reason", &arg, "--dry-run"], 0, true);
+    assert_eq!(dry["patched"][0]["changes"][0]["new"], arg.as_str());
+    let patched = run(&["patch", &json_id, "--patch", fix, "--reason", &arg, "--actor", &arg], 0, true);
+    assert_eq!(patched["new"]["more"], arg.as_str());
+    let audit = &run(&["show", &json_id], 0, true)["audit"][0];
+    assert_eq!((audit["reason"].as_str(), audit["actor"].as_str()), (Some(arg.as_str()), Some(arg.as_str())));
+    run(&["show", &json_id], 0, false);
+    let audit_id = audit["id"].to_string();
+    run(&["undo", &audit_id, "--reason", &arg], 0, false);
+    let undone = &run(&["show", &json_id], 0, true)["audit"][0];
+    assert_eq!(undone["reason"], arg.as_str());
+    run(&["pause", &event_type, "--reason", &arg, "--actor", &arg], 0, false);
+    let stats = run(&["stats"], 0, true);
+    assert_eq!(
+        (stats["circuits"][0]["pause_reason"].as_str(), stats["circuits"][0]["paused_by"].as_str()),
+        (Some(arg.as_str()), Some(arg.as_str()))
+    );
+    run(&["stats"], 0, false);
+    run(&["resume", &event_type, "--reason", &arg], 0, true);
+    run(&["redrive", &json_id, "--reason", &arg], 0, false);
+    let discarded = run(&["discard", &raw_id, "--reason", &arg], 0, true);
+    assert_eq!(discarded["moved_ids"], serde_json::json!([stored_raw.id]));
+    run(&["show", &raw_id], 0, false);
+    run(&["purge", "--older-than", "0s", "--yes"], 0, false);
+    run(&["migrate"], 0, true);
+    run(&["ls"], 0, false);
+
+    // Every verb of `dlq --help` was run, but `serve`.
+    let help = db.dlq().arg("--help").assert().success().get_output().stdout.clone();
+    let help = String::from_utf8(help).unwrap();
+    let listed: std::collections::BTreeSet<String> = help
+        .split("Commands:\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .map_while(|l| l.strip_prefix("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|v| !matches!(*v, "serve" | "help"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(verbs, listed, "a verb `dlq --help` lists is not run on hostile rows");
+}
+
 /// `redrive --resume` of a stored discard once discarded (and `discard --resume` of a
 /// redrive redrove): refused with one line naming both, nothing moved, still resumable.
 async fn a_resume_must_name_the_operations_verb(db: Db) {
@@ -723,6 +879,7 @@ on_both_stores!(
     hostile_text_never_reaches_the_terminal,
     long_text_is_cut_in_tables_and_whole_in_show_and_json,
     usage_errors_exit_2_with_one_line,
+    hostile_data_through_every_verb,
     a_resume_must_name_the_operations_verb,
     numbers_out_of_range_are_refused_before_anything_moves,
     nothing_matched_is_not_success
