@@ -68,11 +68,17 @@ async fn handle_payment(p: Payment, State(ledger): State<Ledger>) -> Result<(), 
     Ok(())
 }
 
-async fn open_store() -> Result<Arc<dyn DeadLetterStore>, dlq_core::Error> {
+async fn open_store() -> Result<Arc<dyn DeadLetterStore>, Box<dyn std::error::Error>> {
     Ok(match std::env::var("DATABASE_URL") {
         Ok(url) => {
-            println!("store: PostgreSQL at {url}");
-            Arc::new(dlq_sqlx::PgStore::connect(&url).await?)
+            // What is printed of a database URL never holds its password.
+            let shown = dlq_sqlx::mask_passwords(&url);
+            println!("store: PostgreSQL at {shown}");
+            let store = dlq_sqlx::PgStore::connect(&url).await.map_err(|e| {
+                let why = dlq_sqlx::mask_passwords(&dlq_core::admin::one_line(&e)).into_owned();
+                format!("cannot open the store at {shown}: {why}")
+            })?;
+            Arc::new(store)
         }
         Err(_) => {
             println!("store: SQLite file dlq-quickstart.db (set DATABASE_URL for PostgreSQL)");

@@ -12,13 +12,15 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0    success (a purge with nothing old enough to delete too)
   1    error (one line on stderr)
-  2    usage: a bad flag, number, duration, rate or URL; purge without --yes off a terminal
+  2    usage: a bad flag, number, duration, rate or URL, an empty --reason; purge without
+       --yes off a terminal
   3    a canary stopped the redrive (the rest stay parked; --resume continues)
   4    nothing matched: no row selected, or an unknown event type; nothing done
   130  interrupted (Ctrl-C): stopped after the batch in flight; --resume continues
   141  the output was closed (dlq ls | head): stopped quietly; --resume continues
 
-Text read from the store is shown with control characters replaced by '.'; --json is exact.";
+Text read from the store is shown with control characters replaced by '.', cut to 60
+characters (…) in tables; `dlq show` has a row's fields whole, --json has everything exactly.";
 
 /// The most rows a batch, a canary, a page or a top list may hold.
 pub(crate) const MAX_ROWS: u64 = 10_000;

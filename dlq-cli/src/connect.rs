@@ -151,7 +151,7 @@ async fn open_sqlite(url: &str, migrate: bool) -> Result<Arc<dyn DeadLetterStore
         if !path.exists() {
             return Err(Failure::error(format!(
                 "no SQLite database at {}: run `dlq migrate` to create it",
-                path.display()
+                shown(&path)
             )));
         }
         // Checked before the store opens the file, since opening it migrates it: a verb
@@ -164,12 +164,19 @@ async fn open_sqlite(url: &str, migrate: bool) -> Result<Arc<dyn DeadLetterStore
     Ok(Arc::new(store))
 }
 
+/// An SQLite path for a message: what the URL named, a `user:password@` in it masked as a
+/// URL's would be (`sqlite://u:pw@/x.db` names the file `u:pw@/x.db`).
+fn shown(path: &std::path::Path) -> String {
+    let url = format!("sqlite://{}", path.display());
+    dlq_sqlx::mask_passwords(&url).trim_start_matches("sqlite://").to_owned()
+}
+
 /// The SQLite file has every embedded migration; read on a read-only connection that sets no
 /// journal mode, so the check writes nothing to the file.
 async fn check_sqlite_migrated(options: SqliteConnectOptions, path: &std::path::Path) -> Result<(), Failure> {
     let latest = dlq_sqlx::sqlite::MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
     let options = options.create_if_missing(false).read_only(true);
-    let failed = |e: sqlx::Error| Failure::error(format!("cannot read {}: {}", path.display(), describe(&e)));
+    let failed = |e: sqlx::Error| Failure::error(format!("cannot read {}: {}", shown(path), describe(&e)));
     let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect_with(&options).await.map_err(failed)?;
     let tracked: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations')",
@@ -187,7 +194,7 @@ async fn check_sqlite_migrated(options: SqliteConnectOptions, path: &std::path::
     };
     let _ = sqlx::Connection::close(conn).await;
     let behind = |found: String| {
-        Failure::error(format!("{} {found}: run `dlq migrate` (this dlq needs migration {latest})", path.display()))
+        Failure::error(format!("{} {found}: run `dlq migrate` (this dlq needs migration {latest})", shown(path)))
     };
     if !tracked {
         return Err(behind("has no dlq tables".into()));

@@ -21,7 +21,7 @@
 //! | --- | --- |
 //! | 0 | done (a purge with nothing old enough to delete too) |
 //! | 1 | error: unknown id, store unreachable or not migrated, patch that does not apply, permission denied, a resume whose verb is not the operation's, a declined purge, … (one line on stderr) |
-//! | 2 | usage: unknown flag, malformed or out-of-range filter, number, duration, rate or URL; `purge` without `--yes` and no terminal to ask on (one line on stderr) |
+//! | 2 | usage: unknown flag, malformed or out-of-range filter, number, duration, rate or URL, an empty `--reason`; `purge` without `--yes` and no terminal to ask on (one line on stderr, bar clap's usage text for a flag or verb it does not know) |
 //! | 3 | a canary stopped the redrive: its rows failed again (or had no outcome in time); the rest stay parked, `--resume` continues |
 //! | 4 | nothing matched: `redrive`, `discard` or `patch --group` selected no row, `pause`/`resume` named an event type nothing knows; nothing was done or stored ("nothing matched: …" on stderr) |
 //! | 130 | interrupted (Ctrl-C): a bulk verb stopped after its batch in flight; `--resume` continues |
@@ -29,7 +29,13 @@
 //!
 //! Text read from the store (event types, reasons, payloads, headers, …) is shown with
 //! control characters and bidi overrides replaced by `.`, so no stored row can move the
-//! cursor, retitle the window or write the clipboard; `--json` prints it exactly, escaped.
+//! cursor, retitle the window or write the clipboard. A table cell holds at most 60
+//! characters of it (cut between characters, after that replacement, ending in `…`), so a
+//! 10,000-character reason cannot scroll the rest away; `dlq show` prints the row's own
+//! fields whole, and `--json` prints everything exactly, escaped.
+//!
+//! No message prints a database URL's password: a URL quoted in an error (clap's too) shows
+//! `user:***@` and `password=***` ([`dlq_sqlx::mask_passwords`]).
 //!
 //! # JSON output
 //! `--json` prints one JSON document on stdout per verb (errors still go to stderr):
@@ -162,7 +168,29 @@ impl Embedded {
         match Cli::try_parse_from(args) {
             Ok(cli) => self.run(cli).await,
             Err(err) => {
-                let _ = err.print();
+                use clap::error::ErrorKind;
+                // clap quotes what it refused, which may be a database URL (never its
+                // password) or a terminal escape (never raw).
+                let text = err.render().to_string();
+                match err.kind() {
+                    ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => drop(err.print()),
+                    // A bad value (a number out of range, a malformed duration): one line, as
+                    // every other error of the CLI.
+                    ErrorKind::InvalidValue | ErrorKind::ValueValidation | ErrorKind::InvalidUtf8 => {
+                        let line = text.lines().next().unwrap_or_default();
+                        say(&format!("dlq: {}", line.strip_prefix("error: ").unwrap_or(line)));
+                    }
+                    // clap's usage text, as clap prints it unless what it quotes needs
+                    // neutralizing (`dlq $'\e[2J'`) or masking.
+                    _ => {
+                        let shown = render::neutralize(&dlq_sqlx::mask_passwords(&text), true).into_owned();
+                        if shown == text {
+                            drop(err.print());
+                        } else {
+                            drop(write!(std::io::stderr().lock(), "{shown}"));
+                        }
+                    }
+                }
                 ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
             }
         }
@@ -195,6 +223,7 @@ impl Embedded {
         if let Command::Serve(args) = &cli.command {
             serve::check(args)?;
         }
+        usage(&cli.command)?;
         let migrate = matches!(cli.command, Command::Migrate);
         connect::target(url)?;
         let store = connect::open(url, &cli.schema, migrate).await?;
@@ -288,6 +317,36 @@ impl Embedded {
     }
 }
 
+/// What clap cannot check: a reason given must say something (an empty one is refused as a
+/// usage error, before anything is read or written), an event type must be named.
+fn usage(command: &Command) -> Result<(), Failure> {
+    let blank = |text: &str| text.trim().is_empty();
+    let (verb, reason, required) = match command {
+        Command::Discard(args) => ("discard", args.reason.as_deref(), args.bulk.resume.is_none()),
+        Command::Redrive(args) => ("redrive", args.reason.as_deref(), false),
+        Command::Patch(args) => ("patch", Some(args.reason.as_str()), true),
+        Command::Undo { reason, .. } => ("undo", reason.as_deref(), false),
+        Command::Pause { event_type, reason } | Command::Resume { event_type, reason: Some(reason) } => {
+            if blank(event_type) {
+                return Err(Failure::usage("name the event type (`dlq stats` lists them)"));
+            }
+            let verb = if matches!(command, Command::Pause { .. }) { "pause" } else { "resume" };
+            (verb, Some(reason.as_str()), true)
+        }
+        Command::Resume { event_type, reason: None } if blank(event_type) => {
+            return Err(Failure::usage("name the event type (`dlq stats` lists them)"));
+        }
+        _ => return Ok(()),
+    };
+    match reason {
+        Some(reason) if blank(reason) => {
+            Err(Failure::usage(format!("{verb} needs a non-empty --reason: it is kept in the audit log")))
+        }
+        None if required => Err(Failure::usage(format!("{verb} needs --reason: it is kept in the audit log"))),
+        _ => Ok(()),
+    }
+}
+
 /// `--actor`, or the OS user.
 fn actor(given: Option<&str>) -> String {
     if let Some(actor) = given.map(str::trim).filter(|a| !a.is_empty()) {
@@ -315,9 +374,10 @@ pub(crate) mod exit {
     pub(crate) const CLOSED: u8 = 141;
 }
 
-/// One line on stderr, neutralized; a closed stderr is ignored (there is nowhere left to say it).
+/// One line on stderr, neutralized, passwords masked; a closed stderr is ignored (there is
+/// nowhere left to say it).
 fn say(text: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{}", render::neutralize(text, false));
+    let _ = writeln!(std::io::stderr().lock(), "{}", render::stderr_line(text));
 }
 
 /// `purge` deletes for good: on a terminal it shows the count and asks; elsewhere it needs

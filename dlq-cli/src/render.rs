@@ -43,6 +43,12 @@ pub(crate) fn neutralize(text: &str, newlines: bool) -> Cow<'_, str> {
         .collect()
 }
 
+/// A line for stderr (an error, a progress line): one line, neutralized, and the password of
+/// any database URL in it masked (`postgres://user:***@host/db`).
+pub(crate) fn stderr_line(text: &str) -> String {
+    neutralize(&dlq_sqlx::mask_passwords(text), false).into_owned()
+}
+
 /// A control character (bar the newline and tab) or a bidi formatting character.
 const fn is_hazard(c: char) -> bool {
     matches!(c,
@@ -51,8 +57,20 @@ const fn is_hazard(c: char) -> bool {
         | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') // embeddings, overrides, isolates
 }
 
-/// A table cell of stored text: one line, neutralized.
+/// The most characters a table cell shows; longer text is cut, ending in `…` (`dlq show`
+/// and `--json` have it whole).
+pub(crate) const CELL_MAX: usize = 60;
+
+/// The most characters of a line that quotes stored text (a warning, a refusal).
+const LINE_MAX: usize = 160;
+
+/// A table cell of stored text: one line, neutralized, at most [`CELL_MAX`] characters.
 fn cell(text: impl Display) -> Cell {
+    Cell::new(short(&text.to_string(), CELL_MAX))
+}
+
+/// A cell shown whole (one line, neutralized): the values of `dlq show`'s own row.
+fn whole(text: impl Display) -> Cell {
     Cell::new(neutralize(&text.to_string(), false))
 }
 
@@ -60,8 +78,9 @@ fn time(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M:%S").to_string()
 }
 
-/// At most `max` characters of `text` on one line, neutralized.
-fn short(text: &str, max: usize) -> String {
+/// At most `max` characters of `text` on one line, neutralized first (so a control character
+/// counts as the one `.` it becomes) and cut between characters, never inside one.
+pub(crate) fn short(text: &str, max: usize) -> String {
     let line = neutralize(text, false);
     if line.chars().count() <= max {
         return line.into_owned();
@@ -119,7 +138,7 @@ impl Out {
 
     /// A line on stderr, neutralized, whatever `--json` says (progress, errors).
     pub(crate) fn err_line(&self, text: &str) {
-        self.write(std::io::stderr().lock(), &neutralize(text, false));
+        self.write(std::io::stderr().lock(), &stderr_line(text));
     }
 
     fn table(&self, header: &[&str]) -> Table {
@@ -186,7 +205,7 @@ impl Out {
                 cell(time(g.first_seen)),
                 cell(time(g.last_seen)),
                 cell(g.sample_id),
-                cell(short(&g.sample_reason, 60)),
+                cell(&g.sample_reason),
             ]);
         }
         self.print_table(&groups);
@@ -198,11 +217,13 @@ impl Out {
         self.retrier_table(&report.retriers);
         for orphan in &report.orphans {
             if let Some(handler) = &orphan.expected_handler {
-                self.line(format!("orphaned `{}`: expected handler {handler}", orphan.event_type));
+                let event_type = short(&orphan.event_type, CELL_MAX);
+                self.line(format!("orphaned `{event_type}`: expected handler {handler}"));
             }
         }
         for warning in &report.warnings {
-            self.warn(warning);
+            // A warning quotes stored text (an event type, a pause reason): one line, bounded.
+            self.warn(&short(warning, LINE_MAX));
         }
     }
 
@@ -250,7 +271,7 @@ impl Out {
                 cell(format!("{}/{}", l.retry_count, l.max_retries)),
                 cell(l.redrive_count),
                 cell(time(l.created_at)),
-                cell(short(&l.failure.reason, 60)),
+                cell(&l.failure.reason),
             ]);
         }
         self.print_table(&table);
@@ -268,7 +289,7 @@ impl Out {
         let l = &detail.letter;
         let mut fields = self.table(&["FIELD", "VALUE"]);
         for (name, value) in summary(l) {
-            fields.add_row(vec![cell(name), cell(value)]);
+            fields.add_row(vec![cell(name), whole(value)]);
         }
         self.print_table(&fields);
         self.line("\nPAYLOAD");
@@ -289,7 +310,7 @@ impl Out {
                 cell(a.error_class.as_deref().unwrap_or_default()),
                 cell(a.owner.as_deref().unwrap_or_default()),
                 cell(time(a.at)),
-                cell(short(a.error_reason.as_deref().unwrap_or_default(), 60)),
+                cell(a.error_reason.as_deref().unwrap_or_default()),
             ]);
         }
         self.print_table(&attempts);
@@ -306,7 +327,7 @@ impl Out {
                 cell(&a.actor),
                 cell(time(a.at)),
                 cell(a.reason.as_deref().unwrap_or_default()),
-                cell(short(&a.diff.to_string(), 80)),
+                cell(&a.diff),
             ]);
         }
         self.print_table(&audit);
@@ -323,7 +344,7 @@ impl Out {
         };
         self.line(format!("{verb}: {} rows{}", report.moved_ids.len(), ids_text(&report.moved_ids)));
         for r in &report.refusals {
-            self.line(format!("refused {}: {}", r.id, r.why));
+            self.line(format!("refused {}: {}", r.id, short(&r.why.to_string(), LINE_MAX)));
         }
         if let Some(op) = report.operation {
             self.line(format!(
@@ -343,8 +364,8 @@ impl Out {
                         "  {} {} ({same}, group {}): {}",
                         f.id,
                         f.status,
-                        f.fingerprint,
-                        short(&f.reason, 80)
+                        short(&f.fingerprint, CELL_MAX),
+                        short(&f.reason, CELL_MAX)
                     ));
                 }
             }
@@ -383,8 +404,8 @@ impl Out {
                 cell(&c.event_type),
                 cell(c.state),
                 cell(probe),
-                cell(short(&paused, 60)),
-                cell(short(c.reason.as_deref().unwrap_or(""), 60)),
+                cell(&paused),
+                cell(c.reason.as_deref().unwrap_or("")),
             ]);
         }
         self.print_table(&table);
@@ -418,13 +439,14 @@ impl Out {
             let audit = row.audit_id.map(|a| format!(" (audit entry {a})")).unwrap_or_default();
             self.line(format!("  {}{audit}", row.id));
             for change in &row.changes {
-                let value =
-                    |v: &Option<Value>| v.as_ref().map_or_else(|| "(absent)".to_owned(), |v| short(&v.to_string(), 60));
+                let value = |v: &Option<Value>| {
+                    v.as_ref().map_or_else(|| "(absent)".to_owned(), |v| short(&v.to_string(), CELL_MAX))
+                };
                 self.line(format!("    {}: {} -> {}", change.path, value(&change.old), value(&change.new)));
             }
         }
         for r in &report.refused {
-            self.line(format!("refused {}: {}", r.id, short(&r.reason, 160)));
+            self.line(format!("refused {}: {}", r.id, short(&r.reason, LINE_MAX)));
         }
         if !report.dry_run && !report.patched.is_empty() {
             self.line("`dlq undo AUDIT_ID` restores a row's payload");
@@ -519,5 +541,17 @@ mod tests {
         assert_eq!(neutralize("one\ntwo\r\tthree", false), "one two  three");
         assert_eq!(neutralize("one\ntwo\r\tthree", true), "one\ntwo.\tthree");
         assert!(matches!(neutralize("plain ünïcode → fine", false), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn short_cuts_by_characters_after_neutralizing() {
+        assert_eq!(short("ééééé", 5), "ééééé", "five characters fit, whatever their bytes");
+        assert_eq!(short("éééééé", 5), "éééé…");
+        assert_eq!(short("💳💳💳💳", 3), "💳💳…", "never inside a character");
+        // Each control becomes one `.` before counting; no escape is cut in half to leak.
+        assert_eq!(short("\x1b[31mred\x1b[0m", 8), ".[31mre…");
+        assert_eq!(short("a\nb", 8), "a b");
+        let long = "x".repeat(10_000);
+        assert_eq!(short(&long, CELL_MAX).chars().count(), CELL_MAX);
     }
 }

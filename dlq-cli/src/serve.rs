@@ -23,9 +23,11 @@ const GAUGE_EVERY: Duration = Duration::from_secs(15);
 /// `dlq serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The address to listen on; anything but loopback needs a token.
+    /// The address to listen on: `127.0.0.1:8080`, `[::1]:8080`, or a name and port
+    /// (`localhost:8080`), resolved, its first address bound. Anything but loopback needs a
+    /// token.
     #[arg(long, default_value = "127.0.0.1:8080")]
-    pub bind: SocketAddr,
+    pub bind: String,
     /// A secret every request must carry (`Authorization: Bearer TOKEN`, or open the console
     /// once with `?token=TOKEN`); required to bind a non-loopback address.
     #[arg(long, env = "DLQ_WEB_TOKEN", hide_env_values = true)]
@@ -35,16 +37,64 @@ pub struct ServeArgs {
     pub allow_actions: bool,
 }
 
-/// Refuses a non-loopback address without a token (before anything listens).
-pub(crate) fn check(args: &ServeArgs) -> Result<(), Failure> {
+/// Where `--bind` says to listen: an address, or what a name resolves to.
+#[derive(Debug)]
+pub(crate) struct Bind {
+    /// The address to bind (a name's first).
+    addr: SocketAddr,
+    /// The name given (`localhost:8080`), which the console then answers to; `None` for an
+    /// address.
+    name: Option<String>,
+}
+
+/// Resolves `--bind`: an address as it is, `NAME:PORT` through the system resolver. A
+/// malformed value is a usage error; a name that does not resolve, an error.
+pub(crate) fn resolve(bind: &str) -> Result<Bind, Failure> {
+    if let Ok(addr) = bind.parse::<SocketAddr>() {
+        return Ok(Bind { addr, name: None });
+    }
+    let shown = crate::render::short(bind, crate::render::CELL_MAX);
+    let malformed = || {
+        Failure::usage(format!(
+            "--bind `{shown}` is not an address or NAME:PORT (e.g. 127.0.0.1:8080, [::1]:8080, localhost:8080)"
+        ))
+    };
+    let (name, port) = bind.rsplit_once(':').ok_or_else(malformed)?;
+    if name.is_empty() || name.contains(':') || port.parse::<u16>().is_err() {
+        return Err(malformed());
+    }
+    let mut addrs = std::net::ToSocketAddrs::to_socket_addrs(bind)
+        .map_err(|e| Failure::error(format!("cannot resolve --bind `{shown}`: {e}")))?;
+    let addr = addrs.next().ok_or_else(|| Failure::error(format!("--bind `{shown}` resolves to no address")))?;
+    Ok(Bind { addr, name: Some(bind.to_owned()) })
+}
+
+/// Resolves `--bind` and refuses a non-loopback address without a token (before anything
+/// listens).
+pub(crate) fn check(args: &ServeArgs) -> Result<Bind, Failure> {
+    let bind = resolve(&args.bind)?;
     let token = args.token.as_deref().filter(|t| !t.is_empty());
-    if !args.bind.ip().is_loopback() && token.is_none() {
+    if !bind.addr.ip().is_loopback() && token.is_none() {
         return Err(Failure::usage(format!(
             "binding {} (not loopback) needs a token: pass --token or set DLQ_WEB_TOKEN",
-            args.bind
+            bind.addr
         )));
     }
-    Ok(())
+    Ok(bind)
+}
+
+/// The console's options: without a token it answers only to the address it listens on,
+/// loopback names with its port, and the name `--bind` gave, if any.
+fn console_options(args: &ServeArgs, bind: &Bind, local: SocketAddr) -> dlq_web::Options {
+    let mut options = dlq_web::Options::default().allow_actions(args.allow_actions).bound_to(local);
+    if let Some(name) = &bind.name {
+        let host = name.rsplit_once(':').map_or(name.as_str(), |(host, _)| host);
+        options = options.allow_host(format!("{host}:{}", local.port()));
+    }
+    if let Some(token) = args.token.as_ref().filter(|t| !t.is_empty()) {
+        options = options.token(token.clone());
+    }
+    options
 }
 
 #[derive(Clone)]
@@ -56,7 +106,7 @@ struct Ops {
 
 /// Serves the console at `/`, `/metrics` (Prometheus text) and `/healthz` until Ctrl-C.
 pub(crate) async fn run(admin: Admin, args: &ServeArgs) -> Result<(), Failure> {
-    check(args)?;
+    let bind = check(args)?;
     let metrics = PrometheusBuilder::new()
         .install_recorder()
         .map_err(|e| Failure::error(format!("cannot install the Prometheus recorder: {e}")))?;
@@ -70,21 +120,16 @@ pub(crate) async fn run(admin: Admin, args: &ServeArgs) -> Result<(), Failure> {
             tokio::time::sleep(GAUGE_EVERY).await;
         }
     });
-    let token = args.token.clone().filter(|t| !t.is_empty());
-    let listener = tokio::net::TcpListener::bind(args.bind)
+    let listener = tokio::net::TcpListener::bind(bind.addr)
         .await
-        .map_err(|e| Failure::error(format!("cannot listen on {}: {e}", args.bind)))?;
+        .map_err(|e| Failure::error(format!("cannot listen on {}: {e}", bind.addr)))?;
     let local = listener.local_addr().map_err(|e| Failure::error(e.to_string()))?;
-    // The console (and /metrics) then answer only to this address and loopback names with its
-    // port, unless a token guards them: a page of another site cannot rebind its name to it.
-    // Confirmed redrives and discards run in the background: Ctrl-C stops them after their
-    // batch, stored `stopped` (resumable), before the process ends.
+    // The console (and /metrics) then answer only to this address, loopback names and the
+    // name bound, with its port, unless a token guards them: a page of another site cannot
+    // rebind its name to it. Confirmed redrives and discards run in the background: Ctrl-C
+    // stops them after their batch, stored `stopped` (resumable), before the process ends.
     let background = dlq_web::Background::new();
-    let mut options =
-        dlq_web::Options::default().allow_actions(args.allow_actions).bound_to(local).background(background.clone());
-    if let Some(token) = &token {
-        options = options.token(token.clone());
-    }
+    let options = console_options(args, &bind, local).background(background.clone());
     let ops = Ops { store, metrics, options: options.clone() };
     let app = Router::new()
         .route("/metrics", get(metrics_text))
@@ -131,7 +176,25 @@ mod tests {
     use super::*;
 
     fn args(bind: &str, token: Option<&str>) -> ServeArgs {
-        ServeArgs { bind: bind.parse().unwrap(), token: token.map(str::to_owned), allow_actions: false }
+        ServeArgs { bind: bind.to_owned(), token: token.map(str::to_owned), allow_actions: false }
+    }
+
+    #[test]
+    fn a_name_is_resolved_and_the_console_answers_to_it() {
+        let bind = check(&args("localhost:8080", None)).unwrap();
+        assert!(bind.addr.ip().is_loopback() && bind.addr.port() == 8080, "{bind:?}");
+        // A name of the operator's own (an /etc/hosts entry) is accepted as the Host it names.
+        let named = Bind { addr: "127.0.0.1:0".parse().unwrap(), name: Some("dlq-box:0".into()) };
+        let local = "127.0.0.1:41000".parse().unwrap();
+        let options = console_options(&args("dlq-box:0", None), &named, local);
+        assert!(options.accepts_host(Some("dlq-box:41000")) && options.accepts_host(Some("localhost:41000")));
+        assert!(!options.accepts_host(Some("dlq-box:8080")) && !options.accepts_host(Some("evil.example:41000")));
+        for malformed in ["localhost", "localhost:http", ":8080", "::1:8080", "localhost:70000"] {
+            let err = check(&args(malformed, None)).unwrap_err();
+            assert_eq!(err.code, crate::exit::USAGE, "{malformed}: {}", err.message);
+        }
+        let unknown = check(&args("no-such-host.invalid:8080", None)).unwrap_err();
+        assert_eq!(unknown.code, crate::exit::ERROR, "{}", unknown.message);
     }
 
     #[test]

@@ -384,6 +384,69 @@ async fn human_output(db: Db) {
     });
 }
 
+/// The widest line a table may print: eight columns of at most 60 characters and their gaps.
+const TABLE_LINE_MAX: usize = 600;
+
+/// Tables stay tables whatever a row holds: long stored text (event type, kind, reason,
+/// fingerprint, actor, pause reason) is cut with `…`, by characters; `dlq show` has the row's
+/// own fields whole, and `--json` has every one exactly as stored.
+async fn long_text_is_cut_in_tables_and_whole_in_show_and_json(db: Db) {
+    let store = db.store().await;
+    // Repeated text: PostgreSQL compresses it below its index entry limit.
+    let long = |what: &str| format!("{what}-{}", "é".repeat(10_000));
+    let mut failure = failure(&long("kind"), &long("reason"));
+    failure.fingerprint = long("fp");
+    let event_type = long("type");
+    let letter = NewDeadLetter::new(&event_type, Payload::Json(serde_json::json!({ "id": 1 })), failure)
+        .dead(DeadReason::Permanent);
+    let id = store.park(letter).await.unwrap().id;
+    let stored = store.get(id).await.unwrap().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fix = dir.path().join("fix.json");
+    std::fs::write(&fix, r#"[{"op": "add", "path": "/x", "value": 1}]"#).unwrap();
+    let actor = long("actor");
+    let reason = long("why");
+    let fix = fix.to_str().unwrap();
+    db.dlq()
+        .args(["patch", &id.to_string(), "--patch", fix, "--reason", &reason, "--actor", &actor])
+        .assert()
+        .success();
+    db.dlq().args(["pause", &event_type, "--reason", &reason, "--actor", &actor]).assert().success();
+
+    let beat = dlq_core::admin::RetrierHeartbeat::new(&long("owner"), [event_type.as_str()], false);
+    store.heartbeat(&beat, Duration::from_secs(600)).await.unwrap();
+
+    for (args, shown) in [(&["ls"][..], "type-éééé"), (&["stats"], "type-éééé"), (&["workers"], "owner-éééé")]
+    {
+        let text = snapshot_text(&db, args);
+        assert!(text.contains(shown) && text.contains('…'), "{args:?}: cut, not dropped: {text}");
+        let widest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(widest <= TABLE_LINE_MAX, "{args:?}: a line of {widest} characters");
+    }
+    let shown = snapshot_text(&db, &["show", &id.to_string()]);
+    for whole in [&stored.event_type, &stored.failure.reason, &stored.failure.fingerprint] {
+        assert!(shown.contains(whole.as_str()), "show has the row's own fields whole");
+    }
+    let audit = shown.split("\nAUDIT\n").nth(1).unwrap();
+    let widest = audit.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(widest <= TABLE_LINE_MAX && audit.contains("actor-éé"), "the audit table is cut: {widest}");
+
+    let json = run_json(&db, &["show", &id.to_string()]);
+    assert_eq!(json["event_type"], stored.event_type.as_str());
+    assert_eq!(json["error_kind"], stored.failure.kind.as_str());
+    assert_eq!(json["error_reason"], stored.failure.reason.as_str());
+    assert_eq!(json["fingerprint"], stored.failure.fingerprint.as_str());
+    assert_eq!(
+        (json["audit"][0]["actor"].as_str(), json["audit"][0]["reason"].as_str()),
+        (Some(&*actor), Some(&*reason))
+    );
+    let listed = run_json(&db, &["ls"]);
+    assert_eq!(listed["rows"][0]["event_type"], stored.event_type.as_str());
+    let stats = run_json(&db, &["stats"]);
+    assert_eq!(stats["groups"][0]["fingerprint"], stored.failure.fingerprint.as_str());
+    assert_eq!(stats["circuits"][0]["pause_reason"], reason.as_str());
+}
+
 /// What a stored row can carry to a terminal: clear the screen, retitle the window, write
 /// the clipboard (OSC 52), plant a link (OSC 8), a C1 CSI, a right-to-left override, a
 /// carriage return that overwrites the line.
@@ -466,8 +529,168 @@ async fn hostile_text_never_reaches_the_terminal(db: Db) {
     inert(&db, &["show", &json_id], 0);
     inert(&db, &["redrive", "--group", &evil, "--reason", "x"], 4);
     inert(&db, &["pause", &format!("no{evil}"), "--reason", "x"], 4);
+    // What clap quotes back in its usage text (an unknown verb or flag, a bad value).
+    inert(&db, &[&evil], 2);
+    inert(&db, &["ls", &format!("--{evil}")], 2);
+    inert(&db, &["ls", "--limit", &evil], 2);
     // --json stays exact: the text round-trips.
     assert_eq!(run_json(&db, &["show", &json_id])["event_type"], event_type.as_str());
+}
+
+/// Everything a hostile producer can put in a string at once: the terminal attacks of
+/// [`HOSTILE`], every C0 control (NUL included: PostgreSQL stores it replaced) and every C1
+/// control, HTML and quotes.
+fn hostile_text() -> String {
+    let c0: String = (0u8..0x20).map(char::from).collect();
+    let c1: String = ('\u{80}'..='\u{9f}').collect();
+    format!("{}{c0}{c1}<script>alert(1)</script>&amp;\"'", HOSTILE.concat())
+}
+
+/// The same as an argument: argv cannot hold a NUL.
+fn hostile_arg() -> String {
+    hostile_text().replace('\0', "")
+}
+
+/// Every verb `dlq --help` lists (but `serve`, whose pages escape the same rows as HTML in
+/// dlq-web's tests) on rows whose every field is hostile, 10,000 characters long, or raw
+/// invalid UTF-8, with a fingerprint shaped like a path: the human output never holds a
+/// control character, an escape or a bidi override, and `--json` gives back exactly what
+/// the store holds.
+async fn hostile_data_through_every_verb(db: Db) {
+    let store = db.store().await;
+    let evil = hostile_text();
+    let arg = hostile_arg();
+    let long = format!("{evil}{}", "ab".repeat(5_000));
+    let mut failure = FailureInfo::new(
+        ErrorClass::Permanent,
+        &format!("Kind{evil}"),
+        long.clone(),
+        vec![long.clone(), format!("cause{evil}")],
+        Some(format!("stack{evil}\n\tat frame")),
+    );
+    // What a verb selects by (on the command line: no NUL) is hostile too.
+    failure.fingerprint = format!("../../etc/passwd{arg}");
+    let mut source = dlq_core::SourceMeta::kafka(&format!("topic{evil}"), 1, 2);
+    source.headers.insert(format!("h{evil}"), format!("v{evil}"));
+    source.trace_context = Some(format!("trace{evil}"));
+    let event_type = format!("pay{arg}");
+    // A JSON string with a NUL is kept as raw bytes on PostgreSQL (JSONB cannot hold it), and
+    // this row is to be patched: the raw row below holds the NUL.
+    let payload = Payload::Json(serde_json::json!({ "note": arg, "long": long.replace('\0', "") }));
+    let letter = NewDeadLetter::new(&event_type, payload, failure.clone())
+        .dead(DeadReason::Permanent)
+        .with_source(source)
+        .with_dedupe_key(format!("key{evil}"))
+        .with_handler(format!("handler{evil}"));
+    let json_id = store.park(letter).await.unwrap().id;
+    let raw_bytes = [b"\xff\xfe\x1b[2J\x9b31m\xc0\x80".as_slice(), long.as_bytes(), b"\xed\xa0\x80"].concat();
+    let mut raw_failure = failure.clone();
+    raw_failure.fingerprint = "/tmp/../x?y#z".into();
+    let raw = NewDeadLetter::new(&event_type, Payload::from_bytes(&raw_bytes), raw_failure).dead(DeadReason::Permanent);
+    let raw_id = store.park(raw).await.unwrap().id;
+    // A retrier names itself (host, pid): no NUL there.
+    let beat = dlq_core::admin::RetrierHeartbeat::new(&format!("owner{arg}"), [event_type.as_str()], false);
+    store.heartbeat(&beat, Duration::from_secs(600)).await.unwrap();
+    let stored = store.get(json_id).await.unwrap().unwrap();
+    let stored_raw = store.get(raw_id).await.unwrap().unwrap();
+    let (json_id, raw_id) = (json_id.to_string(), raw_id.to_string());
+    let fp = stored.failure.fingerprint.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let fix = dir.path().join("fix.json");
+    std::fs::write(&fix, serde_json::json!([{ "op": "add", "path": "/more", "value": arg }]).to_string()).unwrap();
+    let fix = fix.to_str().unwrap();
+    let mut verbs = std::collections::BTreeSet::new();
+    // Runs `args` twice when `both`: for people (inert) and as JSON; returns the JSON.
+    let mut run = |args: &[&str], code: i32, json: bool| -> Value {
+        verbs.insert(args[0].to_owned());
+        if !json {
+            inert(&db, args, code);
+            return Value::Null;
+        }
+        let out = db.dlq().args(args).arg("--json").assert().code(code).get_output().clone();
+        assert_inert(&format!("{args:?} --json stderr"), &out.stderr);
+        json_of(&out.stdout)
+    };
+
+    // Reads, for people and as JSON.
+    for args in
+        [&["ls"][..], &["ls", "--group", &fp], &["show", &json_id], &["show", &raw_id], &["stats"], &["workers"]]
+    {
+        run(args, 0, false);
+    }
+    let rows = run(&["ls", "--group", &fp], 0, true);
+    assert_eq!(rows["rows"][0]["id"].to_string(), json_id);
+    let row = &rows["rows"][0];
+    assert_eq!(row["event_type"], stored.event_type.as_str());
+    assert_eq!(row["error_kind"], stored.failure.kind.as_str());
+    assert_eq!(row["error_reason"], stored.failure.reason.as_str());
+    assert_eq!(row["fingerprint"], fp.as_str());
+    assert_eq!(row["handler"], stored.handler.as_str());
+    let shown = run(&["show", &json_id], 0, true);
+    let Payload::Json(payload) = &stored.payload else { panic!("a JSON payload") };
+    assert_eq!(&shown["payload"], payload);
+    assert_eq!(shown["error_chain"], serde_json::json!(stored.failure.chain));
+    assert_eq!(shown["stacktrace"], stored.failure.stacktrace.as_deref().unwrap());
+    assert_eq!(shown["dedupe_key"], stored.dedupe_key.as_deref().unwrap());
+    assert_eq!(shown["source"]["topic"], stored.source.topic.as_deref().unwrap());
+    let raw_shown = run(&["show", &raw_id], 0, true);
+    let Payload::Raw { bytes, .. } = &stored_raw.payload else { panic!("raw") };
+    assert_eq!(raw_shown["payload_raw_hex"], dlq_core::admin::hex(bytes).as_str());
+    assert_eq!(raw_shown["fingerprint"], stored_raw.failure.fingerprint.as_str());
+    let stats = run(&["stats"], 0, true);
+    assert_eq!(stats["counts"][0]["event_type"], stored.event_type.as_str());
+    let groups: Vec<&str> =
+        stats["groups"].as_array().unwrap().iter().map(|g| g["fingerprint"].as_str().unwrap()).collect();
+    assert!(groups.contains(&fp.as_str()), "{groups:?}");
+    let owner = store.retriers().await.unwrap()[0].owner.clone();
+    assert_eq!(run(&["workers"], 0, true)["retriers"][0]["owner"], owner.as_str());
+
+    // Dry runs, then the real thing, with hostile reasons and actors.
+    run(&["redrive", "--group", &fp, "--dry-run"], 0, false);
+    assert_eq!(run(&["redrive", "--group", &fp, "--dry-run"], 0, true)["moved_ids"], serde_json::json!([stored.id]));
+    run(&["discard", &raw_id, "--dry-run", "--reason", &arg], 0, false);
+    run(&["patch", "--group", &fp, "--patch", fix, "--reason", &arg, "--dry-run"], 0, false);
+    let dry = run(&["patch", "--group", &fp, "--patch", fix, "--reason", &arg, "--dry-run"], 0, true);
+    assert_eq!(dry["patched"][0]["changes"][0]["new"], arg.as_str());
+    let patched = run(&["patch", &json_id, "--patch", fix, "--reason", &arg, "--actor", &arg], 0, true);
+    assert_eq!(patched["new"]["more"], arg.as_str());
+    let audit = &run(&["show", &json_id], 0, true)["audit"][0];
+    assert_eq!((audit["reason"].as_str(), audit["actor"].as_str()), (Some(arg.as_str()), Some(arg.as_str())));
+    run(&["show", &json_id], 0, false);
+    let audit_id = audit["id"].to_string();
+    run(&["undo", &audit_id, "--reason", &arg], 0, false);
+    let undone = &run(&["show", &json_id], 0, true)["audit"][0];
+    assert_eq!(undone["reason"], arg.as_str());
+    run(&["pause", &event_type, "--reason", &arg, "--actor", &arg], 0, false);
+    let stats = run(&["stats"], 0, true);
+    assert_eq!(
+        (stats["circuits"][0]["pause_reason"].as_str(), stats["circuits"][0]["paused_by"].as_str()),
+        (Some(arg.as_str()), Some(arg.as_str()))
+    );
+    run(&["stats"], 0, false);
+    run(&["resume", &event_type, "--reason", &arg], 0, true);
+    run(&["redrive", &json_id, "--reason", &arg], 0, false);
+    let discarded = run(&["discard", &raw_id, "--reason", &arg], 0, true);
+    assert_eq!(discarded["moved_ids"], serde_json::json!([stored_raw.id]));
+    run(&["show", &raw_id], 0, false);
+    run(&["purge", "--older-than", "0s", "--yes"], 0, false);
+    run(&["migrate"], 0, true);
+    run(&["ls"], 0, false);
+
+    // Every verb of `dlq --help` was run, but `serve`.
+    let help = db.dlq().arg("--help").assert().success().get_output().stdout.clone();
+    let help = String::from_utf8(help).unwrap();
+    let listed: std::collections::BTreeSet<String> = help
+        .split("Commands:\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .map_while(|l| l.strip_prefix("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|v| !matches!(*v, "serve" | "help"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(verbs, listed, "a verb `dlq --help` lists is not run on hostile rows");
 }
 
 /// `redrive --resume` of a stored discard once discarded (and `discard --resume` of a
@@ -512,6 +735,79 @@ async fn numbers_out_of_range_are_refused_before_anything_moves(db: Db) {
     // A dry run is never paced: the slowest rate does not slow it down.
     let dry = run_json(&db, &["redrive", "--all", "--dry-run", "--batch", "1", "--rate", "0.01/s"]);
     assert_eq!(dry["moved"], 3);
+}
+
+/// A usage error exits 2 with one line, before anything is read or written: a malformed
+/// database URL, an empty `--reason`, a number out of range or a malformed value.
+async fn usage_errors_exit_2_with_one_line(db: Db) {
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let id = ids[0].to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let fix = dir.path().join("fix.json");
+    std::fs::write(&fix, r#"[{"op": "add", "path": "/x", "value": 1}]"#).unwrap();
+    let fix = fix.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["stats", "--database-url", "postgres://x@[::1/db"], "invalid database URL"),
+        (&["stats", "--database-url", "postgres://x@127.0.0.1:port/db"], "invalid database URL"),
+        (&["stats", "--database-url", "localhost:5432/db"], "unsupported database URL scheme"),
+        (&["stats", "--database-url", ""], "unsupported database URL scheme"),
+        (&["patch", &id, "--patch", fix, "--reason", ""], "patch needs a non-empty --reason"),
+        (&["patch", &id, "--patch", fix, "--reason", " \t"], "patch needs a non-empty --reason"),
+        (&["discard", &id, "--reason", ""], "discard needs a non-empty --reason"),
+        (&["discard", "999999", "--reason", " "], "discard needs a non-empty --reason"),
+        (&["redrive", &id, "--reason", ""], "redrive needs a non-empty --reason"),
+        (&["pause", "payment", "--reason", ""], "pause needs a non-empty --reason"),
+        (&["pause", " ", "--reason", "x"], "name the event type"),
+        (&["resume", ""], "name the event type"),
+        (&["undo", "1", "--reason", ""], "undo needs a non-empty --reason"),
+        (&["redrive", "--all", "--max", "0"], "invalid value '0' for '--max <MAX>'"),
+        (&["redrive", "--all", "--max-redrives", "1001"], "1001 is not in 0..=1000"),
+        (&["ls", "--limit", "10001"], "10001 is out of range: from 1 to 10000"),
+        (&["ls", "--limit", "-1"], "unexpected argument '-1'"),
+        (&["stats", "--top", "99999999999999999999999"], "is not a whole number"),
+        (&["show", "99999999999999999999"], "number too large"),
+        (&["ls", "--after", "abc"], "invalid digit"),
+        (&["ls", "--since", "1000000000y"], "too long"),
+        (&["purge", "--older-than", "200y", "--yes"], "the age must be"),
+        (&["redrive", "--all", "--canary", "10001"], "out of range"),
+    ];
+    for (args, want) in cases {
+        let out = db.dlq().args(*args).assert().code(2).get_output().clone();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        let unexpected = err.contains("unexpected argument");
+        assert!(unexpected || err.trim_end().lines().count() == 1, "{args:?}: one line: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert_eq!(store.audit(ids[0]).await.unwrap().len(), 0, "nothing was written");
+    assert_eq!(store.count(ListFilter::default().status(Status::FailedPermanently)).await.unwrap(), 3);
+    assert!(store.circuits().await.unwrap().circuits.is_empty(), "nothing paused");
+}
+
+/// `dlq --help` ends with the exit-code table, and README.md's table says the same codes.
+#[test]
+fn the_exit_code_table_is_in_the_help_and_the_readme() {
+    let help = Command::cargo_bin("dlq").unwrap().arg("--help").assert().success().get_output().stdout.clone();
+    let help = String::from_utf8(help).unwrap();
+    let table = help.split("Exit codes:\n").nth(1).unwrap();
+    let number = |word: &&str| word.chars().all(|c| c.is_ascii_digit());
+    let codes: Vec<&str> = table
+        .lines()
+        .map_while(|l| l.strip_prefix("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(number)
+        .collect();
+    assert_eq!(codes, ["0", "1", "2", "3", "4", "130", "141"], "{help}");
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let section = readme.split("| exit code | meaning |").nth(1).expect("README.md has the exit-code table");
+    let documented: Vec<&str> = section
+        .lines()
+        .skip(2)
+        .map_while(|l| l.strip_prefix("| "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(documented, codes, "README.md's exit codes");
 }
 
 /// A verb that selects nothing says so and exits 4, storing no operation; `purge` shows its
@@ -582,10 +878,45 @@ on_both_stores!(
     interrupted_redrive_resumes_without_a_row_lost_or_moved_twice,
     pause_and_resume,
     hostile_text_never_reaches_the_terminal,
+    long_text_is_cut_in_tables_and_whole_in_show_and_json,
+    usage_errors_exit_2_with_one_line,
+    hostile_data_through_every_verb,
     a_resume_must_name_the_operations_verb,
     numbers_out_of_range_are_refused_before_anything_moves,
     nothing_matched_is_not_success
 );
+
+/// A database URL's password is never printed: not in a connection error, not in a usage
+/// error that quotes the URL (clap's), not in the path an SQLite URL names.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_database_password_is_never_printed() {
+    const PASSWORD: &str = "s3cret-pw";
+    let db = Db::sqlite().await;
+    let cases = [
+        (&["stats", "--database-url", "postgres://u:s3cret-pw@127.0.0.1:1/db"][..], 1),
+        (&["stats", "--database-url", "postgres://u:s3cret-pw@[::1/db"], 2),
+        (&["stats", "--database-url", "postgres://u:s3cret-pw@127.0.0.1/db?sslmode=bogus"], 2),
+        (&["stats", "--database-url", "postgres://u@127.0.0.1:1/db?password=s3cret-pw&sslmode=disable"], 1),
+        (&["stats", "--database-url", "mysql://u:s3cret-pw@127.0.0.1/db"], 2),
+        (&["stats", "--database-url", "sqlite://u:s3cret-pw@/no/such/dir/dlq.db"], 1),
+        // A URL where a verb was expected: clap quotes it back.
+        (&["postgres://u:s3cret-pw@127.0.0.1/db", "stats"], 2),
+        (&["stats", "--top", "postgres://u:s3cret-pw@127.0.0.1/db"], 2),
+    ];
+    for (args, code) in cases {
+        let out = db.dlq().args(args).assert().code(code).get_output().clone();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!stdout.contains(PASSWORD) && !stderr.contains(PASSWORD), "{args:?}: {stdout}{stderr}");
+        assert!(!stderr.trim().is_empty(), "{args:?}: an error is said");
+    }
+    let out = db.dlq().args(cases[6].0).assert().code(2).get_output().clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("'postgres://u:***@127.0.0.1/db'"), "masked, not dropped: {stderr}");
+    // The same from the environment.
+    let out = db.dlq().env("DATABASE_URL", "postgres://u:s3cret-pw@127.0.0.1:1/db").arg("ls").assert().code(1);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(!stderr.contains(PASSWORD) && stderr.contains("cannot reach PostgreSQL"), "{stderr}");
+}
 
 /// On-call engineers point `dlq` at production databases, which often require TLS: with
 /// `sslmode=require` it connects (the binary is built with `dlq-sqlx`'s `tls-rustls`), where

@@ -28,8 +28,13 @@ fn dlq(url: &str) -> Command {
 
 /// Starts `dlq serve ARGS` on a free loopback port and waits for its address line.
 fn serve(url: &str, args: &[&str]) -> Server {
+    serve_on(url, "127.0.0.1:0", args)
+}
+
+/// Starts `dlq serve --bind BIND ARGS` and waits for its address line.
+fn serve_on(url: &str, bind: &str, args: &[&str]) -> Server {
     let mut child = dlq(url)
-        .args(["serve", "--bind", "127.0.0.1:0"])
+        .args(["serve", "--bind", bind])
         .args(args)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
@@ -137,4 +142,28 @@ fn a_public_address_needs_a_token() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("needs a token") && stderr.contains("DLQ_WEB_TOKEN"), "{stderr}");
+}
+
+/// `--bind localhost:PORT` once failed as "invalid socket address syntax": a name is
+/// resolved now, and the console answers to it; `[::1]:PORT` listens on IPv6 loopback.
+#[test]
+fn a_name_or_an_ipv6_loopback_can_be_bound() {
+    let (_dir, url) = migrated_sqlite();
+    for (bind, family) in [("localhost:0", None), ("[::1]:0", Some("[::1]:"))] {
+        let server = serve_on(&url, bind, &[]);
+        if let Some(family) = family {
+            assert!(server.addr.starts_with(family), "{bind}: listens on {}", server.addr);
+        }
+        let port = server.addr.rsplit(':').next().unwrap();
+        for host in [format!("localhost:{port}"), server.addr.clone()] {
+            let (code, text) = request_to(&server.addr, &host, "/api/stats", "");
+            assert_eq!(code, 200, "{bind} as {host}: {text}");
+        }
+        let (code, _) = request_to(&server.addr, &format!("attacker.example:{port}"), "/", "");
+        assert_eq!(code, 421, "{bind}: a foreign name is still refused");
+    }
+    let out = dlq(&url).args(["serve", "--bind", "localhost"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "no port: a usage error");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not an address or NAME:PORT") && stderr.lines().count() == 1, "{stderr}");
 }

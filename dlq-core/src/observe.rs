@@ -3,8 +3,9 @@
 //! ([`health`]: saturation, stuck rows, retriers).
 //!
 //! Every metric's name, type and label is listed in `docs/METRICS.md`; the table there and
-//! [`METRICS`] are kept in step by a test. Labels are bounded: event types, classes, reasons
-//! and outcomes (fixed sets), never ids or error messages.
+//! [`METRICS`] are kept in step by a test. Labels are bounded: classes, reasons and outcomes
+//! (fixed sets), never ids or error messages, and event types through [`type_label`]: they
+//! are read from the store, where anyone who can park an event can write any number of them.
 
 use std::time::Duration;
 
@@ -62,6 +63,49 @@ pub(crate) const RECOVERY_SECONDS: &str = "dlq_recovery_seconds";
 pub(crate) const CIRCUIT_TRANSITIONS: &str = "dlq_circuit_transitions_total";
 pub(crate) const CIRCUIT_STATE: &str = "dlq_circuit_state";
 
+/// How many event types that no handler of this process registers get an `event_type` label
+/// of their own (the first seen); every later one is counted under [`OTHER_EVENT_TYPES`].
+pub const MAX_UNREGISTERED_TYPE_LABELS: usize = 100;
+
+/// The longest `event_type` label, in characters; a longer type is cut, ending in `…`.
+pub const MAX_TYPE_LABEL_CHARS: usize = 64;
+
+/// The `event_type` label of the event types past [`MAX_UNREGISTERED_TYPE_LABELS`].
+pub const OTHER_EVENT_TYPES: &str = "other";
+
+/// The unregistered labels given out so far (at most [`MAX_UNREGISTERED_TYPE_LABELS`]).
+static UNREGISTERED: std::sync::Mutex<std::collections::BTreeSet<String>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// The `event_type` label of `event_type`: the type itself when a handler of this process
+/// registers it; otherwise one of at most [`MAX_UNREGISTERED_TYPE_LABELS`] others, given out
+/// first come, first served, after which [`OTHER_EVENT_TYPES`]. Either way control
+/// characters become `.` and it is cut to [`MAX_TYPE_LABEL_CHARS`]. So a flood of events
+/// parked with endless distinct types (undecodable input, a hostile producer) adds at most
+/// that many series to every metric, however long it lasts.
+///
+/// ```
+/// let hostile = format!("t\x1b]0;{}", "x".repeat(1_000));
+/// let label = dlq_core::observe::type_label(&hostile);
+/// assert!(label.starts_with("t.]0;xx") && label.chars().count() <= dlq_core::observe::MAX_TYPE_LABEL_CHARS);
+/// ```
+pub fn type_label(event_type: &str) -> String {
+    let mut label: String = event_type.chars().map(|c| if c.is_control() { '.' } else { c }).collect();
+    if label.chars().count() > MAX_TYPE_LABEL_CHARS {
+        label = label.chars().take(MAX_TYPE_LABEL_CHARS - 1).collect();
+        label.push('…');
+    }
+    if crate::registry().is_ok_and(|r| r.get(event_type).is_ok()) {
+        return label;
+    }
+    let Ok(mut given) = UNREGISTERED.lock() else { return OTHER_EVENT_TYPES.to_owned() };
+    if given.contains(&label) || given.len() < MAX_UNREGISTERED_TYPE_LABELS {
+        given.insert(label.clone());
+        return label;
+    }
+    OTHER_EVENT_TYPES.to_owned()
+}
+
 /// Registers the description and unit of every `dlq` metric with the installed recorder, so
 /// exporters show `# HELP` lines. Call it once after installing a recorder; a
 /// [`Retrier`](crate::Retrier) calls it when it starts. Recording works without it.
@@ -83,26 +127,26 @@ pub fn describe_metrics() {
 /// A live-path or dispatcher park.
 pub(crate) fn parked(event_type: &str, class: ErrorClass, dead_reason: Option<DeadReason>) {
     let reason = dead_reason.map_or("none", DeadReason::as_str);
-    counter!(PARKED, "event_type" => event_type.to_owned(), "class" => class.as_str(), "dead_reason" => reason)
+    counter!(PARKED, "event_type" => type_label(event_type), "class" => class.as_str(), "dead_reason" => reason)
         .increment(1);
 }
 
 /// A park the store did not take.
 pub(crate) fn park_failed(event_type: &str) {
-    counter!(PARK_FAILURES, "event_type" => event_type.to_owned()).increment(1);
+    counter!(PARK_FAILURES, "event_type" => type_label(event_type)).increment(1);
 }
 
 /// One retried row's outcome.
 pub(crate) fn retried(event_type: &str, outcome: &'static str) {
-    counter!(RETRIES, "event_type" => event_type.to_owned(), "outcome" => outcome).increment(1);
+    counter!(RETRIES, "event_type" => type_label(event_type), "outcome" => outcome).increment(1);
 }
 
 pub(crate) fn retry_panicked(event_type: &str) {
-    counter!(RETRY_PANICS, "event_type" => event_type.to_owned()).increment(1);
+    counter!(RETRY_PANICS, "event_type" => type_label(event_type)).increment(1);
 }
 
 pub(crate) fn retry_timed_out(event_type: &str) {
-    counter!(RETRY_TIMEOUTS, "event_type" => event_type.to_owned()).increment(1);
+    counter!(RETRY_TIMEOUTS, "event_type" => type_label(event_type)).increment(1);
 }
 
 pub(crate) fn store_error() {
@@ -131,17 +175,17 @@ pub(crate) fn claim_took(took: Duration) {
 }
 
 pub(crate) fn handler_took(event_type: &str, took: Duration) {
-    histogram!(HANDLER_SECONDS, "event_type" => event_type.to_owned()).record(took.as_secs_f64());
+    histogram!(HANDLER_SECONDS, "event_type" => type_label(event_type)).record(took.as_secs_f64());
 }
 
 pub(crate) fn recovered(event_type: &str, after: chrono::Duration) {
     let seconds = after.to_std().unwrap_or_default().as_secs_f64();
-    histogram!(RECOVERY_SECONDS, "event_type" => event_type.to_owned()).record(seconds);
+    histogram!(RECOVERY_SECONDS, "event_type" => type_label(event_type)).record(seconds);
 }
 
 /// A circuit change this process wrote.
 pub(crate) fn circuit_transition(event_type: &str, to: &'static str) {
-    counter!(CIRCUIT_TRANSITIONS, "event_type" => event_type.to_owned(), "to" => to).increment(1);
+    counter!(CIRCUIT_TRANSITIONS, "event_type" => type_label(event_type), "to" => to).increment(1);
 }
 
 /// A circuit as last read.
@@ -152,7 +196,7 @@ pub(crate) fn circuit_state(event_type: &str, state: crate::CircuitState, paused
         (false, crate::CircuitState::HalfOpen) => 1.0,
         (false, crate::CircuitState::Closed) => 0.0,
     };
-    gauge!(CIRCUIT_STATE, "event_type" => event_type.to_owned()).set(value);
+    gauge!(CIRCUIT_STATE, "event_type" => type_label(event_type)).set(value);
 }
 
 /// The store-wide gauges (rows by type and status, oldest due age, live retriers,
@@ -169,7 +213,8 @@ pub(crate) fn circuit_state(event_type: &str, state: crate::CircuitState, paused
 /// ```
 #[derive(Debug, Default)]
 pub struct StoreGauges {
-    /// Every event type gauged so far: a type whose rows are all purged reads 0, not its last value.
+    /// Every event type label gauged so far ([`type_label`]): a type whose rows are all purged
+    /// reads 0, not its last value.
     seen: std::collections::BTreeSet<String>,
 }
 
@@ -205,8 +250,9 @@ impl StoreGauges {
     }
 }
 
-/// Sets the row gauges from one `stats()` answer: for every event type in the answer, every
-/// type handled (`handled`) and every type seen before (`seen`), `dlq_rows` for each of the
+/// Sets the row gauges from one `stats()` answer: for the label ([`type_label`]) of every
+/// event type in the answer, of every type handled (`handled`) and every label seen before
+/// (`seen`), the types of one label added up, `dlq_rows` for each of the
 /// five statuses (0 for a status with no rows: a series that is absent until its first row
 /// makes `rate()` and absence alerts misfire) and `dlq_oldest_due_seconds` (0 when none is due).
 pub(crate) fn rows<'a>(
@@ -215,20 +261,29 @@ pub(crate) fn rows<'a>(
     now: chrono::DateTime<chrono::Utc>,
     seen: &mut std::collections::BTreeSet<String>,
 ) {
-    seen.extend(handled.map(str::to_owned));
-    seen.extend(stats.iter().map(|row| row.event_type.clone()));
-    for event_type in seen.iter() {
-        for &status in Status::ALL {
-            let count = stats.iter().find(|r| &r.event_type == event_type && r.status == status).map_or(0, |r| r.count);
-            #[allow(clippy::cast_precision_loss, reason = "a gauge is an f64")]
-            gauge!(ROWS, "event_type" => event_type.clone(), "status" => status.as_str()).set(count as f64);
+    // By label: the types folded into one label (`other`) add up, their oldest due is the oldest.
+    let mut by_label: std::collections::BTreeMap<String, (Vec<u64>, f64)> = std::collections::BTreeMap::new();
+    seen.extend(handled.map(type_label));
+    for label in seen.iter() {
+        by_label.insert(label.clone(), (vec![0; Status::ALL.len()], 0.0));
+    }
+    for row in stats {
+        let label = type_label(&row.event_type);
+        seen.insert(label.clone());
+        let (counts, age) = by_label.entry(label).or_insert_with(|| (vec![0; Status::ALL.len()], 0.0));
+        if let Some(i) = Status::ALL.iter().position(|s| *s == row.status) {
+            counts[i] += row.count;
         }
-        let oldest_due = stats
-            .iter()
-            .find(|r| &r.event_type == event_type && r.status == Status::Pending)
-            .and_then(|r| r.oldest_due);
-        let age = oldest_due.map_or(0.0, |due| (now - due).to_std().unwrap_or_default().as_secs_f64());
-        gauge!(OLDEST_DUE, "event_type" => event_type.clone()).set(age);
+        if let Some(due) = row.oldest_due.filter(|_| row.status == Status::Pending) {
+            *age = age.max((now - due).to_std().unwrap_or_default().as_secs_f64());
+        }
+    }
+    for (label, (counts, age)) in by_label {
+        for (&status, &count) in Status::ALL.iter().zip(&counts) {
+            #[allow(clippy::cast_precision_loss, reason = "a gauge is an f64")]
+            gauge!(ROWS, "event_type" => label.clone(), "status" => status.as_str()).set(count as f64);
+        }
+        gauge!(OLDEST_DUE, "event_type" => label).set(age);
     }
 }
 

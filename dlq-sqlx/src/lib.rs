@@ -66,6 +66,7 @@
 
 #[cfg(feature = "postgres")]
 mod pg;
+mod redact;
 
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -76,6 +77,8 @@ pub mod sqlite;
 pub use postgres::{PgConfig, PgStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
+
+pub use redact::mask_passwords;
 
 /// A migration that could not be applied: the source of the [`dlq_core::Error::Store`] that
 /// building a store or [`postgres::migrate`] returns, with sqlx's error as its own source.

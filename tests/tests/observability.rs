@@ -266,3 +266,50 @@ async fn circuit_metrics_follow_the_breaker_and_the_operator(pool: PgPool) {
     assert_eq!(sample(&text, "dlq_circuit_transitions_total", &labels("paused")), Some(1.0), "{text}");
     assert_eq!(sample(&text, "dlq_circuit_state", &state), Some(3.0), "{text}");
 }
+
+/// Event types come from the store, where anyone who can park an event writes any number of
+/// them: the `event_type` label takes the registered types and at most
+/// `MAX_UNREGISTERED_TYPE_LABELS` others, neutralized and cut; the rest add up under `other`.
+#[sqlx::test(migrations = false)]
+async fn event_type_labels_are_bounded_whatever_the_store_holds(pool: PgPool) {
+    use dlq_core::{DeadReason, ErrorClass, FailureInfo, Payload, observe::StoreGauges, store::NewDeadLetter};
+
+    let metrics = exporter();
+    let store = PgStore::from_pool(pool.clone(), PgConfig::default()).await.unwrap();
+    let flood = 2 * dlq_core::observe::MAX_UNREGISTERED_TYPE_LABELS + 7;
+    let letters = (0..flood)
+        .map(|n| {
+            let event_type = format!("evil-{n}\x1b]0;<b>title</b>\x07{}", "x".repeat(200));
+            let failure = FailureInfo::new(ErrorClass::Permanent, "E", "bad".into(), vec![], None);
+            NewDeadLetter::new(&event_type, Payload::from_bytes(b"\xff"), failure).dead(DeadReason::Permanent)
+        })
+        .collect();
+    store.park_many(letters).await.unwrap();
+    StoreGauges::default().refresh(&store).await;
+
+    let text = metrics.render();
+    let label = |line: &str, key: &str| -> Option<String> {
+        let from = line.find(&format!("{key}=\""))? + key.len() + 2;
+        Some(line[from..].split('"').next()?.to_owned())
+    };
+    let mut labels = std::collections::BTreeSet::new();
+    let mut dead = 0.0;
+    for line in text.lines().filter(|l| l.starts_with("dlq_rows{")) {
+        let event_type = label(line, "event_type").unwrap();
+        if event_type.starts_with("obs-") {
+            continue; // this binary's registered types, gauged by the other tests
+        }
+        assert!(!event_type.chars().any(char::is_control), "neutralized: {event_type:?}");
+        assert!(event_type.chars().count() <= dlq_core::observe::MAX_TYPE_LABEL_CHARS, "cut: {event_type:?}");
+        if label(line, "status").as_deref() == Some("FAILED_PERMANENTLY") {
+            dead += line.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap();
+        }
+        labels.insert(event_type);
+    }
+    assert!(labels.contains(dlq_core::observe::OTHER_EVENT_TYPES), "{labels:?}");
+    assert_eq!(labels.len(), dlq_core::observe::MAX_UNREGISTERED_TYPE_LABELS + 1, "{labels:?}");
+    assert_eq!(dead, flood as f64, "every row is counted, under its own label or `other`");
+    let other = sample(&text, "dlq_rows", &[("event_type", "other"), ("status", "FAILED_PERMANENTLY")]);
+    assert_eq!(other, Some((flood - dlq_core::observe::MAX_UNREGISTERED_TYPE_LABELS) as f64));
+    assert_eq!(dlq_core::observe::type_label("obs-payment"), "obs-payment", "a registered type keeps its own label");
+}
