@@ -511,7 +511,7 @@ async fn attempt_zero_is_kept_once_when_retries_replace_the_error(pool: PgPool) 
 }
 
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
-async fn a_success_stays_in_the_history_through_patch_and_discard(pool: PgPool) {
+async fn a_success_stays_in_the_history_through_a_refused_patch_and_discard(pool: PgPool) {
     let store = store(&pool).await;
     let id = store.park(letter("payment", 1)).await.unwrap().id;
     let claimed = claim(&store, &["payment"], 1).await;
@@ -523,8 +523,9 @@ async fn a_success_stays_in_the_history_through_patch_and_discard(pool: PgPool) 
     let before = store.attempts(id).await.unwrap();
     assert_eq!(summary(before.clone()), expected);
     let ops = admin(&store, "ops");
-    ops.replace_payload(id, Payload::Json(serde_json::json!({"n": 2})), "first").await.unwrap();
-    ops.replace_payload(id, Payload::Json(serde_json::json!({"n": 3})), "second").await.unwrap();
+    // A succeeded row's payload is the one its handler ran with: a patch is refused.
+    let refused = ops.replace_payload(id, Payload::Json(serde_json::json!({"n": 2})), "first").await;
+    assert!(matches!(refused, Err(dlq_core::Error::InvalidState { .. })), "{refused:?}");
     let after_patch = store.attempts(id).await.unwrap();
     assert_eq!(after_patch, before, "the success keeps its time and is recorded once");
     assert_eq!(ops.discard(ListFilter::default().ids([id]), "done twice").await.unwrap().moved_ids, vec![id]);
