@@ -482,8 +482,10 @@ pub(crate) struct BulkForm {
 
 impl BulkForm {
     fn filter(&self) -> Result<ListFilter, Failure> {
-        match (self.id, self.group.as_deref().filter(|g| !g.is_empty())) {
+        match (self.id, self.group.as_deref()) {
             (Some(id), _) => Ok(ListFilter::default().ids([id])),
+            // An empty `group` names a group too: that of the rows whose fingerprint is empty,
+            // whose page (`/group?group=`) sends it so.
             (None, Some(group)) => Ok(ListFilter::default().fingerprint(group)),
             (None, None) => Err(Failure::bad_request("name the rows: an `id` or a `group`")),
         }
@@ -819,6 +821,22 @@ pub(crate) async fn undo(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_group_names_the_rows_of_the_empty_fingerprint() {
+        let form = |id: Option<DlqId>, group: Option<&str>| BulkForm {
+            id,
+            group: group.map(str::to_owned),
+            reason: String::new(),
+            canary: None,
+            rate: None,
+            confirm: None,
+        };
+        assert_eq!(form(None, Some("")).filter().unwrap().fingerprint.as_deref(), Some(""));
+        assert_eq!(form(None, Some("a/b")).filter().unwrap().fingerprint.as_deref(), Some("a/b"));
+        assert_eq!(form(Some(7), Some("")).filter().unwrap().ids, [7]);
+        assert!(form(None, None).filter().unwrap_err().message.contains("name the rows"));
+    }
 
     #[test]
     fn short_cuts_by_characters_with_an_ellipsis() {
