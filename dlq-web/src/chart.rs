@@ -109,18 +109,24 @@ fn render(title: &str, start: DateTime<Utc>, step: TimeDelta, series: &[(String,
                     points=(points.iter().enumerate().map(|(i, v)| format!("{:.1},{:.1}", x(i), y(*v))).collect::<Vec<_>>().join(" ")) {}
                 @let lx = PAD + 110.0 * f64::from(u32::try_from(k).unwrap_or(0));
                 rect x=(lx) y="24" width="10" height="10" fill=(COLOURS[k % COLOURS.len()]) {}
-                text x=(lx + 14.0) y="33" fill="#1d2330" { (xml_text(event_type)) }
+                text x=(lx + 14.0) y="33" fill="#1d2330" { (label(event_type)) }
             }
             @if series.is_empty() { text x=(W / 2.0) y=(H / 2.0) text-anchor="middle" fill="#667085" { "Nothing parked." } }
         }
     }
 }
 
-/// `text` as an SVG (XML 1.0) document may hold it: maud escapes `<`, `>`, `&` and `"`, and
-/// here a control character (which XML forbids even as a character reference: one in an event
-/// type would make the whole chart unreadable) or a noncharacter shows as `·`.
-fn xml_text(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() || matches!(c, '\u{FFFE}' | '\u{FFFF}') { '·' } else { c }).collect()
+/// The most characters of an event type in the legend, whose entries are 110 px apart.
+const LABEL_CHARS: usize = 15;
+
+/// An event type as the legend shows it, and as an SVG (XML 1.0) document may hold it: maud
+/// escapes `<`, `>`, `&` and `"`; cut to [`LABEL_CHARS`] on one line with control and bidi
+/// characters escaped ([`short`](crate::pages::short)), so that none is left (XML forbids
+/// them even as character references: one in an event type would make the whole chart
+/// unreadable), and the noncharacters XML forbids as well.
+fn label(event_type: &str) -> String {
+    let xml = event_type.replace('\u{FFFE}', "\\ufffe").replace('\u{FFFF}', "\\uffff");
+    crate::pages::short(&xml, LABEL_CHARS)
 }
 
 #[cfg(test)]
@@ -151,8 +157,20 @@ mod tests {
         let svg = render("t", Utc::now(), TimeDelta::hours(1), &series).into_string();
         let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("not well-formed XML: {e}: {svg:?}"));
         let legend: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
-        for expected in ["ctl···[31m", "nul·", "tab·new·line·", "del··", "non··char", "<a>&amp;\"'"] {
+        for expected in [
+            "ctl\\u0001\\u000…",
+            "nul\\u0000",
+            "tab new line ",
+            "del\\u007f\\u0085",
+            "non\\ufffe\\ufff…",
+            "<a>&amp;\"'",
+        ] {
             assert!(legend.contains(&expected), "{expected:?} in the legend: {legend:?}");
         }
+        let long = render("t", Utc::now(), TimeDelta::hours(1), &[("x".repeat(10_000), vec![1])]).into_string();
+        assert!(
+            long.contains(&format!(">{}…<", "x".repeat(LABEL_CHARS - 1))),
+            "a long event type is cut in the legend"
+        );
     }
 }

@@ -54,7 +54,7 @@ impl IntoResponse for Failure {
             (DOCTYPE)
             html lang="en" {
                 head { meta charset="utf-8"; meta name="viewport" content="width=device-width, initial-scale=1"; title { "dlq · " (title) } }
-                body { main.error { h1 { (title) } p.message { (self.message) } } }
+                body { main.error { h1 { (title) } p.message { (crate::view::text(&self.message)) } } }
             }
         };
         let mut response = (self.status, Html(page.into_string())).into_response();

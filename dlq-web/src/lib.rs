@@ -53,8 +53,10 @@
 //! all, `X-Frame-Options: DENY` and `X-Content-Type-Options: nosniff`; request bodies are
 //! limited ([`Options::body_limit`]); with [`Options::token`] every request must carry the
 //! token (compared in constant time). Every string from the database goes through maud, which
-//! escapes it, and every value put in a link is percent-encoded. The JSON API answers every
-//! refusal as `{"error": "..."}`.
+//! escapes it, and every value put in a link is percent-encoded. Its control characters (a
+//! terminal's escapes, C1) and bidi overrides show as escapes (`\u001b`, `\u202e`), never as
+//! they are; in tables and the charts' legend a long value is cut with `…`, and shown whole on
+//! the row's page. The JSON API answers every refusal as `{"error": "..."}`.
 //!
 //! # Logs
 //! Through `tracing` (target `dlq_web`): each action (redrive, discard, patch, edit, undo,

@@ -10,13 +10,7 @@ pub(crate) const MAX_CHARS: usize = 200;
 
 /// `text` as a log line may hold it: bounded, no control character, no bidi override.
 pub(crate) fn clean(text: &str) -> String {
-    let neutral = |c: char| {
-        if c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}') {
-            '.'
-        } else {
-            c
-        }
-    };
+    let neutral = |c: char| if c.is_control() || crate::view::hazard(c) { '.' } else { c };
     let mut out: String = text.chars().take(MAX_CHARS).map(neutral).collect();
     if text.chars().nth(MAX_CHARS).is_some() {
         out.push('…');

@@ -234,8 +234,8 @@ pub(crate) async fn page(
         dl.facts {
             dt { "action" } dd { (verb) }
             dt { "state" } dd { @if running_here { "running in this service" } @else { (op.state.as_str()) } }
-            dt { "by" } dd { (op.note.actor) }
-            dt { "reason" } dd { (op.note.reason.as_deref().unwrap_or("")) }
+            dt { "by" } dd { (view::line(&op.note.actor)) }
+            dt { "reason" } dd { (view::text(op.note.reason.as_deref().unwrap_or(""))) }
             dt { "started" } dd { (view::time(op.created_at)) }
             dt { "last batch" } dd { (view::time(op.updated_at)) }
             dt { "cursor" } dd { "row " (op.cursor) }
@@ -243,7 +243,7 @@ pub(crate) async fn page(
         p.summary { "Moved " strong.moved { (op.moved) } " rows; refused " strong { (op.refused) } "." }
         @match &run {
             Some(Run::Finished(report)) => { (report_details(report)) }
-            Some(Run::Failed(why)) => { p.warn { "The run failed: " (why) } }
+            Some(Run::Failed(why)) => { p.warn { "The run failed: " (view::text(why)) } }
             _ => {}
         }
         @if resumable && console.options.actions {

@@ -61,7 +61,7 @@ fn overview_body(base: &Base, stats: &StatsReport) -> Markup {
         format!("{}?{}", base.url("/events"), filter::encode(&pairs))
     };
     html! {
-        @for warning in &stats.warnings { p.warn { "⚠ " (warning) } }
+        @for warning in &stats.warnings { p.warn { "⚠ " (view::text(warning)) } }
         section.cards {
             div.card { span.label { "Parked, last 5 min" } span.big { (stats.growth.last_5m) } }
             div.card { span.label { "Parked, last hour" } span.big { (stats.growth.last_1h) } }
@@ -158,12 +158,12 @@ const GROUP_CHARS: usize = 40;
 /// The most characters of a reason or error text in a table or list.
 const REASON_CHARS: usize = 140;
 
-/// At most `max` characters of `text` on one line: cut by characters (never inside one), with
-/// `…` for what is left out.
+/// At most `max` characters of `text` on one line ([`view::line`]: control and bidi characters
+/// escaped): cut by characters (never inside one), with `…` for what is left out.
 pub(crate) fn short(text: &str, max: usize) -> String {
-    let line = text.replace(['\n', '\r'], " ");
+    let line = view::line(text);
     if line.chars().count() <= max {
-        return line;
+        return line.into_owned();
     }
     let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
     cut.push('…');
@@ -238,12 +238,12 @@ async fn group_page(console: Console, base: Base, fingerprint: String, pairs: &[
     let body = html! {
         @if let Some(g) = found.first() {
             dl.facts {
-                dt { "kind" } dd { code { (g.kind) } }
-                dt { "event type" } dd { (g.event_type) }
+                dt { "kind" } dd { code { (view::line(&g.kind)) } }
+                dt { "event type" } dd { (view::line(&g.event_type)) }
                 dt { "rows" } dd { (g.count) }
                 dt { "first seen" } dd { (view::time(g.first_seen)) }
                 dt { "last seen" } dd { (view::time(g.last_seen)) }
-                dt { "sample reason" } dd { pre.reason { (g.sample_reason) } }
+                dt { "sample reason" } dd { pre.reason { (view::text(&g.sample_reason)) } }
             }
         }
         @if console.options.actions { (group_actions(&base, &fingerprint)) }
@@ -363,29 +363,29 @@ fn detail_body(base: &Base, d: &Detail, actions: bool) -> Markup {
     html! {
         dl.facts {
             dt { "status" } dd { (view::status(l.status)) @if let Some(r) = l.dead_reason { " (" (r.as_str()) ")" } }
-            dt { "event type" } dd { (l.event_type) }
-            dt { "handler" } dd { code { (l.handler) } }
-            dt { "group" } dd { a href=(base.group(&l.failure.fingerprint, "", &[])) { code { (l.failure.fingerprint) } } }
-            dt { "error" } dd { (l.failure.class.as_str()) " · " code { (l.failure.kind) } }
+            dt { "event type" } dd { (view::line(&l.event_type)) }
+            dt { "handler" } dd { code { (view::line(&l.handler)) } }
+            dt { "group" } dd { a href=(base.group(&l.failure.fingerprint, "", &[])) { code { (view::line(&l.failure.fingerprint)) } } }
+            dt { "error" } dd { (l.failure.class.as_str()) " · " code { (view::line(&l.failure.kind)) } }
             dt { "retries" } dd { (l.retry_count) " of " (l.max_retries) "; redriven " (l.redrive_count) " times" }
             dt { "retry after" } dd { (view::time(l.retry_after)) }
             dt { "parked" } dd { (view::time(l.created_at)) " · first failed " (view::time(l.first_failed_at)) }
             dt { "source" } dd { (source(l)) }
-            @if let Some(k) = &l.dedupe_key { dt { "dedupe key" } dd { code { (k) } } }
+            @if let Some(k) = &l.dedupe_key { dt { "dedupe key" } dd { code { (view::line(k)) } } }
         }
         @if actions { (detail_actions(base, l)) }
-        h2 { "Reason" } pre.reason { (l.failure.reason) }
+        h2 { "Reason" } pre.reason { (view::text(&l.failure.reason)) }
         h2 { "Payload" } (view::payload(&l.payload))
         h2 { "Error chain" }
         @if l.failure.chain.is_empty() { p.muted { "No sources." } }
-        ol.chain { @for cause in &l.failure.chain { li { pre { (cause) } } } }
+        ol.chain { @for cause in &l.failure.chain { li { pre { (view::text(cause)) } } } }
         h2 { "Stack trace" }
-        @match &l.failure.stacktrace { Some(t) => pre.trace { (t) }, None => p.muted { "None captured." } }
+        @match &l.failure.stacktrace { Some(t) => pre.trace { (view::text(t)) }, None => p.muted { "None captured." } }
         h2 { "Attempts" }
         ol.timeline { @for a in &d.attempts {
-            li { (view::time(a.at)) " · attempt " (a.attempt) " · " strong { (a.outcome) }
-                @if let Some(c) = &a.error_class { " · " (c) } @if let Some(o) = &a.owner { " · " code { (o) } }
-                @if let Some(r) = &a.error_reason { pre.reason { (r) } } }
+            li { (view::time(a.at)) " · attempt " (a.attempt) " · " strong { (view::line(&a.outcome)) }
+                @if let Some(c) = &a.error_class { " · " (view::line(c)) } @if let Some(o) = &a.owner { " · " code { (view::line(o)) } }
+                @if let Some(r) = &a.error_reason { pre.reason { (view::text(r)) } } }
         } }
         @if d.attempts.is_empty() { p.muted { "No attempt recorded." } }
         h2 { "Audit log" }
@@ -396,14 +396,16 @@ fn detail_body(base: &Base, d: &Detail, actions: bool) -> Markup {
 fn source(l: &DeadLetter) -> Markup {
     let s = &l.source;
     html! {
-        @if let Some(t) = &s.topic { code { (t) } " partition " (s.partition.unwrap_or_default()) " offset " (s.offset.unwrap_or_default()) } @else { "—" }
-        @for (k, v) in &s.headers { br; code { (k) "=" (v) } }
-        @if let Some(tc) = &s.trace_context { br; "trace " code { (tc) } }
+        @if let Some(t) = &s.topic { code { (view::line(t)) } " partition " (s.partition.unwrap_or_default()) " offset " (s.offset.unwrap_or_default()) } @else { "—" }
+        @for (k, v) in &s.headers { br; code { (view::line(k)) "=" (view::line(v)) } }
+        @if let Some(tc) = &s.trace_context { br; "trace " code { (view::line(tc)) } }
     }
 }
 
 fn detail_actions(base: &Base, l: &DeadLetter) -> Markup {
+    // JSON with its hazards escaped is the same JSON: the editor starts from the exact payload.
     let editable = serde_json::to_string_pretty(&view::payload_value(&l.payload)).unwrap_or_default();
+    let editable = view::text(&editable);
     html! {
         section.actions {
             @if l.status == Status::FailedPermanently {
@@ -453,8 +455,8 @@ fn audit(base: &Base, d: &Detail, actions: bool) -> Markup {
         @if d.audit.is_empty() { p.muted { "No operator action yet." } }
         ol.audit { @for a in &d.audit {
             li {
-                (view::time(a.at)) " · " strong { (a.action) } " by " code { (a.actor) }
-                @if let Some(r) = &a.reason { " — " (r) }
+                (view::time(a.at)) " · " strong { (view::line(&a.action)) } " by " code { (view::line(&a.actor)) }
+                @if let Some(r) = &a.reason { " — " (view::text(r)) }
                 details { summary { "diff" } (view::json(&a.diff)) }
                 @if actions && a.action == "patch" && d.letter.status != Status::Succeeded {
                     form.inline method="post" action=(base.url(&format!("/audit/{}/undo", a.id))) {
@@ -480,8 +482,10 @@ pub(crate) struct BulkForm {
 
 impl BulkForm {
     fn filter(&self) -> Result<ListFilter, Failure> {
-        match (self.id, self.group.as_deref().filter(|g| !g.is_empty())) {
+        match (self.id, self.group.as_deref()) {
             (Some(id), _) => Ok(ListFilter::default().ids([id])),
+            // An empty `group` names a group too: that of the rows whose fingerprint is empty,
+            // whose page (`/group?group=`) sends it so.
             (None, Some(group)) => Ok(ListFilter::default().fingerprint(group)),
             (None, None) => Err(Failure::bad_request("name the rows: an `id` or a `group`")),
         }
@@ -609,9 +613,9 @@ pub(crate) fn report_summary(r: &BulkReport) -> Markup {
 pub(crate) fn report_details(r: &BulkReport) -> Markup {
     html! {
         @if !r.refusals.is_empty() {
-            ul { @for refusal in r.refusals.iter().take(50) { li { (refusal.id) ": " (serde_json::to_string(&refusal.why).unwrap_or_default()) } } }
+            ul { @for refusal in r.refusals.iter().take(50) { li { (refusal.id) ": " (view::text(&serde_json::to_string(&refusal.why).unwrap_or_default())) } } }
         }
-        @if let Some(stop) = &r.canary_stop { p.warn { "The canary stopped the redrive: " (serde_json::to_string(stop).unwrap_or_default()) } }
+        @if let Some(stop) = &r.canary_stop { p.warn { "The canary stopped the redrive: " (view::text(&serde_json::to_string(stop).unwrap_or_default())) } }
     }
 }
 
@@ -753,7 +757,7 @@ async fn patch_group(base: Base, admin: Admin, fingerprint: String, form: PatchF
     }
     let event = |id: DlqId| html! { a href=(base.url(&format!("/events/{id}"))) { (id) } };
     let body = html! {
-        pre.json { (serde_json::to_string_pretty(&patch).unwrap_or_default()) }
+        pre.json { (view::text(&serde_json::to_string_pretty(&patch).unwrap_or_default())) }
         p.summary {
             @if confirmed { "Patched " } @else { "This patch would apply to " }
             strong.moved { (patched) } " of the group's " (patched + refused) " FAILED_PERMANENTLY rows"
@@ -819,6 +823,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_empty_group_names_the_rows_of_the_empty_fingerprint() {
+        let form = |id: Option<DlqId>, group: Option<&str>| BulkForm {
+            id,
+            group: group.map(str::to_owned),
+            reason: String::new(),
+            canary: None,
+            rate: None,
+            confirm: None,
+        };
+        assert_eq!(form(None, Some("")).filter().unwrap().fingerprint.as_deref(), Some(""));
+        assert_eq!(form(None, Some("a/b")).filter().unwrap().fingerprint.as_deref(), Some("a/b"));
+        assert_eq!(form(Some(7), Some("")).filter().unwrap().ids, [7]);
+        assert!(form(None, None).filter().unwrap_err().message.contains("name the rows"));
+    }
+
+    #[test]
     fn short_cuts_by_characters_with_an_ellipsis() {
         assert_eq!(short("payment", 60), "payment");
         assert_eq!(short("a\nb\rc", 60), "a b c");
@@ -826,5 +846,6 @@ mod tests {
         let cut = short(&"é🦀".repeat(5_000), 60);
         assert_eq!((cut.chars().count(), cut.ends_with('…')), (60, true));
         assert!(cut.starts_with("é🦀é🦀"));
+        assert_eq!(short("ctl\u{1}\u{202e}x", 60), "ctl\\u0001\\u202ex", "controls and bidi escaped");
     }
 }

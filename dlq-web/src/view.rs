@@ -1,5 +1,9 @@
 //! The page layout and the pieces pages share: links under the router's prefix, statuses,
-//! times, highlighted JSON, payloads and diffs. Everything goes through maud, which escapes.
+//! times, highlighted JSON, payloads and diffs. Everything goes through maud, which escapes
+//! markup; stored text goes through [`text`] or [`line`] too, which escape what markup
+//! escaping leaves (control characters, bidi overrides).
+
+use std::borrow::Cow;
 
 use axum::extract::{FromRequestParts, OriginalUri};
 use axum::http::request::Parts;
@@ -65,6 +69,49 @@ pub(crate) fn segment(value: &str) -> String {
     percent_encoding::utf8_percent_encode(value, SEGMENT).to_string()
 }
 
+/// A character a page never shows as it is: C0 controls but the newline and tab (a
+/// terminal's escapes, a carriage return), DEL, C1 controls, and the bidi marks, embeddings,
+/// overrides and isolates, which reorder what is shown around them (`\u{202e}` makes
+/// `fdp.exe` read `exe.pdf`). A browser draws most controls as nothing: a reason would look
+/// like another, a copied value would carry them along.
+pub(crate) const fn hazard(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}' // C0 but \t \n, DEL, C1
+        | '\u{61c}' | '\u{200e}' | '\u{200f}' // letter marks
+        | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') // embeddings, overrides, isolates
+}
+
+/// Stored text as a page shows it: each [`hazard`] as its escape, `\u001b` (as JSON writes
+/// it), so that it is seen and nothing it would do is done; newlines and tabs kept. JSON text
+/// stays JSON (and the same value): a hazard in it can only be inside a string, where the
+/// escape means the character itself (serde_json leaves DEL, C1 and bidi characters raw).
+pub(crate) fn text(text: &str) -> Cow<'_, str> {
+    escape(text, false)
+}
+
+/// Stored text on one line: as [`text`], and newlines and tabs as spaces.
+pub(crate) fn line(text: &str) -> Cow<'_, str> {
+    escape(text, true)
+}
+
+fn escape(text: &str, one_line: bool) -> Cow<'_, str> {
+    let blank = |c: char| one_line && matches!(c, '\n' | '\t');
+    if !text.chars().any(|c| hazard(c) || blank(c)) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if blank(c) || (one_line && c == '\r') {
+            out.push(' ');
+        } else if hazard(c) {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// The page around `body`: navigation, the stylesheet, an optional meta refresh (no script).
 pub(crate) fn page(base: &Base, title: &str, refresh: Option<u32>, body: Markup) -> Markup {
     html! {
@@ -76,7 +123,7 @@ pub(crate) fn page(base: &Base, title: &str, refresh: Option<u32>, body: Markup)
                 @if let Some(seconds) = refresh.filter(|s| *s > 0) {
                     meta http-equiv="refresh" content=(seconds);
                 }
-                title { "dlq · " (title) }
+                title { "dlq · " (line(title)) }
                 link rel="stylesheet" href=(base.url("/assets/console.css"));
             }
             body {
@@ -89,7 +136,7 @@ pub(crate) fn page(base: &Base, title: &str, refresh: Option<u32>, body: Markup)
                         a href=(base.url("/api/openapi.json")) { "API" }
                     }
                 }
-                main { h1 { (title) } (body) }
+                main { h1 { (line(title)) } (body) }
             }
         }
     }
@@ -130,7 +177,7 @@ fn json_node(value: &Value, depth: usize) -> Markup {
         Value::Null => html! { span.j-null { "null" } },
         Value::Bool(b) => html! { span.j-bool { (b) } },
         Value::Number(n) => html! { span.j-num { (n) } },
-        Value::String(s) => html! { span.j-str { (Value::String(s.clone())) } },
+        Value::String(s) => html! { span.j-str { (text(&Value::String(s.clone()).to_string())) } },
         Value::Array(items) if items.is_empty() => html! { "[]" },
         Value::Object(map) if map.is_empty() => html! { "{}" },
         Value::Array(items) => html! {
@@ -143,7 +190,7 @@ fn json_node(value: &Value, depth: usize) -> Markup {
         Value::Object(map) => html! {
             "{\n"
             @for (i, (key, item)) in map.iter().enumerate() {
-                (pad) span.j-key { (Value::String(key.clone())) } ": " (json_node(item, depth + 1))
+                (pad) span.j-key { (text(&Value::String(key.clone()).to_string())) } ": " (json_node(item, depth + 1))
                 @if i + 1 < map.len() { "," } "\n"
             }
             (close) "}"
@@ -183,7 +230,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 }
 
 fn lossy(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).chars().map(|c| if c.is_control() && c != '\n' { '·' } else { c }).collect()
+    text(&String::from_utf8_lossy(bytes)).into_owned()
 }
 
 /// One change between two JSON documents, at a JSON Pointer.
@@ -244,15 +291,20 @@ pub(crate) fn diff_table(changes: &[Change]) -> Markup {
                 tbody {
                     @for change in changes {
                         @match change {
-                            Change::Added(p, v) => tr.add { td { code { (p) } } td { "—" } td { code { (v) } } },
-                            Change::Removed(p, v) => tr.del { td { code { (p) } } td { code { (v) } } td { "—" } },
-                            Change::Replaced(p, a, b) => tr.chg { td { code { (p) } } td { code { (a) } } td { code { (b) } } },
+                            Change::Added(p, v) => tr.add { td { code { (line(p)) } } td { "—" } td { (value(v)) } },
+                            Change::Removed(p, v) => tr.del { td { code { (line(p)) } } td { (value(v)) } td { "—" } },
+                            Change::Replaced(p, a, b) => tr.chg { td { code { (line(p)) } } td { (value(a)) } td { (value(b)) } },
                         }
                     }
                 }
             }
         }
     }
+}
+
+/// One JSON value of a diff, compact, escaped as [`text`].
+fn value(value: &Value) -> Markup {
+    html! { code { (text(&value.to_string())) } }
 }
 
 /// A change of payload that is not JSON to JSON: the lengths, the first byte that differs,
@@ -309,6 +361,24 @@ mod tests {
         assert_eq!(base.group("a/b", "/patch", &[]), "/dlq/groups/a%2Fb/patch");
         assert_eq!(base.group("..", "", &[("after", "7".into())]), "/dlq/group?group=..&after=7");
         assert_eq!(base.group("", "/patch", &[]), "/dlq/group/patch?group=");
+    }
+
+    #[test]
+    fn controls_and_bidi_characters_show_as_escapes() {
+        let hostile = "a\u{1b}[2J\u{7}b\r\n\tc\u{7f}\u{85}\u{9b}d\u{202e}e\u{2066}f\u{200f}\u{61c}";
+        assert_eq!(
+            text(hostile),
+            "a\\u001b[2J\\u0007b\\u000d\n\tc\\u007f\\u0085\\u009bd\\u202ee\\u2066f\\u200f\\u061c"
+        );
+        assert_eq!(line("one\ntwo\r\tthree\u{1}"), "one two  three\\u0001");
+        assert!(matches!(text("plain ünïcode → fine\n"), Cow::Borrowed(_)));
+        // JSON stays the same JSON: serde_json leaves DEL, C1 and bidi characters raw.
+        let value = json!({"k\u{202e}\\": ["\u{7f}\u{85}\\\u{202e}", "\u{1b}"]});
+        let shown = text(&serde_json::to_string_pretty(&value).unwrap()).into_owned();
+        assert!(!shown.chars().any(hazard), "{shown}");
+        assert_eq!(serde_json::from_str::<Value>(&shown).unwrap(), value);
+        let html = json(&value).into_string();
+        assert!(html.contains("\\u202e") && !html.contains('\u{202e}'), "{html}");
     }
 
     #[test]
