@@ -179,7 +179,9 @@ async fn while_the_database_is_down_the_message_is_nakked_and_parked_once_when_i
     let stop = CancellationToken::new();
     let run = spawn_run(adapter(store.clone(), &ledger), stream.consumer(Duration::from_secs(30)).await, &stop);
     eventually(Duration::from_secs(30), "the healthy payments are handled", || async { ledger.distinct() == 49 }).await;
-    tokio::time::sleep(Duration::from_secs(2)).await; // the poison is nakked, redelivered, nakked…
+    // The poison is nakked, redelivered, nakked…: each try to park it opens a connection that
+    // the proxy refuses.
+    eventually(Duration::from_secs(60), "the poison is tried three times", || async { proxy.refused() >= 3 }).await;
     assert!(!stream.drained().await, "the poison is not acked while it cannot be parked");
 
     proxy.set_up(true);
@@ -364,6 +366,6 @@ async fn a_consumer_killed_mid_stream_loses_nothing_and_parks_nothing_twice(pool
     let test = KillTest::new(pool).await;
     let stream = TestStream::new("kill").await;
     stream.publish(KillTest::PAYMENTS, &test.poison).await;
-    test.run("kill_test_consumer_process", &[("DLQ_KILL_STREAM", stream.name.as_str())]).await;
+    test.run("kill_test_consumer_process", &[("DLQ_KILL_STREAM", stream.name.as_str())], || stream.drained()).await;
     stream.delete().await;
 }

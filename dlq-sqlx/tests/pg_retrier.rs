@@ -25,12 +25,24 @@ fn fast() -> RetrierConfig {
     config
 }
 
+/// Polls `check` until it holds; fails only if it never does (a minute: far past anything a
+/// loaded machine needs, so the test waits on the event, not on the clock).
 async fn wait_until<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
     let start = Instant::now();
     while !check().await {
-        assert!(start.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// How long a test waits for something that must happen before it calls it lost.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// When the heartbeat of the one retrier on `store` was last refreshed.
+async fn last_seen(store: &PgStore) -> chrono::DateTime<chrono::Utc> {
+    let beats = store.retriers().await.unwrap();
+    assert_eq!(beats.len(), 1, "one retrier: {beats:?}");
+    beats[0].last_seen
 }
 
 async fn count(store: &PgStore, status: Status) -> usize {
@@ -86,8 +98,7 @@ async fn drains_retries_and_keeps_a_heartbeat_until_shutdown(pool: PgPool) {
     assert_eq!(beats[0].event_types, vec!["pg-retrier-flaky"]);
     assert_eq!(beats[0].pid, i32::try_from(std::process::id()).unwrap());
     let first_seen = beats[0].last_seen;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(store.retriers().await.unwrap()[0].last_seen > first_seen, "the heartbeat is refreshed");
+    wait_until("the heartbeat to be refreshed", || async { last_seen(&store).await > first_seen }).await;
     shutdown.cancel();
     let stats = running.await.unwrap().unwrap();
     // The odd rows' failures were run again at once under the same claim (no backoff): one
@@ -171,25 +182,31 @@ async fn fixed_rate_runs_one_batch_per_period(pool: PgPool) {
         r#"{"dlq": {"retry": {"enabled": true, "max-retries": 240, "batch-size": 2, "fixed-rate": "6h"}}}"#,
     )
     .unwrap();
+    let mut config = config;
+    config.heartbeat = Duration::from_millis(100);
     let shutdown = CancellationToken::new();
     let retrier = retrier(&store, config, handlers![fixed].unwrap(), &shutdown);
     let running = start(&retrier);
     wait_until("the first batch", || async { count(&store, Status::Succeeded).await == 2 }).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The retrier lives on: two heartbeats after the first batch was written, a loop that did
+    // not wait for the next period would have claimed again long since.
+    for _ in 0..2 {
+        let seen = last_seen(&store).await;
+        wait_until("a heartbeat after the first batch", || async { last_seen(&store).await > seen }).await;
+    }
     assert_eq!(count(&store, Status::Succeeded).await, 2, "the next batch waits for the next period");
     shutdown.cancel();
     assert_eq!(running.await.unwrap().unwrap().claimed, 2);
 
+    // Disabled, it returns instead of running until its shutdown (which never comes here).
     let mut off = fast();
     off.enabled = false;
-    let start = Instant::now();
-    let stats = Retrier::new(std::sync::Arc::new(store.clone()), handlers![fixed].unwrap())
-        .config(off)
-        .run_until(std::future::pending::<()>())
+    let disabled = Retrier::new(std::sync::Arc::new(store.clone()), handlers![fixed].unwrap()).config(off);
+    let stats = tokio::time::timeout(PATIENCE, disabled.run_until(std::future::pending::<()>()))
         .await
+        .expect("a disabled retrier returns at once")
         .unwrap();
     assert_eq!(stats.claimed, 0);
-    assert!(start.elapsed() < Duration::from_secs(1), "a disabled retrier returns at once");
 }
 
 #[dead_letter(event_type = "pg-retrier-wake")]
@@ -201,17 +218,28 @@ async fn wake(n: u64) -> Result<(), std::io::Error> {
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn a_park_wakes_an_idle_retrier_long_before_its_poll_interval(pool: PgPool) {
     let store = store(&pool).await;
+    // The store's listener is up before the retrier starts (the first wait starts it, and it
+    // wakes its waiters once its `LISTEN` holds), so no wake-up of its start reaches the
+    // retrier: from here on only a `NOTIFY` does.
+    tokio::time::timeout(PATIENCE, store.wait_for_work(Duration::from_secs(3600)))
+        .await
+        .expect("the listener starts and wakes its waiters");
+    let succeeded = |id| {
+        let store = store.clone();
+        async move { store.get(id).await.unwrap().unwrap().status == Status::Succeeded }
+    };
+    // A row parked first: once it has succeeded, the loop that ran it found nothing else due
+    // and waits for work.
+    let first = store.park(job("pg-retrier-wake", 1)).await.unwrap().id;
     let mut config = fast();
-    config.poll_interval = Duration::from_secs(60);
+    // Far longer than the test waits: the next row runs only if the park wakes the retrier.
+    config.poll_interval = Duration::from_secs(3600);
     let shutdown = CancellationToken::new();
     let retrier = retrier(&store, config, handlers![wake].unwrap(), &shutdown);
     let running = start(&retrier);
-    tokio::time::sleep(Duration::from_millis(700)).await; // idle, listening
-    let parked_at = Instant::now();
-    let id = store.park(job("pg-retrier-wake", 1)).await.unwrap().id;
-    wait_until("the row to succeed", || async { store.get(id).await.unwrap().unwrap().status == Status::Succeeded })
-        .await;
-    assert!(parked_at.elapsed() < Duration::from_secs(5), "woken by NOTIFY after {:?}", parked_at.elapsed());
+    wait_until("the first row to succeed", || succeeded(first)).await;
+    let id = store.park(job("pg-retrier-wake", 2)).await.unwrap().id;
+    wait_until("the row parked while the retrier waited to succeed", || succeeded(id)).await;
     shutdown.cancel();
     running.await.unwrap().unwrap();
 }

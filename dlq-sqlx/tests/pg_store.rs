@@ -437,19 +437,20 @@ async fn park_in_commits_and_rolls_back_with_the_callers_transaction(pool: PgPoo
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn a_park_wakes_a_waiting_retrier(pool: PgPool) {
     let store = store(&pool).await;
-    store.wait_for_work(Duration::from_millis(300)).await; // starts the listener
-    let waiter = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            let start = std::time::Instant::now();
-            store.wait_for_work(Duration::from_secs(20)).await;
-            start.elapsed()
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    store.park(letter("payment", 1)).await.unwrap();
-    let waited = waiter.await.unwrap();
-    assert!(waited < Duration::from_secs(5), "woke after {waited:?}");
+    // The first wait starts the listener, which wakes it once its `LISTEN` holds: after that
+    // only a `NOTIFY` wakes a waiter.
+    let patience = Duration::from_secs(60);
+    tokio::time::timeout(patience, store.wait_for_work(Duration::from_secs(3600)))
+        .await
+        .expect("the listener starts and wakes its waiters");
+    // The wait is polled first, so it waits before the park is sent; its maximum is far past
+    // the test's patience, so only the park's `NOTIFY` can end it in time.
+    let woken = tokio::time::timeout(patience, async {
+        tokio::join!(store.wait_for_work(Duration::from_secs(3600)), store.park(letter("payment", 1)))
+    })
+    .await;
+    let ((), parked) = woken.expect("the park woke the waiter");
+    parked.unwrap();
 }
 
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]

@@ -43,11 +43,11 @@ async fn drain(store: Arc<dyn DeadLetterStore>) -> dlq_core::RetrierStats {
         let (retrier, stop) = (retrier.clone(), stop.clone());
         async move { retrier.run_until(stop.cancelled_owned()).await }
     });
-    for _ in 0..200 {
-        if retrier.stats().succeeded > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    // Until the retry has succeeded; a minute is far past what a loaded machine needs, and
+    // the stats below say what happened if it never does.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while retrier.stats().succeeded == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     stop.cancel();
     running.await.unwrap().unwrap()

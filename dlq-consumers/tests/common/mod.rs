@@ -230,9 +230,15 @@ impl KillTest {
     }
 
     /// Runs the child test `child_test` with `env`, kills it with SIGKILL once 700 payments
-    /// are posted, runs it again until every payment is posted or parked, and checks that
-    /// each poison was parked exactly once and nothing was lost.
-    pub(crate) async fn run(&self, child_test: &str, env: &[(&str, &str)]) {
+    /// are posted, runs it again until every payment is posted or parked and `settled` holds
+    /// (the broker has nothing left to deliver again: no poison still in flight), and checks
+    /// that each poison was parked exactly once and nothing was lost.
+    pub(crate) async fn run<F: Future<Output = bool>>(
+        &self,
+        child_test: &str,
+        env: &[(&str, &str)],
+        settled: impl FnMut() -> F,
+    ) {
         let mut first = self.start(child_test, env);
         eventually(Duration::from_secs(120), "the first consumer is mid-stream", || async {
             self.posted(false).await >= 700
@@ -246,7 +252,7 @@ impl KillTest {
         // The second one gets what the first had not settled, and the rest.
         let mut second = self.start(child_test, env);
         self.all_done().await;
-        tokio::time::sleep(Duration::from_secs(1)).await; // any redelivered poison still in flight
+        eventually(Duration::from_secs(60), "every message is acknowledged", settled).await;
         second.kill().unwrap();
         second.wait().unwrap();
         self.check_accounted().await;
