@@ -436,6 +436,29 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// The heartbeat rows of the retriers sharing this store, oldest first.
     fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<RetrierHeartbeat>>>;
 
+    /// Which circuits this store holds: the key under which this process keeps what it knows
+    /// of them ([`circuit_of`](crate::circuit_of), and [`circuit()`](crate::circuit()) for the
+    /// live path's store). Two store values that read and write the same circuits return
+    /// equal ids; two whose circuits differ must not (see [`StoreId`]).
+    ///
+    /// The default is the store's address ([`StoreId::of`]): right for a store that owns its
+    /// circuits and lives as long as the process, but a store created where a dropped one
+    /// lived would see the dropped one's views until its circuits are first read. A store
+    /// created and dropped many times keeps a [`StoreId::unique`] taken at its creation; a
+    /// store on a database names the database and schema ([`StoreId::named`]), so that two
+    /// values on the same one share their views. A store that wraps another and forwards its
+    /// circuits forwards this too.
+    ///
+    /// ```
+    /// use dlq_core::{DeadLetterStore, MemoryStore};
+    /// let store = MemoryStore::new();
+    /// assert_eq!(store.store_id(), store.clone().store_id());
+    /// assert_ne!(store.store_id(), MemoryStore::new().store_id());
+    /// ```
+    fn store_id(&self) -> StoreId {
+        StoreId::of(self)
+    }
+
     /// Every circuit written so far, with the store's clock (see `docs/BREAKER.md`). Types
     /// never written are closed. The default has no circuits ([`Error::Unsupported`]): the
     /// retrier then keeps its breakers in its own process.
@@ -469,7 +492,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     }
 }
 
-pub use crate::circuit::{Circuit, CircuitLogEntry, CircuitWrite, Circuits};
+pub use crate::circuit::{Circuit, CircuitLogEntry, CircuitWrite, Circuits, StoreId};
 
 /// The rows one event type created in one bucket of [`DeadLetterStore::created_histogram`].
 ///
