@@ -67,3 +67,9 @@ if ! (exec 3<>"/dev/tcp/${KAFKA_BROKERS%%:*}/${KAFKA_BROKERS##*:}") 2>/dev/null;
 fi
 
 cargo test --workspace --locked "$@"
+
+# A store written outside the workspace from dlq-core's docs alone, as a third party would:
+# the conformance kit, the admin layer and the console on it. It shares the workspace's
+# target directory, so dlq-core, dlq-web and their dependencies are built once.
+CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}" \
+    cargo test --manifest-path tests/third_party_store/Cargo.toml --locked

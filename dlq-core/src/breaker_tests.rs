@@ -86,7 +86,7 @@ async fn an_outage_opens_the_circuit_and_spends_no_retries_until_recovery() {
     assert_eq!(calls(&ledger), 5, "the fifth failure trips the breaker; the other five rows do not run");
     let counted = store.snapshot().iter().filter(|l| l.retry_count > 0).count();
     assert_eq!(counted, 4, "rows failing as the circuit opens are released uncounted");
-    assert_eq!(crate::circuit("breaker-trip").state, CircuitState::Open, "the live path knows");
+    assert_eq!(crate::circuit_of(&*store, "breaker-trip").state, CircuitState::Open, "the live path knows");
 
     for _ in 0..3 {
         assert_eq!(r.run_once().await.unwrap(), 0, "open: the type is not claimed");
@@ -155,10 +155,13 @@ async fn live_failures_of_an_open_type_wait_for_the_next_probe() {
     ledger.down.store(true, Ordering::SeqCst);
     let r = retrier(&store, &LIVE, &ledger);
     r.run_once().await.unwrap();
-    assert!(crate::circuit("breaker-live").is_open());
+    assert!(crate::circuit_of(&*store, "breaker-live").is_open());
     tokio::time::advance(Duration::from_secs(4)).await;
     let failure = FailureInfo::new(ErrorClass::Transient, "LedgerDown", "ledger down".into(), vec![], None);
-    let letter = crate::live::letter_for(&LIVE, Payload::Json(0.into()), failure);
+    // The live path of this store: its circuit is the one the retrier opened.
+    let letter =
+        crate::with_store(store.clone(), async { crate::live::letter_for(&LIVE, Payload::Json(0.into()), failure) })
+            .await;
     assert_eq!(letter.retry_delay, Duration::from_secs(6), "parked until the probe, not after 1 s of backoff");
 }
 
@@ -197,4 +200,36 @@ async fn a_rate_limited_type_runs_no_attempt_again_at_once() {
         let row = store.list(crate::ListFilter::default()).await.unwrap().remove(0);
         assert_eq!((row.status, row.retry_count), (status, attempts), "{limits}");
     }
+}
+
+/// Two stores in one process with the same event type: each store's circuit views are its
+/// own. The ledger behind store `down` fails and opens its circuit; store `up`'s circuit stays
+/// closed, for `circuit_of`, for `circuit()` in each store's scope, and for the live path's
+/// delay of a new failure.
+#[tokio::test(start_paused = true)]
+async fn two_stores_keep_their_own_circuit_views() {
+    let (down, up) = (Arc::new(MemoryStore::new()), Arc::new(MemoryStore::new()));
+    let (broken, working) = (Arc::new(Ledger::default()), Arc::new(Ledger::default()));
+    broken.down.store(true, Ordering::SeqCst);
+    park_many(&down, "breaker-trip", 10).await;
+    park_many(&up, "breaker-trip", 10).await;
+    retrier(&down, &TRIP, &broken).run_once().await.unwrap();
+    retrier(&up, &TRIP, &working).run_once().await.unwrap();
+    assert_eq!(calls(&working), 10, "store `up`'s rows all ran");
+
+    assert!(crate::circuit_of(&*down, "breaker-trip").is_open());
+    assert!(!crate::circuit_of(&*up, "breaker-trip").is_open(), "another store's open circuit");
+    let seen_by = |store: &Arc<MemoryStore>| crate::with_store(store.clone(), async { crate::circuit("breaker-trip") });
+    assert!(seen_by(&down).await.is_open());
+    assert_eq!(seen_by(&up).await, crate::CircuitView::default(), "closed, as never written");
+
+    let failure = FailureInfo::new(ErrorClass::Transient, "LedgerDown", "ledger down".into(), vec![], None);
+    let parked_in = |store: &Arc<MemoryStore>| {
+        let failure = failure.clone();
+        crate::with_store(store.clone(), async move {
+            crate::live::letter_for(&TRIP, Payload::Json(0.into()), failure).retry_delay
+        })
+    };
+    assert_eq!(parked_in(&up).await, Duration::from_secs(1), "the backoff: `up`'s circuit is closed");
+    assert_eq!(parked_in(&down).await, Duration::from_secs(10), "until `down`'s next probe");
 }

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use crate::circuit::{Circuit, CircuitState, CircuitWrite, Circuits};
-use crate::store::ClaimCap;
+use crate::store::{ClaimCap, StoreId};
 use crate::{BreakerConfig, DeadLetterStore, Error, RetrierConfig, admin::RetrierHeartbeat};
 
 /// Buckets of a window.
@@ -174,7 +174,7 @@ impl Breakers {
             }
         }
         match store.circuits().await {
-            Ok(read) => self.take_read(read),
+            Ok(read) => self.take_read(store.store_id(), read),
             Err(Error::Unsupported { .. }) => {
                 tracing::info!("this store keeps no circuits: each retrier keeps its breakers to itself");
                 self.shared.store(false, Ordering::Relaxed);
@@ -183,9 +183,9 @@ impl Breakers {
         }
     }
 
-    fn take_read(&self, read: Circuits) {
+    fn take_read(&self, store: StoreId, read: Circuits) {
         let now = Instant::now();
-        crate::circuit::publish(read.circuits.iter(), read.at);
+        crate::circuit::publish(store, read.circuits.iter(), read.at);
         let mut local = self.lock();
         for c in read.circuits {
             local.take(c, now);
@@ -430,7 +430,7 @@ impl Breakers {
         }
         crate::observe::circuit_transition(&t, write.logged_as);
         let store_now = circuit.updated_at.unwrap_or_else(crate::memory::now);
-        crate::circuit::publish(std::iter::once(&circuit), store_now);
+        crate::circuit::publish(store.store_id(), std::iter::once(&circuit), store_now);
         let mut local = self.lock();
         if local.read.is_none() {
             local.read = Some((store_now, now));

@@ -1,7 +1,7 @@
 //! The circuit of each event type as the store keeps it ([`Circuit`]), the compare-and-set
 //! write every change goes through ([`CircuitWrite`]), its log ([`CircuitLogEntry`]), and
-//! what the live path of this process knows of them ([`circuit()`]). The design is in
-//! `docs/BREAKER.md`.
+//! what this process knows of them, per store ([`StoreId`], [`circuit_of`]) and for the live
+//! path's store ([`circuit()`]). The design is in `docs/BREAKER.md`.
 
 use std::collections::HashMap;
 use std::sync::{OnceLock, RwLock};
@@ -279,14 +279,72 @@ impl CircuitView {
     }
 }
 
-fn views() -> &'static RwLock<HashMap<String, CircuitView>> {
-    static VIEWS: OnceLock<RwLock<HashMap<String, CircuitView>>> = OnceLock::new();
+/// Which circuits a store holds: the key of this process's circuit views ([`circuit()`],
+/// [`circuit_of`]), returned by [`DeadLetterStore::store_id`].
+///
+/// Two store values that read and write the same circuits (two `PgStore`s on one database
+/// and schema, two `SqliteStore`s on one file, clones of one `MemoryStore`) have equal ids,
+/// so a retrier running on one keeps the views the other's live path reads; two stores whose
+/// circuits differ (another schema, another file, another `MemoryStore`) must not, or one's
+/// open circuit would delay the other's parks.
+///
+/// ```
+/// use dlq_core::{DeadLetterStore, MemoryStore, store::StoreId};
+///
+/// let (a, b) = (MemoryStore::new(), MemoryStore::new());
+/// assert_eq!(a.store_id(), a.clone().store_id(), "clones share their rows and circuits");
+/// assert_ne!(a.store_id(), b.store_id());
+/// assert_eq!(StoreId::named("postgres://db:5432/app?schema=dlq"), StoreId::named("postgres://db:5432/app?schema=dlq"));
+/// assert_ne!(StoreId::unique(), StoreId::unique());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StoreId(StoreIdRepr);
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum StoreIdRepr {
+    Named(std::sync::Arc<str>),
+    Unique(u64),
+    Address(usize),
+}
+
+impl StoreId {
+    /// The id of a store whose circuits live where `name` says: the same name for every
+    /// store value that reaches the same circuits, e.g. the database's address and schema.
+    /// Leave passwords out: the id shows in debug output.
+    pub fn named(name: impl Into<String>) -> Self {
+        Self(StoreIdRepr::Named(name.into().into()))
+    }
+
+    /// A fresh id, never returned again in this process: for a store value that owns its
+    /// data (in memory). Take it once, when the store is created, and keep it in the store
+    /// (shared by its clones).
+    pub fn unique() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        Self(StoreIdRepr::Unique(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)))
+    }
+
+    /// The id of `store` by its address: [`DeadLetterStore::store_id`]'s default. Distinct for
+    /// two values alive at once, but a store created where a dropped one lived gets the same
+    /// id, and sees the dropped one's views until its own circuits are first read.
+    pub fn of<T: ?Sized>(store: &T) -> Self {
+        Self(StoreIdRepr::Address(std::ptr::from_ref(store).cast::<()>() as usize))
+    }
+}
+
+/// The views of every store this process read circuits from, by store and event type.
+type Views = HashMap<StoreId, HashMap<String, CircuitView>>;
+
+fn views() -> &'static RwLock<Views> {
+    static VIEWS: OnceLock<RwLock<Views>> = OnceLock::new();
     VIEWS.get_or_init(RwLock::default)
 }
 
-/// What this process knows of `event_type`'s circuit: kept up to date by every
-/// [`Retrier`](crate::Retrier) running in the process (within one poll interval), or by
-/// [`refresh_circuits`] in a process that only consumes. Closed when nothing is known.
+/// What this process knows of `event_type`'s circuit in the store the live path uses here
+/// ([`current_store`](crate::current_store): the [`Scope`](crate::Scope)'s store, else the
+/// [installed](crate::install_store) one): kept up to date by every
+/// [`Retrier`](crate::Retrier) running on that store in the process (within one poll
+/// interval), or by [`refresh_circuits`] in a process that only consumes. Closed when
+/// nothing is known, and without a store. [`circuit_of`] reads the views of any store.
 ///
 /// A consumer can pause its upstream subscription while the type is open instead of parking
 /// thousands of events; the live path itself parks failures of an open type with
@@ -299,23 +357,48 @@ fn views() -> &'static RwLock<HashMap<String, CircuitView>> {
 /// }
 /// ```
 pub fn circuit(event_type: &str) -> CircuitView {
-    let views = views().read().unwrap_or_else(std::sync::PoisonError::into_inner);
-    views.get(event_type).copied().unwrap_or_default()
+    crate::current_store().map(|store| circuit_of(&*store, event_type)).unwrap_or_default()
 }
 
-/// Publishes `circuits`, read at `read_at` (tokio's clock), to [`circuit()`].
-pub(crate) fn publish<'a>(circuits: impl Iterator<Item = &'a Circuit>, store_now: DateTime<Utc>) {
+/// What this process knows of `event_type`'s circuit in `store` (the views of the stores
+/// with its [`store_id`](DeadLetterStore::store_id)): what [`circuit()`] reads for the live
+/// path's store, for any store. Closed when nothing is known.
+///
+/// ```
+/// use dlq_core::{admin::Admin, MemoryStore};
+/// use std::sync::Arc;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let (paused, other) = (Arc::new(MemoryStore::new()), Arc::new(MemoryStore::new()));
+/// Admin::new(paused.clone(), "alice").pause_type("payment", "ledger migration").await?;
+/// dlq_core::refresh_circuits(&*paused).await?;
+/// dlq_core::refresh_circuits(&*other).await?;
+/// assert!(dlq_core::circuit_of(&*paused, "payment").paused);
+/// assert!(!dlq_core::circuit_of(&*other, "payment").paused, "another store, other circuits");
+/// # Ok::<(), dlq_core::Error>(())
+/// # }).unwrap();
+/// ```
+pub fn circuit_of(store: &dyn DeadLetterStore, event_type: &str) -> CircuitView {
+    let views = views().read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    views.get(&store.store_id()).and_then(|of_store| of_store.get(event_type)).copied().unwrap_or_default()
+}
+
+/// Publishes `circuits` of the store `store`, read when the store's clock said `store_now`,
+/// to [`circuit_of`] (and [`circuit()`] where `store` is the live path's store).
+pub(crate) fn publish<'a>(store: StoreId, circuits: impl Iterator<Item = &'a Circuit>, store_now: DateTime<Utc>) {
     let local_now = tokio::time::Instant::now();
     let mut views = views().write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let of_store = views.entry(store).or_default();
     for c in circuits {
         let probe_at = c.open_until.map(|until| local_now + (until - store_now).to_std().unwrap_or_default());
-        views.insert(c.event_type.clone(), CircuitView { state: c.state, paused: c.paused, probe_at });
+        of_store.insert(c.event_type.clone(), CircuitView { state: c.state, paused: c.paused, probe_at });
         crate::observe::circuit_state(&c.event_type, c.state, c.paused);
     }
 }
 
-/// Reads every circuit from `store` and publishes them to [`circuit()`]: for a process that
-/// parks failures but runs no retrier (a retrier does this itself every poll interval).
+/// Reads every circuit from `store` and publishes them to [`circuit_of`] `store` (and to
+/// [`circuit()`] when `store` is the live path's store): for a process that parks failures
+/// but runs no retrier on that store (a retrier does this itself every poll interval).
 ///
 /// # Errors
 /// The store's error ([`Error::Unsupported`] for a store without circuits).
@@ -326,20 +409,22 @@ pub(crate) fn publish<'a>(circuits: impl Iterator<Item = &'a Circuit>, store_now
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let store = Arc::new(MemoryStore::new());
-/// Admin::new(store.clone(), "alice").pause_type("doc-refresh", "ledger migration").await?;
+/// Admin::new(store.clone(), "alice").pause_type("payment", "ledger migration").await?;
 /// dlq_core::refresh_circuits(&*store).await?;
-/// assert!(dlq_core::circuit("doc-refresh").paused);
+/// assert!(dlq_core::circuit_of(&*store, "payment").paused);
+/// // And `dlq_core::circuit("payment")` where `store` is the live path's store:
+/// assert!(dlq_core::with_store(store, async { dlq_core::circuit("payment").paused }).await);
 /// # Ok::<(), dlq_core::Error>(())
 /// # }).unwrap();
 /// ```
 pub async fn refresh_circuits(store: &dyn DeadLetterStore) -> Result<(), Error> {
     let read = store.circuits().await?;
-    publish(read.circuits.iter(), read.at);
+    publish(store.store_id(), read.circuits.iter(), read.at);
     Ok(())
 }
 
 /// The live path's delay for a new transient failure of `event_type`: at least until the
-/// circuit's next probe while it is open.
+/// next probe of the type's circuit in the live path's store, while it is open.
 pub(crate) fn live_delay(event_type: &str, delay: Duration) -> Duration {
     circuit(event_type).next_probe_in().map_or(delay, |probe| delay.max(probe))
 }

@@ -70,7 +70,7 @@
 //! - The crate root: what an application writes: the attribute and classification, the live
 //!   path ([`Scope`], [`Dispatcher`], [`HandlerError`]), the retrier and its configuration,
 //!   handler state ([`State`], [`Context`]), the row it reads back ([`DeadLetter`], [`Status`],
-//!   [`ListFilter`]) and the circuit view a consumer checks ([`circuit`]).
+//!   [`ListFilter`]) and the circuit view a consumer checks ([`circuit`], [`circuit_of`]).
 //! - [`admin`]: operators: redrive, discard, patch, undo, pause, stats, and the records they
 //!   read (attempts, audit entries, failure groups, retrier heartbeats).
 //! - [`observe`]: metrics and health, for a service's `/metrics` and health check.
@@ -144,7 +144,7 @@ pub mod __private;
 
 pub use backoff::{Backoff, BackoffKind, RetryPolicy};
 pub use breaker::BreakerConfig;
-pub use circuit::{CircuitState, CircuitView, circuit, refresh_circuits};
+pub use circuit::{CircuitState, CircuitView, circuit, circuit_of, refresh_circuits};
 pub use classify::{
     Classify, ErrorClass, FailureInfo, Fatal, MarkError, Permanent, Transient, classify_error, fingerprint,
     retry_after_hint,

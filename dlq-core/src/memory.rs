@@ -20,7 +20,7 @@ use crate::record::{
     DlqId, FailureGroup, ListFilter, NewDeadLetter, Order, Parked, SettleReport, Settlement, StatsRow, Status,
 };
 use crate::store::{
-    BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits, DeadLetterStore, SingletonLock, StoreResult,
+    BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits, DeadLetterStore, SingletonLock, StoreId, StoreResult,
 };
 
 /// A [`DeadLetterStore`] in process memory, with the same semantics as the SQL stores:
@@ -54,11 +54,19 @@ pub struct MemoryStore {
     inner: Arc<Shared>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shared {
     state: Mutex<Inner>,
     work: Notify,
     singleton: Arc<AtomicBool>,
+    /// Its circuits are its own: no other store's views, even at a reused address.
+    id: StoreId,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self { state: Mutex::default(), work: Notify::new(), singleton: Arc::default(), id: StoreId::unique() }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -638,6 +646,10 @@ impl DeadLetterStore for MemoryStore {
         let mut inner = self.lock();
         let result = inner.operations.get_mut(&id).map(|op| op.state = state).ok_or(Error::OperationNotFound(id));
         ready(result)
+    }
+
+    fn store_id(&self) -> StoreId {
+        self.inner.id.clone()
     }
 
     fn circuits(&self) -> BoxFuture<'_, StoreResult<Circuits>> {

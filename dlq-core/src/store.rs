@@ -6,6 +6,21 @@
 //! token ([`SettleReport`] counts the fenced ones). A new store passes the conformance suite
 //! of `dlq_core::testing` when it keeps this contract.
 //!
+//! # Writing a store
+//! Implement the required methods of [`DeadLetterStore`] as their docs say, then run
+//! `dlq_core::store_conformance_tests!` (feature `testing`) on it. Of the methods with a
+//! default, the conformance kit accepts these defaults as they are: `settle_and_claim`,
+//! `count`, `count_purgeable`, `created_histogram`, `claim_capped` with `caps_claims` (its
+//! test is skipped), `try_lock_singleton` (skipped), `maintain`, `table_health`,
+//! `max_payload_bytes`, `capacity` and `store_id`. It does not accept the defaults of
+//! [`wait_for_work`](DeadLetterStore::wait_for_work) (it must wake on parks and redrives) nor
+//! of the circuit methods ([`circuits`](DeadLetterStore::circuits),
+//! [`write_circuit`](DeadLetterStore::write_circuit),
+//! [`circuit_log`](DeadLetterStore::circuit_log)). A store kept in one process can hold every
+//! table in a `Vec` behind one `Mutex` and do each call's work under the lock: each call is
+//! then one transaction. The console (`dlq-web`) and [`Admin`](crate::admin::Admin) work on
+//! any store that passes the kit.
+//!
 //! ```
 //! use dlq_core::store::{ClaimRequest, Settlement};
 //! use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload, Status};
@@ -91,12 +106,30 @@ pub type StoreResult<T> = Result<T, Error>;
 /// ```
 pub trait DeadLetterStore: Send + Sync + 'static {
     /// Parks one failed event.
+    ///
+    /// Unless a live row holds its event type and dedupe key (then that row's id comes back,
+    /// `deduplicated: true`, and nothing is written, no attempt either), it stores
+    /// `letter.fit(self.max_payload_bytes())` (a payload over the limit, or already cut, is
+    /// kept cut and parked dead `too_large`, [`Parked::truncated`]) as a new row with a new,
+    /// never reused id: in [`letter.status()`](NewDeadLetter::status), with `created_at`,
+    /// `updated_at` and `first_failed_at` now, `retry_after` now + `retry_delay` (saturating:
+    /// a huge delay is never due), the letter's other fields as they are, no lease
+    /// ([`DeadLetter::new`] builds such a row). It appends attempt 0 to the row's history:
+    /// outcome `failed`, the failure's class and reason, no owner. Then it wakes
+    /// [`wait_for_work`](Self::wait_for_work).
     fn park(&self, letter: NewDeadLetter) -> BoxFuture<'_, StoreResult<Parked>>;
 
-    /// Parks many failed events in one write; ids come back in input order.
+    /// Parks many failed events in one write; ids come back in input order. Each letter is
+    /// parked as by [`park`](Self::park), in order: a later letter of the batch dedupes
+    /// against an earlier one.
     fn park_many(&self, letters: Vec<NewDeadLetter>) -> BoxFuture<'_, StoreResult<Vec<Parked>>>;
 
-    /// Claims due rows for a retry.
+    /// Claims due rows for a retry: of the request's event types, `PENDING` rows whose
+    /// `retry_after` passed and `PROCESSING` rows whose `lease_until` passed, in
+    /// `(retry_after, id)` order, at most `limit`. Each becomes `PROCESSING` under a fresh
+    /// token, with `lease_owner` the request's owner, `lease_until` now + `lease`
+    /// (saturating), and `last_attempt_at` and `updated_at` now; it comes back as
+    /// [`Claimed::of`] the updated row.
     fn claim(&self, request: ClaimRequest) -> BoxFuture<'_, StoreResult<Vec<Claimed>>>;
 
     /// Writes the outcomes of retries, each fenced by its lease token. A
@@ -104,6 +137,25 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// written as its earlier failures, each a counted retry appended to the attempt history,
     /// then its final outcome ([`Settlement::earlier_failures`], [`Settlement::last`] and
     /// [`Settlement::counted`] give the parts); `store_conformance_tests!` checks it.
+    ///
+    /// A lease holds its row while the row is `PROCESSING` under its token and `lease_until`
+    /// has not passed: an expired lease is fenced even when nobody claimed the row again, and
+    /// a token is spent by its first outcome (a second outcome of the same lease is fenced).
+    /// Fenced ids are reported in input order. A written outcome clears the lease
+    /// (`lease_owner`, `lease_until`), sets `updated_at`, and:
+    /// - `Succeeded`: `SUCCEEDED`, the failure kept;
+    /// - `Retry`: `PENDING`, `retry_count + 1`, `retry_after` now + `delay`, the new failure;
+    /// - `Dead`: `FAILED_PERMANENTLY` with its reason and failure, `retry_count + 1` when it
+    ///   `counts`;
+    /// - `Release`: `PENDING`, due now, nothing counted or recorded.
+    ///
+    /// Every attempt but a release is appended to the row's history
+    /// ([`attempts`](Self::attempts)): numbered the row's `retry_count` before it + 1 (so the
+    /// numbers start again at 1 after a redrive), with its outcome name
+    /// ([`Settlement::outcome_name`]; `retry` for each earlier failure of a `Repeated`), the
+    /// class and reason of its failure (none for a success) and the lease's owner. An outcome
+    /// that leaves the row pending ([`Settlement::pending_again`]) wakes
+    /// [`wait_for_work`](Self::wait_for_work).
     fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>>;
 
     /// Writes the outcomes of one batch, then claims the next: what a retrier's claim loop
@@ -157,7 +209,9 @@ pub trait DeadLetterStore: Send + Sync + 'static {
 
     /// Waits until new work may be due (a park or redrive happened) or `max` elapsed.
     ///
-    /// The default sleeps for `max`; stores with a notification channel wake earlier.
+    /// The default sleeps for `max`; stores with a notification channel wake earlier. The
+    /// conformance kit requires a wake-up soon after a park and after a redrive (a
+    /// `tokio::sync::Notify` that `park`, `apply` and `settle` notify does it in one process).
     fn wait_for_work(&self, max: Duration) -> BoxFuture<'_, ()> {
         Box::pin(tokio::time::sleep(max))
     }
@@ -165,13 +219,19 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// Reads one row.
     fn get(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Option<DeadLetter>>>;
 
-    /// Lists rows, newest first.
+    /// Lists the rows [`filter.matches`](ListFilter::matches) (every field of the filter, the
+    /// keyset `after` included), in `filter.order` (by id: newest first by default), at most
+    /// `filter.limit`.
     fn list(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<Vec<DeadLetter>>>;
 
-    /// Counts rows by event type and status.
+    /// Counts rows by event type and status: one row per pair that has rows, ordered by event
+    /// type, then status in lifecycle order ([`Status`]'s `Ord`), with
+    /// [`oldest_due`](StatsRow::oldest_due) for `PENDING`.
     fn stats(&self) -> BoxFuture<'_, StoreResult<Vec<StatsRow>>>;
 
-    /// Groups dead and pending rows by fingerprint, largest group first.
+    /// Groups the `PENDING` and `FAILED_PERMANENTLY` rows that `filter` matches by event type
+    /// and fingerprint, largest group first, at most `filter.limit` groups; each group's
+    /// sample (id, reason) and kind are its newest row's.
     fn groups(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<Vec<FailureGroup>>>;
 
     /// The attempt history of one row, oldest first.
@@ -180,7 +240,9 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// The audit log of one row, oldest first.
     fn audit(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Vec<AuditEntry>>>;
 
-    /// Deletes `SUCCEEDED` and `DISCARDED` rows last updated more than `older_than` ago.
+    /// Deletes `SUCCEEDED` and `DISCARDED` rows last updated more than `older_than` ago, with
+    /// their attempts and audit entries; returns how many rows. Their ids are not reused, and
+    /// their dedupe keys are free.
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>>;
 
     /// Counts the rows [`purge`](Self::purge) would delete now (what `dlq purge` shows before
@@ -239,6 +301,12 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// change, and moves the operation's cursor when the batch belongs to one
     /// ([`OperationStep`], compare-and-set: [`Error::Conflict`] rolls the batch back).
     ///
+    /// A redrive also clears `dead_reason` and keeps the last failure; a row's audit entry
+    /// has the action's [`as_str`](ActionKind::as_str), the note's actor and reason, and the
+    /// diff `{"status": [from, to]}`. Refusals come in input order, an unknown id as
+    /// [`Refused::NotFound`]. With a step, the operation's `moved` and `refused` grow by the
+    /// batch's (its `refused_before` included) and its cursor becomes `step.to`.
+    ///
     /// ```
     /// use dlq_core::store::{ActionKind, BatchAction, Refused};
     /// use dlq_core::{store::AuditNote, DeadLetterStore, DeadReason, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload, Status};
@@ -265,10 +333,12 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>>;
 
     /// For store implementers; applications act through [`Admin`](crate::admin::Admin).
-    /// Replaces a row's payload (not while `PROCESSING`: [`Error::InvalidState`]; an unknown
-    /// id: [`Error::NotFound`]; over [`max_payload_bytes`](Self::max_payload_bytes):
-    /// [`Error::PayloadTooLarge`]), auditing the note, the old and new payloads
-    /// ([`patch_diff`]), the patch and the entry undone. Returns the audit entry's id.
+    /// Replaces a row's payload (not while `PROCESSING`, nor once `SUCCEEDED`:
+    /// [`Error::InvalidState`]; an unknown id: [`Error::NotFound`]; over
+    /// [`max_payload_bytes`](Self::max_payload_bytes), or cut: [`Error::PayloadTooLarge`], as
+    /// [`Payload::check_fits`](crate::Payload::check_fits) says), auditing (action `patch`) the
+    /// note, the old and new payloads ([`patch_diff`]), the patch and the entry undone. Returns
+    /// the audit entry's id. The row's status does not change.
     fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>>;
 
     /// For store implementers: one audit entry by its id (what [`Admin::undo`] reads).
@@ -426,26 +496,55 @@ pub trait DeadLetterStore: Send + Sync + 'static {
         Box::pin(async { Ok(None) })
     }
 
-    /// Inserts or refreshes the heartbeat row of `beat.owner`, and removes the rows of
-    /// retriers not seen for `expire_after` (they crashed or were killed).
+    /// Inserts or refreshes the heartbeat row of `beat.owner` (`last_seen` now; a refresh
+    /// keeps the row's `started_at`), and removes the rows of retriers not seen for
+    /// `expire_after` (they crashed or were killed).
     fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>>;
 
     /// Removes the heartbeat row of `owner` (a retrier that stops).
     fn remove_heartbeat(&self, owner: &str) -> BoxFuture<'_, StoreResult<()>>;
 
-    /// The heartbeat rows of the retriers sharing this store, oldest first.
+    /// The heartbeat rows of the retriers sharing this store, oldest `started_at` first.
     fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<RetrierHeartbeat>>>;
+
+    /// Which circuits this store holds: the key under which this process keeps what it knows
+    /// of them ([`circuit_of`](crate::circuit_of), and [`circuit()`](crate::circuit()) for the
+    /// live path's store). Two store values that read and write the same circuits return
+    /// equal ids; two whose circuits differ must not (see [`StoreId`]).
+    ///
+    /// The default is the store's address ([`StoreId::of`]): right for a store that owns its
+    /// circuits and lives as long as the process, but a store created where a dropped one
+    /// lived would see the dropped one's views until its circuits are first read. A store
+    /// created and dropped many times keeps a [`StoreId::unique`] taken at its creation; a
+    /// store on a database names the database and schema ([`StoreId::named`]), so that two
+    /// values on the same one share their views. A store that wraps another and forwards its
+    /// circuits forwards this too.
+    ///
+    /// ```
+    /// use dlq_core::{DeadLetterStore, MemoryStore};
+    /// let store = MemoryStore::new();
+    /// assert_eq!(store.store_id(), store.clone().store_id());
+    /// assert_ne!(store.store_id(), MemoryStore::new().store_id());
+    /// ```
+    fn store_id(&self) -> StoreId {
+        StoreId::of(self)
+    }
 
     /// Every circuit written so far, with the store's clock (see `docs/BREAKER.md`). Types
     /// never written are closed. The default has no circuits ([`Error::Unsupported`]): the
-    /// retrier then keeps its breakers in its own process.
+    /// retrier then keeps its breakers in its own process. The conformance kit expects
+    /// circuits (`circuits_compare_and_set`, `circuit_trial_taken_once`): a store keeps them
+    /// as a table of [`Circuit`]s, written by [`write_circuit`](Self::write_circuit).
     fn circuits(&self) -> BoxFuture<'_, StoreResult<Circuits>> {
         Box::pin(async { Err(unsupported("circuits")) })
     }
 
     /// Writes one circuit by compare-and-set ([`CircuitWrite::applied_to`]) and appends the
     /// change to the circuit log, in one transaction: `Some(circuit)` as written, `None` when
-    /// the stored version was not `write.expected_version` (nothing written).
+    /// the stored version was not `write.expected_version` (nothing written). In one process:
+    /// under the table's lock, `write.applied_to(&current, now)` (current being
+    /// [`Circuit::closed`] for a type never written), and the log entry
+    /// [`CircuitLogEntry::new`]`(&write, current.state, now)`.
     fn write_circuit(&self, write: CircuitWrite) -> BoxFuture<'_, StoreResult<Option<Circuit>>> {
         let _ = write;
         Box::pin(async { Err(unsupported("circuits")) })
@@ -469,7 +568,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     }
 }
 
-pub use crate::circuit::{Circuit, CircuitLogEntry, CircuitWrite, Circuits};
+pub use crate::circuit::{Circuit, CircuitLogEntry, CircuitWrite, Circuits, StoreId};
 
 /// The rows one event type created in one bucket of [`DeadLetterStore::created_histogram`].
 ///

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use dlq_core::store::{
     ActionKind, BatchAction, BatchReport, BoxFuture, ClaimCap, ClaimRequest, Claimed, Operation, OperationState,
-    PatchRequest, SettleReport, Settlement, StoreResult,
+    PatchRequest, SettleReport, Settlement, StoreId, StoreResult,
 };
 use dlq_core::{
     DeadLetter, DeadLetterStore, DlqId, ListFilter, admin::AttemptRecord, admin::AuditEntry, admin::FailureGroup,
@@ -282,12 +282,25 @@ struct Inner {
     vacuum: std::sync::Mutex<ops::VacuumState>,
     /// Connections kept between the statements of a burst (claims, outcomes, parks).
     hot: Arc<hot::HotConnections>,
+    /// The database's address and the schema: whose circuits these are.
+    id: StoreId,
 }
 
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgStore").field("config", &self.inner.config).finish_non_exhaustive()
     }
+}
+
+/// Whose circuits a store on `pool` and `schema` holds: the server's address, the database
+/// and the schema (no user, no password). Two stores on the same ones share their circuits,
+/// so this process's views of them too ([`DeadLetterStore::store_id`]); another schema or
+/// database has its own. The same database reached under two host names counts as two.
+fn store_id(pool: &PgPool, schema: &str) -> StoreId {
+    let options = pool.connect_options();
+    let host = options.get_socket().map_or_else(|| options.get_host().to_owned(), |dir| dir.display().to_string());
+    let database = options.get_database().unwrap_or_else(|| options.get_username());
+    StoreId::named(format!("postgres://{host}:{}/{database}?schema={schema}", options.get_port()))
 }
 
 impl PgStore {
@@ -353,7 +366,8 @@ impl PgStore {
         let capacity = config.max_entries.map(|max| capacity::Capacity::new(max, config.overflow));
         let wakeups = notify::Wakeups::new(&pool, sql.channel.clone());
         let vacuum = std::sync::Mutex::default();
-        Ok(Self { inner: Arc::new(Inner { pool, config, sql, writer, wakeups, debounce, capacity, vacuum, hot }) })
+        let id = store_id(&pool, &config.schema);
+        Ok(Self { inner: Arc::new(Inner { pool, config, sql, writer, wakeups, debounce, capacity, vacuum, hot, id }) })
     }
 
     /// The pool the store uses.
@@ -685,6 +699,10 @@ impl DeadLetterStore for PgStore {
     }
 
     /// `dlq_circuits`, compared against the database clock.
+    fn store_id(&self) -> StoreId {
+        self.inner.id.clone()
+    }
+
     fn circuits(&self) -> BoxFuture<'_, StoreResult<dlq_core::store::Circuits>> {
         Box::pin(circuits::all(self))
     }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use dlq_core::store::{
     ActionKind, BatchAction, BatchReport, BoxFuture, ClaimCap, ClaimRequest, Claimed, Operation, OperationState,
-    PatchRequest, SettleReport, Settlement, StoreResult,
+    PatchRequest, SettleReport, Settlement, StoreId, StoreResult,
 };
 use dlq_core::{
     DeadLetter, DeadLetterStore, DlqId, Error, ListFilter, admin::AttemptRecord, admin::AuditEntry,
@@ -89,6 +89,8 @@ const FILE_POOL_SIZE: u32 = 4;
 pub struct SqliteStore {
     pool: SqlitePool,
     work: Arc<Notify>,
+    /// The database file's canonical path, or a unique id in memory.
+    id: StoreId,
 }
 
 impl SqliteStore {
@@ -180,7 +182,8 @@ impl SqliteStore {
             .max_lifetime(None)
             .connect_with(options)
             .await;
-        Self::migrated(pool.map_err(Error::store)?).await
+        // Its own database, whatever file name the options carry.
+        Ok(Self { id: StoreId::unique(), ..Self::migrated(pool.map_err(Error::store)?).await? })
     }
 
     /// Wraps a pool whose database already has the schema ([`MIGRATOR`]).
@@ -194,7 +197,10 @@ impl SqliteStore {
     /// # }).unwrap();
     /// ```
     pub fn from_pool(pool: SqlitePool) -> Self {
-        Self { pool, work: Arc::new(Notify::new()) }
+        // Stores on one file share its circuits, and so the process's views of them.
+        let id = std::fs::canonicalize(pool.connect_options().get_filename())
+            .map_or_else(|_| StoreId::unique(), |path| StoreId::named(format!("sqlite:{}", path.display())));
+        Self { pool, work: Arc::new(Notify::new()), id }
     }
 
     /// The connection pool, for the application's own queries on the same database.
@@ -414,6 +420,10 @@ impl DeadLetterStore for SqliteStore {
 
     fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<RetrierHeartbeat>>> {
         Box::pin(heartbeat::all(&self.pool))
+    }
+
+    fn store_id(&self) -> StoreId {
+        self.id.clone()
     }
 
     fn circuits(&self) -> BoxFuture<'_, StoreResult<dlq_core::store::Circuits>> {

@@ -1,0 +1,547 @@
+//! `VecStore`: a dead-letter store as a stranger writes one, from the docs of
+//! `dlq_core::store` and the conformance kit of `dlq_core::testing` alone. Every table is a
+//! `Vec` behind one `Mutex`, and each call does its whole work under the lock, so each call is
+//! one transaction and nothing is held across an `.await`.
+//!
+//! Optional parts it leaves at the trait's defaults: capped claims (`claim_capped`), the
+//! singleton lock, `settle_and_claim`, `count`, `count_purgeable`, `created_histogram`, the
+//! payload limit and `store_id` (its address: a `VecStore` lives as long as its test).
+
+use std::future::ready;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use dlq_core::admin::{AttemptRecord, AuditEntry, FailureGroup, RetrierHeartbeat, StatsRow};
+use dlq_core::store::{
+    ActionKind, AuditNote, BatchAction, BatchReport, BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits,
+    ClaimRequest, Claimed, NewDeadLetter, Operation, OperationState, Parked, PatchRequest, Refusal, Refused,
+    SettleReport, Settlement, StoreResult, patch_diff, refusal,
+};
+use dlq_core::{DeadLetter, DeadLetterStore, DlqId, Error, FailureInfo, ListFilter, Order, Status};
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+/// A stored row and the token of the lease that holds it (while `PROCESSING`).
+struct Row {
+    letter: DeadLetter,
+    token: Option<Uuid>,
+}
+
+#[derive(Default)]
+struct Tables {
+    /// Rows in ascending id order (ids only grow).
+    rows: Vec<Row>,
+    last_id: DlqId,
+    attempts: Vec<AttemptRecord>,
+    audit: Vec<AuditEntry>,
+    last_audit_id: i64,
+    operations: Vec<Operation>,
+    heartbeats: Vec<RetrierHeartbeat>,
+    circuits: Vec<Circuit>,
+    circuit_log: Vec<CircuitLogEntry>,
+}
+
+/// The store: see the crate's docs.
+#[derive(Default)]
+pub struct VecStore {
+    tables: Mutex<Tables>,
+    /// Wakes `wait_for_work` on parks, redrives and outcomes that leave a row pending.
+    work: Notify,
+}
+
+impl VecStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Tables> {
+        self.tables.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn done<T: Send + 'static>(result: StoreResult<T>) -> BoxFuture<'static, StoreResult<T>> {
+    Box::pin(ready(result))
+}
+
+/// `at + delay`, saturating at the end of time.
+fn later(at: DateTime<Utc>, delay: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(delay).ok().and_then(|d| at.checked_add_signed(d)).unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+fn alive(status: Status) -> bool {
+    matches!(status, Status::Pending | Status::Processing | Status::FailedPermanently)
+}
+
+impl Tables {
+    fn row(&mut self, id: DlqId) -> Option<&mut Row> {
+        self.rows.iter_mut().find(|r| r.letter.id == id)
+    }
+
+    fn attempt(
+        &mut self,
+        id: DlqId,
+        attempt: u32,
+        outcome: &str,
+        failure: Option<&FailureInfo>,
+        owner: Option<String>,
+    ) {
+        self.attempts.push(AttemptRecord {
+            dlq_id: id,
+            attempt,
+            outcome: outcome.to_owned(),
+            error_class: failure.map(|f| f.class.as_str().to_owned()),
+            error_reason: failure.map(|f| f.reason.clone()),
+            owner,
+            at: Utc::now(),
+        });
+    }
+
+    fn audit(&mut self, id: DlqId, action: &str, note: &AuditNote, diff: serde_json::Value, at: DateTime<Utc>) -> i64 {
+        self.last_audit_id += 1;
+        let entry = AuditEntry {
+            id: self.last_audit_id,
+            dlq_id: id,
+            action: action.to_owned(),
+            actor: note.actor.clone(),
+            reason: note.reason.clone(),
+            diff,
+            at,
+        };
+        self.audit.push(entry);
+        self.last_audit_id
+    }
+
+    fn park(&mut self, letter: NewDeadLetter, max_bytes: usize) -> Parked {
+        // Cuts a payload over the limit (or already cut) and parks it dead, `too_large`.
+        let letter = letter.fit(max_bytes);
+        if let Some(key) = &letter.dedupe_key {
+            let live = self.rows.iter().find(|r| {
+                alive(r.letter.status)
+                    && r.letter.event_type == letter.event_type
+                    && r.letter.dedupe_key.as_ref() == Some(key)
+            });
+            if let Some(row) = live {
+                return Parked { id: row.letter.id, deduplicated: true, truncated: false };
+            }
+        }
+        let now = Utc::now();
+        self.last_id += 1;
+        let id = self.last_id;
+        let status = letter.status();
+        let truncated = letter.payload.is_truncated();
+        let mut row = DeadLetter::new(id, &letter.event_type, letter.payload, letter.failure, now);
+        row.handler = letter.handler;
+        row.status = status;
+        row.dead_reason = letter.dead_reason;
+        row.retry_after = later(now, letter.retry_delay);
+        row.max_retries = letter.max_retries;
+        row.dedupe_key = letter.dedupe_key;
+        row.source = letter.source;
+        let failure = row.failure.clone();
+        self.rows.push(Row { letter: row, token: None });
+        self.attempt(id, 0, "failed", Some(&failure), None);
+        Parked { id, deduplicated: false, truncated }
+    }
+
+    /// Writes one outcome if its lease still holds the row; `false` when fenced.
+    fn settle(&mut self, outcome: &Settlement, now: DateTime<Utc>) -> bool {
+        let lease = outcome.lease();
+        let Some(row) = self.row(lease.id) else { return false };
+        let held = row.letter.status == Status::Processing
+            && row.token == Some(lease.token)
+            && row.letter.lease_until.is_some_and(|until| until > now);
+        if !held {
+            return false;
+        }
+        let l = &mut row.letter;
+        let (id, owner) = (l.id, l.lease_owner.take());
+        let mut history = Vec::new();
+        for failure in outcome.earlier_failures() {
+            l.retry_count += 1;
+            l.failure = failure.clone();
+            history.push((l.retry_count, "retry", Some(failure.clone())));
+        }
+        let number = l.retry_count + 1;
+        match outcome.last() {
+            Settlement::Succeeded { .. } => {
+                l.status = Status::Succeeded;
+                history.push((number, "succeeded", None));
+            }
+            Settlement::Retry { delay, failure, .. } => {
+                l.status = Status::Pending;
+                l.retry_count += 1;
+                l.retry_after = later(now, *delay);
+                l.failure = failure.clone();
+                history.push((number, "retry", Some(failure.clone())));
+            }
+            Settlement::Dead { reason, failure, counts, .. } => {
+                l.status = Status::FailedPermanently;
+                l.retry_count += u32::from(*counts);
+                l.dead_reason = Some(*reason);
+                l.failure = failure.clone();
+                history.push((number, "dead", Some(failure.clone())));
+            }
+            Settlement::Release { .. } => {
+                l.status = Status::Pending;
+                l.retry_after = now;
+            }
+            Settlement::Repeated { .. } => unreachable!("`last` is never itself repeated"),
+        }
+        l.lease_until = None;
+        l.updated_at = now;
+        row.token = None;
+        for (number, name, failure) in history {
+            self.attempt(id, number, name, failure.as_ref(), owner.clone());
+        }
+        true
+    }
+}
+
+impl DeadLetterStore for VecStore {
+    fn park(&self, letter: NewDeadLetter) -> BoxFuture<'_, StoreResult<Parked>> {
+        let parked = self.lock().park(letter, self.max_payload_bytes());
+        self.work.notify_waiters();
+        done(Ok(parked))
+    }
+
+    fn park_many(&self, letters: Vec<NewDeadLetter>) -> BoxFuture<'_, StoreResult<Vec<Parked>>> {
+        let max = self.max_payload_bytes();
+        let parked: Vec<Parked> = {
+            let mut tables = self.lock();
+            letters.into_iter().map(|letter| tables.park(letter, max)).collect()
+        };
+        self.work.notify_waiters();
+        done(Ok(parked))
+    }
+
+    fn claim(&self, request: ClaimRequest) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
+        let now = Utc::now();
+        let mut tables = self.lock();
+        let mut due: Vec<&mut Row> = tables
+            .rows
+            .iter_mut()
+            .filter(|r| request.event_types.contains(&r.letter.event_type))
+            .filter(|r| match r.letter.status {
+                Status::Pending => r.letter.retry_after <= now,
+                Status::Processing => r.letter.lease_until.is_some_and(|until| until <= now),
+                _ => false,
+            })
+            .collect();
+        due.sort_by_key(|r| (r.letter.retry_after, r.letter.id));
+        let claimed = due
+            .into_iter()
+            .take(request.limit)
+            .map(|row| {
+                let token = Uuid::new_v4();
+                row.token = Some(token);
+                let l = &mut row.letter;
+                l.status = Status::Processing;
+                l.lease_owner = Some(request.owner.clone());
+                l.lease_until = Some(later(now, request.lease));
+                l.last_attempt_at = Some(now);
+                l.updated_at = now;
+                Claimed::of(l, token)
+            })
+            .collect();
+        done(Ok(claimed))
+    }
+
+    fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>> {
+        let now = Utc::now();
+        let mut report = SettleReport::default();
+        let mut wake = false;
+        {
+            let mut tables = self.lock();
+            for outcome in &outcomes {
+                if tables.settle(outcome, now) {
+                    report.applied += 1;
+                    wake |= outcome.pending_again();
+                } else {
+                    report.fenced.push(outcome.lease().id);
+                }
+            }
+        }
+        if wake {
+            self.work.notify_waiters();
+        }
+        done(Ok(report))
+    }
+
+    fn wait_for_work(&self, max: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let _ = tokio::time::timeout(max, self.work.notified()).await;
+        })
+    }
+
+    fn get(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Option<DeadLetter>>> {
+        done(Ok(self.lock().row(id).map(|r| r.letter.clone())))
+    }
+
+    fn list(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<Vec<DeadLetter>>> {
+        let tables = self.lock();
+        let matching = tables.rows.iter().map(|r| &r.letter).filter(|l| filter.matches(l));
+        let rows: Vec<DeadLetter> = match filter.order {
+            Order::OldestFirst => matching.take(filter.limit).cloned().collect(),
+            _ => matching.rev().take(filter.limit).cloned().collect(),
+        };
+        done(Ok(rows))
+    }
+
+    fn stats(&self) -> BoxFuture<'_, StoreResult<Vec<StatsRow>>> {
+        let now = Utc::now();
+        let tables = self.lock();
+        let mut stats: Vec<StatsRow> = Vec::new();
+        for l in tables.rows.iter().map(|r| &r.letter) {
+            let due = (l.status == Status::Pending && l.retry_after <= now).then_some(l.retry_after);
+            match stats.iter_mut().find(|s| s.event_type == l.event_type && s.status == l.status) {
+                Some(s) => {
+                    s.count += 1;
+                    s.oldest_due = match (s.oldest_due, due) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+                None => stats.push(StatsRow {
+                    event_type: l.event_type.clone(),
+                    status: l.status,
+                    count: 1,
+                    oldest_due: due,
+                }),
+            }
+        }
+        stats.sort_by(|a, b| (&a.event_type, a.status).cmp(&(&b.event_type, b.status)));
+        done(Ok(stats))
+    }
+
+    fn groups(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<Vec<FailureGroup>>> {
+        let tables = self.lock();
+        let mut groups: Vec<FailureGroup> = Vec::new();
+        let waiting = |l: &&DeadLetter| matches!(l.status, Status::Pending | Status::FailedPermanently);
+        for l in tables.rows.iter().map(|r| &r.letter).filter(waiting).filter(|l| filter.matches(l)) {
+            let same = |g: &&mut FailureGroup| g.event_type == l.event_type && g.fingerprint == l.failure.fingerprint;
+            match groups.iter_mut().find(same) {
+                // Rows come oldest first: each later one is the group's newest.
+                Some(g) => {
+                    g.count += 1;
+                    g.kind = l.failure.kind.clone();
+                    g.sample_reason = l.failure.reason.clone();
+                    g.sample_id = l.id;
+                    g.first_seen = g.first_seen.min(l.created_at);
+                    g.last_seen = g.last_seen.max(l.created_at);
+                }
+                None => groups.push(FailureGroup {
+                    fingerprint: l.failure.fingerprint.clone(),
+                    event_type: l.event_type.clone(),
+                    kind: l.failure.kind.clone(),
+                    sample_reason: l.failure.reason.clone(),
+                    sample_id: l.id,
+                    count: 1,
+                    first_seen: l.created_at,
+                    last_seen: l.created_at,
+                }),
+            }
+        }
+        groups.sort_by_key(|g| std::cmp::Reverse(g.count));
+        groups.truncate(filter.limit);
+        done(Ok(groups))
+    }
+
+    fn attempts(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Vec<AttemptRecord>>> {
+        done(Ok(self.lock().attempts.iter().filter(|a| a.dlq_id == id).cloned().collect()))
+    }
+
+    fn audit(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Vec<AuditEntry>>> {
+        done(Ok(self.lock().audit.iter().filter(|a| a.dlq_id == id).cloned().collect()))
+    }
+
+    fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
+        let cutoff = chrono::Duration::from_std(older_than)
+            .ok()
+            .and_then(|age| Utc::now().checked_sub_signed(age))
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let mut tables = self.lock();
+        let old = |l: &DeadLetter| matches!(l.status, Status::Succeeded | Status::Discarded) && l.updated_at < cutoff;
+        let gone: Vec<DlqId> = tables.rows.iter().filter(|r| old(&r.letter)).map(|r| r.letter.id).collect();
+        tables.rows.retain(|r| !gone.contains(&r.letter.id));
+        tables.attempts.retain(|a| !gone.contains(&a.dlq_id));
+        tables.audit.retain(|a| !gone.contains(&a.dlq_id));
+        done(Ok(gone.len() as u64))
+    }
+
+    fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {
+        let now = Utc::now();
+        let mut tables = self.lock();
+        if let Some(step) = batch.step {
+            match tables.operations.iter().find(|op| op.id == step.operation) {
+                None => return done(Err(Error::OperationNotFound(step.operation))),
+                Some(op) if op.cursor != step.from => return done(Err(Error::Conflict { operation: op.id })),
+                Some(_) => {}
+            }
+        }
+        let mut report = BatchReport::default();
+        for &id in &batch.ids {
+            let Some(row) = tables.row(id) else {
+                report.refused.push(Refusal { id, why: Refused::NotFound });
+                continue;
+            };
+            let l = &mut row.letter;
+            let truncated = l.payload.is_truncated();
+            if let Some(why) = refusal(batch.action, l.status, truncated, l.redrive_count, batch.max_redrives) {
+                report.refused.push(Refusal { id, why });
+                continue;
+            }
+            let from = l.status;
+            match batch.action {
+                ActionKind::Redrive => {
+                    l.status = Status::Pending;
+                    l.retry_after = now;
+                    l.retry_count = 0;
+                    l.redrive_count += 1;
+                    l.dead_reason = None;
+                }
+                ActionKind::Discard => l.status = Status::Discarded,
+            }
+            l.updated_at = now;
+            let diff = serde_json::json!({ "status": [from.as_str(), l.status.as_str()] });
+            tables.audit(id, batch.action.as_str(), &batch.note, diff, now);
+            report.moved.push(id);
+        }
+        if let Some(step) = batch.step {
+            let refused = report.refused.len() as u64 + step.refused_before;
+            if let Some(op) = tables.operations.iter_mut().find(|op| op.id == step.operation) {
+                op.cursor = step.to;
+                op.moved += report.moved.len() as u64;
+                op.refused += refused;
+                op.updated_at = now;
+            }
+        }
+        drop(tables);
+        if batch.action == ActionKind::Redrive && !report.moved.is_empty() {
+            self.work.notify_waiters();
+        }
+        done(Ok(report))
+    }
+
+    fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
+        let now = Utc::now();
+        let max = self.max_payload_bytes();
+        let mut tables = self.lock();
+        let Some(row) = tables.row(request.id) else { return done(Err(Error::NotFound(request.id))) };
+        let status = row.letter.status;
+        if matches!(status, Status::Processing | Status::Succeeded) {
+            let needs = "a row that is not PROCESSING or SUCCEEDED";
+            return done(Err(Error::InvalidState { id: request.id, status, action: "patch", needs }));
+        }
+        if let Err(too_large) = request.payload.check_fits(max) {
+            return done(Err(too_large));
+        }
+        let diff = patch_diff(&row.letter.payload, &request.payload, request.patch.as_ref(), request.undo_of);
+        row.letter.payload = request.payload;
+        row.letter.updated_at = now;
+        done(Ok(tables.audit(request.id, "patch", &request.note, diff, now)))
+    }
+
+    fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
+        done(Ok(self.lock().audit.iter().find(|a| a.id == id).cloned()))
+    }
+
+    fn create_operation(
+        &self,
+        action: ActionKind,
+        spec: serde_json::Value,
+        note: AuditNote,
+    ) -> BoxFuture<'_, StoreResult<Operation>> {
+        let now = Utc::now();
+        let mut tables = self.lock();
+        let id = tables.operations.len() as i64 + 1;
+        let operation = Operation {
+            id,
+            action,
+            spec,
+            note,
+            cursor: 0,
+            moved: 0,
+            refused: 0,
+            state: OperationState::Running,
+            created_at: now,
+            updated_at: now,
+        };
+        tables.operations.push(operation.clone());
+        done(Ok(operation))
+    }
+
+    fn operation(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<Operation>>> {
+        done(Ok(self.lock().operations.iter().find(|op| op.id == id).cloned()))
+    }
+
+    fn set_operation_state(&self, id: i64, state: OperationState) -> BoxFuture<'_, StoreResult<()>> {
+        let mut tables = self.lock();
+        let result = match tables.operations.iter_mut().find(|op| op.id == id) {
+            Some(op) => {
+                op.state = state;
+                op.updated_at = Utc::now();
+                Ok(())
+            }
+            None => Err(Error::OperationNotFound(id)),
+        };
+        done(result)
+    }
+
+    fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>> {
+        let now = Utc::now();
+        let stale = chrono::Duration::from_std(expire_after)
+            .ok()
+            .and_then(|age| now.checked_sub_signed(age))
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let mut tables = self.lock();
+        tables.heartbeats.retain(|b| b.owner == beat.owner || b.last_seen >= stale);
+        match tables.heartbeats.iter_mut().find(|b| b.owner == beat.owner) {
+            Some(known) => *known = RetrierHeartbeat { started_at: known.started_at, last_seen: now, ..beat.clone() },
+            None => tables.heartbeats.push(RetrierHeartbeat { last_seen: now, ..beat.clone() }),
+        }
+        done(Ok(()))
+    }
+
+    fn remove_heartbeat(&self, owner: &str) -> BoxFuture<'_, StoreResult<()>> {
+        self.lock().heartbeats.retain(|b| b.owner != owner);
+        done(Ok(()))
+    }
+
+    fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<RetrierHeartbeat>>> {
+        let mut beats = self.lock().heartbeats.clone();
+        beats.sort_by_key(|b| b.started_at);
+        done(Ok(beats))
+    }
+
+    fn circuits(&self) -> BoxFuture<'_, StoreResult<Circuits>> {
+        done(Ok(Circuits::new(Utc::now(), self.lock().circuits.clone())))
+    }
+
+    fn write_circuit(&self, write: CircuitWrite) -> BoxFuture<'_, StoreResult<Option<Circuit>>> {
+        let now = Utc::now();
+        let mut tables = self.lock();
+        let current = tables
+            .circuits
+            .iter()
+            .find(|c| c.event_type == write.event_type)
+            .cloned()
+            .unwrap_or_else(|| Circuit::closed(&write.event_type));
+        let Some(written) = write.applied_to(&current, now) else { return done(Ok(None)) };
+        tables.circuits.retain(|c| c.event_type != write.event_type);
+        tables.circuits.push(written.clone());
+        tables.circuit_log.push(CircuitLogEntry::new(&write, current.state, now));
+        done(Ok(Some(written)))
+    }
+
+    fn circuit_log(
+        &self,
+        event_type: Option<String>,
+        limit: usize,
+    ) -> BoxFuture<'_, StoreResult<Vec<CircuitLogEntry>>> {
+        let tables = self.lock();
+        let of_type = |e: &&CircuitLogEntry| event_type.as_ref().is_none_or(|t| *t == e.event_type);
+        done(Ok(tables.circuit_log.iter().rev().filter(of_type).take(limit).cloned().collect()))
+    }
+}
