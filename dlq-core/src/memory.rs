@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::Error;
@@ -21,6 +20,7 @@ use crate::record::{
 };
 use crate::store::{
     BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits, DeadLetterStore, SingletonLock, StoreId, StoreResult,
+    WorkSignal, WorkTicket,
 };
 
 /// A [`DeadLetterStore`] in process memory, with the same semantics as the SQL stores:
@@ -57,7 +57,7 @@ pub struct MemoryStore {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<Inner>,
-    work: Notify,
+    work: WorkSignal,
     singleton: Arc<AtomicBool>,
     /// Its circuits are its own: no other store's views, even at a reused address.
     id: StoreId,
@@ -65,7 +65,7 @@ struct Shared {
 
 impl Default for Shared {
     fn default() -> Self {
-        Self { state: Mutex::default(), work: Notify::new(), singleton: Arc::default(), id: StoreId::unique() }
+        Self { state: Mutex::default(), work: WorkSignal::new(), singleton: Arc::default(), id: StoreId::unique() }
     }
 }
 
@@ -148,7 +148,7 @@ impl MemoryStore {
         let mut inner = self.lock();
         let parked = letters.into_iter().map(|l| inner.park(l, at)).collect();
         drop(inner);
-        self.inner.work.notify_waiters();
+        self.inner.work.announce();
         parked
     }
 }
@@ -504,15 +504,17 @@ impl DeadLetterStore for MemoryStore {
         }
         drop(inner);
         if wake {
-            self.inner.work.notify_waiters();
+            self.inner.work.announce();
         }
         ready(Ok(report))
     }
 
-    fn wait_for_work(&self, max: Duration) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            let _ = tokio::time::timeout(max, self.inner.work.notified()).await;
-        })
+    fn work_ticket(&self) -> WorkTicket {
+        self.inner.work.ticket()
+    }
+
+    fn wait_for_work(&self, after: WorkTicket, max: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(self.inner.work.wait(after, max))
     }
 
     fn get(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Option<DeadLetter>>> {
@@ -608,7 +610,7 @@ impl DeadLetterStore for MemoryStore {
     fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {
         let report = self.lock().apply(&batch);
         if batch.action == ActionKind::Redrive {
-            self.inner.work.notify_waiters();
+            self.inner.work.announce();
         }
         ready(report)
     }

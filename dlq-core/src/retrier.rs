@@ -487,13 +487,17 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                 // between batches instead of two), with the plan they were claimed under.
                 let mut next = None;
                 while !stop.is_cancelled() {
+                    // Taken before the claim: a park that commits after the claim looked
+                    // wakes the wait below even if its announcement comes before the wait.
+                    let ticket = self.store.work_ticket();
                     let full = match self.run_batch_once(stop, &mut next, true).await {
                         Ok(n) => n >= self.config.batch_size,
                         Err(_) => false,
                     };
                     if next.is_none() && !full {
+                        let hint = self.breakers.wait_hint(self.config.poll_interval);
                         tokio::select! {
-                            () = self.store.wait_for_work(self.breakers.wait_hint(self.config.poll_interval)) => {}
+                            () = self.store.wait_for_work(ticket, hint) => {}
                             () = stop.cancelled() => {}
                         }
                     }

@@ -66,6 +66,63 @@ pub use crate::record::{
 /// methods, so the trait stays usable as `dyn DeadLetterStore`.
 pub use futures_util::future::BoxFuture;
 
+/// A point in a store's stream of wake-ups ([`DeadLetterStore::work_ticket`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkTicket(u64);
+
+/// The wake-ups of a store in one process, for implementers: [`announce`](Self::announce)
+/// after a write that makes work due (a park, a redrive, a retry due again);
+/// [`ticket`](Self::ticket) and [`wait`](Self::wait) implement
+/// [`DeadLetterStore::work_ticket`] and [`DeadLetterStore::wait_for_work`]. Unlike a bare
+/// `tokio::sync::Notify`, an announcement made while nobody waits is not lost: a wait on an
+/// older ticket returns at once. Clones share the signal.
+///
+/// ```
+/// use std::time::Duration;
+/// use dlq_core::store::WorkSignal;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let signal = WorkSignal::new();
+/// let ticket = signal.ticket();
+/// signal.announce(); // nobody waits yet
+/// tokio::time::timeout(Duration::from_secs(10), signal.wait(ticket, Duration::from_secs(3600))).await.unwrap();
+/// # });
+/// ```
+#[derive(Debug, Clone)]
+pub struct WorkSignal {
+    epoch: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl WorkSignal {
+    /// A signal nobody has announced on.
+    pub fn new() -> Self {
+        Self { epoch: std::sync::Arc::new(tokio::sync::watch::Sender::new(0)) }
+    }
+
+    /// Work may be due: wakes every waiter, and every later wait on an older ticket.
+    pub fn announce(&self) {
+        self.epoch.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Where the announcements stand now.
+    pub fn ticket(&self) -> WorkTicket {
+        WorkTicket(*self.epoch.borrow())
+    }
+
+    /// Returns once an announcement was made after `after` was taken (at once if one was
+    /// already), or after `max`.
+    pub async fn wait(&self, after: WorkTicket, max: Duration) {
+        let mut epoch = self.epoch.subscribe();
+        let _ = tokio::time::timeout(max, epoch.wait_for(|now| *now != after.0)).await;
+    }
+}
+
+impl Default for WorkSignal {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// The result type of store operations.
 pub type StoreResult<T> = Result<T, Error>;
 
@@ -207,12 +264,42 @@ pub trait DeadLetterStore: Send + Sync + 'static {
         })
     }
 
-    /// Waits until new work may be due (a park or redrive happened) or `max` elapsed.
+    /// Where the store's wake-ups stand now: taken before looking for work (before a claim),
+    /// handed to [`wait_for_work`](Self::wait_for_work), so that work announced between the
+    /// two is not missed. The default (no wake-ups) is always the same ticket.
+    fn work_ticket(&self) -> WorkTicket {
+        WorkTicket::default()
+    }
+
+    /// Waits until new work may be due (a park, a redrive, a retry made due) since `after`
+    /// was taken ([`work_ticket`](Self::work_ticket)), or `max` elapsed. It returns at once
+    /// when work was announced after the ticket, even before this call: a retrier that
+    /// claimed nothing and then waits does not sleep through a park that committed in
+    /// between.
     ///
-    /// The default sleeps for `max`; stores with a notification channel wake earlier. The
-    /// conformance kit requires a wake-up soon after a park and after a redrive (a
-    /// `tokio::sync::Notify` that `park`, `apply` and `settle` notify does it in one process).
-    fn wait_for_work(&self, max: Duration) -> BoxFuture<'_, ()> {
+    /// The default sleeps for `max`; stores with a notification channel wake earlier
+    /// ([`WorkSignal`] does it in one process). The conformance kit requires a wake-up soon
+    /// after a park, after a redrive, and for an announcement made between the ticket and the
+    /// wait.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, Payload, store::NewDeadLetter};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let ticket = store.work_ticket(); // before the claim that found nothing
+    /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+    /// store.park(NewDeadLetter::new("payment", Payload::Json(1.into()), failure)).await?;
+    /// // The park came before the wait: the wait returns at once, not after an hour.
+    /// tokio::time::timeout(Duration::from_secs(10), store.wait_for_work(ticket, Duration::from_secs(3600)))
+    ///     .await
+    ///     .expect("woken");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    fn wait_for_work(&self, after: WorkTicket, max: Duration) -> BoxFuture<'_, ()> {
+        let _ = after;
         Box::pin(tokio::time::sleep(max))
     }
 

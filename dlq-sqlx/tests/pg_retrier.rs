@@ -221,7 +221,7 @@ async fn a_park_wakes_an_idle_retrier_long_before_its_poll_interval(pool: PgPool
     // The store's listener is up before the retrier starts (the first wait starts it, and it
     // wakes its waiters once its `LISTEN` holds), so no wake-up of its start reaches the
     // retrier: from here on only a `NOTIFY` does.
-    tokio::time::timeout(PATIENCE, store.wait_for_work(Duration::from_secs(3600)))
+    tokio::time::timeout(PATIENCE, store.wait_for_work(store.work_ticket(), Duration::from_secs(3600)))
         .await
         .expect("the listener starts and wakes its waiters");
     let succeeded = |id| {

@@ -440,13 +440,16 @@ async fn a_park_wakes_a_waiting_retrier(pool: PgPool) {
     // The first wait starts the listener, which wakes it once its `LISTEN` holds: after that
     // only a `NOTIFY` wakes a waiter.
     let patience = Duration::from_secs(60);
-    tokio::time::timeout(patience, store.wait_for_work(Duration::from_secs(3600)))
+    tokio::time::timeout(patience, store.wait_for_work(store.work_ticket(), Duration::from_secs(3600)))
         .await
         .expect("the listener starts and wakes its waiters");
     // The wait is polled first, so it waits before the park is sent; its maximum is far past
     // the test's patience, so only the park's `NOTIFY` can end it in time.
     let woken = tokio::time::timeout(patience, async {
-        tokio::join!(store.wait_for_work(Duration::from_secs(3600)), store.park(letter("payment", 1)))
+        tokio::join!(
+            store.wait_for_work(store.work_ticket(), Duration::from_secs(3600)),
+            store.park(letter("payment", 1))
+        )
     })
     .await;
     let ((), parked) = woken.expect("the park woke the waiter");

@@ -1081,7 +1081,7 @@ pub async fn wait_for_work_wakes_on_park<S: DeadLetterStore>(s: &S) {
         tokio::time::sleep(Duration::from_millis(200)).await;
         park(s, letter("payment", 1)).await
     };
-    let ((), _) = tokio::join!(s.wait_for_work(max), park_later);
+    let ((), _) = tokio::join!(s.wait_for_work(s.work_ticket(), max), park_later);
     assert!(started.elapsed() < Duration::from_secs(5), "woke after {:?}", started.elapsed());
 }
 
@@ -1094,9 +1094,24 @@ pub async fn wait_for_work_wakes_on_redrive<S: DeadLetterStore>(s: &S) {
         tokio::time::sleep(Duration::from_millis(200)).await;
         redrive(s, &[id], "ops").await
     };
-    let ((), moved) = tokio::join!(s.wait_for_work(max), redrive_later);
+    let ((), moved) = tokio::join!(s.wait_for_work(s.work_ticket(), max), redrive_later);
     assert_eq!(moved, [id]);
     assert!(started.elapsed() < Duration::from_secs(5), "woke after {:?}", started.elapsed());
+}
+
+/// A park announced between the ticket and the wait is not lost: a retrier takes the ticket
+/// before its claim, and a park that commits after the claim looked wakes the wait that follows,
+/// even when its announcement arrives first.
+pub async fn wait_for_work_keeps_a_park_announced_before_the_wait<S: DeadLetterStore>(s: &S) {
+    // A first wait starts a store's listener, if it has one (a store that announces its own
+    // writes only needs a moment).
+    let _ = s.wait_for_work(s.work_ticket(), Duration::from_millis(200)).await;
+    let ticket = s.work_ticket();
+    park(s, letter("payment", 1)).await;
+    // A store that relays its announcements (PostgreSQL's `NOTIFY`) may take a moment to see
+    // it; its wait returns then. Its maximum is far past the patience: only the park ends it.
+    let woken = tokio::time::timeout(Duration::from_secs(30), s.wait_for_work(ticket, Duration::from_secs(3600))).await;
+    assert!(woken.is_ok(), "a park announced before the wait was lost");
 }
 
 /// A store with a singleton lock (others answer [`Error::Unsupported`]) hands it to one

@@ -242,6 +242,7 @@ macro_rules! __store_conformance_each {
         $crate::__store_conformance_test!($setup groups_by_fingerprint);
         $crate::__store_conformance_test!($setup wait_for_work_wakes_on_park);
         $crate::__store_conformance_test!($setup wait_for_work_wakes_on_redrive);
+        $crate::__store_conformance_test!($setup wait_for_work_keeps_a_park_announced_before_the_wait);
         $crate::__store_conformance_test!($setup singleton_lock_has_one_holder);
         $crate::__store_conformance_test!($setup heartbeats_refresh_and_expire);
         $crate::__store_conformance_test!($setup circuits_compare_and_set);

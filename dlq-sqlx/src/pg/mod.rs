@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use dlq_core::store::{
     ActionKind, BatchAction, BatchReport, BoxFuture, ClaimCap, ClaimRequest, Claimed, Operation, OperationState,
-    PatchRequest, SettleReport, Settlement, StoreId, StoreResult,
+    PatchRequest, SettleReport, Settlement, StoreId, StoreResult, WorkTicket,
 };
 use dlq_core::{
     DeadLetter, DeadLetterStore, DlqId, ListFilter, admin::AttemptRecord, admin::AuditEntry, admin::FailureGroup,
@@ -568,8 +568,12 @@ impl DeadLetterStore for PgStore {
         Box::pin(claim::settle_and_claim(self, outcomes, next))
     }
 
-    fn wait_for_work(&self, max: Duration) -> BoxFuture<'_, ()> {
-        Box::pin(self.inner.wakeups.wait(max))
+    fn work_ticket(&self) -> WorkTicket {
+        self.inner.wakeups.ticket()
+    }
+
+    fn wait_for_work(&self, after: WorkTicket, max: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(self.inner.wakeups.wait(after, max))
     }
 
     fn get(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Option<DeadLetter>>> {

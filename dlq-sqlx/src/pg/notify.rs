@@ -1,16 +1,18 @@
 //! Wake-ups: a `LISTEN` on the store's channel, started on the first wait.
 //!
 //! One background task owns a `PgListener` on a dedicated one-connection pool (so the
-//! store's pool keeps all its connections) and wakes every waiter on each notification. A lost
+//! store's pool keeps all its connections) and announces each notification on a
+//! [`WorkSignal`], which wakes every waiter and every later wait on an older ticket. A lost
 //! connection is re-established with backoff; waiters are woken then too, since
 //! notifications sent meanwhile were lost.
 
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use dlq_core::store::{WorkSignal, WorkTicket};
 use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgPoolOptions};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// At most one `NOTIFY` per window from a store's parks and retries (plus a trailing one):
@@ -70,7 +72,7 @@ impl Debounce {
 }
 
 pub(crate) struct Wakeups {
-    notify: Arc<Notify>,
+    notify: WorkSignal,
     started: OnceLock<()>,
     pool: PgPool,
     channel: String,
@@ -88,21 +90,26 @@ impl Wakeups {
             .acquire_timeout(Duration::from_secs(5))
             .connect_lazy_with(options);
         let (stop, _) = watch::channel(());
-        Self { notify: Arc::new(Notify::new()), started: OnceLock::new(), pool, channel, stop }
+        Self { notify: WorkSignal::new(), started: OnceLock::new(), pool, channel, stop }
     }
 
-    /// Waits for a notification or `max`, starting the listener on first use.
-    pub(crate) async fn wait(&self, max: Duration) {
-        let notified = self.notify.notified();
+    /// Where the notifications stand: taken before a claim.
+    pub(crate) fn ticket(&self) -> WorkTicket {
+        self.notify.ticket()
+    }
+
+    /// Waits for a notification received since `after` was taken (returning at once if one
+    /// was) or `max`, starting the listener on first use.
+    pub(crate) async fn wait(&self, after: WorkTicket, max: Duration) {
         self.started.get_or_init(|| {
-            let task = listen(self.pool.clone(), self.channel.clone(), Arc::clone(&self.notify), self.stop.subscribe());
+            let task = listen(self.pool.clone(), self.channel.clone(), self.notify.clone(), self.stop.subscribe());
             tokio::spawn(task);
         });
-        let _ = tokio::time::timeout(max, notified).await;
+        self.notify.wait(after, max).await;
     }
 }
 
-async fn listen(pool: PgPool, channel: String, notify: Arc<Notify>, mut stop: watch::Receiver<()>) {
+async fn listen(pool: PgPool, channel: String, notify: WorkSignal, mut stop: watch::Receiver<()>) {
     let mut backoff = Duration::from_millis(100);
     loop {
         let connected = async {
@@ -118,14 +125,14 @@ async fn listen(pool: PgPool, channel: String, notify: Arc<Notify>, mut stop: wa
             Ok(listener) => {
                 backoff = Duration::from_millis(100);
                 // Anything parked before the LISTEN took effect is due now.
-                notify.notify_waiters();
+                notify.announce();
                 if !relay(listener, &notify, &mut stop).await {
                     return;
                 }
             }
             Err(error) => tracing::warn!(%error, channel, "cannot listen for dead-letter wake-ups; retrying"),
         }
-        notify.notify_waiters();
+        notify.announce();
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}
             _ = stop.changed() => return,
@@ -136,12 +143,12 @@ async fn listen(pool: PgPool, channel: String, notify: Arc<Notify>, mut stop: wa
 
 /// Forwards notifications until the listener fails (`true`: reconnect) or the store is
 /// dropped (`false`).
-async fn relay(mut listener: PgListener, notify: &Notify, stop: &mut watch::Receiver<()>) -> bool {
+async fn relay(mut listener: PgListener, notify: &WorkSignal, stop: &mut watch::Receiver<()>) -> bool {
     loop {
         tokio::select! {
             received = listener.try_recv() => match received {
                 // `None`: the connection was lost and re-established; notifications may be lost.
-                Ok(_) => notify.notify_waiters(),
+                Ok(_) => notify.announce(),
                 Err(sqlx::Error::PoolClosed) => return false,
                 Err(error) => {
                     tracing::warn!(%error, "dead-letter listener failed; reconnecting");

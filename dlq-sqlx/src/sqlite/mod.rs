@@ -12,13 +12,13 @@ mod write;
 
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use dlq_core::store::{
     ActionKind, BatchAction, BatchReport, BoxFuture, ClaimCap, ClaimRequest, Claimed, Operation, OperationState,
     PatchRequest, SettleReport, Settlement, StoreId, StoreResult,
 };
+use dlq_core::store::{WorkSignal, WorkTicket};
 use dlq_core::{
     DeadLetter, DeadLetterStore, DlqId, Error, ListFilter, admin::AttemptRecord, admin::AuditEntry,
     admin::FailureGroup, admin::RetrierHeartbeat, admin::StatsRow, store::AuditNote, store::NewDeadLetter,
@@ -28,7 +28,6 @@ use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use tokio::sync::Notify;
 
 /// The SQLite schema (`dlq_events`, `dlq_attempts`, `dlq_audit`), embedded from
 /// `migrations/sqlite/`. [`SqliteStore::connect`] runs it; run it yourself when you build the
@@ -88,7 +87,7 @@ const FILE_POOL_SIZE: u32 = 4;
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
-    work: Arc<Notify>,
+    work: WorkSignal,
     /// The database file's canonical path, or a unique id in memory.
     id: StoreId,
 }
@@ -200,7 +199,7 @@ impl SqliteStore {
         // Stores on one file share its circuits, and so the process's views of them.
         let id = std::fs::canonicalize(pool.connect_options().get_filename())
             .map_or_else(|_| StoreId::unique(), |path| StoreId::named(format!("sqlite:{}", path.display())));
-        Self { pool, work: Arc::new(Notify::new()), id }
+        Self { pool, work: WorkSignal::new(), id }
     }
 
     /// The connection pool, for the application's own queries on the same database.
@@ -276,7 +275,7 @@ impl SqliteStore {
     }
 
     fn wake(&self) {
-        self.work.notify_waiters();
+        self.work.announce();
     }
 }
 
@@ -321,10 +320,12 @@ impl DeadLetterStore for SqliteStore {
         })
     }
 
-    fn wait_for_work(&self, max: Duration) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            let _ = tokio::time::timeout(max, self.work.notified()).await;
-        })
+    fn work_ticket(&self) -> WorkTicket {
+        self.work.ticket()
+    }
+
+    fn wait_for_work(&self, after: WorkTicket, max: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(self.work.wait(after, max))
     }
 
     fn get(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Option<DeadLetter>>> {
@@ -481,7 +482,8 @@ mod tests {
     async fn clones_share_the_database_and_the_wake_ups() {
         let store = SqliteStore::in_memory().await.unwrap();
         let clone = store.clone();
-        let waiter = tokio::spawn(async move { clone.wait_for_work(Duration::from_secs(30)).await });
+        let waiter =
+            tokio::spawn(async move { clone.wait_for_work(clone.work_ticket(), Duration::from_secs(30)).await });
         tokio::time::sleep(Duration::from_millis(50)).await;
         let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
         let letter = NewDeadLetter::new("t", Payload::Json(serde_json::json!(1)), failure);

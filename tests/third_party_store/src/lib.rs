@@ -16,10 +16,9 @@ use dlq_core::admin::{AttemptRecord, AuditEntry, FailureGroup, RetrierHeartbeat,
 use dlq_core::store::{
     ActionKind, AuditNote, BatchAction, BatchReport, BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits,
     ClaimRequest, Claimed, NewDeadLetter, Operation, OperationState, Parked, PatchRequest, Refusal, Refused,
-    SettleReport, Settlement, StoreResult, patch_diff, refusal,
+    SettleReport, Settlement, StoreResult, WorkSignal, WorkTicket, patch_diff, refusal,
 };
 use dlq_core::{DeadLetter, DeadLetterStore, DlqId, Error, FailureInfo, ListFilter, Order, Status};
-use tokio::sync::Notify;
 use uuid::Uuid;
 
 /// A stored row and the token of the lease that holds it (while `PROCESSING`).
@@ -47,7 +46,7 @@ struct Tables {
 pub struct VecStore {
     tables: Mutex<Tables>,
     /// Wakes `wait_for_work` on parks, redrives and outcomes that leave a row pending.
-    work: Notify,
+    work: WorkSignal,
 }
 
 impl VecStore {
@@ -202,7 +201,7 @@ impl Tables {
 impl DeadLetterStore for VecStore {
     fn park(&self, letter: NewDeadLetter) -> BoxFuture<'_, StoreResult<Parked>> {
         let parked = self.lock().park(letter, self.max_payload_bytes());
-        self.work.notify_waiters();
+        self.work.announce();
         done(Ok(parked))
     }
 
@@ -212,7 +211,7 @@ impl DeadLetterStore for VecStore {
             let mut tables = self.lock();
             letters.into_iter().map(|letter| tables.park(letter, max)).collect()
         };
-        self.work.notify_waiters();
+        self.work.announce();
         done(Ok(parked))
     }
 
@@ -264,15 +263,17 @@ impl DeadLetterStore for VecStore {
             }
         }
         if wake {
-            self.work.notify_waiters();
+            self.work.announce();
         }
         done(Ok(report))
     }
 
-    fn wait_for_work(&self, max: Duration) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            let _ = tokio::time::timeout(max, self.work.notified()).await;
-        })
+    fn work_ticket(&self) -> WorkTicket {
+        self.work.ticket()
+    }
+
+    fn wait_for_work(&self, after: WorkTicket, max: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(self.work.wait(after, max))
     }
 
     fn get(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Option<DeadLetter>>> {
@@ -419,7 +420,7 @@ impl DeadLetterStore for VecStore {
         }
         drop(tables);
         if batch.action == ActionKind::Redrive && !report.moved.is_empty() {
-            self.work.notify_waiters();
+            self.work.announce();
         }
         done(Ok(report))
     }
