@@ -13,7 +13,7 @@ mod capacity;
 mod circuits;
 mod claim;
 mod heartbeat;
-mod hot;
+mod kept_connections;
 mod notify;
 mod ops;
 mod park;
@@ -281,7 +281,7 @@ struct Inner {
     capacity: Option<capacity::Capacity>,
     vacuum: std::sync::Mutex<ops::VacuumState>,
     /// Connections kept between the statements of a burst (claims, outcomes, parks).
-    hot: Arc<hot::HotConnections>,
+    hot: Arc<kept_connections::HotConnections>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -348,7 +348,7 @@ impl PgStore {
             migrate(&pool, &config.schema).await?;
         }
         let debounce = notify::Debounce::new(pool.clone(), sql.channel.clone());
-        let hot = hot::HotConnections::start(pool.clone());
+        let hot = kept_connections::HotConnections::start(pool.clone());
         let writer = park::GroupCommit::start(Arc::clone(&hot), Arc::clone(&sql), &config, Arc::clone(&debounce));
         let capacity = config.max_entries.map(|max| capacity::Capacity::new(max, config.overflow));
         let wakeups = notify::Wakeups::new(&pool, sql.channel.clone());

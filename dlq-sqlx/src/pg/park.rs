@@ -22,7 +22,7 @@ use sqlx::{Arguments, Connection, Row};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::hot::HotConnections;
+use super::kept_connections::HotConnections;
 use super::notify::Debounce;
 use super::park_rows::{ParkRows, encoded_len};
 use super::schema::Sql;
