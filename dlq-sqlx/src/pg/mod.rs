@@ -6,6 +6,7 @@
 //! - `claim`: claiming with `SKIP LOCKED` and fenced batch settlement;
 //! - `admin`: reads and operator actions;
 //! - `notify`: `LISTEN/NOTIFY` wake-ups;
+//! - `kept_connections`: connections kept out of the pool between the statements of a burst;
 //! - `row`: decoding rows.
 
 mod admin;
@@ -281,7 +282,7 @@ struct Inner {
     capacity: Option<capacity::Capacity>,
     vacuum: std::sync::Mutex<ops::VacuumState>,
     /// Connections kept between the statements of a burst (claims, outcomes, parks).
-    hot: Arc<kept_connections::HotConnections>,
+    kept_connections: Arc<kept_connections::KeptConnections>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -348,12 +349,15 @@ impl PgStore {
             migrate(&pool, &config.schema).await?;
         }
         let debounce = notify::Debounce::new(pool.clone(), sql.channel.clone());
-        let hot = kept_connections::HotConnections::start(pool.clone());
-        let writer = park::GroupCommit::start(Arc::clone(&hot), Arc::clone(&sql), &config, Arc::clone(&debounce));
+        let kept_connections = kept_connections::KeptConnections::start(pool.clone());
+        let writer =
+            park::GroupCommit::start(Arc::clone(&kept_connections), Arc::clone(&sql), &config, Arc::clone(&debounce));
         let capacity = config.max_entries.map(|max| capacity::Capacity::new(max, config.overflow));
         let wakeups = notify::Wakeups::new(&pool, sql.channel.clone());
         let vacuum = std::sync::Mutex::default();
-        Ok(Self { inner: Arc::new(Inner { pool, config, sql, writer, wakeups, debounce, capacity, vacuum, hot }) })
+        Ok(Self {
+            inner: Arc::new(Inner { pool, config, sql, writer, wakeups, debounce, capacity, vacuum, kept_connections }),
+        })
     }
 
     /// The pool the store uses.
