@@ -476,7 +476,7 @@ impl DeadLetterStore for MemoryStore {
         ready(Ok(claimed))
     }
 
-    fn caps_claims(&self) -> bool {
+    fn supports_claim_capped(&self) -> bool {
         true
     }
 

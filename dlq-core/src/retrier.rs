@@ -200,7 +200,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// ```
     pub fn new(store: Arc<S>, registry: Registry) -> Self {
         let config = RetrierConfig::default();
-        let breakers = Arc::new(Breakers::new(&config, breakers_of(&registry), store.caps_claims()));
+        let breakers = Arc::new(Breakers::new(&config, breakers_of(&registry), store.supports_claim_capped()));
         Self {
             store,
             registry,
@@ -218,7 +218,8 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         if !config.owner.is_empty() {
             self.owner = config.owner.as_str().into();
         }
-        self.breakers = Arc::new(Breakers::new(&config, breakers_of(&self.registry), self.store.caps_claims()));
+        self.breakers =
+            Arc::new(Breakers::new(&config, breakers_of(&self.registry), self.store.supports_claim_capped()));
         self.config = config;
         self
     }

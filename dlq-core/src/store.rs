@@ -349,8 +349,8 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// cap's window, by any process sharing the store, are counted, the claim takes what the
     /// cap leaves (possibly nothing), and its rows are recorded, all in one atomic step. The
     /// retrier uses it for types with `max-concurrent`, `max-rate` or a ramp when
-    /// [`caps_claims`](Self::caps_claims) says the store can; otherwise each retrier keeps
-    /// its share of the limits. The default refuses.
+    /// [`supports_claim_capped`](Self::supports_claim_capped) says the store can; otherwise
+    /// each retrier keeps its share of the limits. The default refuses.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -370,7 +370,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     ///     owner: "doc".into(),
     /// };
     /// let cap = ClaimCap { in_flight: Some(4), starts: None };
-    /// assert!(store.caps_claims());
+    /// assert!(store.supports_claim_capped());
     /// assert_eq!(store.claim_capped(request.clone(), cap).await?.len(), 4);
     /// assert_eq!(store.claim_capped(request, cap).await?.len(), 0, "4 are still held");
     /// # Ok::<(), dlq_core::Error>(())
@@ -382,7 +382,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     }
 
     /// Whether [`claim_capped`](Self::claim_capped) works on this store. The default: no.
-    fn caps_claims(&self) -> bool {
+    fn supports_claim_capped(&self) -> bool {
         false
     }
 

@@ -541,7 +541,7 @@ impl DeadLetterStore for PgStore {
         Box::pin(claim::claim_capped(self, request, cap))
     }
 
-    fn caps_claims(&self) -> bool {
+    fn supports_claim_capped(&self) -> bool {
         true
     }
 
