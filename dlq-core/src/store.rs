@@ -36,8 +36,8 @@ use std::time::Duration;
 
 use crate::Error;
 pub use crate::action::{
-    ActionKind, BatchAction, BatchReport, Operation, OperationState, OperationStep, PatchRequest, Refusal, Refused,
-    TableHealth, patch_diff, payload_from_diff, refusal,
+    ActionKind, BatchAction, BatchReport, Maintenance, Operation, OperationState, OperationStep, PatchRequest, Refusal,
+    Refused, TableHealth, patch_diff, payload_from_diff, refusal,
 };
 pub use crate::observe::record_overflow;
 use crate::record::{
@@ -389,18 +389,20 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// Upkeep a running retrier asks for every `heartbeat` (one call at a time per retrier):
     /// a store whose claims slow down as finished rows pile up cleans up here (PostgreSQL
     /// vacuums its table when the dead tuples pass a threshold, without waiting for
-    /// autovacuum, and folds the tallies its stats read). Returns whether it did heavy work
-    /// (PostgreSQL: whether it vacuumed). The default does nothing.
+    /// autovacuum, and folds the tallies its stats read). Says whether it vacuumed
+    /// ([`Maintenance::Vacuumed`]) or did only light work ([`Maintenance::Light`]). The
+    /// default does nothing.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use dlq_core::store::Maintenance;
     /// use dlq_core::{DeadLetterStore, MemoryStore};
-    /// assert!(!MemoryStore::new().maintain().await?, "nothing to clean up in memory");
+    /// assert_eq!(MemoryStore::new().maintain().await?, Maintenance::Light, "nothing to clean up in memory");
     /// # Ok::<(), dlq_core::Error>(())
     /// # }).unwrap();
     /// ```
-    fn maintain(&self) -> BoxFuture<'_, StoreResult<bool>> {
-        Box::pin(async { Ok(false) })
+    fn maintain(&self) -> BoxFuture<'_, StoreResult<Maintenance>> {
+        Box::pin(async { Ok(Maintenance::Light) })
     }
 
     /// The vacuum state of the events table, for stores that have one (PostgreSQL): dead

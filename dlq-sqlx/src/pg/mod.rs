@@ -639,9 +639,9 @@ impl DeadLetterStore for PgStore {
     }
 
     /// Folds the tallies behind [`stats`](Self::stats) and [`groups`](Self::groups), and
-    /// vacuums `dlq_events` when its dead tuples pass [`PgConfig::vacuum_dead_tuples`].
-    /// Returns whether it vacuumed.
-    fn maintain(&self) -> BoxFuture<'_, StoreResult<bool>> {
+    /// vacuums `dlq_events` when its dead tuples pass [`PgConfig::vacuum_dead_tuples`]
+    /// ([`Maintenance::Vacuumed`](dlq_core::store::Maintenance::Vacuumed)).
+    fn maintain(&self) -> BoxFuture<'_, StoreResult<dlq_core::store::Maintenance>> {
         Box::pin(ops::maintain(self))
     }
 
