@@ -57,11 +57,21 @@ pub struct RetrierStats {
 
 /// Rows claimed by the write of a batch's outcomes, for the batch after it, and the plan they
 /// were claimed under (its limited types and trials are claimed when that batch starts).
-struct Next {
+struct ClaimedBatch {
     plan: crate::breakers::Plan,
     claimed: Vec<Claimed>,
     /// When the claim was asked for: the leases run from about then.
     at: Instant,
+}
+
+/// What becomes of an attempt's outcome once its type's breaker has counted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// Written as it is.
+    Keep,
+    /// Released uncounted: a transient failure while the circuit is (now) open is the
+    /// outage's, not the row's.
+    Release,
 }
 
 #[derive(Debug, Default)]
@@ -557,7 +567,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     async fn run_batch_once(
         &self,
         stop: &CancellationToken,
-        next: &mut Option<Next>,
+        next: &mut Option<ClaimedBatch>,
         chain: bool,
     ) -> Result<usize, Error> {
         if stop.is_cancelled() || self.registry.is_empty() {
@@ -567,7 +577,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             return Ok(0);
         }
         let (plan, mut claimed, claimed_at) = match next.take() {
-            Some(Next { plan, claimed, at }) => (plan, claimed, at),
+            Some(ClaimedBatch { plan, claimed, at }) => (plan, claimed, at),
             None => {
                 let at = Instant::now();
                 let plan = self.plan().await;
@@ -675,7 +685,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     async fn settle_and_claim(
         &self,
         outcomes: Vec<Settlement>,
-        next: &mut Option<Next>,
+        next: &mut Option<ClaimedBatch>,
     ) -> Result<SettleReport, Error> {
         let plan = self.plan().await;
         if plan.free.is_empty() {
@@ -703,7 +713,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                     // Nothing due: the loop waits for work and plans afresh.
                     self.unreserve(&plan);
                 } else {
-                    *next = Some(Next { plan, claimed, at });
+                    *next = Some(ClaimedBatch { plan, claimed, at });
                 }
             }
             Err(error) => {
@@ -716,7 +726,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
 
     /// Hands rows claimed for a batch that will not run back to the store at once (the
     /// retrier is stopping), and what their plan reserved.
-    async fn give_back(&self, next: Next) {
+    async fn give_back(&self, next: ClaimedBatch) {
         self.unreserve(&next.plan);
         let n = next.claimed.len() as u64;
         Counters::add(&self.counters.claimed, n);
@@ -841,7 +851,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     }
 
     /// Runs one claimed row: an attempt, and while it fails transiently with its retry due at
-    /// once, up to `immediate_retries` more under the same claim (see [`Self::again_at_once`]).
+    /// once, up to `immediate_retries` more under the same claim (see [`Self::may_retry_under_same_claim`]).
     async fn run_one(
         &self,
         mut claimed: Claimed,
@@ -862,7 +872,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             // this covers rows written otherwise. As a trial it says nothing of the downstream:
             // the circuit closes rather than wait for the trial's hold to expire.
             if trial {
-                self.circuit_after(&claimed.event_type, true, None).await;
+                self.feed_breaker(&claimed.event_type, true, None).await;
             }
             let reason = "the stored payload was cut to the store's size limit; patch in the whole event".to_owned();
             let failure = FailureInfo::new(ErrorClass::Permanent, "too_large", reason, Vec::new(), None);
@@ -871,7 +881,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         // A trial is one attempt; a type with a rate limit is paced by its claims; a handler
         // whose backoff waits is never run again at once. For the others, the payload is kept
         // for another attempt.
-        let mut again = if trial
+        let mut immediate_retries_left = if trial
             || self.breakers.rate_limited(&claimed.event_type)
             || reg.policy.backoff.next_delay(claimed.retry_count + 2) > Duration::ZERO
         {
@@ -881,7 +891,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         };
         let mut failed = Vec::new();
         loop {
-            let payload = if again == 0 {
+            let payload = if immediate_retries_left == 0 {
                 // The handler takes the payload; what `decide` reads stays.
                 std::mem::replace(&mut claimed.payload, crate::Payload::Json(serde_json::Value::Null))
             } else {
@@ -889,11 +899,13 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             };
             match self.attempt(&claimed, reg, payload, trial).await {
                 Settlement::Retry { delay, failure, .. }
-                    if again > 0 && delay.is_zero() && self.again_at_once(&claimed, reg, claimed_at, stop) =>
+                    if immediate_retries_left > 0
+                        && delay.is_zero()
+                        && self.may_retry_under_same_claim(&claimed, reg, claimed_at, stop) =>
                 {
                     failed.push(failure);
                     claimed.retry_count += 1;
-                    again -= 1;
+                    immediate_retries_left -= 1;
                 }
                 last => return Settlement::repeated(failed, last),
             }
@@ -903,7 +915,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// Whether a row whose attempt just failed with its retry due at once may run again under
     /// the same claim: the retrier is not stopping, the type's circuit admits it, and the
     /// claim keeps more than half its lease after another attempt's `timeout`.
-    fn again_at_once(
+    fn may_retry_under_same_claim(
         &self,
         claimed: &Claimed,
         reg: &Registration,
@@ -948,7 +960,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             _ => None,
         };
         let mut settlement = decide(claimed, reg, self.config.max_retries, outcome, lease);
-        if self.circuit_after(&claimed.event_type, trial, transient.as_deref()).await {
+        if self.feed_breaker(&claimed.event_type, trial, transient.as_deref()).await == Verdict::Release {
             // The type's circuit is open: the failure is the outage's, not the row's.
             settlement = Settlement::Release { lease };
         }
@@ -959,10 +971,10 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         settlement
     }
 
-    /// Feeds one outcome of `event_type` to its breaker (a trial's decides the circuit).
-    /// Returns whether a transient failure should be released uncounted because the circuit
-    /// is (now) open.
-    async fn circuit_after(&self, event_type: &str, trial: bool, transient: Option<&str>) -> bool {
+    /// Feeds one outcome of `event_type` to its breaker (a trial's decides the circuit), and
+    /// says whether the outcome stands: a transient failure is released uncounted when the
+    /// circuit is (now) open.
+    async fn feed_breaker(&self, event_type: &str, trial: bool, transient: Option<&str>) -> Verdict {
         let write = if trial {
             Some(self.breakers.after_trial(event_type, transient, &self.owner))
         } else {
@@ -971,7 +983,11 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         if let Some(write) = write {
             self.breakers.commit(&*self.store, write).await;
         }
-        transient.is_some() && (trial || !self.breakers.admits(event_type))
+        if transient.is_some() && (trial || !self.breakers.admits(event_type)) {
+            Verdict::Release
+        } else {
+            Verdict::Keep
+        }
     }
 
     async fn invoke(&self, reg: &Registration, invocation: Invocation) -> HandlerOutcome {
@@ -1055,12 +1071,12 @@ fn decide(
     Settlement::Retry { lease, delay, failure }
 }
 
-/// `host:pid:<random>`: unique even for two retriers in one process.
 /// Each handler's event type and the breaker of its attribute, for [`Breakers::new`].
 fn breakers_of(registry: &Registry) -> impl Iterator<Item = (&'static str, Option<crate::BreakerConfig>)> + '_ {
     registry.iter().map(|r| (r.event_type(), r.breaker()))
 }
 
+/// `host:pid:<random>`: unique even for two retriers in one process.
 fn default_owner() -> String {
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     format!("{}:{}:{}", crate::record::host_name(), std::process::id(), &suffix[..8])
