@@ -1091,9 +1091,7 @@ fn later(at: chrono::DateTime<chrono::Utc>, delay: Duration) -> chrono::DateTime
 }
 
 #[cfg(test)]
-#[path = "retrier_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "breaker_tests.rs"]
 mod breaker_tests;
