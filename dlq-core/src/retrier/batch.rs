@@ -14,18 +14,27 @@ use tracing::Instrument as _;
 
 use crate::Error;
 use crate::record::{ClaimCap, ClaimRequest, Claimed, DlqId, SettleReport, Settlement};
-use crate::store::DeadLetterStore;
+use crate::store::{Circuit, DeadLetterStore};
 
 use super::{Counters, Retrier};
 
-/// Rows claimed by the write of a batch's outcomes, for the batch after it, and the plan they
-/// were claimed under (its limited types and trials are claimed when that batch starts).
+/// A batch's rows claimed so far and the plan they were claimed under (its limited types and
+/// trials are claimed when the batch starts): claimed fresh, or by the write of the previous
+/// batch's outcomes, for the batch after it.
 pub(super) struct ClaimedBatch {
     plan: crate::breakers::Plan,
     claimed: Vec<Claimed>,
     /// When the claim was asked for: the leases run from about then.
     at: Instant,
 }
+
+/// What the metrics need of each claimed row once its outcome is known: its event type and
+/// when it first failed.
+type RowsForMetrics = HashMap<DlqId, (String, DateTime<Utc>)>;
+
+/// How to count one row's outcome: the row, the stats counter of its final outcome, that
+/// outcome's name, and how many failed attempts ran before it under the same claim.
+type OutcomeKind<'a> = (DlqId, &'a AtomicU64, &'static str, usize);
 
 impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// One batch: the rows in `next` (claimed when the previous batch's outcomes were
@@ -44,71 +53,107 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             }
             return Ok(0);
         }
-        let (plan, mut claimed, claimed_at) = match next.take() {
-            Some(ClaimedBatch { plan, claimed, at }) => (plan, claimed, at),
-            None => {
-                let at = Instant::now();
-                let plan = self.plan().await;
-                let mut claimed = Vec::new();
-                if !plan.free.is_empty() {
-                    claimed = match self.claim(plan.free.clone(), self.config.batch_size.max(1), None).await {
-                        Ok(rows) => rows,
-                        Err(error) => {
-                            self.unreserve(&plan);
-                            return Err(error);
-                        }
-                    };
-                }
-                (plan, claimed, at)
-            }
+        let ClaimedBatch { plan, mut claimed, at: claimed_at } = match next.take() {
+            Some(batch) => batch,
+            None => self.claim_free_types().await?,
         };
         // Once rows are claimed, a failing claim of another type must not strand them: it is
         // counted and logged (in `claim`) and the batch goes on.
-        let mut limited: Vec<(String, usize)> = Vec::new();
-        for (event_type, reserved, cap) in plan.limited {
-            let got = self.claim(vec![event_type.clone()], reserved, cap).await.unwrap_or_default();
-            self.breakers.unreserve(&event_type, reserved - got.len());
-            limited.push((event_type, got.len()));
-            claimed.extend(got);
-        }
-        let mut trials = HashSet::new();
-        for circuit in plan.trials {
-            if let Ok(Some(trial)) = self.take_trial(&circuit).await {
-                trials.insert(trial.id());
-                claimed.push(trial);
-            }
-        }
+        let limited = self.claim_limited_types(plan.limited, &mut claimed).await;
+        let trials = self.claim_trials(plan.trials, &mut claimed).await;
         let n = claimed.len();
         if n == 0 {
             return Ok(0);
         }
         Counters::add(&self.counters.claimed, n as u64);
-        // What the metrics need of each row once its outcome is known.
-        let rows: HashMap<DlqId, (String, DateTime<Utc>)> =
+        let rows: RowsForMetrics =
             claimed.iter().map(|c| (c.id(), (c.event_type.clone(), c.first_failed_at))).collect();
         let outcomes = self.run_batch(claimed, &trials, claimed_at, stop).await;
         limited.iter().for_each(|(t, n)| self.breakers.finished(t, *n));
-        let kinds: Vec<(DlqId, &AtomicU64, &'static str, usize)> = outcomes
+        let kinds: Vec<OutcomeKind<'_>> = outcomes
             .iter()
             .map(|o| (o.lease().id, self.counter_for(o.last()), o.outcome_name(), o.earlier_failures().len()))
             .collect();
-        let written = if chain && !stop.is_cancelled() {
-            self.settle_and_claim(outcomes, next).await
-        } else {
-            self.store.settle(outcomes).await
-        };
-        let report = match written {
-            Ok(report) => report,
-            Err(error) => {
-                // Nothing was written: the rows keep their lease and run again once it expires.
-                Counters::add(&self.counters.unwritten, n as u64);
-                rows.values().for_each(|(event_type, _)| crate::observe::retried(event_type, "unwritten"));
-                self.store_error(&error);
-                return Err(error);
+        let report = self.write_outcomes(outcomes, chain && !stop.is_cancelled(), next, &rows).await?;
+        self.count_outcomes(kinds, &report, &rows);
+        Ok(n)
+    }
+
+    /// A fresh batch: the plan, and one claim of its free types (its limited types and
+    /// trials are claimed when the batch starts, as for a batch claimed ahead). A failed claim
+    /// gives back what the plan reserved.
+    async fn claim_free_types(&self) -> Result<ClaimedBatch, Error> {
+        let at = Instant::now();
+        let plan = self.plan().await;
+        let mut claimed = Vec::new();
+        if !plan.free.is_empty() {
+            claimed = match self.claim(plan.free.clone(), self.config.batch_size.max(1), None).await {
+                Ok(rows) => rows,
+                Err(error) => {
+                    self.unreserve(&plan);
+                    return Err(error);
+                }
+            };
+        }
+        Ok(ClaimedBatch { plan, claimed, at })
+    }
+
+    /// Claims each limited type on its own, within what the plan reserved for it (and its cap
+    /// across retriers), into `claimed`; gives back the reservation it did not use. Returns
+    /// how many rows of each type it claimed, for the breakers once they have run. A failed
+    /// claim counts as none.
+    async fn claim_limited_types(
+        &self,
+        limited: Vec<(String, usize, Option<ClaimCap>)>,
+        claimed: &mut Vec<Claimed>,
+    ) -> Vec<(String, usize)> {
+        let mut counts = Vec::new();
+        for (event_type, reserved, cap) in limited {
+            let got = self.claim(vec![event_type.clone()], reserved, cap).await.unwrap_or_default();
+            self.breakers.unreserve(&event_type, reserved - got.len());
+            counts.push((event_type, got.len()));
+            claimed.extend(got);
+        }
+        counts
+    }
+
+    /// Takes the trial of each due circuit and claims its row into `claimed`. Returns the
+    /// ids of the trial rows.
+    async fn claim_trials(&self, circuits: Vec<Circuit>, claimed: &mut Vec<Claimed>) -> HashSet<DlqId> {
+        let mut trials = HashSet::new();
+        for circuit in circuits {
+            if let Ok(Some(trial)) = self.take_trial(&circuit).await {
+                trials.insert(trial.id());
+                claimed.push(trial);
             }
-        };
-        // Each claimed row is counted once: by its outcome, or as fenced when the store
-        // refused to write it.
+        }
+        trials
+    }
+
+    /// Writes a batch's outcomes, and with `chain` claims the next batch into `next` in the
+    /// same store call. When nothing could be written, counts every row as unwritten (they
+    /// keep their lease and run again once it expires) and returns the store's error.
+    async fn write_outcomes(
+        &self,
+        outcomes: Vec<Settlement>,
+        chain: bool,
+        next: &mut Option<ClaimedBatch>,
+        rows: &RowsForMetrics,
+    ) -> Result<SettleReport, Error> {
+        let n = outcomes.len();
+        let written =
+            if chain { self.settle_and_claim(outcomes, next).await } else { self.store.settle(outcomes).await };
+        written.inspect_err(|error| {
+            Counters::add(&self.counters.unwritten, n as u64);
+            rows.values().for_each(|(event_type, _)| crate::observe::retried(event_type, "unwritten"));
+            self.store_error(error);
+        })
+    }
+
+    /// Counts each claimed row once, in the stats and the metrics: by its outcome, or as
+    /// fenced when the store refused to write it (then none of its attempts was written);
+    /// warns about the fenced ones.
+    fn count_outcomes(&self, kinds: Vec<OutcomeKind<'_>>, report: &SettleReport, rows: &RowsForMetrics) {
         let fenced: HashSet<DlqId> = report.fenced.iter().copied().collect();
         let now = Utc::now();
         for (id, counter, outcome, earlier) in kinds {
@@ -133,7 +178,6 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                  whoever holds them now writes their outcome, and unclaimed ones run again"
             );
         }
-        Ok(n)
     }
 
     /// The claim plan for the next batch, circuits refreshed from the store first.
@@ -253,7 +297,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
 
     /// Takes the trial of an open circuit (compare-and-set: one retrier wins) and claims its
     /// one row; with no row due, closes the circuit again.
-    async fn take_trial(&self, circuit: &crate::store::Circuit) -> Result<Option<Claimed>, Error> {
+    async fn take_trial(&self, circuit: &Circuit) -> Result<Option<Claimed>, Error> {
         let t = &circuit.event_type;
         if !self.breakers.commit(&*self.store, self.breakers.trial(circuit, &self.owner)).await {
             return Ok(None);
