@@ -22,7 +22,7 @@ use super::{Counters, Retrier};
 /// trials are claimed when the batch starts): claimed fresh, or by the write of the previous
 /// batch's outcomes, for the batch after it.
 pub(super) struct ClaimedBatch {
-    plan: crate::breakers::Plan,
+    plan: super::breakers::Plan,
     claimed: Vec<Claimed>,
     /// When the claim was asked for: the leases run from about then.
     at: Instant,
@@ -181,13 +181,13 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     }
 
     /// The claim plan for the next batch, circuits refreshed from the store first.
-    async fn plan(&self) -> crate::breakers::Plan {
+    async fn plan(&self) -> super::breakers::Plan {
         self.breakers.refresh(&*self.store).await;
         self.breakers.plan(self.registry.event_types(), self.config.batch_size.max(1))
     }
 
     /// Gives back what a plan reserved for its limited types and did not claim.
-    fn unreserve(&self, plan: &crate::breakers::Plan) {
+    fn unreserve(&self, plan: &super::breakers::Plan) {
         plan.limited.iter().for_each(|(t, reserved, _)| self.breakers.unreserve(t, *reserved));
     }
 

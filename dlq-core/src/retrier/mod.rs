@@ -5,20 +5,23 @@
 //!   store upkeep, singleton leadership), each worker's claim loop, [`Retrier::run_once`];
 //! - `batch`: one batch: its claims, the run of its rows, the write of their outcomes;
 //! - `attempt`: one claimed row: its attempts, the handler's call, the outcome decided.
+//! - `breakers`: the retrier's side of the circuits: windows, cached state, claim plans, limits.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::Error;
 use crate::RetrierConfig;
-use crate::breakers::Breakers;
 use crate::handler::Context;
 use crate::registry::Registry;
 use crate::store::DeadLetterStore;
 
 mod attempt;
 mod batch;
+mod breakers;
 mod run;
+
+use breakers::Breakers;
 
 /// Counters of what a retrier did, for metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
