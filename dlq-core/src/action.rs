@@ -286,3 +286,25 @@ pub struct TableHealth {
     /// The last vacuum, manual or automatic.
     pub last_vacuum: Option<DateTime<Utc>>,
 }
+
+/// What a store's upkeep ([`DeadLetterStore::maintain`]) did.
+///
+/// ```
+/// use dlq_core::store::Maintenance;
+///
+/// // A benchmark waiting for the vacuum before it measures claims again.
+/// let reclaimed = |done: Maintenance| done == Maintenance::Vacuumed;
+/// assert!(!reclaimed(Maintenance::Light));
+/// ```
+///
+/// [`DeadLetterStore::maintain`]: crate::DeadLetterStore::maintain
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Maintenance {
+    /// Nothing heavy was due: at most light work (PostgreSQL: folding the tallies its stats
+    /// read), or nothing at all.
+    Light,
+    /// The table of rows was vacuumed: the space of finished rows, which slows every claim,
+    /// was reclaimed (PostgreSQL: `VACUUM (ANALYZE)` of `dlq_events`).
+    Vacuumed,
+}

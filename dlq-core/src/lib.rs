@@ -120,8 +120,7 @@ macro_rules! text_forms {
 mod action;
 pub mod admin;
 mod backoff;
-mod breaker;
-mod breakers;
+mod breaker_config;
 mod circuit;
 mod classify;
 mod config;
@@ -143,7 +142,7 @@ pub mod testing;
 pub mod __private;
 
 pub use backoff::{Backoff, BackoffKind, RetryPolicy};
-pub use breaker::BreakerConfig;
+pub use breaker_config::BreakerConfig;
 pub use circuit::{CircuitState, CircuitView, circuit, circuit_of, refresh_circuits};
 pub use classify::{
     Classify, ErrorClass, FailureInfo, Fatal, MarkError, Permanent, Transient, classify_error, fingerprint,

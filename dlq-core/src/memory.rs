@@ -234,7 +234,9 @@ impl Inner {
             .collect()
     }
 
-    fn settle(&mut self, outcome: Settlement, at: DateTime<Utc>) -> bool {
+    /// Writes `outcome` if its lease still holds the row at `at`. Returns whether it was
+    /// written; `false` means fenced (the token no longer holds the row), nothing changed.
+    fn settle_if_held(&mut self, outcome: Settlement, at: DateTime<Utc>) -> bool {
         let lease = outcome.lease();
         let Some(row) = self.rows.get_mut(&lease.id) else { return false };
         let held = row.letter.status == Status::Processing
@@ -484,7 +486,7 @@ impl DeadLetterStore for MemoryStore {
         ready(Ok(claimed))
     }
 
-    fn caps_claims(&self) -> bool {
+    fn supports_claim_capped(&self) -> bool {
         true
     }
 
@@ -496,7 +498,7 @@ impl DeadLetterStore for MemoryStore {
         for outcome in outcomes {
             let id = outcome.lease().id;
             wake |= outcome.pending_again();
-            if inner.settle(outcome, at) {
+            if inner.settle_if_held(outcome, at) {
                 report.applied += 1;
             } else {
                 report.fenced.push(id);

@@ -51,8 +51,8 @@ use std::time::Duration;
 
 use crate::Error;
 pub use crate::action::{
-    ActionKind, BatchAction, BatchReport, Operation, OperationState, OperationStep, PatchRequest, Refusal, Refused,
-    TableHealth, patch_diff, payload_from_diff, refusal,
+    ActionKind, BatchAction, BatchReport, Maintenance, Operation, OperationState, OperationStep, PatchRequest, Refusal,
+    Refused, TableHealth, patch_diff, payload_from_diff, refusal,
 };
 pub use crate::observe::record_overflow;
 use crate::record::{
@@ -506,8 +506,8 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// cap's window, by any process sharing the store, are counted, the claim takes what the
     /// cap leaves (possibly nothing), and its rows are recorded, all in one atomic step. The
     /// retrier uses it for types with `max-concurrent`, `max-rate` or a ramp when
-    /// [`caps_claims`](Self::caps_claims) says the store can; otherwise each retrier keeps
-    /// its share of the limits. The default refuses.
+    /// [`supports_claim_capped`](Self::supports_claim_capped) says the store can; otherwise
+    /// each retrier keeps its share of the limits. The default refuses.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -527,7 +527,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     ///     owner: "doc".into(),
     /// };
     /// let cap = ClaimCap { in_flight: Some(4), starts: None };
-    /// assert!(store.caps_claims());
+    /// assert!(store.supports_claim_capped());
     /// assert_eq!(store.claim_capped(request.clone(), cap).await?.len(), 4);
     /// assert_eq!(store.claim_capped(request, cap).await?.len(), 0, "4 are still held");
     /// # Ok::<(), dlq_core::Error>(())
@@ -539,25 +539,27 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     }
 
     /// Whether [`claim_capped`](Self::claim_capped) works on this store. The default: no.
-    fn caps_claims(&self) -> bool {
+    fn supports_claim_capped(&self) -> bool {
         false
     }
 
     /// Upkeep a running retrier asks for every `heartbeat` (one call at a time per retrier):
     /// a store whose claims slow down as finished rows pile up cleans up here (PostgreSQL
     /// vacuums its table when the dead tuples pass a threshold, without waiting for
-    /// autovacuum, and folds the tallies its stats read). Returns whether it did heavy work
-    /// (PostgreSQL: whether it vacuumed). The default does nothing.
+    /// autovacuum, and folds the tallies its stats read). Says whether it vacuumed
+    /// ([`Maintenance::Vacuumed`]) or did only light work ([`Maintenance::Light`]). The
+    /// default does nothing.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use dlq_core::store::Maintenance;
     /// use dlq_core::{DeadLetterStore, MemoryStore};
-    /// assert!(!MemoryStore::new().maintain().await?, "nothing to clean up in memory");
+    /// assert_eq!(MemoryStore::new().maintain().await?, Maintenance::Light, "nothing to clean up in memory");
     /// # Ok::<(), dlq_core::Error>(())
     /// # }).unwrap();
     /// ```
-    fn maintain(&self) -> BoxFuture<'_, StoreResult<bool>> {
-        Box::pin(async { Ok(false) })
+    fn maintain(&self) -> BoxFuture<'_, StoreResult<Maintenance>> {
+        Box::pin(async { Ok(Maintenance::Light) })
     }
 
     /// The vacuum state of the events table, for stores that have one (PostgreSQL): dead

@@ -372,7 +372,7 @@ async fn claim_latency_after_completions(
     // What a running retrier's next heartbeats do (the statistics lag a second or so).
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
-        if store.maintain().await? {
+        if store.maintain().await? == dlq_core::store::Maintenance::Vacuumed {
             fill(pool, "bench-noop", 10_000, "PENDING").await?;
             return Ok((before, Some(sample_claims(store).await?)));
         }

@@ -5,7 +5,7 @@ mod pg_support;
 
 use std::time::{Duration, Instant};
 
-use dlq_core::store::Settlement;
+use dlq_core::store::{Maintenance, Settlement};
 use dlq_core::{DeadLetterStore, DeadReason, ListFilter, Status};
 use dlq_sqlx::postgres::{Overflow, PgConfig};
 use pg_support::*;
@@ -132,16 +132,16 @@ async fn a_retrier_vacuums_the_table_once_its_dead_tuples_pass_the_threshold(poo
     store.park_many((0..400).map(|n| letter("payment", n)).collect()).await.unwrap();
     sqlx::query("UPDATE dlq_events SET status = 'SUCCEEDED'").execute(&pool).await.unwrap();
     dead_tuples(&store, 400, false).await;
-    assert!(!store.maintain().await.unwrap(), "400 dead tuples: under the threshold");
+    assert_eq!(store.maintain().await.unwrap(), Maintenance::Light, "400 dead tuples: under the threshold");
 
     store.park_many((400..1000).map(|n| letter("payment", n)).collect()).await.unwrap();
     sqlx::query("UPDATE dlq_events SET status = 'SUCCEEDED' WHERE status = 'PENDING'").execute(&pool).await.unwrap();
     dead_tuples(&store, 1000, false).await;
-    assert!(store.maintain().await.unwrap(), "1,000 dead tuples: vacuumed");
+    assert_eq!(store.maintain().await.unwrap(), Maintenance::Vacuumed, "1,000 dead tuples: vacuumed");
     dead_tuples(&store, 500, true).await;
     assert!(store.table_health().await.unwrap().unwrap().last_vacuum.is_some());
-    assert!(!store.maintain().await.unwrap(), "not again within 30 s");
+    assert_eq!(store.maintain().await.unwrap(), Maintenance::Light, "not again within 30 s");
 
     let off = store_with(&pool, PgConfig::default().vacuum_dead_tuples(None).run_migrations(false)).await;
-    assert!(!off.maintain().await.unwrap(), "turned off");
+    assert_eq!(off.maintain().await.unwrap(), Maintenance::Light, "turned off");
 }

@@ -1211,12 +1211,12 @@ pub async fn circuit_trial_taken_once<S: DeadLetterStore>(s: &S) {
     assert!(stored.trial_until.is_some());
 }
 
-/// `claim_capped` (on a store that [caps claims](DeadLetterStore::caps_claims)) takes no more
-/// than the cap leaves: rows of the type under a live lease count against `in_flight`, and
-/// rows taken by capped claims within the window count against `starts`, whoever claimed
-/// them; other types are not touched.
+/// `claim_capped` (on a store that [supports it](DeadLetterStore::supports_claim_capped)) takes
+/// no more than the cap leaves: rows of the type under a live lease count against
+/// `in_flight`, and rows taken by capped claims within the window count against `starts`,
+/// whoever claimed them; other types are not touched.
 pub async fn claim_capped_keeps_the_cap<S: DeadLetterStore>(s: &S) {
-    if !s.caps_claims() {
+    if !s.supports_claim_capped() {
         return;
     }
     for n in 0..12 {

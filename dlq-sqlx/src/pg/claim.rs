@@ -17,7 +17,9 @@ pub(crate) async fn claim(store: &PgStore, request: ClaimRequest) -> StoreResult
     if request.event_types.is_empty() || request.limit == 0 {
         return Ok(Vec::new());
     }
-    claimed_rows(&store.inner.hot.fetch_all(claim_query(store, &request)).await.map_err(dlq_core::Error::store)?)
+    claimed_rows(
+        &store.inner.kept_connections.fetch_all(claim_query(store, &request)).await.map_err(dlq_core::Error::store)?,
+    )
 }
 
 /// Claims within `cap` across every process: in one transaction, under the type's advisory
@@ -178,7 +180,7 @@ impl Outcomes {
 pub(crate) async fn settle(store: &PgStore, outcomes: Vec<Settlement>) -> StoreResult<SettleReport> {
     let mut written = HashMap::with_capacity(outcomes.len());
     if let Some(query) = write_query(store, &outcomes, None) {
-        record(&mut written, store.inner.hot.fetch_all(query).await.map_err(dlq_core::Error::store)?)?;
+        record(&mut written, store.inner.kept_connections.fetch_all(query).await.map_err(dlq_core::Error::store)?)?;
     }
     Ok(report(&outcomes, written))
 }
@@ -196,7 +198,7 @@ pub(crate) async fn settle_and_claim(
     let Some(query) = write_query(store, &outcomes, Some(&next)) else {
         return Ok((report(&outcomes, HashMap::new()), claim(store, next).await));
     };
-    let rows = store.inner.hot.fetch_all(query).await.map_err(dlq_core::Error::store)?;
+    let rows = store.inner.kept_connections.fetch_all(query).await.map_err(dlq_core::Error::store)?;
     // One row carries the settled leases (the statement's rank 1; looked for in every row,
     // so that the order rows arrive in does not matter).
     let mut written = HashMap::with_capacity(outcomes.len());

@@ -6,6 +6,7 @@
 //! - `claim`: claiming with `SKIP LOCKED` and fenced batch settlement;
 //! - `admin`: reads and operator actions;
 //! - `notify`: `LISTEN/NOTIFY` wake-ups;
+//! - `kept_connections`: connections kept out of the pool between the statements of a burst;
 //! - `row`: decoding rows.
 
 mod admin;
@@ -13,7 +14,7 @@ mod capacity;
 mod circuits;
 mod claim;
 mod heartbeat;
-mod hot;
+mod kept_connections;
 mod notify;
 mod ops;
 mod park;
@@ -281,7 +282,7 @@ struct Inner {
     capacity: Option<capacity::Capacity>,
     vacuum: std::sync::Mutex<ops::VacuumState>,
     /// Connections kept between the statements of a burst (claims, outcomes, parks).
-    hot: Arc<hot::HotConnections>,
+    kept_connections: Arc<kept_connections::KeptConnections>,
     /// The database's address and the schema: whose circuits these are.
     id: StoreId,
 }
@@ -361,13 +362,27 @@ impl PgStore {
             migrate(&pool, &config.schema).await?;
         }
         let debounce = notify::Debounce::new(pool.clone(), sql.channel.clone());
-        let hot = hot::HotConnections::start(pool.clone());
-        let writer = park::GroupCommit::start(Arc::clone(&hot), Arc::clone(&sql), &config, Arc::clone(&debounce));
+        let kept_connections = kept_connections::KeptConnections::start(pool.clone());
+        let writer =
+            park::GroupCommit::start(Arc::clone(&kept_connections), Arc::clone(&sql), &config, Arc::clone(&debounce));
         let capacity = config.max_entries.map(|max| capacity::Capacity::new(max, config.overflow));
         let wakeups = notify::Wakeups::new(&pool, sql.channel.clone());
         let vacuum = std::sync::Mutex::default();
         let id = store_id(&pool, &config.schema);
-        Ok(Self { inner: Arc::new(Inner { pool, config, sql, writer, wakeups, debounce, capacity, vacuum, hot, id }) })
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pool,
+                config,
+                sql,
+                writer,
+                wakeups,
+                debounce,
+                capacity,
+                vacuum,
+                kept_connections,
+                id,
+            }),
+        })
     }
 
     /// The pool the store uses.
@@ -551,7 +566,7 @@ impl DeadLetterStore for PgStore {
         Box::pin(claim::claim_capped(self, request, cap))
     }
 
-    fn caps_claims(&self) -> bool {
+    fn supports_claim_capped(&self) -> bool {
         true
     }
 
@@ -653,9 +668,9 @@ impl DeadLetterStore for PgStore {
     }
 
     /// Folds the tallies behind [`stats`](Self::stats) and [`groups`](Self::groups), and
-    /// vacuums `dlq_events` when its dead tuples pass [`PgConfig::vacuum_dead_tuples`].
-    /// Returns whether it vacuumed.
-    fn maintain(&self) -> BoxFuture<'_, StoreResult<bool>> {
+    /// vacuums `dlq_events` when its dead tuples pass [`PgConfig::vacuum_dead_tuples`]
+    /// ([`Maintenance::Vacuumed`](dlq_core::store::Maintenance::Vacuumed)).
+    fn maintain(&self) -> BoxFuture<'_, StoreResult<dlq_core::store::Maintenance>> {
         Box::pin(ops::maintain(self))
     }
 

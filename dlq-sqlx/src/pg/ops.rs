@@ -2,8 +2,8 @@
 //! (`dlq_operations`), and the table's health for `dlq stats`.
 
 use dlq_core::store::{
-    ActionKind, BatchAction, BatchReport, Operation, OperationState, OperationStep, Refusal, Refused, StoreResult,
-    TableHealth, refusal,
+    ActionKind, BatchAction, BatchReport, Maintenance, Operation, OperationState, OperationStep, Refusal, Refused,
+    StoreResult, TableHealth, refusal,
 };
 use dlq_core::{DlqId, Status, admin::AuditEntry, store::AuditNote};
 use sqlx::postgres::PgRow;
@@ -164,8 +164,8 @@ const VACUUM_EVERY: Duration = Duration::from_secs(30);
 const TALLY_VACUUM_ROWS: u64 = 20_000;
 
 /// The retrier's upkeep (`DeadLetterStore::maintain`): folds the tallies, then vacuums
-/// `dlq_events` when it needs it. Returns whether it vacuumed `dlq_events`.
-pub(crate) async fn maintain(store: &PgStore) -> StoreResult<bool> {
+/// `dlq_events` when it needs it.
+pub(crate) async fn maintain(store: &PgStore) -> StoreResult<Maintenance> {
     fold_tallies(store).await?;
     vacuum_if_needed(store).await
 }
@@ -223,27 +223,26 @@ async fn may_vacuum(store: &PgStore, conn: &mut sqlx::PgConnection) -> StoreResu
 
 /// `VACUUM (ANALYZE)` of `dlq_events` when its dead tuples pass the configured threshold:
 /// at most one retrier at a time (a session advisory lock), at most every 30 s, and not
-/// within 30 s of another vacuum (autovacuum's, or another process's). Returns whether it
-/// vacuumed.
-pub(crate) async fn vacuum_if_needed(store: &PgStore) -> StoreResult<bool> {
-    let Some(threshold) = store.inner.config.vacuum_dead_tuples else { return Ok(false) };
+/// within 30 s of another vacuum (autovacuum's, or another process's).
+pub(crate) async fn vacuum_if_needed(store: &PgStore) -> StoreResult<Maintenance> {
+    let Some(threshold) = store.inner.config.vacuum_dead_tuples else { return Ok(Maintenance::Light) };
     let recent = |at: Option<std::time::Instant>| at.is_some_and(|t| t.elapsed() < VACUUM_EVERY);
     {
         let state = store.inner.vacuum.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if state.allowed == Some(false) || recent(state.last) {
-            return Ok(false);
+            return Ok(Maintenance::Light);
         }
     }
-    let Some(health) = table_health(store).await? else { return Ok(false) };
+    let Some(health) = table_health(store).await? else { return Ok(Maintenance::Light) };
     let vacuumed_lately = health
         .last_vacuum
         .is_some_and(|at| chrono::Utc::now() - at < chrono::TimeDelta::seconds(VACUUM_EVERY.as_secs() as i64));
     if health.dead_tuples < threshold || vacuumed_lately {
-        return Ok(false);
+        return Ok(Maintenance::Light);
     }
     let mut conn = store.inner.pool.acquire().await.map_err(db)?;
     if !may_vacuum(store, &mut conn).await? {
-        return Ok(false);
+        return Ok(Maintenance::Light);
     }
     let key = format!("dlq vacuum {}", store.inner.config.schema);
     let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock(hashtext($1))")
@@ -252,7 +251,7 @@ pub(crate) async fn vacuum_if_needed(store: &PgStore) -> StoreResult<bool> {
         .await
         .map_err(db)?;
     if !locked {
-        return Ok(false); // another retrier vacuums it now
+        return Ok(Maintenance::Light); // another retrier vacuums it now
     }
     let started = std::time::Instant::now();
     let result = sqlx::query(store.inner.sql.vacuum.sql()).persistent(false).execute(&mut *conn).await;
@@ -268,7 +267,7 @@ pub(crate) async fn vacuum_if_needed(store: &PgStore) -> StoreResult<bool> {
     drop(state);
     result.map_err(db)?;
     tracing::info!(dead_tuples = health.dead_tuples, took = ?started.elapsed(), "vacuumed dlq_events");
-    Ok(true)
+    Ok(Maintenance::Vacuumed)
 }
 
 pub(crate) async fn table_health(store: &PgStore) -> StoreResult<Option<TableHealth>> {

@@ -22,7 +22,7 @@ use sqlx::{Arguments, Connection, Row};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::hot::HotConnections;
+use super::kept_connections::KeptConnections;
 use super::notify::Debounce;
 use super::park_rows::{ParkRows, encoded_len};
 use super::schema::Sql;
@@ -445,7 +445,12 @@ pub(crate) struct GroupCommit {
 
 impl GroupCommit {
     /// Starts the writer; it stops when the last handle is dropped.
-    pub(crate) fn start(hot: Arc<HotConnections>, sql: Arc<Sql>, config: &PgConfig, debounce: Arc<Debounce>) -> Self {
+    pub(crate) fn start(
+        kept_connections: Arc<KeptConnections>,
+        sql: Arc<Sql>,
+        config: &PgConfig,
+        debounce: Arc<Debounce>,
+    ) -> Self {
         let (tx, rx) = mpsc::channel(1024);
         let writer = Arc::new(Writer {
             sql,
@@ -454,7 +459,7 @@ impl GroupCommit {
             max_bytes: config.max_batch_bytes.map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from),
             timeout: config.park_timeout,
             debounce,
-            hot,
+            kept_connections,
         });
         let queue = Arc::new(tokio::sync::Mutex::new(Queue { rx, held: None }));
         for _ in 0..config.writers.max(1) {
@@ -496,7 +501,7 @@ struct Writer {
     timeout: Duration,
     debounce: Arc<Debounce>,
     /// The connection between two batches of a burst.
-    hot: Arc<HotConnections>,
+    kept_connections: Arc<KeptConnections>,
 }
 
 impl Writer {
@@ -590,9 +595,9 @@ impl Writer {
     }
 
     async fn insert(&self, letters: Vec<NewDeadLetter>, bytes: usize) -> Result<Vec<Parked>, sqlx::Error> {
-        let mut hot = self.hot.take().await?;
+        let mut taken = self.kept_connections.take().await?;
         if self.max_bytes.get().is_none() {
-            self.choose_max_bytes(&mut hot.conn).await;
+            self.choose_max_bytes(&mut taken.conn).await;
         }
         let max_bytes = self.max_bytes.get().copied().unwrap_or(PLAIN_MAX_BATCH_BYTES);
         if bytes > max_bytes && letters.len() > 1 {
@@ -601,17 +606,17 @@ impl Writer {
             // the connection back to the pool still inside the transaction (its rollback guard
             // counts the transaction only once the answer came). A call that timed out may
             // still be stored, as `PgConfig::park_timeout` says.
-            let (sql, kept) = (Arc::clone(&self.sql), Arc::clone(&self.hot));
+            let (sql, kept) = (Arc::clone(&self.sql), Arc::clone(&self.kept_connections));
             let pieces = tokio::spawn(async move {
-                let parked = insert_in_pieces(&mut hot.conn, &sql, &letters, max_bytes).await?;
-                kept.keep(hot);
+                let parked = insert_in_pieces(&mut taken.conn, &sql, &letters, max_bytes).await?;
+                kept.keep(taken);
                 Ok(parked)
             });
             return pieces.await.map_err(|e| sqlx::Error::Protocol(format!("the park task ended: {e}")))?;
         }
         let wake = letters.iter().any(|l| l.status() == Status::Pending) && self.debounce.notify_now();
-        let parked = insert(&mut hot.conn, &self.sql, &letters, bytes, wake).await?;
-        self.hot.keep(hot);
+        let parked = insert(&mut taken.conn, &self.sql, &letters, bytes, wake).await?;
+        self.kept_connections.keep(taken);
         Ok(parked)
     }
 

@@ -305,7 +305,7 @@ impl DeadLetterStore for SqliteStore {
         Box::pin(write::claim(&self.pool, request, Some(cap)))
     }
 
-    fn caps_claims(&self) -> bool {
+    fn supports_claim_capped(&self) -> bool {
         true
     }
 

@@ -10,8 +10,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use super::*;
+use crate::classify::{ErrorClass, FailureInfo};
+use crate::handler::{HandlerOutcome, Invocation, Registration};
+use crate::record::{ClaimRequest, Claimed, DeadReason, DlqId, RetrierHeartbeat, Settlement};
 use crate::{Backoff, DeadLetterStore, MemoryStore, Payload, RetryPolicy, Status, store::NewDeadLetter};
 
 static RUNS: AtomicU32 = AtomicU32::new(0);

@@ -124,9 +124,10 @@ pub(crate) struct Breakers {
     lease: Duration,
     /// Whether the store keeps circuits (else everything stays in this process).
     shared: AtomicBool,
-    /// Whether the store keeps limits across retriers (`DeadLetterStore::caps_claims`): then
-    /// each claim of a limited type carries its whole cap, else this retrier keeps its share.
-    caps: bool,
+    /// Whether the store keeps limits across retriers
+    /// (`DeadLetterStore::supports_claim_capped`): then each claim of a limited type carries
+    /// its whole cap, else this retrier keeps its share.
+    store_caps_claims: bool,
     local: Mutex<Local>,
 }
 
@@ -136,7 +137,7 @@ impl Breakers {
     pub(crate) fn new<'a>(
         config: &RetrierConfig,
         handlers: impl Iterator<Item = (&'a str, Option<BreakerConfig>)>,
-        caps: bool,
+        store_caps_claims: bool,
     ) -> Self {
         let now = Instant::now();
         let mut configs = HashMap::new();
@@ -154,7 +155,14 @@ impl Breakers {
             }
         }
         let local = Mutex::new(Local { types, ..Local::default() });
-        Self { configs, poll: config.poll_interval, lease: config.lease, shared: AtomicBool::new(true), caps, local }
+        Self {
+            configs,
+            poll: config.poll_interval,
+            lease: config.lease,
+            shared: AtomicBool::new(true),
+            store_caps_claims,
+            local,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Local> {
@@ -253,7 +261,7 @@ impl Breakers {
     /// come back empty, and the store has the last word.
     fn limit(&self, local: &mut Local, t: &str, batch: usize, now: Instant) -> Option<(usize, Option<ClaimCap>)> {
         let config = self.configs.get(t)?;
-        let share = if self.caps { 1 } else { local.sharing.get(t).copied().unwrap_or(1).max(1) };
+        let share = if self.store_caps_claims { 1 } else { local.sharing.get(t).copied().unwrap_or(1).max(1) };
         let state = local.types.get_mut(t)?;
         let mut limit = None;
         if let Some(max) = config.max_concurrent {
@@ -279,7 +287,9 @@ impl Breakers {
             let whole = bucket.tokens.floor().max(0.0) as usize;
             limit = Some(limit.map_or(whole, |l: usize| l.min(whole)).min(batch));
         }
-        let cap = self.caps.then(|| ClaimCap { in_flight: config.max_concurrent, starts: rate.map(starts_per_window) });
+        let cap = self
+            .store_caps_claims
+            .then(|| ClaimCap { in_flight: config.max_concurrent, starts: rate.map(starts_per_window) });
         limit.map(|n| (n, cap))
     }
 

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use super::*;
 use crate::admin::Admin;
+use crate::classify::{ErrorClass, FailureInfo};
+use crate::handler::{HandlerOutcome, Invocation, Registration};
 use crate::{
     Backoff, BreakerConfig, CircuitState, DeadLetterStore, MemoryStore, Payload, RetryPolicy, Status,
     store::NewDeadLetter,
