@@ -28,7 +28,7 @@ pub(crate) struct Out {
 /// retitle the window, write the clipboard, plant a link or fake a line. Every table cell
 /// and every human line goes through it; `--json` output is exact (JSON escapes controls).
 pub(crate) fn neutralize(text: &str, newlines: bool) -> Cow<'_, str> {
-    let unsafe_char = |c: char| is_hazard(c) || (!newlines && matches!(c, '\n' | '\r' | '\t'));
+    let unsafe_char = |c: char| dlq_core::admin::is_hazard(c) || (!newlines && matches!(c, '\n' | '\r' | '\t'));
     if !text.chars().any(unsafe_char) {
         return Cow::Borrowed(text);
     }
@@ -37,7 +37,7 @@ pub(crate) fn neutralize(text: &str, newlines: bool) -> Cow<'_, str> {
             '\n' if newlines => '\n',
             '\t' if newlines => '\t',
             '\n' | '\r' | '\t' if !newlines => ' ',
-            c if is_hazard(c) => '.',
+            c if dlq_core::admin::is_hazard(c) => '.',
             c => c,
         })
         .collect()
@@ -47,14 +47,6 @@ pub(crate) fn neutralize(text: &str, newlines: bool) -> Cow<'_, str> {
 /// any database URL in it masked (`postgres://user:***@host/db`).
 pub(crate) fn stderr_line(text: &str) -> String {
     neutralize(&dlq_sqlx::mask_passwords(text), false).into_owned()
-}
-
-/// A control character (bar the newline and tab) or a bidi formatting character.
-const fn is_hazard(c: char) -> bool {
-    matches!(c,
-        '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}' // C0 but \t \n, DEL, C1
-        | '\u{61c}' | '\u{200e}' | '\u{200f}' // letter marks
-        | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') // embeddings, overrides, isolates
 }
 
 /// The most characters a table cell shows; longer text is cut, ending in `…` (`dlq show`

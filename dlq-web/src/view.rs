@@ -69,17 +69,10 @@ pub(crate) fn segment(value: &str) -> String {
     percent_encoding::utf8_percent_encode(value, SEGMENT).to_string()
 }
 
-/// A character a page never shows as it is: C0 controls but the newline and tab (a
-/// terminal's escapes, a carriage return), DEL, C1 controls, and the bidi marks, embeddings,
-/// overrides and isolates, which reorder what is shown around them (`\u{202e}` makes
-/// `fdp.exe` read `exe.pdf`). A browser draws most controls as nothing: a reason would look
-/// like another, a copied value would carry them along.
-pub(crate) const fn hazard(c: char) -> bool {
-    matches!(c,
-        '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}' // C0 but \t \n, DEL, C1
-        | '\u{61c}' | '\u{200e}' | '\u{200f}' // letter marks
-        | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') // embeddings, overrides, isolates
-}
+/// A character a page never shows as it is ([`dlq_core::admin::is_hazard`]): a browser draws
+/// most controls as nothing, so a reason would look like another and a copied value would
+/// carry them along.
+pub(crate) use dlq_core::admin::is_hazard as hazard;
 
 /// Stored text as a page shows it: each [`hazard`] as its escape, `\u001b` (as JSON writes
 /// it), so that it is seen and nothing it would do is done; newlines and tabs kept. JSON text

@@ -50,6 +50,24 @@ pub use crate::action::{hex, unhex};
 /// type and status, the retriers' heartbeats.
 pub use crate::record::{AttemptRecord, AuditEntry, FailureGroup, RetrierHeartbeat, StatsRow};
 
+/// Whether `c` must not reach an operator's screen as it is: a control character (bar the
+/// newline and tab: C0, DEL, C1) or a bidi formatting character (letter marks, embeddings,
+/// overrides, isolates), which reorder what is shown around them (`\u{202e}` makes `fdp.exe`
+/// read `exe.pdf`). Stored text is attacker text: the `dlq` command line shows each such
+/// character as `.`, the console as its escape (`\u001b`).
+///
+/// ```
+/// use dlq_core::admin::is_hazard;
+/// assert!(is_hazard('\u{1b}') && is_hazard('\u{9b}') && is_hazard('\u{202e}'));
+/// assert!(!is_hazard('\n') && !is_hazard('\t') && !is_hazard('é'));
+/// ```
+pub const fn is_hazard(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}' // C0 but \t \n, DEL, C1
+        | '\u{61c}' | '\u{200e}' | '\u{200f}' // letter marks
+        | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') // embeddings, overrides, isolates
+}
+
 /// An error and its `source()` chain on one line, each cause once: what the CLI and the
 /// console show an operator.
 ///
