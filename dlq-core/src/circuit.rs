@@ -311,6 +311,15 @@ impl StoreId {
     /// The id of a store whose circuits live where `name` says: the same name for every
     /// store value that reaches the same circuits, e.g. the database's address and schema.
     /// Leave passwords out: the id shows in debug output.
+    ///
+    /// ```
+    /// use dlq_core::store::StoreId;
+    ///
+    /// let a = StoreId::named("postgres://db:5432/app?schema=dlq");
+    /// assert_eq!(a, StoreId::named("postgres://db:5432/app?schema=dlq"), "same schema: same views");
+    /// assert_ne!(a, StoreId::named("postgres://db:5432/app?schema=other"));
+    /// assert_ne!(StoreId::unique(), StoreId::unique(), "an in-memory store owns its data");
+    /// ```
     pub fn named(name: impl Into<String>) -> Self {
         Self(StoreIdRepr::Named(name.into().into()))
     }

@@ -67,6 +67,15 @@ pub use crate::record::{
 pub use futures_util::future::BoxFuture;
 
 /// A point in a store's stream of wake-ups ([`DeadLetterStore::work_ticket`]).
+///
+/// ```
+/// use dlq_core::store::WorkSignal;
+///
+/// let signal = WorkSignal::new();
+/// let before = signal.ticket();
+/// signal.announce();
+/// assert_ne!(signal.ticket(), before, "an announcement moves the ticket on");
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WorkTicket(u64);
 

@@ -147,6 +147,14 @@ impl BulkPlan {
     /// several batches, each watched before the next moves). Rows are whole: a fractional
     /// rate above 1 moves its whole part per second (`2.5` moves at most 2 in any second);
     /// below 1, one row per `1 / rate` seconds. A dry run is never paced.
+    ///
+    /// ```
+    /// use dlq_core::admin::BulkPlan;
+    /// use dlq_core::ListFilter;
+    ///
+    /// let plan = BulkPlan::redrive(ListFilter::default(), "ledger is back").rate(50.0);
+    /// assert_eq!(plan.rate, Some(50.0)); // stored with the operation: a resume keeps it
+    /// ```
     #[must_use]
     pub const fn rate(mut self, rows_per_second: f64) -> Self {
         self.rate = Some(rows_per_second);
@@ -468,6 +476,20 @@ impl Bulk<'_> {
     }
 
     /// This run moves `rows` per transaction instead of the stored plan's batch (at least 1).
+    ///
+    /// ```
+    /// use dlq_core::admin::{Admin, BulkPlan};
+    /// use dlq_core::{ListFilter, MemoryStore};
+    /// use std::sync::Arc;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let admin = Admin::new(Arc::new(MemoryStore::new()), "alice");
+    /// let id = admin.start(BulkPlan::redrive(ListFilter::default(), "fixed")).await?.operation().unwrap().id;
+    /// let resumed = admin.resume(id).await?.batch(10).canary(Some(2));
+    /// assert_eq!((resumed.plan().batch, resumed.plan().canary), (10, Some(2)));
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
     #[must_use]
     pub fn batch(mut self, rows: usize) -> Self {
         self.plan.batch = rows.max(1);
@@ -475,7 +497,8 @@ impl Bulk<'_> {
     }
 
     /// This run redrives a canary of `rows` first (`None`: no canary) instead of the stored
-    /// plan's; a discard refuses a canary when it runs.
+    /// plan's; a discard refuses a canary when it runs (see [`batch`](Self::batch) for an
+    /// example).
     #[must_use]
     pub fn canary(mut self, rows: Option<usize>) -> Self {
         self.plan.canary = rows;
