@@ -1,4 +1,5 @@
-//! `dlq redrive` and `dlq discard`: a plan, a run with progress, Ctrl-C after the batch.
+//! `dlq redrive`, `dlq discard` and `dlq patch --group`: a plan, a run with progress, Ctrl-C
+//! after the batch.
 
 use std::io::IsTerminal;
 use std::ops::ControlFlow;
@@ -11,7 +12,7 @@ use dlq_core::admin::{Admin, Bulk, BulkPlan, BulkProgress, Pacing};
 use dlq_core::store::ActionKind;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::args::{BulkArgs, DiscardArgs, RedriveArgs};
+use crate::args::{BulkArgs, DiscardArgs, PatchArgs, RedriveArgs};
 use crate::render::Out;
 use crate::{Failure, exit};
 
@@ -46,6 +47,36 @@ pub(crate) async fn discard(admin: &Admin, args: &DiscardArgs, out: &Out) -> Res
             let plan = BulkPlan::discard(selection(&args.bulk)?, args.reason.as_deref().unwrap_or_default());
             prepare(admin, plan, &args.bulk).await?
         }
+    };
+    run(bulk, Pacing::default(), out).await
+}
+
+/// `dlq patch --group` (`plan`, stored here) or `dlq patch --resume N` (no plan).
+pub(crate) async fn patch(
+    admin: &Admin,
+    plan: Option<BulkPlan>,
+    args: &PatchArgs,
+    out: &Out,
+) -> Result<ExitCode, Failure> {
+    let bulk = match (plan, args.resume) {
+        (_, Some(op)) => {
+            let mut bulk = admin.resume_as(op, ActionKind::Patch).await?;
+            if let Some(rate) = args.rate {
+                bulk = bulk.rate(Some(rate));
+            }
+            match args.batch {
+                Some(rows) => bulk.batch(rows),
+                None => bulk,
+            }
+        }
+        (Some(plan), None) => {
+            if admin.store().count(plan.filter.clone().limit(1)).await? == 0 {
+                let group = plan.filter.fingerprint.as_deref().unwrap_or_default();
+                return Err(Failure::nothing(format!("no FAILED_PERMANENTLY row in group `{group}`")));
+            }
+            admin.start(plan).await?
+        }
+        (None, None) => return Err(Failure::usage("say which rows: an id, --group FP, or --resume N")),
     };
     run(bulk, Pacing::default(), out).await
 }
