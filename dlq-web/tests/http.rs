@@ -1189,7 +1189,9 @@ async fn actions_and_server_errors_are_logged_with_the_actor() {
         ("reason", "to euros"),
         ("confirm", "1"),
     ]);
-    send(&app, form(&format!("/dlq/groups/{group}/patch"), &patch.unwrap())).await;
+    let (status, headers, _) = send(&app, form(&format!("/dlq/groups/{group}/patch"), &patch.unwrap())).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    finished_operation(&app, &headers).await;
     let audit = store.audit(ids[0]).await.unwrap().last().unwrap().id;
     assert_eq!(send(&app, form(&format!("/dlq/audit/{audit}/undo"), "")).await.0, StatusCode::SEE_OTHER);
     let confirm = format!("group={group}&reason=ledger+fixed&confirm=1");
@@ -1214,7 +1216,7 @@ async fn actions_and_server_errors_are_logged_with_the_actor() {
     };
     let edited = find(&["verb=\"edit\"", &format!("subject=row {} ", ids[0]), "actor=alice"]);
     assert!(edited.contains("reason=fix.]0;pwned..FORGED line. xxx") && edited.contains("…"), "{edited}");
-    find(&["verb=\"patch\"", &format!("of group {group}"), "actor=alice", "reason=to euros"]);
+    find(&["verb=\"patch\"", &format!(": group {group} "), "actor=alice", "reason=to euros"]);
     find(&["verb=\"undo\"", &format!("subject=row {} (audit entry {audit})", ids[0]), "actor=alice"]);
     let id = op.split("operation ").nth(1).and_then(|r| r.split(['<', ' ', ')']).next()).unwrap().to_owned();
     find(&["verb=\"redrive\"", &format!("subject=operation {id}: group {group}"), "actor=alice"]);
