@@ -262,9 +262,10 @@ impl Options {
         self
     }
 
-    /// Where the console's confirmed redrives and discards run: a [`Background`] the service
-    /// keeps, to stop them when it shuts down (each stored `stopped`, resumable) rather than
-    /// leave them cut short. Without it the console keeps its own.
+    /// Where the console's confirmed redrives, discards and group patches run: a
+    /// [`Background`] the service keeps, to stop them when it shuts down (each stored
+    /// `stopped`, resumable) rather than leave them cut short. Without it the console keeps
+    /// its own.
     #[must_use]
     pub fn background(mut self, background: Background) -> Self {
         self.background = background;

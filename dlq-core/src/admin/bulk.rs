@@ -49,7 +49,8 @@ pub struct BulkPlan {
     /// Refuse rows already redriven this many times; `None` (forced) for no limit.
     pub max_redrives: Option<u32>,
     /// Refuse rows that [`Admin::check`] rejects: payloads that do not deserialize into the
-    /// handler's event type (with a registry), rows the [`Validator`] refuses.
+    /// handler's event type (with a registry), rows the [`Validator`] refuses (for a patch:
+    /// rows whose patched payload it would reject).
     pub validate: bool,
     /// Redrive this many rows first, wait for their outcome, and go on (waiting after each
     /// batch) only while they succeed.
