@@ -1137,6 +1137,32 @@ mod tests {
         assert_eq!(stored.spec["rate"], serde_json::json!(1.0));
     }
 
+    /// A patch plan needs a reason and an RFC 6902 patch, takes no canary, and validates
+    /// only where it can: each refused before an operation is stored or a row changes.
+    #[tokio::test]
+    async fn a_patch_plan_that_cannot_run_is_refused_before_it_is_stored() {
+        let (store, admin) = dead(2).await;
+        let add = serde_json::json!([{"op": "add", "path": "/tag", "value": 1}]);
+        let plans = [
+            (BulkPlan::patch(ListFilter::default(), add.clone(), " "), "patch needs a reason"),
+            (BulkPlan::patch(ListFilter::default(), serde_json::json!({"op": "add"}), "x"), "not an RFC 6902"),
+            (BulkPlan::patch(ListFilter::default(), add.clone(), "x").canary(1), "canary applies to redrives"),
+            (BulkPlan::patch(ListFilter::default(), add.clone(), "x").validate(), "validation needs"),
+        ];
+        for (plan, want) in plans {
+            let err = admin.start(plan).await.unwrap_err();
+            assert!(err.to_string().contains(want), "{want}: {err}");
+        }
+        assert!(store.operation(1).await.unwrap().is_none(), "nothing stored");
+        // The payloads are numbers: `/tag` cannot be added to them, each row is refused with why.
+        let report = admin.start(BulkPlan::patch(ListFilter::default(), add, "x")).await.unwrap();
+        let report = report.run(Pacing::default(), |_| ControlFlow::Continue(())).await.unwrap();
+        assert_eq!((report.moved, report.refused, report.state), (0, 2, OperationState::Done));
+        assert!(
+            matches!(&report.refusals[0].why, Refused::Unfit { message } if message.starts_with("patch does not apply"))
+        );
+    }
+
     /// Plans stored before the rate existed still resume (unpaced).
     #[test]
     fn a_plan_stored_without_a_rate_still_reads() {
