@@ -159,10 +159,11 @@ async fn run(bulk: Bulk<'_>, pacing: Pacing, out: &Out) -> Result<ExitCode, Fail
         }
     };
     let progress = Progress::new(out);
+    let moved = if bulk.plan().action == ActionKind::Patch { "patched" } else { "moved" };
     let report = bulk
         .stop_on(token.clone())
         .run(pacing, |p| {
-            progress.show(p, out);
+            progress.show(p, moved, out);
             // A closed output (`dlq redrive … 2>&1 | head`) stops the run here, between
             // batches, as Ctrl-C does: the operation stays resumable.
             if out.failed().is_some() {
@@ -241,8 +242,9 @@ impl Progress {
         Self::Bar(bar)
     }
 
-    fn show(&self, p: &BulkProgress, out: &Out) {
-        let line = format!("batch {}: {} moved, {} refused (cursor {})", p.batch, p.moved, p.refused, p.cursor);
+    /// Progress after a batch; `moved` names what happened to the rows (`moved`, `patched`).
+    fn show(&self, p: &BulkProgress, moved: &str, out: &Out) {
+        let line = format!("batch {}: {} {moved}, {} refused (cursor {})", p.batch, p.moved, p.refused, p.cursor);
         match self {
             Self::Bar(bar) => bar.set_message(line),
             Self::Lines => out.err_line(&line),
