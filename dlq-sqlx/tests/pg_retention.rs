@@ -93,6 +93,24 @@ async fn block_waits_for_room_up_to_the_park_timeout(pool: PgPool) {
     assert!(matches!(err, dlq_core::Error::Full { .. } | dlq_core::Error::Timeout(_)), "{err}");
 }
 
+/// A blocked park whose count of the rows runs into its deadline (here: waiting on a lock the
+/// test holds) is refused as full when the last count said so, not as a timeout: the caller
+/// learns why, however slow the database is.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_blocked_park_whose_count_runs_out_of_time_is_refused_as_full(pool: PgPool) {
+    let roomy = store_with(&pool, PgConfig::default()).await;
+    roomy.park_many(vec![letter("payment", 1), letter("payment", 2)]).await.unwrap();
+    let config = PgConfig::default().max_entries(2, Overflow::Block).park_timeout(Duration::from_millis(300));
+    let store = store_with(&pool, config.run_migrations(false)).await;
+    assert!((store.refresh_saturation().await.unwrap() - 1.0).abs() < f64::EPSILON, "counted: full");
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE dlq_events IN ACCESS EXCLUSIVE MODE").execute(&mut *lock).await.unwrap();
+    let refused = tokio::time::timeout(PATIENCE, store.park(letter("payment", 3))).await;
+    let err = refused.expect("gave up at its park timeout").unwrap_err();
+    assert!(matches!(err, dlq_core::Error::Full { entries: 2, max: 2 }), "{err}");
+    lock.rollback().await.unwrap();
+}
+
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn saturation_gauge_follows_the_count(pool: PgPool) {
     let store = store_with(&pool, PgConfig::default().max_entries(10, Overflow::Reject)).await;
