@@ -327,8 +327,9 @@ async fn gated(_n: u64) -> Result<(), std::io::Error> {
 
 /// The store keeps a busy retrier's connection between its statements (no pool round trips),
 /// but never while the pool has none to spare: other callers of a small pool are not starved.
-/// The retrier drains in ten rounds the test lets through one by one, and between two the
-/// test calls the store: every call finds the retrier mid-drain, its last statement just made.
+/// The retrier drains in ten rounds the test lets through one by one (a round is over when its
+/// handlers took every permit), and between two the test calls the store: every call finds
+/// the retrier mid-drain, with rows claimed and more handlers waiting.
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn a_busy_retrier_leaves_a_small_pool_to_other_callers(
     _: sqlx::postgres::PgPoolOptions,
@@ -348,8 +349,8 @@ async fn a_busy_retrier_leaves_a_small_pool_to_other_callers(
     let retrier = retrier(&store, fast(), handlers![gated].unwrap(), &shutdown);
     let running = start(&retrier);
     for round in 0..ROUNDS {
-        let done = (round * PER_ROUND) as usize;
-        wait_until("the retrier to finish a round", || async { count(&store, Status::Succeeded).await >= done }).await;
+        wait_until("the retrier's handlers to take the round's permits", || async { GATE.available_permits() == 0 })
+            .await;
         store.stats().await.expect("stats() while the retrier is busy");
         store.park(job("pg-retrier-other", round)).await.expect("park() while the retrier is busy");
         GATE.add_permits(PER_ROUND as usize);
