@@ -306,8 +306,10 @@ async fn bad_input(db: Db) {
 }
 
 async fn interrupted_redrive_resumes_without_a_row_lost_or_moved_twice(db: Db) {
+    // At 4 rows a second, the 40 rows leave the kill ten seconds to land mid-run.
+    const ROWS: usize = 40;
     let store = db.store().await;
-    let letters = (0..12)
+    let letters = (0..ROWS)
         .map(|n| {
             NewDeadLetter::new("payment", Payload::Json(n.into()), failure("E", "down")).dead(DeadReason::Permanent)
         })
@@ -322,17 +324,21 @@ async fn interrupted_redrive_resumes_without_a_row_lost_or_moved_twice(db: Db) {
         .spawn()
         .unwrap();
     let pending = || store.count(ListFilter::default().status(Status::Pending).limit(usize::MAX));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while pending().await.unwrap() < 3 {
+        assert!(tokio::time::Instant::now() < deadline, "the redrive moved no rows");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     child.kill().unwrap();
     child.wait().unwrap();
     let moved_before = pending().await.unwrap();
-    assert!(moved_before < 12, "killed mid-run");
+    assert!(moved_before < ROWS as u64, "killed mid-run");
     // The rest at a faster rate than the stored 4/s: `--rate` overrides it for this run.
     let done = run_json(&db, &["redrive", "--resume", "1", "--rate", "1000/s"]);
-    assert_eq!((done["state"].as_str(), done["moved"].as_u64()), (Some("done"), Some(12)));
-    for row in store.list(ListFilter::default().limit(100)).await.unwrap() {
+    assert_eq!((done["state"].as_str(), done["moved"].as_u64()), (Some("done"), Some(ROWS as u64)));
+    let rows = store.list(ListFilter::default().limit(ROWS)).await.unwrap();
+    assert_eq!(rows.len(), ROWS);
+    for row in rows {
         assert_eq!((row.status, row.redrive_count), (Status::Pending, 1), "row {}", row.id);
         assert_eq!(store.audit(row.id).await.unwrap().len(), 1, "row {} audited once", row.id);
     }
