@@ -237,6 +237,9 @@ impl Embedded {
         if matches!(&cli.command, Command::Patch(args) if args.validate) {
             admin = admin.with_patch_validation();
         }
+        if let Some(keys) = keys()? {
+            admin = admin.keys(keys);
+        }
         self.verb(cli, &admin, out).await
     }
 
@@ -403,6 +406,19 @@ fn ask(question: &str, input: &mut impl std::io::BufRead, output: &mut impl Writ
     let mut answer = String::new();
     input.read_line(&mut answer)?;
     Ok(matches!(answer.trim().to_ascii_lowercase().as_str(), "yes" | "y"))
+}
+
+/// The key ring of sealed rows (`encrypt = true`), when one is configured: `DLQ_KEYS` (and
+/// `DLQ_ACTIVE_KEY`), or a key file named by `DLQ_KEYS_FILE`. Patches of sealed rows need it;
+/// every other verb works without, and no verb ever prints what a key opens.
+fn keys() -> Result<Option<dlq_core::sealed::KeyRing>, Failure> {
+    use dlq_core::sealed::{EnvKeys, FileKeys, KeyProvider};
+    let loaded = match std::env::var_os("DLQ_KEYS_FILE") {
+        Some(path) => FileKeys::new(path).load(),
+        None if std::env::var_os("DLQ_KEYS").is_some() => EnvKeys::new().load(),
+        None => return Ok(None),
+    };
+    loaded.map(Some).map_err(|e| Failure::usage(e.to_string()))
 }
 
 /// A failed command: the one line to print and the exit code.

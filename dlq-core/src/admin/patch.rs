@@ -128,6 +128,11 @@ impl Admin {
         if let Err(refused) = super::not_succeeded(&row, "patch") {
             return Ok(Err(refused.to_string()));
         }
+        let (row, reseal) = match self.open_for_patch(row) {
+            Ok(opened) => opened,
+            Err(Error::Invalid(why)) => return Ok(Err(why)),
+            Err(other) => return Err(other),
+        };
         let new = match apply(&row, ops) {
             Ok(new) => new,
             Err(Error::Invalid(why)) => return Ok(Err(why)),
@@ -147,7 +152,7 @@ impl Admin {
                 Err(other) => Err(other),
             };
         }
-        match self.write_patch(row, new, reason, Some(patch.clone()), None).await {
+        match self.write_patch(row, new, reason, Some(patch.clone()), None, reseal).await {
             Ok(outcome) => Ok(Ok(RowPatch { id, audit_id: Some(outcome.audit_id), changes })),
             Err(Error::Invalid(why)) => Ok(Err(why)),
             Err(err @ (Error::InvalidState { .. } | Error::NotFound(_) | Error::PayloadTooLarge { .. })) => {
