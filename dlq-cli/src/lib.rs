@@ -285,6 +285,7 @@ impl Embedded {
             }
             Command::Migrate => out.migrated(&cli.schema),
             Command::Workers => out.workers(&admin.workers().await?),
+            Command::Rekey { filter, reason } => out.rekeyed(&admin.rekey(filter.filter(), reason).await?),
             Command::Pause { event_type, reason } => {
                 Self::known_type(admin, event_type).await?;
                 out.circuit(&admin.pause_type(event_type, reason).await?);
@@ -329,6 +330,7 @@ fn usage(command: &Command) -> Result<(), Failure> {
         Command::Redrive(args) => ("redrive", args.reason.as_deref(), false),
         Command::Patch(args) => ("patch", Some(args.reason.as_str()), true),
         Command::Undo { reason, .. } => ("undo", reason.as_deref(), false),
+        Command::Rekey { reason, .. } => ("rekey", Some(reason.as_str()), true),
         Command::Pause { event_type, reason } | Command::Resume { event_type, reason: Some(reason) } => {
             if blank(event_type) {
                 return Err(Failure::usage("name the event type (`dlq stats` lists them)"));

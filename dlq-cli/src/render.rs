@@ -445,6 +445,17 @@ impl Out {
         }
     }
 
+    pub(crate) fn rekeyed(&self, report: &dlq_core::admin::RekeyReport) {
+        if self.json {
+            return self.emit(&serde_json::to_value(report).unwrap_or_default());
+        }
+        let (moved, current) = (report.rekeyed.len(), report.current);
+        self.line(format!("rekeyed {moved} rows; {current} already under the active key or not encrypted"));
+        for (id, why) in &report.left {
+            self.line(format!("left {id}: {}", short(why, LINE_MAX)));
+        }
+    }
+
     pub(crate) fn purged(&self, n: u64) {
         if self.json {
             return self.emit(&json!({ "purged": n }));

@@ -676,6 +676,8 @@ async fn hostile_data_through_every_verb(db: Db) {
     run(&["purge", "--older-than", "0s", "--yes"], 0, false);
     run(&["migrate"], 0, true);
     run(&["ls"], 0, false);
+    // Without a key ring: one line, nothing written.
+    run(&["rekey", "--reason", &arg], 1, false);
 
     // Every verb of `dlq --help` was run, but `serve`.
     let help = db.dlq().arg("--help").assert().success().get_output().stdout.clone();
@@ -1305,4 +1307,21 @@ async fn sealed_rows_never_show_their_plaintext_without_the_key() {
         .clone();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("encrypted (key k1)") && !err.contains(MARKER), "{err}");
+
+    // With the old key and a new active one, `rekey` moves the row to it, without printing it.
+    let keys = format!("k2:{},k1:{}", "Ag".repeat(21) + "A=", base64_of_nines());
+    let mut rekey = db.dlq();
+    rekey.args(["rekey", "--reason", "retire k1", "--json"]).env("DLQ_KEYS", keys).env("DLQ_ACTIVE_KEY", "k2");
+    let out = rekey.assert().success().get_output().clone();
+    let report = json_of(&out.stdout);
+    assert_eq!(report["rekeyed"], serde_json::json!([id.parse::<i64>().unwrap()]), "{report}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(MARKER));
+    let shown = run_json(&db, &["show", &id]);
+    assert_eq!(shown["encrypted_with"], "k2");
+    assert_eq!(shown["audit"][0]["reason"], "retire k1");
+}
+
+/// The standard base64 of 32 bytes of 9, the key the test above sealed with.
+fn base64_of_nines() -> String {
+    "CQkJ".repeat(10) + "CQk="
 }

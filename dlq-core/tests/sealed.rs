@@ -203,3 +203,29 @@ async fn a_sealed_row_is_patched_in_memory_and_audited_without_plaintext() {
     let opened = sealed::open_payload(&ring("k2", &["k1", "k2"]), "sealed-refund", restored).unwrap();
     assert!(String::from_utf8_lossy(&opened.to_bytes()).contains(MARKER));
 }
+
+#[tokio::test]
+async fn after_a_rekey_the_old_key_can_leave_the_ring() {
+    use dlq_core::admin::Admin;
+    let store = Arc::new(MemoryStore::new());
+    let old = park(&store, ring("k1", &["k1"]), capture(event(), Attempt::first())).await;
+    let new = park(&store, ring("k2", &["k1", "k2"]), capture(event(), Attempt::first())).await;
+    let admin = Admin::new(store.clone(), "alice").keys(ring("k2", &["k1", "k2"]));
+    let err = Admin::new(store.clone(), "alice").rekey(dlq_core::ListFilter::default(), "retire k1").await;
+    if sealed::installed_keys().is_none() {
+        assert!(err.unwrap_err().to_string().contains("key ring"), "no ring: nothing written");
+    }
+    let report = admin.rekey(dlq_core::ListFilter::default(), "retire k1").await.unwrap();
+    assert_eq!((report.rekeyed.as_slice(), report.current), ([old].as_slice(), 1));
+    let again = admin.rekey(dlq_core::ListFilter::default(), "retire k1").await.unwrap();
+    assert_eq!((again.rekeyed.len(), again.current), (0, 2), "a second run finds nothing left");
+    assert!(!stored_text(&store, old).await.contains(MARKER));
+    // k1 is gone: the retrier opens both rows with k2 alone.
+    let retrier = Retrier::new(store.clone(), handlers![capture].unwrap()).keys(ring("k2", &["k2"]));
+    retrier.run_once().await.unwrap();
+    assert_eq!(retrier.stats().sealed_unreadable, 0);
+    assert_eq!(
+        (store.get_now(old).unwrap().status, store.get_now(new).unwrap().status),
+        (Status::Succeeded, Status::Succeeded)
+    );
+}

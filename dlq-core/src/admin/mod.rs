@@ -44,6 +44,7 @@ pub use bulk::{
     Bulk, BulkPlan, BulkProgress, BulkReport, CanaryFailure, CanaryStop, DEFAULT_MAX_REDRIVES, Pacing, Validator,
 };
 pub use patch::{Change, PatchManyReport, PatchRefusal, RowPatch};
+pub use sealed::RekeyReport;
 pub use stats::{Growth, Orphan, StatsReport, StatusCounts};
 
 pub use crate::action::{hex, unhex};

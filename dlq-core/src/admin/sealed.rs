@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::Admin;
+use super::{Admin, required};
 use crate::Error;
-use crate::record::{DeadLetter, Payload};
+use crate::record::{DeadLetter, DlqId, ListFilter, Payload, Status};
 use crate::sealed::{self, KeyRing};
+use crate::store::PatchRequest;
 
 /// How a patched payload goes back to the store: sealed under `ring`'s active key, with the
 /// fields at `clear` kept readable.
@@ -41,7 +42,110 @@ impl Reseal {
     }
 }
 
+/// What [`Admin::rekey`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct RekeyReport {
+    /// Rows whose payload is now sealed under the active key, each audited as a patch.
+    pub rekeyed: Vec<DlqId>,
+    /// Rows already under the active key, or not sealed.
+    pub current: u64,
+    /// Rows left under an older key, with why: in flight (`PROCESSING`, rekeyed once
+    /// settled), `SUCCEEDED` (never rewritten: purged in time), or the store refused.
+    pub left: Vec<(DlqId, String)>,
+}
+
 impl Admin {
+    /// Re-seals, under the ring's active key, the payload of every row `filter` selects that
+    /// is sealed under another key, walking them oldest first 100 at a time (the filter's
+    /// `order`, `after` and `limit` are ignored). Each row is written and audited on its own
+    /// (a patch with `reason` whose diff holds only sealed payloads), so an interrupted run is
+    /// finished by running it again: rows already under the active key are skipped. After a
+    /// rotation, once a run leaves nothing under the old key (and its `SUCCEEDED` rows were
+    /// purged), the old key can leave the ring. A row's last failure keeps the key it was
+    /// sealed with until its next attempt.
+    ///
+    /// ```
+    /// use dlq_core::admin::Admin;
+    /// use dlq_core::sealed::{self, KeyRing};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, Payload, store::NewDeadLetter};
+    /// use std::sync::Arc;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let old = KeyRing::new("k1", [("k1", [1; 32])])?;
+    /// let payload = sealed::seal_payload(&old, "payment", &Payload::Json(serde_json::json!({"pan": "4111"})), &[])?;
+    /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+    /// let store = Arc::new(MemoryStore::new());
+    /// let id = store.park(NewDeadLetter::new("payment", payload, failure)).await?.id;
+    ///
+    /// let rotated = KeyRing::new("k2", [("k1", [1; 32]), ("k2", [2; 32])])?;
+    /// let report = Admin::new(store.clone(), "alice").keys(rotated).rekey(ListFilter::default(), "retire k1").await?;
+    /// assert_eq!(report.rekeyed, [id]);
+    /// assert_eq!(sealed::sealed_key(&store.get_now(id).unwrap().payload), Some("k2"));
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for an empty reason or without a key ring (nothing is written); the
+    /// store's error (rows rekeyed before it stay rekeyed and audited).
+    pub async fn rekey(&self, filter: ListFilter, reason: &str) -> Result<RekeyReport, Error> {
+        let reason = required(reason, "rekey")?;
+        let Some(ring) = self.key_ring() else {
+            return Err(Error::Invalid("rekey needs the key ring: set DLQ_KEYS (and DLQ_ACTIVE_KEY)".into()));
+        };
+        let mut report = RekeyReport::default();
+        let mut cursor = 0;
+        loop {
+            let page = filter.clone().oldest_first().after(cursor).limit(100);
+            let rows = self.store.list(page).await?;
+            let Some(last) = rows.last().map(|r| r.id) else { break };
+            for row in rows {
+                self.rekey_row(&ring, row, reason, &mut report).await?;
+            }
+            cursor = last;
+        }
+        Ok(report)
+    }
+
+    async fn rekey_row(
+        &self,
+        ring: &KeyRing,
+        row: DeadLetter,
+        reason: &str,
+        report: &mut RekeyReport,
+    ) -> Result<(), Error> {
+        let id = row.id;
+        match sealed::sealed_key(&row.payload) {
+            Some(key) if key != ring.active() => {}
+            _ => {
+                report.current += 1;
+                return Ok(());
+            }
+        }
+        if matches!(row.status, Status::Processing | Status::Succeeded) {
+            report.left.push((id, format!("{}: not rewritten", row.status)));
+            return Ok(());
+        }
+        let clear: Vec<&str> =
+            sealed::clear_fields(&row.payload).map(|c| c.keys().map(String::as_str).collect()).unwrap_or_default();
+        let opened = match sealed::open_payload(ring, &row.event_type, row.payload.clone()) {
+            Ok(opened) => opened,
+            Err(e) => {
+                report.left.push((id, e.to_string()));
+                return Ok(());
+            }
+        };
+        let payload = sealed::seal_payload(ring, &row.event_type, &opened, &clear)?;
+        let request = PatchRequest { id, payload, note: self.note(Some(reason)), patch: None, undo_of: None };
+        match self.store.patch(request).await {
+            Ok(_) => report.rekeyed.push(id),
+            Err(e @ (Error::InvalidState { .. } | Error::NotFound(_))) => report.left.push((id, e.to_string())),
+            Err(other) => return Err(other),
+        }
+        Ok(())
+    }
+
     /// Opens and seals sealed rows with `keys` instead of the installed ring
     /// ([`install_keys`](crate::sealed::install_keys)): patches of sealed rows, and
     /// validation of their payloads, need it.
