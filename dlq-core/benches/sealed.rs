@@ -102,6 +102,16 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
+    // Where a sealed park's time goes: the payload's seal and open alone.
+    let ring = keys();
+    let event = dlq_core::Payload::from_event(&payment(1)).unwrap();
+    c.bench_function("sealed/seal_payload", |b| {
+        b.iter(|| dlq_core::sealed::seal_payload(&ring, "bench-sealed", &event, &["/id"]).unwrap());
+    });
+    let stored = dlq_core::sealed::seal_payload(&ring, "bench-sealed", &event, &["/id"]).unwrap();
+    c.bench_function("sealed/open_payload", |b| {
+        b.iter(|| dlq_core::sealed::open_payload(&ring, "bench-sealed", stored.clone()).unwrap());
+    });
 }
 
 /// The parks' times added up, one after the other.
