@@ -229,3 +229,18 @@ async fn after_a_rekey_the_old_key_can_leave_the_ring() {
         (Status::Succeeded, Status::Succeeded)
     );
 }
+
+/// A group patch writes the payload its rule computes without opening anything: it refuses a
+/// sealed row, naming its key, rather than patch (and break) the envelope.
+#[tokio::test]
+async fn a_group_patch_refuses_sealed_rows() {
+    use dlq_core::admin::Admin;
+    let store = Arc::new(MemoryStore::new());
+    let id = park(&store, ring("k1", &["k1"]), refund(event())).await;
+    let admin = Admin::new(store.clone(), "alice").keys(ring("k1", &["k1"]));
+    let patch = serde_json::json!([{"op": "add", "path": "/note", "value": "x"}]);
+    let preview = admin.patch_preview(dlq_core::ListFilter::default(), &patch, 100).await.unwrap();
+    assert!(preview.patched.is_empty(), "{preview:?}");
+    assert_eq!(preview.refused[0].id, id);
+    assert!(preview.refused[0].reason.contains("encrypted (key k1)"), "{preview:?}");
+}

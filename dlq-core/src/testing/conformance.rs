@@ -26,7 +26,7 @@ use uuid::Uuid;
 
 use crate::store::{
     ActionKind, BatchAction, BatchReport, ClaimCap, ClaimRequest, Claimed, Lease, OperationState, OperationStep,
-    PatchRequest, Refused, Settlement, StoreResult, payload_from_diff,
+    PatchBatch, PatchRequest, Refused, RowEdit, Settlement, StoreResult, operation_patch_diff, payload_from_diff,
 };
 use crate::{
     DeadLetter, DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, ListFilter, Payload, SourceMeta,
@@ -892,6 +892,73 @@ pub async fn patch_records_diff<S: DeadLetterStore>(s: &S) {
     let err = patch(s, busy + 1000, Payload::Json(json!(1)), "carol").await.expect_err("missing");
     assert!(matches!(err, Error::NotFound(id) if id == busy + 1000), "{err}");
     assert!(s.audit(busy).await.expect("audit").is_empty());
+}
+
+/// `patch_rows` writes each row of a patch operation's batch with the operation's mark in its
+/// audit entry ([`operation_patch_diff`]) and moves the cursor with it; the same batch
+/// presented again patches no row twice (the mark, checked under the row's lock), a stale
+/// cursor is a conflict that writes nothing, and a row whose payload changed since it was
+/// read, a `PROCESSING` or `SUCCEEDED` row, a result over the size limit and an unknown id
+/// are refused.
+pub async fn patch_rows_patch_each_row_once<S: DeadLetterStore>(s: &S) {
+    let tags = |tags: &[&str]| Payload::Json(json!({ "tags": tags }));
+    let untagged = || NewDeadLetter::new("payment", tags(&[]), failure("v", "bad")).dead(DeadReason::Permanent);
+    let rows = [park(s, untagged()).await, park(s, untagged()).await];
+    let changed = park(s, untagged()).await;
+    patch(s, changed, tags(&["other"]), "carol").await.expect("patch");
+    let big = park(s, untagged()).await;
+    let busy = park(s, NewDeadLetter::new("busy", tags(&[]), failure("v", "bad"))).await;
+    let lease = claim_one(s, "busy").await;
+    let missing = busy + 1_000;
+    let note = AuditNote::new("alice", "tag them");
+    let doc = json!([{ "op": "add", "path": "/tags/-", "value": "x" }]);
+    let op = s.create_operation(ActionKind::Patch, json!({ "patch": doc }), note.clone()).await.expect("create");
+    assert_eq!(s.operation(op.id).await.expect("operation").expect("stored").action, ActionKind::Patch);
+    let edit = |id| RowEdit { id, old: tags(&[]), new: tags(&["x"]) };
+    let huge = Payload::Json(json!({ "tags": ["x".repeat(s.max_payload_bytes() + 1)] }));
+    let step = OperationStep { operation: op.id, from: 0, to: missing, refused_before: 1 };
+    let mut edits = vec![edit(rows[0]), edit(rows[1]), edit(changed), RowEdit { new: huge, ..edit(big) }, edit(busy)];
+    edits.push(edit(missing));
+    let batch = PatchBatch { rows: edits, note, patch: doc.clone(), step };
+    let report = s.patch_rows(batch.clone()).await.expect("patch_rows");
+    assert_eq!(report.moved, rows);
+    let why: Vec<_> = report.refused.iter().map(|r| (r.id, r.why.clone())).collect();
+    assert_eq!(why[0], (changed, Refused::Changed));
+    assert!(
+        matches!(&why[1], (id, Refused::Unfit { message }) if *id == big && message.contains("over the store's limit")),
+        "{why:?}"
+    );
+    assert_eq!(why[2..], [(busy, Refused::Status { status: Status::Processing }), (missing, Refused::NotFound)]);
+    let stored = s.operation(op.id).await.expect("operation").expect("stored");
+    assert_eq!((stored.cursor, stored.moved, stored.refused), (missing, 2, 5));
+    for id in rows {
+        assert_eq!(get(s, id).await.payload, tags(&["x"]));
+        let audit = s.audit(id).await.expect("audit");
+        let entry: Vec<_> = audit.iter().map(|a| (a.action.as_str(), a.actor.as_str(), a.reason.as_deref())).collect();
+        assert_eq!(entry, [("patch", "alice", Some("tag them"))]);
+        assert_eq!(audit[0].diff, operation_patch_diff(&tags(&[]), &tags(&["x"]), &doc, op.id));
+    }
+    assert_eq!((get(s, changed).await.payload, get(s, big).await.payload), (tags(&["other"]), tags(&[])));
+
+    // A stale cursor: nothing is written.
+    let err = s.patch_rows(batch.clone()).await.expect_err("the cursor moved");
+    assert!(matches!(err, Error::Conflict { operation } if operation == op.id), "{err}");
+    // The committed batch presented again from the new cursor: no row is patched twice.
+    settle_ok(s, Settlement::Succeeded { lease }).await;
+    let again = PatchBatch { step: OperationStep { from: missing, ..step }, ..batch };
+    let report = s.patch_rows(again).await.expect("patch_rows");
+    assert!(report.moved.is_empty(), "{report:?}");
+    let why: Vec<_> = report.refused.iter().map(|r| (r.id, r.why.clone())).take(2).collect();
+    let done = Refused::AlreadyPatched { operation: op.id };
+    assert_eq!(why, [(rows[0], done.clone()), (rows[1], done)]);
+    assert_eq!(
+        report.refused[4],
+        crate::store::Refusal { id: busy, why: Refused::Status { status: Status::Succeeded } }
+    );
+    for id in rows {
+        assert_eq!(get(s, id).await.payload, tags(&["x"]), "the array add once");
+        assert_eq!(s.audit(id).await.expect("audit").len(), 1);
+    }
 }
 
 /// Purge deletes `SUCCEEDED` and `DISCARDED` rows older than the age, with their history.

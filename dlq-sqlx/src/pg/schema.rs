@@ -213,6 +213,12 @@ statements! {
     patch_lock = "patch_lock.sql";
     /// Write a patched payload and its audit entry.
     patch_write = "patch_write.sql";
+    /// Lock the rows of a patch operation's batch, with their payloads.
+    patch_rows_lock = "patch_rows_lock.sql";
+    /// The rows of a patch batch an operation has patched already.
+    patch_rows_marked = "patch_rows_marked.sql";
+    /// Write the checked rows of a patch batch with their audit entries.
+    patch_rows_write = "patch_rows_write.sql";
     /// Delete a slice of finished rows past retention.
     purge = "purge.sql";
     /// Count the finished rows past retention (what a purge would delete).

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use dlq_core::store::{
     ActionKind, BatchAction, BatchReport, BoxFuture, ClaimCap, ClaimRequest, Claimed, Operation, OperationState,
-    PatchRequest, SettleReport, Settlement, StoreId, StoreResult,
+    PatchBatch, PatchRequest, SettleReport, Settlement, StoreId, StoreResult,
 };
 use dlq_core::store::{WorkSignal, WorkTicket};
 use dlq_core::{
@@ -363,6 +363,10 @@ impl DeadLetterStore for SqliteStore {
 
     fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
         Box::pin(admin::patch(&self.pool, request))
+    }
+
+    fn patch_rows(&self, batch: PatchBatch) -> BoxFuture<'_, StoreResult<BatchReport>> {
+        Box::pin(ops::patch_rows(&self.pool, batch))
     }
 
     fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {
