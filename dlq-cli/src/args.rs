@@ -111,6 +111,16 @@ pub enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Re-seals the payloads of encrypted rows under the active key (needs DLQ_KEYS or
+    /// DLQ_KEYS_FILE), each audited; run it again to finish an interrupted run.
+    Rekey {
+        /// Which rows.
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Why (kept in the audit log).
+        #[arg(long)]
+        reason: String,
+    },
     /// Serves the web console (and /metrics, /healthz); loopback only unless a token is set.
     Serve(crate::serve::ServeArgs),
 }

@@ -238,6 +238,9 @@ impl Embedded {
         if matches!(&cli.command, Command::Patch(args) if args.validate) {
             admin = admin.with_patch_validation();
         }
+        if let Some(keys) = keys()? {
+            admin = admin.keys(keys);
+        }
         self.verb(cli, &admin, out).await
     }
 
@@ -284,6 +287,7 @@ impl Embedded {
             }
             Command::Migrate => out.migrated(&cli.schema),
             Command::Workers => out.workers(&admin.workers().await?),
+            Command::Rekey { filter, reason } => out.rekeyed(&admin.rekey(filter.filter(), reason).await?),
             Command::Pause { event_type, reason } => {
                 Self::known_type(admin, event_type).await?;
                 out.circuit(&admin.pause_type(event_type, reason).await?);
@@ -328,6 +332,7 @@ fn usage(command: &Command) -> Result<(), Failure> {
         Command::Redrive(args) => ("redrive", args.reason.as_deref(), false),
         Command::Patch(args) => ("patch", args.reason.as_deref(), args.resume.is_none()),
         Command::Undo { reason, .. } => ("undo", reason.as_deref(), false),
+        Command::Rekey { reason, .. } => ("rekey", Some(reason.as_str()), true),
         Command::Pause { event_type, reason } | Command::Resume { event_type, reason: Some(reason) } => {
             if blank(event_type) {
                 return Err(Failure::usage("name the event type (`dlq stats` lists them)"));
@@ -405,6 +410,19 @@ fn ask(question: &str, input: &mut impl std::io::BufRead, output: &mut impl Writ
     let mut answer = String::new();
     input.read_line(&mut answer)?;
     Ok(matches!(answer.trim().to_ascii_lowercase().as_str(), "yes" | "y"))
+}
+
+/// The key ring of sealed rows (`encrypt = true`), when one is configured: `DLQ_KEYS` (and
+/// `DLQ_ACTIVE_KEY`), or a key file named by `DLQ_KEYS_FILE`. Patches of sealed rows need it;
+/// every other verb works without, and no verb ever prints what a key opens.
+fn keys() -> Result<Option<dlq_core::sealed::KeyRing>, Failure> {
+    use dlq_core::sealed::{EnvKeys, FileKeys, KeyProvider};
+    let loaded = match std::env::var_os("DLQ_KEYS_FILE") {
+        Some(path) => FileKeys::new(path).load(),
+        None if std::env::var_os("DLQ_KEYS").is_some() => EnvKeys::new().load(),
+        None => return Ok(None),
+    };
+    loaded.map(Some).map_err(|e| Failure::usage(e.to_string()))
 }
 
 /// A failed command: the one line to print and the exit code.

@@ -291,7 +291,7 @@ impl Out {
             self.line(format!("  {i}: {}", neutralize(cause, false)));
         }
         if let Some(trace) = &l.failure.stacktrace {
-            self.line(format!("\nSTACK TRACE\n{trace}"));
+            self.line(format!("\nSTACK TRACE\n{}", dlq_core::sealed::shown_text(trace)));
         }
         self.line("\nATTEMPTS");
         let mut attempts = self.table(&["#", "OUTCOME", "CLASS", "OWNER", "AT", "REASON"]);
@@ -441,6 +441,17 @@ impl Out {
         }
     }
 
+    pub(crate) fn rekeyed(&self, report: &dlq_core::admin::RekeyReport) {
+        if self.json {
+            return self.emit(&serde_json::to_value(report).unwrap_or_default());
+        }
+        let (moved, current) = (report.rekeyed.len(), report.current);
+        self.line(format!("rekeyed {moved} rows; {current} already under the active key or not encrypted"));
+        for (id, why) in &report.left {
+            self.line(format!("left {id}: {}", short(why, LINE_MAX)));
+        }
+    }
+
     pub(crate) fn purged(&self, n: u64) {
         if self.json {
             return self.emit(&json!({ "purged": n }));
@@ -509,6 +520,12 @@ fn source_text(l: &DeadLetter) -> String {
 /// The payload for people: pretty JSON, or hex and lossy text of raw bytes (neutralized
 /// when printed, as every line is: JSON leaves DEL, C1 and bidi characters unescaped).
 fn payload_text(payload: &Payload) -> String {
+    if let Some(key) = dlq_core::sealed::sealed_key(payload) {
+        let clear =
+            dlq_core::sealed::clear_fields(payload).map(|c| serde_json::to_string_pretty(c).unwrap_or_default());
+        let placeholder = dlq_core::sealed::placeholder(key);
+        return clear.map_or_else(|| placeholder.clone(), |c| format!("{placeholder}\nin clear: {c}"));
+    }
     match payload {
         Payload::Json(value) => serde_json::to_string_pretty(value).unwrap_or_default(),
         Payload::Raw { bytes, .. } => {

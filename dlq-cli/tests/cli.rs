@@ -740,6 +740,8 @@ async fn hostile_data_through_every_verb(db: Db) {
     run(&["purge", "--older-than", "0s", "--yes"], 0, false);
     run(&["migrate"], 0, true);
     run(&["ls"], 0, false);
+    // Without a key ring: one line, nothing written.
+    run(&["rekey", "--reason", &arg], 1, false);
 
     // Every verb of `dlq --help` was run, but `serve`.
     let help = db.dlq().arg("--help").assert().success().get_output().stdout.clone();
@@ -1318,4 +1320,73 @@ async fn ctrl_c_stops_a_redrive_with_130_and_it_resumes() {
         assert_eq!((row.status, row.redrive_count), (Status::Pending, 1), "row {}", row.id);
         assert_eq!(store.audit(row.id).await.unwrap().len(), 1, "row {} audited once", row.id);
     }
+}
+
+/// Rows of an `encrypt = true` type, read by an operator without the key: no verb, for people
+/// or as JSON, prints the card number (payload, error chain, stack trace, attempts, groups),
+/// `show` says `[encrypted, key k1]` and the fields kept in clear, and a patch is refused with
+/// one line naming the key.
+#[tokio::test(flavor = "multi_thread")]
+async fn sealed_rows_never_show_their_plaintext_without_the_key() {
+    const MARKER: &str = "PAN-5105-1051-0510-5100";
+    let db = Db::sqlite().await;
+    let store = db.store().await;
+    let ring = dlq_core::sealed::KeyRing::new("k1", [("k1", [9; 32])]).unwrap();
+    let text = format!("card {MARKER} declined");
+    let failure = FailureInfo::new(ErrorClass::Permanent, "Declined", text.clone(), vec![text], Some(MARKER.into()));
+    let payload = Payload::Json(serde_json::json!({ "id": 7, "pan": MARKER }));
+    let letter = NewDeadLetter::new(
+        "payment",
+        dlq_core::sealed::seal_payload(&ring, "payment", &payload, &["/id"]).unwrap(),
+        dlq_core::sealed::seal_failure(&ring, "payment", failure).unwrap(),
+    );
+    let id = store.park(letter.dead(DeadReason::Permanent)).await.unwrap().id.to_string();
+    let fp = store.get(id.parse().unwrap()).await.unwrap().unwrap().failure.fingerprint;
+    let mut shown = String::new();
+    for args in [&["ls"][..], &["ls", "--group", &fp], &["show", &id], &["stats"]] {
+        for json in [false, true] {
+            let mut cmd = db.dlq();
+            cmd.args(args);
+            if json {
+                cmd.arg("--json");
+            }
+            let out = cmd.env_remove("DLQ_KEYS").assert().success().get_output().clone();
+            let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(!all.contains(MARKER), "{args:?} json={json}: {all}");
+            if args[0] == "show" {
+                shown.push_str(&all);
+            }
+        }
+    }
+    assert!(shown.contains("[encrypted, key k1]") && shown.contains("\"/id\": 7"), "{shown}");
+    let dir = tempfile::tempdir().unwrap();
+    let fix = dir.path().join("fix.json");
+    std::fs::write(&fix, r#"[{"op": "replace", "path": "/pan", "value": "x"}]"#).unwrap();
+    let out = db
+        .dlq()
+        .args(["patch", &id, "--patch", fix.to_str().unwrap(), "--reason", "r"])
+        .env_remove("DLQ_KEYS")
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("encrypted (key k1)") && !err.contains(MARKER), "{err}");
+
+    // With the old key and a new active one, `rekey` moves the row to it, without printing it.
+    let keys = format!("k2:{},k1:{}", "Ag".repeat(21) + "A=", base64_of_nines());
+    let mut rekey = db.dlq();
+    rekey.args(["rekey", "--reason", "retire k1", "--json"]).env("DLQ_KEYS", keys).env("DLQ_ACTIVE_KEY", "k2");
+    let out = rekey.assert().success().get_output().clone();
+    let report = json_of(&out.stdout);
+    assert_eq!(report["rekeyed"], serde_json::json!([id.parse::<i64>().unwrap()]), "{report}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(MARKER));
+    let shown = run_json(&db, &["show", &id]);
+    assert_eq!(shown["encrypted_with"], "k2");
+    assert_eq!(shown["audit"][0]["reason"], "retire k1");
+}
+
+/// The standard base64 of 32 bytes of 9, the key the test above sealed with.
+fn base64_of_nines() -> String {
+    "CQkJ".repeat(10) + "CQk="
 }

@@ -61,6 +61,11 @@ pub const fn registration(
     Registration::new(event_type, handler, site, policy, entry, missing_state)
 }
 
+/// `registration` of a handler with `encrypt = true`, keeping the payload fields at `clear`.
+pub const fn sealed(registration: Registration, clear: &'static [&'static str]) -> Registration {
+    registration.sealed(crate::sealed::Sealing::new(clear))
+}
+
 /// What a `CheckFn` returns for a decode: `Ok` when the event deserialized, else the reason.
 pub fn checked<T>(decoded: Result<T, HandlerOutcome>) -> Result<(), String> {
     match decoded {

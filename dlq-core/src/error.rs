@@ -51,6 +51,9 @@ pub enum Error {
         /// The missing type.
         type_name: String,
     },
+    /// Keys or a sealed row ([`crate::sealed`]): names the key id, never key bytes or content.
+    #[error(transparent)]
+    Sealed(#[from] crate::sealed::SealError),
     /// No store is installed for the live path.
     #[error(
         "no dead-letter store is installed: call `dlq_core::install_store` at start-up or wrap the call in `dlq_core::with_store`"

@@ -239,6 +239,8 @@ pub struct Registration {
     pub(crate) dispatch: DispatchFn,
     pub(crate) check: CheckFn,
     pub(crate) missing_state: fn(&Context) -> Option<&'static str>,
+    /// The attribute's `encrypt = true` (with its `clear` fields).
+    pub(crate) sealing: Option<crate::sealed::Sealing>,
 }
 
 /// A `check` for hand-made registrations in tests: every payload decodes.
@@ -266,7 +268,28 @@ impl Registration {
             Some(f) => f,
             None => needs_no_state,
         };
-        Self { event_type, handler, file, line, policy, breaker, dispatch, check, missing_state }
+        Self { event_type, handler, file, line, policy, breaker, dispatch, check, missing_state, sealing: None }
+    }
+
+    /// The registration with its events sealed at rest (`encrypt = true`).
+    #[must_use]
+    pub(crate) const fn sealed(mut self, sealing: crate::sealed::Sealing) -> Self {
+        self.sealing = Some(sealing);
+        self
+    }
+
+    /// Whether its events are encrypted at rest (`encrypt = true`), and which payload fields
+    /// stay in clear (see [`crate::sealed`]).
+    ///
+    /// ```
+    /// #[dlq_core::dead_letter(event_type = "doc-registration-sealing", encrypt = true, clear = ["/id"])]
+    /// async fn handle(n: serde_json::Value) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// let sealing = <handle as dlq_core::Handler>::registration().sealing().unwrap();
+    /// assert_eq!(sealing.clear(), ["/id"]);
+    /// ```
+    pub const fn sealing(&self) -> Option<crate::sealed::Sealing> {
+        self.sealing
     }
 
     /// The event type it handles.

@@ -136,6 +136,7 @@ mod otel;
 mod record;
 mod registry;
 mod retrier;
+pub mod sealed;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -9,6 +9,7 @@ use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration, Runner};
 use crate::record::{DeadReason, DlqId, NewDeadLetter, Parked, Payload, SourceMeta};
 use crate::registry::Registry;
+use crate::sealed::{KeyRing, Sealing};
 use crate::store::DeadLetterStore;
 
 /// Why an annotated handler returned `Err`: the caller can always tell whether the event is
@@ -246,6 +247,7 @@ pub fn current_store() -> Result<Arc<dyn DeadLetterStore>, Error> {
 #[derive(Clone, Default)]
 pub struct Scope {
     store: Option<SharedStore>,
+    keys: Option<Arc<KeyRing>>,
     source: Option<SourceMeta>,
     dedupe_key: Option<String>,
     defer_park: bool,
@@ -255,6 +257,7 @@ impl fmt::Debug for Scope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Scope")
             .field("store", &self.store.is_some())
+            .field("keys", &self.keys)
             .field("source", &self.source)
             .field("dedupe_key", &self.dedupe_key)
             .field("defer_park", &self.defer_park)
@@ -272,6 +275,30 @@ impl Scope {
     #[must_use]
     pub fn store(mut self, store: Arc<dyn DeadLetterStore>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Seals the events of encrypted types (`encrypt = true`) with `keys` instead of the
+    /// installed ring ([`install_keys`](crate::sealed::install_keys)).
+    ///
+    /// ```
+    /// use dlq_core::{dead_letter, sealed, MemoryStore, Scope};
+    /// use std::sync::Arc;
+    ///
+    /// #[dead_letter(event_type = "doc-scope-keys", encrypt = true)]
+    /// async fn handle(card: String) -> Result<(), std::io::Error> { Err(std::io::Error::other("declined")) }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// let keys = sealed::KeyRing::new("k1", [("k1", [7; 32])])?;
+    /// let id = Scope::new().store(store.clone()).keys(keys).run(handle("4111".into())).await.unwrap_err().dlq_id().unwrap();
+    /// assert_eq!(sealed::sealed_key(&store.get_now(id).unwrap().payload), Some("k1"));
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    #[must_use]
+    pub fn keys(mut self, keys: KeyRing) -> Self {
+        self.keys = Some(Arc::new(keys));
         self
     }
 
@@ -325,6 +352,9 @@ impl Scope {
         if self.store.is_none() {
             self.store = SCOPE.try_with(|outer| outer.store.clone()).ok().flatten();
         }
+        if self.keys.is_none() {
+            self.keys = SCOPE.try_with(|outer| outer.keys.clone()).ok().flatten();
+        }
         SCOPE.scope(self, future).await
     }
 
@@ -341,6 +371,25 @@ impl Scope {
         }
         letter
     }
+}
+
+/// The key ring the live path seals with here: the [`Scope`]'s, else the installed one.
+fn current_keys() -> Option<Arc<KeyRing>> {
+    SCOPE.try_with(|scope| scope.keys.clone()).ok().flatten().or_else(crate::sealed::installed_keys)
+}
+
+/// Seals `letter` when its type is encrypted, then parks it ([`park_observed`]); a payload
+/// cut to fit once sealed is reported [`Parked::truncated`] as a store reports one it cut.
+async fn park_sealed(
+    store: &dyn DeadLetterStore,
+    letter: NewDeadLetter,
+    sealing: Option<Sealing>,
+    keys: Option<&KeyRing>,
+) -> Result<Parked, Error> {
+    let (letter, cut) = crate::sealed::seal_letter(letter, sealing, keys, store.max_payload_bytes())?;
+    let mut parked = park_observed(store, letter).await?;
+    parked.truncated |= cut && !parked.deduplicated;
+    Ok(parked)
 }
 
 /// The largest payload the live path's store here keeps whole
@@ -385,18 +434,21 @@ pub(crate) async fn park_failure<E>(
     if class == ErrorClass::Fatal {
         return HandlerError::Fatal { error };
     }
+    let keys = current_keys();
     if SCOPE.try_with(|s| s.defer_park).unwrap_or(false) {
-        return match payload {
-            Ok(payload) => {
-                let letter = Box::new(Scope::apply_current(letter_for(reg, payload, failure)));
-                HandlerError::Deferred { letter, class, error }
-            }
+        let sealed = payload.and_then(|payload| {
+            let letter = Scope::apply_current(letter_for(reg, payload, failure));
+            Ok(crate::sealed::seal_letter(letter, reg.sealing, keys.as_deref(), payload_limit())?.0)
+        });
+        return match sealed {
+            Ok(letter) => HandlerError::Deferred { letter: Box::new(letter), class, error },
             Err(store_error) => HandlerError::ParkFailed { error, store_error },
         };
     }
     let parked = async {
         let store = current_store()?;
-        park_observed(&*store, Scope::apply_current(letter_for(reg, payload?, failure))).await
+        let letter = Scope::apply_current(letter_for(reg, payload?, failure));
+        park_sealed(&*store, letter, reg.sealing, keys.as_deref()).await
     };
     match parked.await {
         Ok(p) if p.truncated => {
@@ -410,7 +462,7 @@ pub(crate) async fn park_failure<E>(
         Ok(p) => HandlerError::Parked { id: p.id, deduplicated: p.deduplicated, class, error },
         Err(store_error) => {
             tracing::error!(event_type = reg.event_type, %store_error, "dead letter could not be parked");
-            if matches!(store_error, Error::NoStore | Error::Serialize(_)) {
+            if matches!(store_error, Error::NoStore | Error::Serialize(_) | Error::Sealed(_)) {
                 // It never reached a store; `park_observed` counts the failures that did.
                 crate::observe::park_failed(reg.event_type);
             }
@@ -511,6 +563,7 @@ pub struct Dispatcher {
     store: Arc<dyn DeadLetterStore>,
     registry: Registry,
     context: Arc<Context>,
+    keys: Option<Arc<KeyRing>>,
 }
 
 impl fmt::Debug for Dispatcher {
@@ -533,7 +586,15 @@ impl Dispatcher {
     /// A dispatcher over the handlers of `registry` (see [`handlers!`](crate::handlers)),
     /// parking into `store`.
     pub fn new(store: Arc<dyn DeadLetterStore>, registry: Registry) -> Self {
-        Self { store, registry, context: Arc::new(Context::new()) }
+        Self { store, registry, context: Arc::new(Context::new()), keys: None }
+    }
+
+    /// Seals the events of encrypted types (`encrypt = true`) with `keys` instead of the
+    /// installed ring ([`install_keys`](crate::sealed::install_keys)).
+    #[must_use]
+    pub fn keys(mut self, keys: KeyRing) -> Self {
+        self.keys = Some(Arc::new(keys));
+        self
     }
 
     /// Sets the values for `State<T>` arguments.
@@ -609,7 +670,7 @@ impl Dispatcher {
             let letter = NewDeadLetter::new(event_type, payload, failure.clone())
                 .with_source(source)
                 .dead(DeadReason::NoHandler);
-            return self.park(letter, dedupe_key, failure).await;
+            return self.park(letter, dedupe_key, failure, None).await;
         };
         let payload = Payload::from_bytes(bytes);
         let invocation = Invocation {
@@ -633,7 +694,7 @@ impl Dispatcher {
                 (letter, failure)
             }
         };
-        self.park(letter.with_source(source), dedupe_key, failure).await
+        self.park(letter.with_source(source), dedupe_key, failure, reg.sealing).await
     }
 
     async fn park(
@@ -641,10 +702,12 @@ impl Dispatcher {
         mut letter: NewDeadLetter,
         key: Option<String>,
         failure: FailureInfo,
+        sealing: Option<Sealing>,
     ) -> Result<Dispatched, Error> {
         letter.dedupe_key = key;
         let dead_reason = letter.dead_reason;
-        let parked = park_observed(&*self.store, letter).await?;
+        let keys = self.keys.clone().or_else(crate::sealed::installed_keys);
+        let parked = park_sealed(&*self.store, letter, sealing, keys.as_deref()).await?;
         Ok(if parked.truncated {
             Dispatched::TooLarge { id: parked.id, failure }
         } else {
@@ -760,6 +823,7 @@ mod tests {
         dispatch: echo,
         check: crate::handler::accepts_any,
         missing_state: crate::handler::needs_no_state,
+        sealing: None,
     };
 
     static NO_RETRIES: Registration =

@@ -48,6 +48,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "gauge",
         "each circuit as last read, by store and event_type: 0 closed, 1 half-open, 2 open, 3 paused",
     ),
+    (
+        SEALED_UNREADABLE,
+        "counter",
+        "claimed encrypted rows the retrier could not open (key not in its ring), left unrun, by event_type",
+    ),
 ];
 
 pub(crate) const PARKED: &str = "dlq_parked_total";
@@ -67,6 +72,7 @@ pub(crate) const HANDLER_SECONDS: &str = "dlq_handler_duration_seconds";
 pub(crate) const RECOVERY_SECONDS: &str = "dlq_recovery_seconds";
 pub(crate) const CIRCUIT_TRANSITIONS: &str = "dlq_circuit_transitions_total";
 pub(crate) const CIRCUIT_STATE: &str = "dlq_circuit_state";
+pub(crate) const SEALED_UNREADABLE: &str = "dlq_sealed_unreadable_total";
 
 /// How many event types that no handler of this process registers get an `event_type` label
 /// of their own (the first seen); every later one is counted under [`OTHER_EVENT_TYPES`].
@@ -188,6 +194,11 @@ pub(crate) fn parked(event_type: &str, class: ErrorClass, dead_reason: Option<De
 /// A park the store did not take.
 pub(crate) fn park_failed(event_type: &str) {
     counter!(PARK_FAILURES, "event_type" => type_label(event_type)).increment(1);
+}
+
+/// A claimed sealed row the retrier could not open.
+pub(crate) fn sealed_unreadable(event_type: &str) {
+    counter!(SEALED_UNREADABLE, "event_type" => type_label(event_type)).increment(1);
 }
 
 /// One retried row's outcome.

@@ -188,6 +188,7 @@ mod tests {
             dispatch: noop,
             check: crate::handler::accepts_any,
             missing_state: crate::handler::needs_no_state,
+            sealing: None,
         }
     }
 

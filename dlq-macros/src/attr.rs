@@ -8,7 +8,7 @@
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote};
 use syn::parse::{Parse, ParseStream};
-use syn::{Lit, LitStr, Path, Token};
+use syn::{Lit, LitBool, LitStr, Path, Token};
 
 use crate::duration::{self, Millis};
 use crate::errors::Errors;
@@ -17,7 +17,8 @@ use crate::errors::Errors;
 const ATTR: &str = "`#[dead_letter]`";
 
 /// The valid keys, in the order the docs give them.
-const KEYS: &str = "event_type, max_retries, backoff, base, max, jitter, max_age, timeout, breaker, crate";
+const KEYS: &str =
+    "event_type, max_retries, backoff, base, max, jitter, max_age, timeout, breaker, encrypt, clear, crate";
 
 mod kw {
     syn::custom_keyword!(event_type);
@@ -29,6 +30,8 @@ mod kw {
     syn::custom_keyword!(max_age);
     syn::custom_keyword!(timeout);
     syn::custom_keyword!(breaker);
+    syn::custom_keyword!(encrypt);
+    syn::custom_keyword!(clear);
 }
 
 /// The shape of a backoff schedule, as `backoff = "..."` names it.
@@ -74,6 +77,8 @@ pub(crate) struct RawArgs {
     max_age: Option<Arg<kw::max_age, Millis>>,
     timeout: Option<Arg<kw::timeout, Millis>>,
     breaker: Option<Arg<kw::breaker, LitStr>>,
+    encrypt: Option<Arg<kw::encrypt, LitBool>>,
+    clear: Option<Arg<kw::clear, Vec<LitStr>>>,
     krate: Option<Arg<Token![crate], Path>>,
     progress: Progress,
 }
@@ -99,6 +104,10 @@ pub(crate) struct Args {
     pub(crate) timeout: Option<Millis>,
     /// The circuit-breaker rule, checked with the parser the runtime uses.
     pub(crate) breaker: Option<LitStr>,
+    /// `encrypt = true`: the events are sealed at rest.
+    pub(crate) encrypt: bool,
+    /// The JSON pointers of the payload fields kept in clear beside the ciphertext.
+    pub(crate) clear: Vec<LitStr>,
     /// The path of `dlq_core`, `::dlq_core` unless `crate = "..."` says otherwise.
     pub(crate) krate: TokenStream,
 }
@@ -116,6 +125,9 @@ pub(crate) struct Args {
 //          | "timeout"     "=" DURATION
 //          | "breaker"     "=" STRING      a rule `dlq_breaker_rule::parse` reads, with a window
 //                                          longer than zero: "50% of 20 in 1m"
+//          | "encrypt"     "=" BOOL        seal the payload and the error's text at rest
+//          | "clear"       "=" "[" STRING ("," STRING)* ","? "]"
+//                                          JSON pointers ("/id") kept readable; needs `encrypt = true`
 //          | "crate"       "=" STRING      a path, like "::dlq_core"
 //   DURATION := STRING that `humantime::parse_duration` reads (numbers with units, added up),
 //               a whole number of milliseconds, longer than zero: "250ms", "30s", "1h 30m", "7d"
@@ -143,6 +155,10 @@ impl Parse for RawArgs {
                 parse_arg(input, "timeout", &mut args.timeout, duration_value, errors)?;
             } else if lookahead.peek(kw::breaker) {
                 parse_arg(input, "breaker", &mut args.breaker, breaker, errors)?;
+            } else if lookahead.peek(kw::encrypt) {
+                parse_arg(input, "encrypt", &mut args.encrypt, boolean, errors)?;
+            } else if lookahead.peek(kw::clear) {
+                parse_value(input, "clear", &mut args.clear, clear_pointers, errors)?;
             } else if lookahead.peek(Token![crate]) {
                 parse_arg(input, "crate", &mut args.krate, crate_path, errors)?;
             } else {
@@ -167,6 +183,22 @@ fn parse_arg<K: Parse + ToTokens, T>(
     name: &'static str,
     slot: &mut Option<Arg<K, T>>,
     convert: fn(&str, &Lit) -> syn::Result<T>,
+    progress: &mut Progress,
+) -> syn::Result<()> {
+    // Errors about the value point at all of it: syn's span of `-1` covers only the `-`.
+    let value = |tokens: &TokenStream| match syn::parse2::<Lit>(tokens.clone()) {
+        Ok(lit) => convert(name, &lit).map_err(|err| syn::Error::new_spanned(tokens, err)),
+        Err(_) => Err(expected_literal(name, tokens)),
+    };
+    parse_value(input, name, slot, value, progress)
+}
+
+/// Parses one `key = value` into `slot`, the value's tokens read by `convert`.
+fn parse_value<K: Parse + ToTokens, T>(
+    input: ParseStream,
+    name: &'static str,
+    slot: &mut Option<Arg<K, T>>,
+    convert: impl FnOnce(&TokenStream) -> syn::Result<T>,
     Progress { seen, errors }: &mut Progress,
 ) -> syn::Result<()> {
     let key = input.parse::<K>()?;
@@ -183,12 +215,7 @@ fn parse_arg<K: Parse + ToTokens, T>(
         return Ok(());
     }
     let tokens = skip_arg(input);
-    // Errors about the value point at all of it: syn's span of `-1` covers only the `-`.
-    let value = match syn::parse2::<Lit>(tokens.clone()) {
-        Ok(lit) => convert(name, &lit).map_err(|err| syn::Error::new_spanned(&tokens, err)),
-        Err(_) => Err(expected_literal(name, &tokens)),
-    };
-    match value {
+    match convert(&tokens) {
         Ok(value) if !duplicate => *slot = Some(Arg { key, tokens, value }),
         Ok(_) => {}
         Err(err) => errors.push(err),
@@ -230,6 +257,8 @@ fn example(name: &str) -> &'static str {
         "max_age" => "\"7d\"",
         "timeout" => "\"30s\"",
         "breaker" => "\"50% of 20 in 1m\"",
+        "encrypt" => "true",
+        "clear" => "[\"/id\", \"/currency\"]",
         _ => "\"::dlq_core\"",
     }
 }
@@ -238,6 +267,8 @@ fn expected_literal(name: &str, tokens: &dyn ToTokens) -> syn::Error {
     let what = match name {
         "max_retries" => "an integer literal",
         "jitter" => "a float literal",
+        "encrypt" => "`true` or `false`",
+        "clear" => "an array of JSON pointers",
         _ => "a string literal",
     };
     let message = format!("{ATTR}: `{name}` takes {what}, like `{name} = {}`", example(name));
@@ -342,6 +373,37 @@ fn jitter(name: &str, lit: &Lit) -> syn::Result<f64> {
     }
 }
 
+fn boolean(name: &str, lit: &Lit) -> syn::Result<LitBool> {
+    match lit {
+        Lit::Bool(b) => Ok(b.clone()),
+        _ => Err(expected_literal(name, lit)),
+    }
+}
+
+/// `["/id", "/currency"]`: JSON pointers to fields (never `""`, the whole payload).
+fn clear_pointers(tokens: &TokenStream) -> syn::Result<Vec<LitStr>> {
+    let array = syn::parse2::<syn::ExprArray>(tokens.clone()).map_err(|_| expected_literal("clear", tokens))?;
+    let mut pointers = Vec::new();
+    let mut errors = Errors::default();
+    for elem in &array.elems {
+        match elem {
+            syn::Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) if s.value().starts_with('/') => {
+                pointers.push(s.clone())
+            }
+            syn::Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) => {
+                let message = format!(
+                    "{ATTR}: `clear` entry {:?} is not a JSON pointer to a field: start it with `/`, like \"/id\"",
+                    s.value()
+                );
+                errors.push(syn::Error::new_spanned(s, message));
+            }
+            other => errors.push(expected_literal("clear", other)),
+        }
+    }
+    errors.finish()?;
+    Ok(pointers)
+}
+
 fn crate_path(name: &str, lit: &Lit) -> syn::Result<Path> {
     let lit = string(name, lit)?;
     lit.parse::<Path>().map_err(|_| {
@@ -367,6 +429,14 @@ impl RawArgs {
                 self.progress.errors.push(syn::Error::new_spanned(&max.tokens, message));
             }
         }
+        if let Some(clear) = &self.clear {
+            if !self.encrypt.as_ref().is_some_and(|e| e.value.value) {
+                let message = format!(
+                    "{ATTR}: `clear` has no effect without `encrypt = true`; add `encrypt = true` or remove it"
+                );
+                self.progress.errors.push(syn::Error::new_spanned(clear.key, message));
+            }
+        }
         if self.event_type.is_none() && !self.progress.seen.contains(&"event_type") {
             self.progress.errors.push(missing_event_type());
         }
@@ -386,6 +456,8 @@ impl RawArgs {
             max_age: self.max_age.map(|a| a.value),
             timeout: self.timeout.map(|a| a.value),
             breaker: self.breaker.map(|a| a.value),
+            encrypt: self.encrypt.is_some_and(|a| a.value.value),
+            clear: self.clear.map(|a| a.value).unwrap_or_default(),
             krate,
         })
     }
@@ -490,6 +562,27 @@ mod tests {
             messages(quote!(event_type = "x", breaker = "50% in 0s"))[0].contains("window must be longer than zero")
         );
         assert!(messages(quote!(event_type = "x", breaker = 50))[0].contains("`breaker` takes a string literal"));
+    }
+
+    #[test]
+    fn encrypt_and_clear() {
+        let args = parse_ok(quote!(event_type = "x", encrypt = true, clear = ["/id", "/a/b",]));
+        assert!(args.encrypt);
+        assert_eq!(args.clear.iter().map(LitStr::value).collect::<Vec<_>>(), ["/id", "/a/b"]);
+        assert!(!parse_ok(quote!(event_type = "x", encrypt = false)).encrypt);
+        let got = messages(quote!(event_type = "x", clear = ["/id"]));
+        assert_eq!(
+            got,
+            ["`#[dead_letter]`: `clear` has no effect without `encrypt = true`; add `encrypt = true` or remove it"]
+        );
+        let got = messages(quote!(event_type = "x", encrypt = true, clear = ["id", ""]));
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got[0].contains("`clear` entry \"id\" is not a JSON pointer"), "{got:?}");
+        assert!(messages(quote!(event_type = "x", encrypt = "yes"))[0].contains("`encrypt` takes `true` or `false`"));
+        assert!(
+            messages(quote!(event_type = "x", encrypt = true, clear = "/id"))[0]
+                .contains("takes an array of JSON pointers")
+        );
     }
 
     #[test]

@@ -380,7 +380,7 @@ fn detail_body(base: &Base, d: &Detail, actions: bool) -> Markup {
         @if l.failure.chain.is_empty() { p.muted { "No sources." } }
         ol.chain { @for cause in &l.failure.chain { li { pre { (view::text(cause)) } } } }
         h2 { "Stack trace" }
-        @match &l.failure.stacktrace { Some(t) => pre.trace { (view::text(t)) }, None => p.muted { "None captured." } }
+        @match &l.failure.stacktrace { Some(t) => pre.trace { (view::text(&dlq_core::sealed::shown_text(t))) }, None => p.muted { "None captured." } }
         h2 { "Attempts" }
         ol.timeline { @for a in &d.attempts {
             li { (view::time(a.at)) " · attempt " (a.attempt) " · " strong { (view::line(&a.outcome)) }
@@ -426,6 +426,8 @@ fn detail_actions(base: &Base, l: &DeadLetter) -> Markup {
             }
             @if l.status == Status::Succeeded {
                 p.muted { "This row succeeded: its payload is the one its handler ran with, and stays as it is." }
+            } @else if let Some(key) = dlq_core::sealed::sealed_key(&l.payload) {
+                p.muted { "Its payload is encrypted (key " (key) "): it is edited where the key ring is, with " code { "dlq patch" } "." }
             } @else { form.wide method="post" action=(base.url(&format!("/events/{}/edit", l.id))) {
                 @match &l.payload {
                     Payload::Json(_) => {

@@ -193,6 +193,15 @@ fn json_node(value: &Value, depth: usize) -> Markup {
 
 /// A payload: highlighted JSON, or raw bytes as hex and lossy text, with truncation facts.
 pub(crate) fn payload(payload: &Payload) -> Markup {
+    if let Some(key) = dlq_core::sealed::sealed_key(payload) {
+        return html! {
+            p.muted { (dlq_core::sealed::placeholder(key)) }
+            @if let Some(clear) = dlq_core::sealed::clear_fields(payload) {
+                h3 { "In clear" }
+                (json(&Value::Object(clear.clone())))
+            }
+        };
+    }
     match payload {
         Payload::Json(value) => json(value),
         Payload::Raw { bytes, truncated } => html! {

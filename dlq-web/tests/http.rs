@@ -1272,3 +1272,47 @@ on_both_stores!(
     a_succeeded_row_is_not_patched_from_the_console,
     long_fields_are_cut_in_tables_and_whole_on_the_row,
 );
+
+/// Rows of an `encrypt = true` type on a console without the key: no page, no API answer
+/// holds the card number; the detail page says `[encrypted, key k1]` with the fields kept in
+/// clear, and offers no payload editor.
+#[tokio::test]
+async fn sealed_rows_never_show_their_plaintext_without_the_key() {
+    const MARKER: &str = "PAN-6011-0009-9013-9424";
+    let store: Store = Arc::new(dlq_sqlx::SqliteStore::in_memory().await.unwrap());
+    let ring = dlq_core::sealed::KeyRing::new("k1", [("k1", [5; 32])]).unwrap();
+    let mut letter = dead("Declined", &format!("card {MARKER} declined"), json!({"id": 7, "pan": MARKER}));
+    letter.payload = dlq_core::sealed::seal_payload(&ring, "payment", &letter.payload, &["/id"]).unwrap();
+    letter.failure.stacktrace = Some(format!("at charge({MARKER})"));
+    letter.failure = dlq_core::sealed::seal_failure(&ring, "payment", letter.failure).unwrap();
+    let id = store.park(letter).await.unwrap().id;
+    let fp = store.get(id).await.unwrap().unwrap().failure.fingerprint;
+    let app = app(&store, actions());
+    let mut detail = String::new();
+    for uri in [
+        "/dlq".to_owned(),
+        "/dlq/groups".into(),
+        format!("/dlq/groups/{fp}"),
+        "/dlq/events".into(),
+        format!("/dlq/events/{id}"),
+        "/dlq/api/stats".into(),
+        "/dlq/api/groups".into(),
+        "/dlq/api/events".into(),
+        format!("/dlq/api/events/{id}"),
+    ] {
+        let (status, body) = get(&app, &uri).await;
+        assert_eq!(status, StatusCode::OK, "{uri}: {body}");
+        assert!(!body.contains(MARKER), "{uri}: {body}");
+        if uri.ends_with(&format!("events/{id}")) {
+            detail.push_str(&body);
+        }
+    }
+    assert!(detail.contains("[encrypted, key k1]"), "{detail}");
+    assert!(!detail.contains("textarea name=\"payload\""), "no editor for a sealed payload");
+    let patch = json!({"patch": [{"op": "replace", "path": "/pan", "value": "x"}], "reason": "r"});
+    let (status, _, body) = send(&app, api_post(&format!("/dlq/api/events/{id}/patch"), &patch)).await;
+    assert!(
+        status.is_client_error() && body.contains("encrypted (key k1)") && !body.contains(MARKER),
+        "{status}: {body}"
+    );
+}

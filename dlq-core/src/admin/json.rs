@@ -7,13 +7,18 @@ use serde_json::{Value, json};
 use super::{Detail, PatchOutcome};
 use crate::record::{DeadLetter, Payload};
 
-/// A payload as a JSON value: the document, or raw bytes as their lossy UTF-8 text.
+/// A payload as a JSON value: the document, or raw bytes as their lossy UTF-8 text; a
+/// sealed payload as [`shown_payload`](crate::sealed::shown_payload) says, never its
+/// ciphertext.
 ///
 /// ```
 /// use dlq_core::Payload;
 /// assert_eq!(dlq_core::admin::json::payload(&Payload::from_bytes(b"not json")), "not json");
 /// ```
 pub fn payload(payload: &Payload) -> Value {
+    if let Some(shown) = crate::sealed::shown_payload(payload) {
+        return shown;
+    }
     match payload {
         Payload::Json(value) => value.clone(),
         Payload::Raw { bytes, .. } => Value::String(String::from_utf8_lossy(bytes).into_owned()),
@@ -41,7 +46,7 @@ pub fn row(l: &DeadLetter) -> Value {
 }
 
 /// A row in full: [`row`] plus `{payload, payload_raw_hex, payload_truncated,
-/// payload_original_len, payload_sha256, error_chain, stacktrace, source, lease_owner,
+/// payload_original_len, payload_sha256, encrypted_with (the key id of a sealed row), error_chain, stacktrace, source, lease_owner,
 /// dedupe_key, attempts: [{attempt, outcome, error_class, error_reason, owner, at}], audit:
 /// [{id, action, actor, reason, diff, at}]}`.
 pub fn detail(detail: &Detail) -> Value {
@@ -51,12 +56,14 @@ pub fn detail(detail: &Detail) -> Value {
         Payload::Raw { bytes, truncated } => (Some(super::hex(bytes)), truncated.clone()),
         Payload::Json(_) => (None, None),
     };
+    let encrypted_with = crate::sealed::sealed_key(&l.payload);
     let extra = json!({
-        "payload": payload(&l.payload), "payload_raw_hex": raw_hex,
+        "payload": payload(&l.payload), "payload_raw_hex": raw_hex, "encrypted_with": encrypted_with,
         "payload_truncated": truncation.is_some(),
         "payload_original_len": truncation.as_ref().map(|t| t.original_len),
         "payload_sha256": truncation.map(|t| t.original_sha256),
-        "error_chain": l.failure.chain, "stacktrace": l.failure.stacktrace, "source": l.source,
+        "error_chain": l.failure.chain,
+        "stacktrace": l.failure.stacktrace.as_deref().map(crate::sealed::shown_text), "source": l.source,
         "lease_owner": l.lease_owner, "dedupe_key": l.dedupe_key,
         "attempts": detail.attempts.iter().map(|a| json!({
             "attempt": a.attempt, "outcome": a.outcome, "error_class": a.error_class,

@@ -32,6 +32,7 @@ mod bulk;
 mod circuits;
 pub mod json;
 mod patch;
+mod sealed;
 mod stats;
 
 use std::sync::Arc;
@@ -43,6 +44,7 @@ pub use bulk::{
     Bulk, BulkPlan, BulkProgress, BulkReport, CanaryFailure, CanaryStop, DEFAULT_MAX_REDRIVES, Pacing, Validator,
 };
 pub use patch::{Change, PatchManyReport, PatchRefusal, RowPatch};
+pub use sealed::RekeyReport;
 pub use stats::{Growth, Orphan, StatsReport, StatusCounts};
 
 pub use crate::action::{hex, unhex};
@@ -106,6 +108,7 @@ pub struct Admin {
     registry: Option<Registry>,
     validator: Option<Validator>,
     check_patches: bool,
+    keys: Option<Arc<crate::sealed::KeyRing>>,
 }
 
 impl std::fmt::Debug for Admin {
@@ -152,7 +155,7 @@ pub struct PatchOutcome {
 impl Admin {
     /// The admin layer over `store`, recording `actor` on every audited action.
     pub fn new(store: Arc<dyn DeadLetterStore>, actor: impl Into<String>) -> Self {
-        Self { store, actor: actor.into(), registry: None, validator: None, check_patches: false }
+        Self { store, actor: actor.into(), registry: None, validator: None, check_patches: false, keys: None }
     }
 
     /// Knows the service's handlers: orphaned types are reported with the expected handler,
@@ -211,7 +214,11 @@ impl Admin {
     pub fn check(&self, letter: &DeadLetter) -> Result<(), String> {
         if let Some(registry) = &self.registry {
             let registration = registry.get(&letter.event_type).map_err(|e| e.to_string())?;
-            registration.check_payload(&letter.payload)?;
+            // A sealed payload is opened in memory; one this admin cannot open is not checked
+            // here (the retrier that holds its key decides).
+            if let Some(payload) = self.opened_for_check(&letter.event_type, &letter.payload) {
+                registration.check_payload(&payload)?;
+            }
         }
         match &self.validator {
             Some(validator) => validator(letter),
@@ -285,9 +292,9 @@ impl Admin {
     pub async fn patch(&self, id: DlqId, patch: &serde_json::Value, reason: &str) -> Result<PatchOutcome, Error> {
         let reason = required(reason, "patch")?;
         let ops = patch::parse(patch)?;
-        let letter = self.patchable(id, "patch").await?;
+        let (letter, reseal) = self.open_for_patch(self.patchable(id, "patch").await?)?;
         let new = patch::apply(&letter, &ops)?;
-        self.write_patch(letter, new, reason, Some(patch.clone()), None).await
+        self.write_patch(letter, new, reason, Some(patch.clone()), None, reseal).await
     }
 
     /// Replaces a row's payload whole (what `dlq patch` without `--patch` writes after the
@@ -297,8 +304,8 @@ impl Admin {
     /// As [`patch`](Self::patch).
     pub async fn replace_payload(&self, id: DlqId, payload: Payload, reason: &str) -> Result<PatchOutcome, Error> {
         let reason = required(reason, "patch")?;
-        let letter = self.patchable(id, "patch").await?;
-        self.write_patch(letter, payload, reason, None, None).await
+        let (letter, reseal) = self.open_for_patch(self.patchable(id, "patch").await?)?;
+        self.write_patch(letter, payload, reason, None, None, reseal).await
     }
 
     /// Restores the payload a patch replaced, audited as a patch naming the entry undone.
@@ -356,7 +363,8 @@ impl Admin {
         }
         let default = format!("undo of audit entry {audit_id}");
         let reason = reason.filter(|r| !r.trim().is_empty()).unwrap_or(&default);
-        self.write_patch(letter, original, reason, None, Some(audit_id)).await
+        // The audit diff of a sealed row holds the sealed payload: restored as it is.
+        self.write_patch(letter, original, reason, None, Some(audit_id), None).await
     }
 
     /// Row `id`, when its payload may be patched (or a patch of it undone): not a `SUCCEEDED`
@@ -376,13 +384,18 @@ impl Admin {
         reason: &str,
         patch: Option<serde_json::Value>,
         undo_of: Option<i64>,
+        reseal: Option<sealed::Reseal>,
     ) -> Result<PatchOutcome, Error> {
         let (id, old) = (letter.id, letter.payload.clone());
         if undo_of.is_none() {
             self.check_patched(&letter, &new)?;
         }
         let note = self.note(Some(reason));
-        let request = PatchRequest { id, payload: new.clone(), note, patch, undo_of };
+        let (stored, patch) = match &reseal {
+            Some(reseal) => (reseal.seal(&letter.event_type, &new)?, patch.map(sealed::Reseal::redact)),
+            None => (new.clone(), patch),
+        };
+        let request = PatchRequest { id, payload: stored, note, patch, undo_of };
         let audit_id = self.store.patch(request).await?;
         crate::observe::admin_action(if undo_of.is_some() { "undo" } else { "patch" }, 1);
         Ok(PatchOutcome { id, audit_id, old, new })

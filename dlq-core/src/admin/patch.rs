@@ -119,6 +119,14 @@ impl Admin {
         if let Some(why) = refusal(ActionKind::Patch, row.status, false, 0, None) {
             return Err(why);
         }
+        if let Some(key) = crate::sealed::sealed_key(&row.payload) {
+            // A group patch writes the payload it computes here: it never opens a sealed row.
+            let message = format!(
+                "dead letter {} is encrypted (key {key}): a group patch does not open it; patch it on its own with the key ring (`dlq patch {}`)",
+                row.id, row.id
+            );
+            return Err(Refused::Unfit { message });
+        }
         let unfit = |err: Error| Refused::Unfit {
             message: match err {
                 Error::Invalid(why) => why,

@@ -228,7 +228,9 @@ fn decide(
             return Settlement::Dead { lease, reason: DeadReason::Permanent, failure, counts: true };
         }
         ErrorClass::Fatal => {
-            tracing::error!(id = claimed.id(), reason = %failure.reason, "fatal error in a retried handler; recorded as transient");
+            // An encrypted type's error text can echo the event: its log line names the kind only.
+            let reason = if reg.sealing.is_some() { "[encrypted]".to_owned() } else { failure.reason.clone() };
+            tracing::error!(id = claimed.id(), kind = %failure.kind, %reason, "fatal error in a retried handler; recorded as transient");
             None
         }
         ErrorClass::Transient => failure.retry_after,

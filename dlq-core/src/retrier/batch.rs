@@ -61,6 +61,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         // counted and logged (in `claim`) and the batch goes on.
         let limited = self.claim_limited_types(plan.limited, &mut claimed).await;
         let trials = self.claim_trials(plan.trials, &mut claimed).await;
+        let claimed = self.open_sealed(claimed);
         let n = claimed.len();
         if n == 0 {
             return Ok(0);
@@ -69,6 +70,10 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         let rows: RowsForMetrics =
             claimed.iter().map(|c| (c.id(), (c.event_type.clone(), c.first_failed_at))).collect();
         let outcomes = self.run_batch(claimed, &trials, claimed_at, stop).await;
+        let outcomes: Vec<Settlement> = outcomes
+            .into_iter()
+            .map(|o| self.seal_outcome(rows.get(&o.lease().id).map(|(t, _)| t.as_str()), o))
+            .collect();
         limited.iter().for_each(|(t, n)| self.breakers.finished(t, *n));
         let kinds: Vec<OutcomeKind<'_>> = outcomes
             .iter()

@@ -46,6 +46,7 @@ macro_rules! ledger_handler {
             breaker: None,
             dispatch: post,
             missing_state: crate::handler::needs_no_state,
+            sealing: None,
             check: crate::handler::accepts_any,
         };
     };
@@ -177,6 +178,7 @@ static AT_ONCE: Registration = Registration {
     breaker: None,
     dispatch: post,
     missing_state: crate::handler::needs_no_state,
+    sealing: None,
     check: crate::handler::accepts_any,
 };
 

@@ -20,6 +20,7 @@ mod attempt;
 mod batch;
 mod breakers;
 mod run;
+mod sealed;
 
 use breakers::Breakers;
 
@@ -52,6 +53,10 @@ pub struct RetrierStats {
     pub timeouts: u64,
     /// Store calls that failed (the retrier keeps going).
     pub store_errors: u64,
+    /// Claimed rows of encrypted types it could not open (their key is not in its ring): not
+    /// run, nothing counted against them, left to a retrier that holds the key. Not part of
+    /// `claimed`.
+    pub sealed_unreadable: u64,
 }
 
 #[derive(Debug, Default)]
@@ -67,6 +72,7 @@ struct Counters {
     panics: AtomicU64,
     timeouts: AtomicU64,
     store_errors: AtomicU64,
+    sealed_unreadable: AtomicU64,
 }
 
 impl Counters {
@@ -88,6 +94,7 @@ impl Counters {
             panics: get(&self.panics),
             timeouts: get(&self.timeouts),
             store_errors: get(&self.store_errors),
+            sealed_unreadable: get(&self.sealed_unreadable),
         }
     }
 }
@@ -137,6 +144,7 @@ pub struct Retrier<S: ?Sized> {
     owner: Arc<str>,
     counters: Arc<Counters>,
     breakers: Arc<Breakers>,
+    keys: Option<Arc<crate::sealed::KeyRing>>,
 }
 
 impl<S: ?Sized> Clone for Retrier<S> {
@@ -149,6 +157,7 @@ impl<S: ?Sized> Clone for Retrier<S> {
             owner: Arc::clone(&self.owner),
             counters: Arc::clone(&self.counters),
             breakers: Arc::clone(&self.breakers),
+            keys: self.keys.clone(),
         }
     }
 }
@@ -199,6 +208,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             owner: default_owner().into(),
             counters: Arc::default(),
             breakers,
+            keys: None,
         }
     }
 
@@ -218,6 +228,33 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     #[must_use]
     pub fn context(mut self, context: Context) -> Self {
         self.context = Arc::new(context);
+        self
+    }
+
+    /// Opens and seals the rows of encrypted types (`encrypt = true`) with `keys` instead of
+    /// the installed ring ([`install_keys`](crate::sealed::install_keys)). A retrier with an
+    /// encrypted handler and no ring refuses to start.
+    ///
+    /// ```
+    /// use dlq_core::{dead_letter, handlers, sealed::KeyRing, MemoryStore, Retrier};
+    /// use std::sync::Arc;
+    ///
+    /// #[dead_letter(event_type = "doc-retrier-keys", encrypt = true)]
+    /// async fn charge(card: String) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let retrier = Retrier::new(Arc::new(MemoryStore::new()), handlers![charge]?);
+    /// # if dlq_core::sealed::installed_keys().is_none() {
+    /// assert!(matches!(retrier.run_once().await, Err(dlq_core::Error::Sealed(_))), "no keys: no start");
+    /// # }
+    /// let retrier = retrier.keys(KeyRing::new("k1", [("k1", [7; 32])])?);
+    /// assert_eq!(retrier.run_once().await?, 0);
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    #[must_use]
+    pub fn keys(mut self, keys: crate::sealed::KeyRing) -> Self {
+        self.keys = Some(Arc::new(keys));
         self
     }
 

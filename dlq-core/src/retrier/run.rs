@@ -99,6 +99,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         }
         self.config.validate()?;
         self.registry.check_context(&self.context)?;
+        self.check_keys()?;
         crate::observe::describe_metrics();
         let beat = RetrierHeartbeat::new(&self.owner, self.registry.event_types(), self.config.singleton);
         let expire_after = self.config.heartbeat.saturating_mul(3);
@@ -307,6 +308,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// ```
     pub async fn run_once(&self) -> Result<usize, Error> {
         self.registry.check_context(&self.context)?;
+        self.check_keys()?;
         // Not part of a run: nothing cancels it, and it claims nothing beyond its batch.
         self.run_batch_once(&CancellationToken::new(), &mut None, false).await
     }

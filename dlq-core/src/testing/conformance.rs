@@ -1143,6 +1143,73 @@ pub async fn groups_by_fingerprint<S: DeadLetterStore>(s: &S) {
     assert!(s.groups(ListFilter::default().status(Status::Succeeded)).await.expect("groups").is_empty());
 }
 
+/// The string no byte a store returns may hold once its row is sealed.
+pub const SEALED_MARKER: &str = "CARD-4111-1111-1111-1111";
+
+/// A letter of `event_type` sealed under `ring`'s active key as `encrypt = true` parks it,
+/// its payload and error text holding [`SEALED_MARKER`]; its `/id` kept in clear.
+pub fn sealed_letter(ring: &crate::sealed::KeyRing, event_type: &str, n: u64) -> NewDeadLetter {
+    let payload = Payload::Json(json!({ "id": n, "pan": SEALED_MARKER }));
+    let text = format!("card {SEALED_MARKER} declined");
+    let failure =
+        FailureInfo::new(ErrorClass::Transient, "Declined", text.clone(), vec![text], Some(SEALED_MARKER.into()));
+    let letter = NewDeadLetter::new(event_type, payload, failure);
+    let sealing = Some(crate::sealed::Sealing::new(&["/id"]));
+    crate::sealed::seal_letter(letter, sealing, Some(ring), usize::MAX).expect("sealed").0
+}
+
+/// Two key rings: `k1` alone, then `k2` active with `k1` still in it (a rotation).
+fn rings() -> (crate::sealed::KeyRing, crate::sealed::KeyRing) {
+    let k1 = crate::sealed::KeyRing::new("k1", [("k1", [1; 32])]).expect("ring");
+    let rotated = crate::sealed::KeyRing::new("k2", [("k1", [1; 32]), ("k2", [2; 32])]).expect("ring");
+    (k1, rotated)
+}
+
+/// Sealed rows (`encrypt = true`): nothing the store answers holds the plaintext (rows,
+/// lists, groups, attempts, audit entries, claims), a retry's sealed failure is kept as
+/// written, and the claimed payload opens to the event, bit for bit, through to `SUCCEEDED`.
+pub async fn sealed_rows_keep_no_plaintext<S: DeadLetterStore>(s: &S) {
+    let (ring, _) = rings();
+    let id = park(s, sealed_letter(&ring, "payment", 7)).await;
+    let lease = claim_one(s, "payment").await;
+    let again = crate::sealed::seal_failure(&ring, "payment", failure("Declined", &format!("again {SEALED_MARKER}")));
+    let again = again.expect("sealed");
+    settle_ok(s, Settlement::Retry { lease, delay: Duration::ZERO, failure: again.clone() }).await;
+    let row = get(s, id).await;
+    assert_eq!(row.failure, again, "the sealed failure is kept as written");
+    assert_eq!(crate::sealed::clear_fields(&row.payload).and_then(|c| c["/id"].as_u64()), Some(7));
+    let claimed = claim(s, &["payment"], LONG).await;
+    let opened = crate::sealed::open_payload(&ring, "payment", claimed[0].payload.clone()).expect("opens");
+    assert_eq!(opened, Payload::Json(json!({ "id": 7, "pan": SEALED_MARKER })));
+    let answered = format!(
+        "{:?}{:?}{:?}{:?}{:?}{:?}{claimed:?}",
+        get(s, id).await,
+        s.list(ListFilter::default()).await.expect("list"),
+        s.groups(ListFilter::default()).await.expect("groups"),
+        s.attempts(id).await.expect("attempts"),
+        s.audit(id).await.expect("audit"),
+        s.stats().await.expect("stats"),
+    );
+    assert!(!answered.contains(SEALED_MARKER), "plaintext came back from the store: {answered}");
+    settle_ok(s, Settlement::Succeeded { lease: claimed[0].lease }).await;
+    assert_eq!(get(s, id).await.status, Status::Succeeded);
+}
+
+/// Rotation: rows sealed under `k1` still open and drain once `k2` is active.
+pub async fn sealed_rows_drain_after_rotation<S: DeadLetterStore>(s: &S) {
+    let (k1, rotated) = rings();
+    let old = park(s, sealed_letter(&k1, "payment", 1)).await;
+    let new = park(s, sealed_letter(&rotated, "payment", 2)).await;
+    assert_eq!(crate::sealed::sealed_key(&get(s, new).await.payload), Some("k2"));
+    for row in claim(s, &["payment"], LONG).await {
+        let opened =
+            crate::sealed::open_payload(&rotated, "payment", row.payload).expect("opens with the rotated ring");
+        assert!(matches!(opened, Payload::Json(ref v) if v["pan"] == SEALED_MARKER), "{opened:?}");
+        settle_ok(s, Settlement::Succeeded { lease: row.lease }).await;
+    }
+    assert_eq!((get(s, old).await.status, get(s, new).await.status), (Status::Succeeded, Status::Succeeded));
+}
+
 /// Starts the store's listener, if it has one: a first wait does. A listener announces once
 /// it listens (what was parked before is due), which would end the wait of a test as a park
 /// would; this short wait takes that announcement. It bounds no assertion: a listener slower

@@ -250,6 +250,8 @@ macro_rules! __store_conformance_each {
         $crate::__store_conformance_test!($setup circuit_trial_taken_once);
         $crate::__store_conformance_test!($setup claim_capped_keeps_the_cap);
         $crate::__store_conformance_test!($setup settle_and_claim_writes_then_claims);
+        $crate::__store_conformance_test!($setup sealed_rows_keep_no_plaintext);
+        $crate::__store_conformance_test!($setup sealed_rows_drain_after_rotation);
     };
 }
 

@@ -50,7 +50,9 @@ mod shadowing {
         jitter = 0.3,
         max_age = "30d",
         timeout = "1m",
-        breaker = "50% of 20 in 1m"
+        breaker = "50% of 20 in 1m",
+        encrypt = true,
+        clear = ["/id"]
     )]
     pub(crate) async fn handle(payment: Payment) -> core::result::Result<u64, std::io::Error> {
         core::result::Result::Ok(payment.id)
