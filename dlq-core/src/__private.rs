@@ -61,6 +61,11 @@ pub const fn registration(
     Registration::new(event_type, handler, site, policy, entry, missing_state)
 }
 
+/// `reg` with its attribute's `subject = "..."` JSON pointer.
+pub const fn with_subject(reg: Registration, pointer: &'static str) -> Registration {
+    reg.with_subject(pointer)
+}
+
 /// What a `CheckFn` returns for a decode: `Ok` when the event deserialized, else the reason.
 pub fn checked<T>(decoded: Result<T, HandlerOutcome>) -> Result<(), String> {
     match decoded {

@@ -239,6 +239,8 @@ pub struct Registration {
     pub(crate) dispatch: DispatchFn,
     pub(crate) check: CheckFn,
     pub(crate) missing_state: fn(&Context) -> Option<&'static str>,
+    /// The attribute's `subject = "/pointer"`: where in the payload the subject is.
+    pub(crate) subject: Option<&'static str>,
 }
 
 /// A `check` for hand-made registrations in tests: every payload decodes.
@@ -266,7 +268,27 @@ impl Registration {
             Some(f) => f,
             None => needs_no_state,
         };
-        Self { event_type, handler, file, line, policy, breaker, dispatch, check, missing_state }
+        Self { event_type, handler, file, line, policy, breaker, dispatch, check, missing_state, subject: None }
+    }
+
+    /// The same registration, its subject found at the JSON `pointer` of each payload
+    /// (checked when the handler compiled). Made by the generated code only.
+    pub(crate) const fn with_subject(mut self, pointer: &'static str) -> Self {
+        self.subject = Some(pointer);
+        self
+    }
+
+    /// The attribute's `subject = "..."` JSON pointer: where in a payload the subject is
+    /// whose rows `dlq erase` deletes ([`crate::subject`]).
+    ///
+    /// ```
+    /// #[dlq_core::dead_letter(event_type = "doc-registration-subject")]
+    /// async fn handle(p: serde_json::Value) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// assert_eq!(<handle as dlq_core::Handler>::registration().subject_pointer(), None);
+    /// ```
+    pub const fn subject_pointer(&self) -> Option<&'static str> {
+        self.subject
     }
 
     /// The event type it handles.

@@ -135,6 +135,7 @@ mod record;
 mod registry;
 mod retrier;
 pub mod store;
+pub mod subject;
 #[cfg(feature = "testing")]
 pub mod testing;
 

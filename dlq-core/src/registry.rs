@@ -31,7 +31,20 @@ pub struct Registry {
 impl Registry {
     /// Builds a registry from registrations; a duplicate event type is an error.
     pub fn from_registrations(registrations: impl IntoIterator<Item = &'static Registration>) -> Result<Self, Error> {
-        Self::check(registrations).map_err(|(a, b)| duplicate(a, b))
+        let registry = Self::check(registrations).map_err(|(a, b)| duplicate(a, b))?;
+        registry.check_subject_key()?;
+        Ok(registry)
+    }
+
+    /// Refuses to start when an event type declares a subject (`subject = "/pointer"`) and
+    /// no subject key is configured: its rows would be parked unerasable by subject.
+    fn check_subject_key(&self) -> Result<(), Error> {
+        match self.iter().find(|reg| reg.subject.is_some()) {
+            Some(reg) => {
+                crate::subject::required_key(&format!("event type `{}` (subject = ...)", reg.event_type)).map(|_| ())
+            }
+            None => Ok(()),
+        }
     }
 
     /// The registry, or the first two registrations that share an event type, in source order.
@@ -122,7 +135,7 @@ pub fn registry() -> Result<&'static Registry, Error> {
     type Checked = Result<Registry, (&'static Registration, &'static Registration)>;
     static REGISTRY: OnceLock<Checked> = OnceLock::new();
     match REGISTRY.get_or_init(|| Registry::check(inventory::iter::<Registration>())) {
-        Ok(registry) => Ok(registry),
+        Ok(registry) => registry.check_subject_key().map(|()| registry),
         Err((a, b)) => Err(duplicate(a, b)),
     }
 }
@@ -188,6 +201,7 @@ mod tests {
             dispatch: noop,
             check: crate::handler::accepts_any,
             missing_state: crate::handler::needs_no_state,
+            subject: None,
         }
     }
 

@@ -705,6 +705,25 @@ pub trait DeadLetterStore: Send + Sync + 'static {
         Box::pin(async { Err(unsupported("circuits")) })
     }
 
+    /// For store implementers; applications erase through
+    /// [`Admin::erase`](crate::admin::Admin::erase). Deletes every row stored under
+    /// `request.subject` ([`NewDeadLetter::subject`]), whatever its status, with its attempts
+    /// and audit entries, and records the erasure ([`Erasure`]: the hash's first
+    /// [`RECORDED_PREFIX`](crate::subject::RECORDED_PREFIX) digits, the three counts, the
+    /// note's actor and reason), all in one transaction. The default refuses
+    /// ([`Error::Unsupported`]); the conformance kit expects it.
+    fn erase(&self, request: EraseRequest) -> BoxFuture<'_, StoreResult<Erasure>> {
+        let _ = request;
+        Box::pin(async { Err(unsupported("erasure by subject")) })
+    }
+
+    /// The newest `limit` erasure records ([`erase`](Self::erase)), newest first. The default
+    /// refuses ([`Error::Unsupported`]).
+    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>> {
+        let _ = limit;
+        Box::pin(async { Err(unsupported("erasure by subject")) })
+    }
+
     /// Tries to take the store-wide lock of `singleton` mode: `Some` while this process holds
     /// it, `None` when another one does. The default says the store has no such lock
     /// ([`Error::Unsupported`]), and a retrier configured as a singleton refuses to start.
@@ -714,6 +733,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
 }
 
 pub use crate::circuit::{Circuit, CircuitLogEntry, CircuitWrite, Circuits, StoreId};
+pub use crate::subject::{EraseRequest, Erasure, SubjectHash};
 
 /// The rows one event type created in one bucket of [`DeadLetterStore::created_histogram`].
 ///

@@ -47,6 +47,7 @@ macro_rules! ledger_handler {
             dispatch: post,
             missing_state: crate::handler::needs_no_state,
             check: crate::handler::accepts_any,
+            subject: None,
         };
     };
 }
@@ -178,6 +179,7 @@ static AT_ONCE: Registration = Registration {
     dispatch: post,
     missing_state: crate::handler::needs_no_state,
     check: crate::handler::accepts_any,
+    subject: None,
 };
 
 #[tokio::test(start_paused = true)]

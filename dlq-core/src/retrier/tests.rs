@@ -68,6 +68,7 @@ static SCRIPTED: Registration = Registration {
     dispatch: scripted,
     check: crate::handler::accepts_any,
     missing_state: crate::handler::needs_no_state,
+    subject: None,
 };
 
 static AGED: Registration = Registration {
@@ -80,6 +81,7 @@ static AGED: Registration = Registration {
     dispatch: scripted,
     check: crate::handler::accepts_any,
     missing_state: crate::handler::needs_no_state,
+    subject: None,
 };
 
 /// `backoff = "none"`: a transient failure is due again at once.
@@ -93,6 +95,7 @@ static INSTANT: Registration = Registration {
     dispatch: scripted,
     check: crate::handler::accepts_any,
     missing_state: crate::handler::needs_no_state,
+    subject: None,
 };
 
 fn retrier(store: &Arc<MemoryStore>) -> Retrier<MemoryStore> {
