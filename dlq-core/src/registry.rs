@@ -208,6 +208,23 @@ mod tests {
     static PAY_A: Registration = reg("payment", "app::a::handle_payment", 10);
     static PAY_B: Registration = reg("payment", "app::b::handle_payment", 20);
     static REFUND: Registration = reg("refund", "app::handle_refund", 30);
+    static WITH_SUBJECT: Registration = reg("card", "app::handle_card", 40).with_subject("/holder_id");
+
+    /// A type that declares a subject cannot start without the key its rows are hashed with:
+    /// they would be parked unerasable. The only test of this binary that installs a key.
+    #[test]
+    fn a_subject_without_a_key_stops_the_start() {
+        if std::env::var_os(crate::subject::KEY_ENV).is_none() {
+            let err = Registry::from_registrations([&REFUND, &WITH_SUBJECT]).unwrap_err().to_string();
+            assert!(
+                err.contains("event type `card` (subject = ...) needs a subject key: set DLQ_SUBJECT_KEY"),
+                "{err}"
+            );
+        }
+        let _ = crate::subject::install_key(crate::subject::SubjectKey::new([9; 32]).unwrap());
+        assert_eq!(Registry::from_registrations([&REFUND, &WITH_SUBJECT]).unwrap().len(), 2);
+        assert!(Registry::from_registrations([&REFUND]).is_ok(), "no subject, no key needed");
+    }
 
     #[test]
     fn duplicate_event_type_names_both_handlers_in_stable_order() {

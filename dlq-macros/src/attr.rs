@@ -17,7 +17,7 @@ use crate::errors::Errors;
 const ATTR: &str = "`#[dead_letter]`";
 
 /// The valid keys, in the order the docs give them.
-const KEYS: &str = "event_type, max_retries, backoff, base, max, jitter, max_age, timeout, breaker, crate";
+const KEYS: &str = "event_type, max_retries, backoff, base, max, jitter, max_age, timeout, breaker, subject, crate";
 
 mod kw {
     syn::custom_keyword!(event_type);
@@ -29,6 +29,7 @@ mod kw {
     syn::custom_keyword!(max_age);
     syn::custom_keyword!(timeout);
     syn::custom_keyword!(breaker);
+    syn::custom_keyword!(subject);
 }
 
 /// The shape of a backoff schedule, as `backoff = "..."` names it.
@@ -74,6 +75,7 @@ pub(crate) struct RawArgs {
     max_age: Option<Arg<kw::max_age, Millis>>,
     timeout: Option<Arg<kw::timeout, Millis>>,
     breaker: Option<Arg<kw::breaker, LitStr>>,
+    subject: Option<Arg<kw::subject, LitStr>>,
     krate: Option<Arg<Token![crate], Path>>,
     progress: Progress,
 }
@@ -99,6 +101,8 @@ pub(crate) struct Args {
     pub(crate) timeout: Option<Millis>,
     /// The circuit-breaker rule, checked with the parser the runtime uses.
     pub(crate) breaker: Option<LitStr>,
+    /// The JSON pointer to the payload's subject (erasure by subject).
+    pub(crate) subject: Option<LitStr>,
     /// The path of `dlq_core`, `::dlq_core` unless `crate = "..."` says otherwise.
     pub(crate) krate: TokenStream,
 }
@@ -116,6 +120,7 @@ pub(crate) struct Args {
 //          | "timeout"     "=" DURATION
 //          | "breaker"     "=" STRING      a rule `dlq_breaker_rule::parse` reads, with a window
 //                                          longer than zero: "50% of 20 in 1m"
+//          | "subject"     "=" STRING      an RFC 6901 JSON pointer to a field: "/customer_id"
 //          | "crate"       "=" STRING      a path, like "::dlq_core"
 //   DURATION := STRING that `humantime::parse_duration` reads (numbers with units, added up),
 //               a whole number of milliseconds, longer than zero: "250ms", "30s", "1h 30m", "7d"
@@ -143,6 +148,8 @@ impl Parse for RawArgs {
                 parse_arg(input, "timeout", &mut args.timeout, duration_value, errors)?;
             } else if lookahead.peek(kw::breaker) {
                 parse_arg(input, "breaker", &mut args.breaker, breaker, errors)?;
+            } else if lookahead.peek(kw::subject) {
+                parse_arg(input, "subject", &mut args.subject, subject, errors)?;
             } else if lookahead.peek(Token![crate]) {
                 parse_arg(input, "crate", &mut args.krate, crate_path, errors)?;
             } else {
@@ -230,6 +237,7 @@ fn example(name: &str) -> &'static str {
         "max_age" => "\"7d\"",
         "timeout" => "\"30s\"",
         "breaker" => "\"50% of 20 in 1m\"",
+        "subject" => "\"/customer_id\"",
         _ => "\"::dlq_core\"",
     }
 }
@@ -329,6 +337,25 @@ fn breaker(name: &str, lit: &Lit) -> syn::Result<LitStr> {
     Err(syn::Error::new_spanned(&lit, message))
 }
 
+/// A JSON pointer (RFC 6901) to one field of the payload: it starts with `/`, and a `~` is
+/// followed by `0` (a `~` in the name) or `1` (a `/` in the name).
+fn subject(name: &str, lit: &Lit) -> syn::Result<LitStr> {
+    let lit = string(name, lit)?;
+    let value = lit.value();
+    let bad_escape = value.split('~').skip(1).any(|rest| !rest.starts_with(['0', '1']));
+    let why = if !value.starts_with('/') {
+        "it must start with `/` and name a field of the payload"
+    } else if bad_escape {
+        "a `~` must be followed by `0` (for `~`) or `1` (for `/`)"
+    } else {
+        return Ok(lit);
+    };
+    let message = format!(
+        "{ATTR}: invalid `subject` {value:?}: {why}; write a JSON pointer (RFC 6901) to the field holding whose data the event is, like `subject = \"/customer_id\"` or `subject = \"/card/holder_id\"`"
+    );
+    Err(syn::Error::new_spanned(&lit, message))
+}
+
 fn jitter(name: &str, lit: &Lit) -> syn::Result<f64> {
     let value = match lit {
         Lit::Float(float) if matches!(float.suffix(), "" | "f64") => float.base10_parse::<f64>()?,
@@ -386,6 +413,7 @@ impl RawArgs {
             max_age: self.max_age.map(|a| a.value),
             timeout: self.timeout.map(|a| a.value),
             breaker: self.breaker.map(|a| a.value),
+            subject: self.subject.map(|a| a.value),
             krate,
         })
     }
@@ -490,6 +518,26 @@ mod tests {
             messages(quote!(event_type = "x", breaker = "50% in 0s"))[0].contains("window must be longer than zero")
         );
         assert!(messages(quote!(event_type = "x", breaker = 50))[0].contains("`breaker` takes a string literal"));
+    }
+
+    #[test]
+    fn subject_is_a_json_pointer() {
+        for ok in ["/customer_id", "/card/holder", "/a~1b", "/m~0n", "/items/0/id"] {
+            assert_eq!(
+                parse_ok(quote!(event_type = "x", subject = #ok)).subject.map(|s| s.value()).as_deref(),
+                Some(ok)
+            );
+        }
+        for (bad, why) in [
+            ("customer_id", "must start with `/`"),
+            ("", "must start with `/`"),
+            ("/a~2b", "followed by `0`"),
+            ("/a~", "followed by `0`"),
+        ] {
+            let got = messages(quote!(event_type = "x", subject = #bad));
+            assert!(got[0].contains(why), "{bad}: {got:?}");
+        }
+        assert!(messages(quote!(event_type = "x", subject = 42))[0].contains("`subject` takes a string literal"));
     }
 
     #[test]

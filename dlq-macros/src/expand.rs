@@ -273,15 +273,22 @@ fn registration(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
     } else {
         quote!(#p::Option::Some(Self::__dlq_missing_state))
     };
-    quote! {
-        const __DLQ_REGISTRATION: #p::Registration = #p::registration(
+    let registration = quote! {
+        #p::registration(
             #event_type,
             #p::concat!(#p::module_path!(), #path),
             (#file, #line),
             (#policy, #breaker),
             (Self::__dlq_dispatch, Self::__dlq_check),
             #missing,
-        );
+        )
+    };
+    let registration = match &args.subject {
+        Some(pointer) => quote!(#p::with_subject(#registration, #pointer)),
+        None => registration,
+    };
+    quote! {
+        const __DLQ_REGISTRATION: #p::Registration = #registration;
     }
 }
 
