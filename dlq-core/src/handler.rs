@@ -282,10 +282,10 @@ impl Registration {
     /// whose rows `dlq erase` deletes ([`crate::subject`]).
     ///
     /// ```
-    /// #[dlq_core::dead_letter(event_type = "doc-registration-subject")]
+    /// #[dlq_core::dead_letter(event_type = "doc-registration-subject", subject = "/customer_id")]
     /// async fn handle(p: serde_json::Value) -> Result<(), std::io::Error> { Ok(()) }
     ///
-    /// assert_eq!(<handle as dlq_core::Handler>::registration().subject_pointer(), None);
+    /// assert_eq!(<handle as dlq_core::Handler>::registration().subject_pointer(), Some("/customer_id"));
     /// ```
     pub const fn subject_pointer(&self) -> Option<&'static str> {
         self.subject

@@ -16,7 +16,8 @@
 //! [`wait_for_work`](DeadLetterStore::wait_for_work) (it must wake on parks and redrives) nor
 //! of the circuit methods ([`circuits`](DeadLetterStore::circuits),
 //! [`write_circuit`](DeadLetterStore::write_circuit),
-//! [`circuit_log`](DeadLetterStore::circuit_log)). Bulk patches need
+//! [`circuit_log`](DeadLetterStore::circuit_log)), nor of erasure by subject
+//! ([`erase`](DeadLetterStore::erase), [`erasures`](DeadLetterStore::erasures)). Bulk patches need
 //! [`patch_rows`](DeadLetterStore::patch_rows) to keep each row's operation mark in its audit
 //! entry and to check it under the row's lock: the kit's `patch_rows_patch_each_row_once`
 //! presents a committed batch again and expects no row patched twice. A store kept in one process can hold every
