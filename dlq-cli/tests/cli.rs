@@ -732,6 +732,17 @@ async fn hostile_data_through_every_verb(db: Db) {
     assert_eq!(discarded["moved_ids"], serde_json::json!([stored_raw.id]));
     run(&["show", &raw_id], 0, false);
     run(&["purge", "--older-than", "0s", "--yes"], 0, false);
+    // Erasure: without the key, one inert line; a record with a hostile actor and reason.
+    run(&["erase", "--subject", &arg, "--reason", &arg, "--actor", &arg], 1, false);
+    let subject = dlq_core::subject::SubjectKey::new(SUBJECT_KEY).unwrap().hash("customer-42");
+    let note = dlq_core::store::AuditNote::new(arg.as_str(), arg.as_str());
+    store.erase(dlq_core::store::EraseRequest::new(subject, note)).await.unwrap();
+    run(&["erasures"], 0, false);
+    let erasures = run(&["erasures"], 0, true);
+    assert_eq!(
+        (erasures["erasures"][0]["actor"].as_str(), erasures["erasures"][0]["reason"].as_str()),
+        (Some(arg.as_str()), Some(arg.as_str()))
+    );
     run(&["migrate"], 0, true);
     run(&["ls"], 0, false);
 

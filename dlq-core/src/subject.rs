@@ -260,7 +260,8 @@ pub struct Erasure {
     pub subject_prefix: String,
     /// Rows deleted.
     pub rows: u64,
-    /// Attempt records deleted with them.
+    /// Attempt records deleted with them (PostgreSQL keeps each row's attempt 0 in the row
+    /// itself: it counts only the retries).
     pub attempts: u64,
     /// Audit entries deleted with them.
     pub audit: u64,
