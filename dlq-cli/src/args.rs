@@ -90,6 +90,24 @@ pub enum Command {
         #[arg(long, short = 'y')]
         yes: bool,
     },
+    /// Deletes every row of one data subject (a customer, a card holder), whatever its
+    /// status, with its attempts and audit log, for good, and records the erasure without
+    /// the subject (GDPR). Needs DLQ_SUBJECT_KEY, the key the service parks with.
+    Erase {
+        /// The subject as the service names it (`SourceMeta::subject`, or the value at the
+        /// handler's `subject = "/pointer"`), e.g. `customer-42`.
+        #[arg(long)]
+        subject: String,
+        /// Why: the request's reference, kept in the erasure record.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Lists the newest erasure records: who erased how much, when and why.
+    Erasures {
+        /// How many (1 to 10000).
+        #[arg(long, default_value_t = 20, value_parser = rows)]
+        limit: usize,
+    },
     /// Creates or updates the dlq tables.
     Migrate,
     /// Lists the live retriers and the event types they handle.

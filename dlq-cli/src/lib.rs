@@ -13,6 +13,7 @@
 //! dlq redrive --group 9f2c41d07a3b5e18 --canary 5 --rate 50/s --reason "ledger fixed"
 //! dlq pause payment --reason "ledger migration"  # no retrier claims payments until resumed
 //! dlq resume payment
+//! dlq erase --subject customer-42 --reason "GDPR request 118"  # needs DLQ_SUBJECT_KEY
 //! dlq serve --allow-actions                   # the web console on http://127.0.0.1:8080/
 //! ```
 //!
@@ -61,7 +62,9 @@
 //! - `patch`, `undo`: `{id, audit_id, old, new}`; `patch --dry-run`: `{patched: [{id,
 //!   changes: [{path, old, new}]}], refused: [{id, reason}]}` (`old`/`new` null where the value
 //!   is absent);
-//!   `purge`: `{purged}`; `migrate`:
+//!   `purge`: `{purged}`; `erase`: `{erased: erasure}` and `erasures`: `{erasures:
+//!   [erasure]}`, an erasure being `{id, subject_prefix, rows, attempts, audit, actor, reason,
+//!   at}`; `migrate`:
 //!   `{migrated, schema}`; `workers`: `{retriers: [...]}`;
 //! - `pause`, `resume`: the circuit, `{event_type, state, open_until, cool_down, trial_owner,
 //!   trial_until, paused, paused_by, pause_reason, reason, version, updated_at}` (`state` is
@@ -285,6 +288,8 @@ impl Embedded {
                 }
                 out.purged(admin.purge(*older_than).await?);
             }
+            Command::Erase { subject, reason } => out.erased(&admin.erase(subject, reason).await?),
+            Command::Erasures { limit } => out.erasures(&admin.erasures(*limit).await?),
             Command::Migrate => out.migrated(&cli.schema),
             Command::Workers => out.workers(&admin.workers().await?),
             Command::Rekey { filter, reason } => out.rekeyed(&admin.rekey(filter.filter(), reason).await?),
@@ -333,6 +338,12 @@ fn usage(command: &Command) -> Result<(), Failure> {
         Command::Patch(args) => ("patch", args.reason.as_deref(), args.resume.is_none()),
         Command::Undo { reason, .. } => ("undo", reason.as_deref(), false),
         Command::Rekey { reason, .. } => ("rekey", Some(reason.as_str()), true),
+        Command::Erase { subject, reason } => {
+            if blank(subject) {
+                return Err(Failure::usage("erase needs a non-empty --subject"));
+            }
+            ("erase", Some(reason.as_str()), true)
+        }
         Command::Pause { event_type, reason } | Command::Resume { event_type, reason: Some(reason) } => {
             if blank(event_type) {
                 return Err(Failure::usage("name the event type (`dlq stats` lists them)"));

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use chrono::{DateTime, Utc};
 use comfy_table::{Cell, Color, ContentArrangement, Table, presets};
 use dlq_core::admin::{BulkReport, CanaryStop, Detail, Page, PatchManyReport, PatchOutcome, StatsReport, json};
-use dlq_core::{CircuitState, DeadLetter, Payload, Status, admin::RetrierHeartbeat, store::Circuit};
+use dlq_core::{CircuitState, DeadLetter, Payload, Status, admin::RetrierHeartbeat, store::Circuit, store::Erasure};
 use serde_json::{Value, json};
 
 /// Where and how output goes. Every write is checked: a closed pipe (`dlq ls | head`) or a
@@ -457,6 +457,36 @@ impl Out {
             return self.emit(&json!({ "purged": n }));
         }
         self.line(format!("purged {n} rows"));
+    }
+
+    pub(crate) fn erased(&self, erased: &Erasure) {
+        if self.json {
+            return self.emit(&json!({ "erased": erased }));
+        }
+        self.line(format!(
+            "erased {} rows of subject {}… with {} attempts and {} audit entries (erasure record {})",
+            erased.rows, erased.subject_prefix, erased.attempts, erased.audit, erased.id
+        ));
+    }
+
+    pub(crate) fn erasures(&self, erasures: &[Erasure]) {
+        if self.json {
+            return self.emit(&json!({ "erasures": erasures }));
+        }
+        let mut table = self.table(&["ID", "AT", "SUBJECT", "ROWS", "ATTEMPTS", "AUDIT", "ACTOR", "REASON"]);
+        for e in erasures {
+            table.add_row(vec![
+                Cell::new(e.id),
+                Cell::new(time(e.at)),
+                cell(format!("{}…", e.subject_prefix)),
+                Cell::new(e.rows),
+                Cell::new(e.attempts),
+                Cell::new(e.audit),
+                cell(&e.actor),
+                cell(&e.reason),
+            ]);
+        }
+        self.print_table(&table);
     }
 
     pub(crate) fn migrated(&self, schema: &str) {

@@ -61,7 +61,7 @@ impl Db {
 
     fn dlq(&self) -> Command {
         let mut cmd = Command::cargo_bin("dlq").unwrap();
-        cmd.env("DATABASE_URL", &self.url).env("NO_COLOR", "1").env("USER", "oncall");
+        cmd.env("DATABASE_URL", &self.url).env("NO_COLOR", "1").env("USER", "oncall").env_remove("DLQ_SUBJECT_KEY");
         cmd
     }
 }
@@ -738,6 +738,17 @@ async fn hostile_data_through_every_verb(db: Db) {
     assert_eq!(discarded["moved_ids"], serde_json::json!([stored_raw.id]));
     run(&["show", &raw_id], 0, false);
     run(&["purge", "--older-than", "0s", "--yes"], 0, false);
+    // Erasure: without the key, one inert line; a record with a hostile actor and reason.
+    run(&["erase", "--subject", &arg, "--reason", &arg, "--actor", &arg], 1, false);
+    let subject = dlq_core::subject::SubjectKey::new(SUBJECT_KEY).unwrap().hash("customer-42");
+    let note = dlq_core::store::AuditNote::new(arg.as_str(), arg.as_str());
+    store.erase(dlq_core::store::EraseRequest::new(subject, note)).await.unwrap();
+    run(&["erasures"], 0, false);
+    let erasures = run(&["erasures"], 0, true);
+    assert_eq!(
+        (erasures["erasures"][0]["actor"].as_str(), erasures["erasures"][0]["reason"].as_str()),
+        (Some(arg.as_str()), Some(arg.as_str()))
+    );
     run(&["migrate"], 0, true);
     run(&["ls"], 0, false);
     // Without a key ring: one line, nothing written.
@@ -950,8 +961,58 @@ on_both_stores!(
     hostile_data_through_every_verb,
     a_resume_must_name_the_operations_verb,
     numbers_out_of_range_are_refused_before_anything_moves,
-    nothing_matched_is_not_success
+    nothing_matched_is_not_success,
+    erase_by_subject
 );
+
+/// The subject key of these tests: the service's (installed in this process) and the `dlq`
+/// binary's (`DLQ_SUBJECT_KEY`) must be the same.
+const SUBJECT_KEY: &str = "the cli tests' subject key, thirty-two bytes or more";
+
+#[dead_letter(event_type = "cli-erase", max_retries = 0, backoff = "none")]
+async fn card_declined(p: Payment) -> Result<(), PaymentError> {
+    Err(PaymentError::BadCurrency(p.currency))
+}
+
+/// `dlq erase` deletes every row of one subject (parked by the live path, named by the
+/// source), with its history, through the binary, and leaves a record without the subject.
+async fn erase_by_subject(db: Db) {
+    let key = dlq_core::subject::SubjectKey::new(SUBJECT_KEY).unwrap();
+    let _ = dlq_core::subject::install_key(key); // first test to run installs it
+    let store = db.store().await;
+    let mut ids = Vec::new();
+    for (n, who) in [(1, "customer-42"), (2, "customer-42"), (3, "customer-7")] {
+        let source = dlq_core::SourceMeta::kafka("payments", 0, n).subject(who);
+        let payment = Payment { id: n.unsigned_abs(), currency: "USD ".into() };
+        let parked = dlq_core::Scope::new().store(Arc::clone(&store)).source(source).run(card_declined(payment));
+        ids.push(parked.await.unwrap_err().dlq_id().unwrap());
+    }
+    run_json(&db, &["discard", &ids[0].to_string(), "--reason", "duplicate"]);
+    let erase = ["erase", "--subject", "customer-42", "--reason", "GDPR request 118"];
+    fails(&db, &["erase", "--subject", "customer-42", "--reason", " "], 2, "erase needs a non-empty --reason");
+    fails(&db, &["erase", "--subject", "", "--reason", "r"], 2, "erase needs a non-empty --subject");
+    fails(&db, &erase, 1, "erase needs a subject key: set DLQ_SUBJECT_KEY");
+    let mut other_key = db.dlq();
+    other_key.env("DLQ_SUBJECT_KEY", "another key, thirty-two bytes or more").args(erase).arg("--json");
+    let other_key = json_of(&other_key.assert().success().get_output().stdout);
+    assert_eq!(other_key["erased"]["rows"], 0, "another key finds nothing");
+
+    let out = db.dlq().env("DLQ_SUBJECT_KEY", SUBJECT_KEY).args(erase).arg("--json").assert().success();
+    let erased = &json_of(&out.get_output().stdout)["erased"];
+    assert_eq!((erased["rows"].as_u64(), erased["audit"].as_u64()), (Some(2), Some(1)), "{erased}");
+    assert_eq!((erased["actor"].as_str(), erased["reason"].as_str()), (Some("oncall"), Some("GDPR request 118")));
+    for id in &ids[..2] {
+        fails(&db, &["show", &id.to_string()], 1, "not found");
+    }
+    assert_eq!(run_json(&db, &["show", &ids[2].to_string()])["id"], ids[2], "customer-7's row stays");
+    let records = db.dlq().args(["erasures"]).assert().success().get_output().stdout.clone();
+    let records = String::from_utf8(records).unwrap();
+    assert!(records.contains("GDPR request 118") && !records.contains("customer-42"), "{records}");
+    assert_eq!(run_json(&db, &["erasures", "--limit", "1"])["erasures"][0]["reason"], "GDPR request 118");
+    let again = db.dlq().env("DLQ_SUBJECT_KEY", SUBJECT_KEY).args(erase).assert().success();
+    let line = String::from_utf8(again.get_output().stdout.clone()).unwrap();
+    assert!(line.starts_with("erased 0 rows of subject ") && !line.contains("customer-42"), "{line}");
+}
 
 /// A database URL's password is never printed: not in a connection error, not in a usage
 /// error that quotes the URL (clap's), not in the path an SQLite URL names.

@@ -66,6 +66,11 @@ pub const fn sealed(registration: Registration, clear: &'static [&'static str]) 
     registration.sealed(crate::sealed::Sealing::new(clear))
 }
 
+/// `reg` with its attribute's `subject = "..."` JSON pointer.
+pub const fn with_subject(reg: Registration, pointer: &'static str) -> Registration {
+    reg.with_subject(pointer)
+}
+
 /// What a `CheckFn` returns for a decode: `Ok` when the event deserialized, else the reason.
 pub fn checked<T>(decoded: Result<T, HandlerOutcome>) -> Result<(), String> {
     match decoded {

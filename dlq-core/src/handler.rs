@@ -241,6 +241,8 @@ pub struct Registration {
     pub(crate) missing_state: fn(&Context) -> Option<&'static str>,
     /// The attribute's `encrypt = true` (with its `clear` fields).
     pub(crate) sealing: Option<crate::sealed::Sealing>,
+    /// The attribute's `subject = "/pointer"`: where in the payload the subject is.
+    pub(crate) subject: Option<&'static str>,
 }
 
 /// A `check` for hand-made registrations in tests: every payload decodes.
@@ -268,7 +270,7 @@ impl Registration {
             Some(f) => f,
             None => needs_no_state,
         };
-        Self { event_type, handler, file, line, policy, breaker, dispatch, check, missing_state, sealing: None }
+        Self { event_type, handler, file, line, policy, breaker, dispatch, check, missing_state, sealing: None, subject: None }
     }
 
     /// The registration with its events sealed at rest (`encrypt = true`).
@@ -290,6 +292,26 @@ impl Registration {
     /// ```
     pub const fn sealing(&self) -> Option<crate::sealed::Sealing> {
         self.sealing
+    }
+
+    /// The same registration, its subject found at the JSON `pointer` of each payload
+    /// (checked when the handler compiled). Made by the generated code only.
+    pub(crate) const fn with_subject(mut self, pointer: &'static str) -> Self {
+        self.subject = Some(pointer);
+        self
+    }
+
+    /// The attribute's `subject = "..."` JSON pointer: where in a payload the subject is
+    /// whose rows `dlq erase` deletes ([`crate::subject`]).
+    ///
+    /// ```
+    /// #[dlq_core::dead_letter(event_type = "doc-registration-subject", subject = "/customer_id")]
+    /// async fn handle(p: serde_json::Value) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// assert_eq!(<handle as dlq_core::Handler>::registration().subject_pointer(), Some("/customer_id"));
+    /// ```
+    pub const fn subject_pointer(&self) -> Option<&'static str> {
+        self.subject
     }
 
     /// The event type it handles.

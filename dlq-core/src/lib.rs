@@ -138,6 +138,7 @@ mod registry;
 mod retrier;
 pub mod sealed;
 pub mod store;
+pub mod subject;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -403,7 +403,10 @@ pub(crate) fn payload_limit() -> usize {
 /// keeps the handler's own `max_retries` whatever the class, so a redrive gets that many. A
 /// payload already cut to the store's limit parks dead (`too_large`), as the store would.
 pub(crate) fn letter_for(reg: &Registration, payload: Payload, failure: FailureInfo) -> NewDeadLetter {
-    let letter = NewDeadLetter::new(reg.event_type, payload, failure).with_handler(reg.handler);
+    let mut letter = NewDeadLetter::new(reg.event_type, payload, failure).with_handler(reg.handler);
+    if let Some(pointer) = reg.subject {
+        letter.subject = crate::subject::stamp_pointer(reg.event_type, &letter.payload, pointer);
+    }
     if letter.payload.is_truncated() {
         return letter.retry(std::time::Duration::ZERO, reg.policy.max_retries).dead(DeadReason::TooLarge);
     }
@@ -687,10 +690,13 @@ impl Dispatcher {
             }
             HandlerOutcome::Failed(failure) => (letter_for(reg, stored(), failure.clone()), failure),
             HandlerOutcome::Undecodable(failure) => {
-                let letter = NewDeadLetter::new(reg.event_type, stored(), failure.clone())
+                let mut letter = NewDeadLetter::new(reg.event_type, stored(), failure.clone())
                     .with_handler(reg.handler)
                     .retry(std::time::Duration::ZERO, reg.policy.max_retries)
                     .dead(DeadReason::Undecodable);
+                if let Some(pointer) = reg.subject {
+                    letter.subject = crate::subject::stamp_pointer(reg.event_type, &letter.payload, pointer);
+                }
                 (letter, failure)
             }
         };
@@ -824,6 +830,7 @@ mod tests {
         check: crate::handler::accepts_any,
         missing_state: crate::handler::needs_no_state,
         sealing: None,
+        subject: None,
     };
 
     static NO_RETRIES: Registration =

@@ -19,8 +19,8 @@ use crate::record::{
     DlqId, FailureGroup, ListFilter, NewDeadLetter, Order, Parked, SettleReport, Settlement, StatsRow, Status,
 };
 use crate::store::{
-    BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits, DeadLetterStore, SingletonLock, StoreId, StoreResult,
-    WorkSignal, WorkTicket,
+    BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits, DeadLetterStore, EraseRequest, Erasure, SingletonLock,
+    StoreId, StoreResult, SubjectHash, WorkSignal, WorkTicket,
 };
 
 /// A [`DeadLetterStore`] in process memory, with the same semantics as the SQL stores:
@@ -81,6 +81,7 @@ struct Inner {
     operations: BTreeMap<i64, Operation>,
     circuits: BTreeMap<String, Circuit>,
     circuit_log: Vec<CircuitLogEntry>,
+    erasures: Vec<Erasure>,
     /// Capped claims per event type: when, and how many rows (for `claim_capped`'s window).
     starts: HashMap<String, std::collections::VecDeque<(DateTime<Utc>, usize)>>,
 }
@@ -89,6 +90,8 @@ struct Inner {
 struct Row {
     letter: DeadLetter,
     token: Option<Uuid>,
+    /// The keyed hash `erase` finds the row by.
+    subject: Option<SubjectHash>,
 }
 
 /// Wall-clock time that advances with tokio's clock, so a paused test clock moves it too.
@@ -154,6 +157,28 @@ impl MemoryStore {
 }
 
 impl Inner {
+    /// Deletes the subject's rows with their history, and records the erasure.
+    fn erase(&mut self, request: EraseRequest, at: DateTime<Utc>) -> Erasure {
+        let before = (self.rows.len(), self.attempts.len(), self.audit.len());
+        self.rows.retain(|_, r| r.subject.as_ref() != Some(&request.subject));
+        self.forget_removed();
+        let gone = |was: usize, now: usize| (was - now) as u64;
+        let counts =
+            (gone(before.0, self.rows.len()), gone(before.1, self.attempts.len()), gone(before.2, self.audit.len()));
+        let id = self.erasures.last().map_or(1, |e| e.id + 1);
+        let erasure = Erasure::new(id, request.subject.prefix(), counts, request.note, at);
+        self.erasures.push(erasure.clone());
+        erasure
+    }
+
+    /// Drops the history and dedupe keys of rows no longer stored.
+    fn forget_removed(&mut self) {
+        let live: std::collections::HashSet<DlqId> = self.rows.keys().copied().collect();
+        self.attempts.retain(|a| live.contains(&a.dlq_id));
+        self.audit.retain(|a| live.contains(&a.dlq_id));
+        self.dedupe.retain(|_, id| live.contains(id));
+    }
+
     fn park(&mut self, new: NewDeadLetter, at: DateTime<Utc>) -> Parked {
         let new = new.fit(DEFAULT_MAX_PAYLOAD_BYTES);
         let truncated = new.payload.is_truncated();
@@ -171,6 +196,7 @@ impl Inner {
             self.dedupe.insert(identity, id);
         }
         let status = new.status();
+        let subject = new.subject;
         self.attempts.push(AttemptRecord {
             dlq_id: id,
             attempt: 0,
@@ -201,7 +227,7 @@ impl Inner {
             first_failed_at: at,
             last_attempt_at: None,
         };
-        self.rows.insert(id, Row { letter, token: None });
+        self.rows.insert(id, Row { letter, token: None, subject });
         Parked { id, deduplicated: false, truncated }
     }
 
@@ -739,6 +765,14 @@ impl DeadLetterStore for MemoryStore {
         ready(Ok(inner.circuit_log.iter().rev().filter(wanted).take(limit).cloned().collect()))
     }
 
+    fn erase(&self, request: EraseRequest) -> BoxFuture<'_, StoreResult<Erasure>> {
+        ready(Ok(self.lock().erase(request, now())))
+    }
+
+    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>> {
+        ready(Ok(self.lock().erasures.iter().rev().take(limit).cloned().collect()))
+    }
+
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
         let cutoff = chrono::Duration::from_std(older_than)
             .ok()
@@ -750,10 +784,7 @@ impl DeadLetterStore for MemoryStore {
             !(matches!(r.letter.status, Status::Succeeded | Status::Discarded) && r.letter.updated_at < cutoff)
         });
         let purged = (before - inner.rows.len()) as u64;
-        let live: std::collections::HashSet<DlqId> = inner.rows.keys().copied().collect();
-        inner.attempts.retain(|a| live.contains(&a.dlq_id));
-        inner.audit.retain(|a| live.contains(&a.dlq_id));
-        inner.dedupe.retain(|_, id| live.contains(id));
+        inner.forget_removed();
         ready(Ok(purged))
     }
 }

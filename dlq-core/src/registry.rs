@@ -31,7 +31,20 @@ pub struct Registry {
 impl Registry {
     /// Builds a registry from registrations; a duplicate event type is an error.
     pub fn from_registrations(registrations: impl IntoIterator<Item = &'static Registration>) -> Result<Self, Error> {
-        Self::check(registrations).map_err(|(a, b)| duplicate(a, b))
+        let registry = Self::check(registrations).map_err(|(a, b)| duplicate(a, b))?;
+        registry.check_subject_key()?;
+        Ok(registry)
+    }
+
+    /// Refuses to start when an event type declares a subject (`subject = "/pointer"`) and
+    /// no subject key is configured: its rows would be parked unerasable by subject.
+    fn check_subject_key(&self) -> Result<(), Error> {
+        match self.iter().find(|reg| reg.subject.is_some()) {
+            Some(reg) => {
+                crate::subject::required_key(&format!("event type `{}` (subject = ...)", reg.event_type)).map(|_| ())
+            }
+            None => Ok(()),
+        }
     }
 
     /// The registry, or the first two registrations that share an event type, in source order.
@@ -122,7 +135,7 @@ pub fn registry() -> Result<&'static Registry, Error> {
     type Checked = Result<Registry, (&'static Registration, &'static Registration)>;
     static REGISTRY: OnceLock<Checked> = OnceLock::new();
     match REGISTRY.get_or_init(|| Registry::check(inventory::iter::<Registration>())) {
-        Ok(registry) => Ok(registry),
+        Ok(registry) => registry.check_subject_key().map(|()| registry),
         Err((a, b)) => Err(duplicate(a, b)),
     }
 }
@@ -189,12 +202,30 @@ mod tests {
             check: crate::handler::accepts_any,
             missing_state: crate::handler::needs_no_state,
             sealing: None,
+            subject: None,
         }
     }
 
     static PAY_A: Registration = reg("payment", "app::a::handle_payment", 10);
     static PAY_B: Registration = reg("payment", "app::b::handle_payment", 20);
     static REFUND: Registration = reg("refund", "app::handle_refund", 30);
+    static WITH_SUBJECT: Registration = reg("card", "app::handle_card", 40).with_subject("/holder_id");
+
+    /// A type that declares a subject cannot start without the key its rows are hashed with:
+    /// they would be parked unerasable. The only test of this binary that installs a key.
+    #[test]
+    fn a_subject_without_a_key_stops_the_start() {
+        if std::env::var_os(crate::subject::KEY_ENV).is_none() {
+            let err = Registry::from_registrations([&REFUND, &WITH_SUBJECT]).unwrap_err().to_string();
+            assert!(
+                err.contains("event type `card` (subject = ...) needs a subject key: set DLQ_SUBJECT_KEY"),
+                "{err}"
+            );
+        }
+        let _ = crate::subject::install_key(crate::subject::SubjectKey::new([9; 32]).unwrap());
+        assert_eq!(Registry::from_registrations([&REFUND, &WITH_SUBJECT]).unwrap().len(), 2);
+        assert!(Registry::from_registrations([&REFUND]).is_ok(), "no subject, no key needed");
+    }
 
     #[test]
     fn duplicate_event_type_names_both_handlers_in_stable_order() {

@@ -16,7 +16,8 @@
 //! [`wait_for_work`](DeadLetterStore::wait_for_work) (it must wake on parks and redrives) nor
 //! of the circuit methods ([`circuits`](DeadLetterStore::circuits),
 //! [`write_circuit`](DeadLetterStore::write_circuit),
-//! [`circuit_log`](DeadLetterStore::circuit_log)). Bulk patches need
+//! [`circuit_log`](DeadLetterStore::circuit_log)), nor of erasure by subject
+//! ([`erase`](DeadLetterStore::erase), [`erasures`](DeadLetterStore::erasures)). Bulk patches need
 //! [`patch_rows`](DeadLetterStore::patch_rows) to keep each row's operation mark in its audit
 //! entry and to check it under the row's lock: the kit's `patch_rows_patch_each_row_once`
 //! presents a committed batch again and expects no row patched twice. A store kept in one process can hold every
@@ -705,6 +706,25 @@ pub trait DeadLetterStore: Send + Sync + 'static {
         Box::pin(async { Err(unsupported("circuits")) })
     }
 
+    /// For store implementers; applications erase through
+    /// [`Admin::erase`](crate::admin::Admin::erase). Deletes every row stored under
+    /// `request.subject` ([`NewDeadLetter::subject`]), whatever its status, with its attempts
+    /// and audit entries, and records the erasure ([`Erasure`]: the hash's first
+    /// [`RECORDED_PREFIX`](crate::subject::RECORDED_PREFIX) digits, the three counts, the
+    /// note's actor and reason), all in one transaction. The default refuses
+    /// ([`Error::Unsupported`]); the conformance kit expects it.
+    fn erase(&self, request: EraseRequest) -> BoxFuture<'_, StoreResult<Erasure>> {
+        let _ = request;
+        Box::pin(async { Err(unsupported("erasure by subject")) })
+    }
+
+    /// The newest `limit` erasure records ([`erase`](Self::erase)), newest first. The default
+    /// refuses ([`Error::Unsupported`]).
+    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>> {
+        let _ = limit;
+        Box::pin(async { Err(unsupported("erasure by subject")) })
+    }
+
     /// Tries to take the store-wide lock of `singleton` mode: `Some` while this process holds
     /// it, `None` when another one does. The default says the store has no such lock
     /// ([`Error::Unsupported`]), and a retrier configured as a singleton refuses to start.
@@ -714,6 +734,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
 }
 
 pub use crate::circuit::{Circuit, CircuitLogEntry, CircuitWrite, Circuits, StoreId};
+pub use crate::subject::{EraseRequest, Erasure, SubjectHash};
 
 /// The rows one event type created in one bucket of [`DeadLetterStore::created_histogram`].
 ///

@@ -18,7 +18,7 @@ const ATTR: &str = "`#[dead_letter]`";
 
 /// The valid keys, in the order the docs give them.
 const KEYS: &str =
-    "event_type, max_retries, backoff, base, max, jitter, max_age, timeout, breaker, encrypt, clear, crate";
+    "event_type, max_retries, backoff, base, max, jitter, max_age, timeout, breaker, encrypt, clear, subject, crate";
 
 mod kw {
     syn::custom_keyword!(event_type);
@@ -32,6 +32,7 @@ mod kw {
     syn::custom_keyword!(breaker);
     syn::custom_keyword!(encrypt);
     syn::custom_keyword!(clear);
+    syn::custom_keyword!(subject);
 }
 
 /// The shape of a backoff schedule, as `backoff = "..."` names it.
@@ -79,6 +80,7 @@ pub(crate) struct RawArgs {
     breaker: Option<Arg<kw::breaker, LitStr>>,
     encrypt: Option<Arg<kw::encrypt, LitBool>>,
     clear: Option<Arg<kw::clear, Vec<LitStr>>>,
+    subject: Option<Arg<kw::subject, LitStr>>,
     krate: Option<Arg<Token![crate], Path>>,
     progress: Progress,
 }
@@ -108,6 +110,8 @@ pub(crate) struct Args {
     pub(crate) encrypt: bool,
     /// The JSON pointers of the payload fields kept in clear beside the ciphertext.
     pub(crate) clear: Vec<LitStr>,
+    /// The JSON pointer to the payload's subject (erasure by subject).
+    pub(crate) subject: Option<LitStr>,
     /// The path of `dlq_core`, `::dlq_core` unless `crate = "..."` says otherwise.
     pub(crate) krate: TokenStream,
 }
@@ -128,6 +132,7 @@ pub(crate) struct Args {
 //          | "encrypt"     "=" BOOL        seal the payload and the error's text at rest
 //          | "clear"       "=" "[" STRING ("," STRING)* ","? "]"
 //                                          JSON pointers ("/id") kept readable; needs `encrypt = true`
+//          | "subject"     "=" STRING      an RFC 6901 JSON pointer to a field: "/customer_id"
 //          | "crate"       "=" STRING      a path, like "::dlq_core"
 //   DURATION := STRING that `humantime::parse_duration` reads (numbers with units, added up),
 //               a whole number of milliseconds, longer than zero: "250ms", "30s", "1h 30m", "7d"
@@ -159,6 +164,8 @@ impl Parse for RawArgs {
                 parse_arg(input, "encrypt", &mut args.encrypt, boolean, errors)?;
             } else if lookahead.peek(kw::clear) {
                 parse_value(input, "clear", &mut args.clear, clear_pointers, errors)?;
+            } else if lookahead.peek(kw::subject) {
+                parse_arg(input, "subject", &mut args.subject, subject, errors)?;
             } else if lookahead.peek(Token![crate]) {
                 parse_arg(input, "crate", &mut args.krate, crate_path, errors)?;
             } else {
@@ -259,6 +266,7 @@ fn example(name: &str) -> &'static str {
         "breaker" => "\"50% of 20 in 1m\"",
         "encrypt" => "true",
         "clear" => "[\"/id\", \"/currency\"]",
+        "subject" => "\"/customer_id\"",
         _ => "\"::dlq_core\"",
     }
 }
@@ -356,6 +364,25 @@ fn breaker(name: &str, lit: &Lit) -> syn::Result<LitStr> {
         lit.value(),
         dlq_breaker_rule::FORM,
         dlq_breaker_rule::EXAMPLE,
+    );
+    Err(syn::Error::new_spanned(&lit, message))
+}
+
+/// A JSON pointer (RFC 6901) to one field of the payload: it starts with `/`, and a `~` is
+/// followed by `0` (a `~` in the name) or `1` (a `/` in the name).
+fn subject(name: &str, lit: &Lit) -> syn::Result<LitStr> {
+    let lit = string(name, lit)?;
+    let value = lit.value();
+    let bad_escape = value.split('~').skip(1).any(|rest| !rest.starts_with(['0', '1']));
+    let why = if !value.starts_with('/') {
+        "it must start with `/` and name a field of the payload"
+    } else if bad_escape {
+        "a `~` must be followed by `0` (for `~`) or `1` (for `/`)"
+    } else {
+        return Ok(lit);
+    };
+    let message = format!(
+        "{ATTR}: invalid `subject` {value:?}: {why}; write a JSON pointer (RFC 6901) to the field holding whose data the event is, like `subject = \"/customer_id\"` or `subject = \"/card/holder_id\"`"
     );
     Err(syn::Error::new_spanned(&lit, message))
 }
@@ -458,6 +485,7 @@ impl RawArgs {
             breaker: self.breaker.map(|a| a.value),
             encrypt: self.encrypt.is_some_and(|a| a.value.value),
             clear: self.clear.map(|a| a.value).unwrap_or_default(),
+            subject: self.subject.map(|a| a.value),
             krate,
         })
     }
@@ -583,6 +611,26 @@ mod tests {
             messages(quote!(event_type = "x", encrypt = true, clear = "/id"))[0]
                 .contains("takes an array of JSON pointers")
         );
+    }
+
+    #[test]
+    fn subject_is_a_json_pointer() {
+        for ok in ["/customer_id", "/card/holder", "/a~1b", "/m~0n", "/items/0/id"] {
+            assert_eq!(
+                parse_ok(quote!(event_type = "x", subject = #ok)).subject.map(|s| s.value()).as_deref(),
+                Some(ok)
+            );
+        }
+        for (bad, why) in [
+            ("customer_id", "must start with `/`"),
+            ("", "must start with `/`"),
+            ("/a~2b", "followed by `0`"),
+            ("/a~", "followed by `0`"),
+        ] {
+            let got = messages(quote!(event_type = "x", subject = #bad));
+            assert!(got[0].contains(why), "{bad}: {got:?}");
+        }
+        assert!(messages(quote!(event_type = "x", subject = 42))[0].contains("`subject` takes a string literal"));
     }
 
     #[test]

@@ -289,6 +289,10 @@ fn registration(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
     } else {
         registration
     };
+    let registration = match &args.subject {
+        Some(pointer) => quote!(#p::with_subject(#registration, #pointer)),
+        None => registration,
+    };
     quote! {
         const __DLQ_REGISTRATION: #p::Registration = #registration;
     }

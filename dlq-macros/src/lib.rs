@@ -87,6 +87,7 @@ mod handlers;
 /// | `max_age` | give up once the event has been failing this long | none |
 /// | `timeout` | the longest one attempt may run | none |
 /// | `breaker` | the event type's circuit breaker, as a rule: `"<percent>% [of <min-calls>] [in <window>]"` | none |
+/// | `subject` | a JSON pointer (RFC 6901) to the payload field naming whose data the event holds, for erasure (`dlq erase --subject`) | none |
 /// | `crate` | the path of `dlq_core`, when it is reached under another name | `"::dlq_core"` |
 ///
 /// Durations are strings that [`humantime::parse_duration`] reads, in whole milliseconds:
@@ -105,6 +106,13 @@ mod handlers;
 /// [dlq.retry.breakers.payment]
 /// threshold = "50% of 20 in 1m"
 /// ```
+///
+/// `subject = "/customer_id"` stores each failed event of the type under the keyed hash
+/// (HMAC-SHA256 under `DLQ_SUBJECT_KEY`) of the string or number at that pointer, so that
+/// `dlq erase --subject customer-42` deletes every row of that customer; the subject itself
+/// is never stored (`dlq_core::subject`). A registry holding such a type refuses to build
+/// without a subject key. Without the attribute, the same is `SourceMeta::subject` on the
+/// event's source.
 ///
 /// [`humantime::parse_duration`]: https://docs.rs/humantime/2/humantime/fn.parse_duration.html
 ///
@@ -146,7 +154,7 @@ mod handlers;
 ///         ),
 ///         (Self::__dlq_dispatch, Self::__dlq_check),
 ///         Some(Self::__dlq_missing_state), // the first `State<T>` its context lacks
-///     );
+///     ); // wrapped in `with_subject(.., "/customer_id")` with a `subject = "..."`
 /// }
 ///
 /// impl Handler for handle_payment { /* EVENT_TYPE, registration() */ }
@@ -166,6 +174,11 @@ mod handlers;
 /// ```compile_fail
 /// #[dlq_core::dead_letter(event_type = "payment", retries = 3)]
 /// async fn handle(amount: u64) -> Result<(), std::io::Error> { Ok(()) }
+/// ```
+/// a `subject` that is not a JSON pointer (it starts with `/`):
+/// ```compile_fail
+/// #[dlq_core::dead_letter(event_type = "payment", subject = "customer_id")]
+/// async fn handle(p: serde_json::Value) -> Result<(), std::io::Error> { Ok(()) }
 /// ```
 /// an event that borrows (take `String` instead):
 /// ```compile_fail

@@ -1107,21 +1107,47 @@ async fn a_table_of_the_previous_release_dedupes_per_event_type_once_migrated(po
     assert!(!receipt.deduplicated && receipt.id != stored, "{receipt:?}");
 }
 
-/// A concurrent index build that was interrupted leaves an INVALID index under the migration's
-/// name, enforcing nothing; the next migration run drops it and builds the real one.
-#[sqlx::test(migrations = false)]
-async fn an_interrupted_concurrent_index_build_is_built_again(pool: PgPool) {
-    dlq_sqlx::postgres::MIGRATOR.run_to(16, &pool).await.unwrap();
+/// Two rows of type `payment`, inserted as an earlier release's schema allows: a unique index
+/// on the type then fails to build.
+async fn two_payments(pool: &PgPool) {
     for n in 0..2 {
         sqlx::query(
             "INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, fingerprint, max_retries)
              VALUES ('payment', jsonb_build_object('n', $1::int), 'transient', 'io', 'down', 'io: down', 5)",
         )
         .bind(n)
-        .execute(&pool)
+        .execute(pool)
         .await
         .unwrap();
     }
+}
+
+/// The subject index (migration 0023) is built CONCURRENTLY too: an interrupted build is
+/// dropped and built again, on the subject column, valid.
+#[sqlx::test(migrations = false)]
+async fn an_interrupted_subject_index_build_is_built_again(pool: PgPool) {
+    dlq_sqlx::postgres::MIGRATOR.run_to(22, &pool).await.unwrap();
+    two_payments(&pool).await;
+    let failed = sqlx::query("CREATE UNIQUE INDEX CONCURRENTLY dlq_events_subject ON dlq_events (event_type)")
+        .execute(&pool)
+        .await;
+    assert!(failed.is_err(), "a unique build over two rows of one type fails and leaves its index INVALID");
+    store(&pool).await;
+    let (valid, definition): (bool, String) = sqlx::query_as(
+        "SELECT indisvalid, pg_get_indexdef(indexrelid) FROM pg_index WHERE indexrelid = 'dlq_events_subject'::regclass",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(valid && definition.contains("(subject) WHERE (subject IS NOT NULL)"), "{definition}");
+}
+
+/// A concurrent index build that was interrupted leaves an INVALID index under the migration's
+/// name, enforcing nothing; the next migration run drops it and builds the real one.
+#[sqlx::test(migrations = false)]
+async fn an_interrupted_concurrent_index_build_is_built_again(pool: PgPool) {
+    dlq_sqlx::postgres::MIGRATOR.run_to(16, &pool).await.unwrap();
+    two_payments(&pool).await;
     // A unique build over two rows of one type fails, and leaves its index INVALID.
     let failed = sqlx::query("CREATE UNIQUE INDEX CONCURRENTLY dlq_events_live_dedupe ON dlq_events (event_type)")
         .execute(&pool)

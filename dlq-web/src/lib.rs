@@ -67,6 +67,7 @@
 
 mod api;
 mod chart;
+mod erase;
 mod error;
 mod extract;
 mod filter;
@@ -391,6 +392,7 @@ pub fn router(admin: Admin, options: Options) -> Router {
         .route("/redrive", post(pages::redrive))
         .route("/discard", post(pages::discard))
         .route("/audit/{audit_id}/undo", post(pages::undo))
+        .route("/erase", get(erase::page).post(erase::erase))
         .route("/operations/{id}", get(operations::page))
         .route("/operations/{id}/resume", post(operations::resume))
         .route("/assets/console.css", get(view::stylesheet))

@@ -1144,6 +1144,56 @@ async fn long_fields_are_cut_in_tables_and_whole_on_the_row(store: Store) {
     assert!(list.contains(&stored.failure.reason) && list.contains(&long("f")), "the API lists them whole");
 }
 
+/// `/erase`: a form, a confirmation page, then the subject's rows deleted through the admin
+/// layer with the operator's name in the record; cross-site and read-only posts are refused;
+/// no page shows the subject after the erasure.
+async fn erase_confirms_then_deletes_the_subjects_rows(store: Store) {
+    use dlq_core::subject::{SubjectKey, install_key};
+    let key = SubjectKey::new(SUBJECT_KEY).unwrap();
+    let _ = install_key(key.clone()); // the console's admin hashes with the process's key
+    let mut ids = Vec::new();
+    for who in ["customer-42", "customer-42", "customer-7"] {
+        let letter = dead("Declined", "card declined", json!({"holder": who})).with_subject(key.hash(who));
+        ids.push(store.park(letter).await.unwrap().id);
+    }
+    let app = app(&store, actions());
+    let (status, page) = get(&app, "/dlq/erase").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("method=\"post\"") && page.contains("name=\"subject\""), "{page}");
+    let read_only = self::app(&store, Options::default());
+    assert!(
+        !get(&read_only, "/dlq/erase").await.1.contains("method=\"post\""),
+        "a read-only console offers no erasure"
+    );
+    let refused = send(&read_only, form("/dlq/erase", "subject=customer-42&reason=r&confirm=1")).await;
+    assert_eq!(refused.0, StatusCode::FORBIDDEN);
+    let (status, _, _) = send(&app, form("/dlq/erase", "subject=customer-42&reason=+")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "a reason is required");
+
+    let (status, _, confirm) = send(&app, form("/dlq/erase", "subject=customer-42&reason=GDPR+request+118")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(confirm.contains("Erase for good") && confirm.contains("name=\"confirm\" value=\"1\""), "{confirm}");
+    assert!(store.get(ids[0]).await.unwrap().is_some(), "nothing erased before the confirmation");
+    let mut evil = form("/dlq/erase", "subject=customer-42&reason=x&confirm=1");
+    evil.headers_mut().insert(header::ORIGIN, "http://evil.example".parse().unwrap());
+    assert_eq!(send(&app, evil).await.0, StatusCode::FORBIDDEN);
+    assert!(store.get(ids[0]).await.unwrap().is_some(), "nothing erased by a cross-site post");
+
+    let done = form("/dlq/erase", "subject=customer-42&reason=GDPR+request+118&confirm=1");
+    let (status, _, erased) = send(&app, done).await;
+    assert_eq!(status, StatusCode::OK, "{erased}");
+    assert!(erased.contains("Erased <strong>2</strong> rows") && !erased.contains("customer-42"), "{erased}");
+    for id in &ids[..2] {
+        assert!(store.get(*id).await.unwrap().is_none());
+    }
+    assert!(store.get(ids[2]).await.unwrap().is_some(), "another subject's row stays");
+    let record = &store.erasures(1).await.unwrap()[0];
+    assert_eq!((record.actor.as_str(), record.reason.as_str(), record.rows), ("alice", "GDPR request 118", 2));
+}
+
+/// The key the console's erasures hash subjects with in these tests.
+const SUBJECT_KEY: &str = "the console tests' subject key, 32 bytes or more";
+
 /// A `tracing` layer that keeps each event as a line of its fields.
 #[derive(Clone, Default)]
 struct Captured(Arc<std::sync::Mutex<Vec<String>>>);
@@ -1271,6 +1321,7 @@ on_both_stores!(
     a_raw_payload_is_edited_as_its_exact_bytes,
     a_succeeded_row_is_not_patched_from_the_console,
     long_fields_are_cut_in_tables_and_whole_on_the_row,
+    erase_confirms_then_deletes_the_subjects_rows,
 );
 
 /// Rows of an `encrypt = true` type on a console without the key: no page, no API answer

@@ -109,6 +109,7 @@ pub struct Admin {
     validator: Option<Validator>,
     check_patches: bool,
     keys: Option<Arc<crate::sealed::KeyRing>>,
+    subject_key: Option<crate::subject::SubjectKey>,
 }
 
 impl std::fmt::Debug for Admin {
@@ -155,7 +156,15 @@ pub struct PatchOutcome {
 impl Admin {
     /// The admin layer over `store`, recording `actor` on every audited action.
     pub fn new(store: Arc<dyn DeadLetterStore>, actor: impl Into<String>) -> Self {
-        Self { store, actor: actor.into(), registry: None, validator: None, check_patches: false, keys: None }
+        Self {
+            store,
+            actor: actor.into(),
+            registry: None,
+            validator: None,
+            check_patches: false,
+            keys: None,
+            subject_key: None,
+        }
     }
 
     /// Knows the service's handlers: orphaned types are reported with the expected handler,
@@ -180,6 +189,72 @@ impl Admin {
     pub const fn with_patch_validation(mut self) -> Self {
         self.check_patches = true;
         self
+    }
+
+    /// Hashes subjects with `key` ([`erase`](Self::erase)) instead of the process's key
+    /// ([`crate::subject::key`]: `DLQ_SUBJECT_KEY`).
+    #[must_use]
+    pub fn with_subject_key(mut self, key: crate::subject::SubjectKey) -> Self {
+        self.subject_key = Some(key);
+        self
+    }
+
+    /// Deletes every row of one data subject (a customer, a card holder: what the events
+    /// named with [`SourceMeta::subject`](crate::SourceMeta::subject) or their handler's
+    /// `subject = "/pointer"`), whatever its status, with its attempts and audit entries,
+    /// and leaves a record of the erasure ([`Erasure`](crate::subject::Erasure)) holding the
+    /// actor, `reason`, the counts and the first digits of the subject's keyed hash: nothing
+    /// of the subject or the rows. The subject is hashed with the same key the service
+    /// parked with.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use dlq_core::admin::Admin;
+    /// use dlq_core::subject::SubjectKey;
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let key = SubjectKey::new("the service's key, thirty-two bytes or more")?;
+    /// let store = Arc::new(MemoryStore::new());
+    /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "ledger down".into(), vec![], None);
+    /// for (n, who) in [(1, "customer-42"), (2, "customer-42"), (3, "customer-7")] {
+    ///     let letter = NewDeadLetter::new("payment", Payload::Json(n.into()), failure.clone());
+    ///     store.park(letter.with_subject(key.hash(who))).await?;
+    /// }
+    /// let admin = Admin::new(store.clone(), "alice").with_subject_key(key);
+    /// assert!(admin.erase("customer-42", " ").await.is_err(), "an erasure needs a reason");
+    /// let erased = admin.erase("customer-42", "GDPR request 118").await?;
+    /// assert_eq!((erased.rows, erased.attempts), (2, 2));
+    /// assert_eq!(store.len(), 1, "customer-7's row stays");
+    /// assert_eq!(store.erasures(10).await?[0].reason, "GDPR request 118");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for an empty subject or reason; [`Error::Config`] when no subject key
+    /// is configured; [`Error::Unsupported`] for a store without erasure; the store's error.
+    pub async fn erase(&self, subject: &str, reason: &str) -> Result<crate::subject::Erasure, Error> {
+        let reason = required(reason, "erase")?;
+        if subject.trim().is_empty() {
+            return Err(Error::Invalid("erase needs a subject (--subject)".into()));
+        }
+        let hash = match &self.subject_key {
+            Some(key) => key.hash(subject),
+            None => crate::subject::required_key("erase")?.hash(subject),
+        };
+        let request = crate::subject::EraseRequest::new(hash, self.note(Some(reason)));
+        let erased = self.store.erase(request).await?;
+        crate::observe::admin_action("erase", erased.rows);
+        Ok(erased)
+    }
+
+    /// The newest `limit` erasure records, newest first ([`erase`](Self::erase)).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for a store without erasure; the store's error.
+    pub async fn erasures(&self, limit: usize) -> Result<Vec<crate::subject::Erasure>, Error> {
+        self.store.erasures(limit).await
     }
 
     /// Whether this admin can validate rows: it has a registry or a validator.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::{DeadReason, DlqId, Payload, SourceMeta, Status};
 use crate::classify::FailureInfo;
+use crate::subject::SubjectHash;
 
 /// A failed event about to be parked.
 ///
@@ -39,6 +40,9 @@ pub struct NewDeadLetter {
     pub dedupe_key: Option<String>,
     /// Where the event came from.
     pub source: SourceMeta,
+    /// The keyed hash of whose data the event holds, that `dlq erase` finds it by
+    /// ([`crate::subject`]); set from the source's subject by [`with_source`](Self::with_source).
+    pub subject: Option<SubjectHash>,
 }
 
 impl NewDeadLetter {
@@ -54,7 +58,25 @@ impl NewDeadLetter {
             max_retries: crate::RetryPolicy::DEFAULT.max_retries,
             dedupe_key: None,
             source: SourceMeta::default(),
+            subject: None,
         }
+    }
+
+    /// Sets the subject's keyed hash ([`SubjectKey::hash`](crate::subject::SubjectKey::hash)).
+    ///
+    /// ```
+    /// use dlq_core::{ErrorClass, FailureInfo, store::NewDeadLetter, Payload, subject::SubjectKey};
+    ///
+    /// let key = SubjectKey::new([7; 32])?;
+    /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "ledger down".into(), vec![], None);
+    /// let letter = NewDeadLetter::new("payment", Payload::Json(1.into()), failure).with_subject(key.hash("customer-42"));
+    /// assert_eq!(letter.subject, Some(key.hash("customer-42")));
+    /// # Ok::<(), dlq_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_subject(mut self, subject: SubjectHash) -> Self {
+        self.subject = Some(subject);
+        self
     }
 
     /// Sets the dedupe key.
@@ -64,11 +86,17 @@ impl NewDeadLetter {
         self
     }
 
-    /// Sets the source metadata (and the dedupe key from it, when none is set).
+    /// Sets the source metadata (and the dedupe key from it, when none is set). A source
+    /// naming a subject ([`SourceMeta::subject`]) sets the letter's subject to its keyed hash
+    /// under the process's key ([`crate::subject::key`]) and is kept without it; with no key
+    /// configured the subject is left out and an error logged (without the subject).
     #[must_use]
-    pub fn with_source(mut self, source: SourceMeta) -> Self {
+    pub fn with_source(mut self, mut source: SourceMeta) -> Self {
         if self.dedupe_key.is_none() {
             self.dedupe_key = source.dedupe_key();
+        }
+        if let Some(subject) = source.subject.take() {
+            self.subject = crate::subject::stamp(&self.event_type, &subject).or(self.subject);
         }
         self.source = source;
         self

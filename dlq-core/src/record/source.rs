@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// let src = dlq_core::SourceMeta::kafka("payments", 3, 1_204_331);
 /// assert_eq!(src.partition, Some(3));
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceMeta {
     /// Topic, subject, queue or table.
     pub topic: Option<String>,
@@ -22,6 +22,23 @@ pub struct SourceMeta {
     pub headers: BTreeMap<String, String>,
     /// W3C `traceparent` or similar.
     pub trace_context: Option<String>,
+    /// Whose data the event holds ([`subject`](Self::subject)): never stored, serialized or
+    /// printed; the row keeps its keyed hash ([`crate::subject`]).
+    #[serde(skip)]
+    pub subject: Option<String>,
+}
+
+impl std::fmt::Debug for SourceMeta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceMeta")
+            .field("topic", &self.topic)
+            .field("partition", &self.partition)
+            .field("offset", &self.offset)
+            .field("headers", &self.headers)
+            .field("trace_context", &self.trace_context)
+            .field("subject", &self.subject.as_ref().map(|_| ".."))
+            .finish()
+    }
 }
 
 impl SourceMeta {
@@ -48,6 +65,22 @@ impl SourceMeta {
             headers,
             ..Self::default()
         }
+    }
+
+    /// The same source, naming whose data the event holds (a customer id, an account
+    /// number): the row is stored under the subject's keyed hash, so that `dlq erase --subject
+    /// customer-42` finds and deletes it ([`crate::subject`]). The subject itself is never
+    /// stored, serialized or printed.
+    ///
+    /// ```
+    /// let src = dlq_core::SourceMeta::kafka("payments", 3, 42).subject("customer-42");
+    /// assert_eq!(src.subject.as_deref(), Some("customer-42"));
+    /// assert!(!format!("{src:?}").contains("customer-42"));
+    /// ```
+    #[must_use]
+    pub fn subject(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
     }
 
     /// The event's identity: `topic/partition/offset` when all three are known, or

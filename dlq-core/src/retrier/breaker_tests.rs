@@ -48,6 +48,7 @@ macro_rules! ledger_handler {
             missing_state: crate::handler::needs_no_state,
             sealing: None,
             check: crate::handler::accepts_any,
+            subject: None,
         };
     };
 }
@@ -180,6 +181,7 @@ static AT_ONCE: Registration = Registration {
     missing_state: crate::handler::needs_no_state,
     sealing: None,
     check: crate::handler::accepts_any,
+    subject: None,
 };
 
 #[tokio::test(start_paused = true)]

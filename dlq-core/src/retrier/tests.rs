@@ -69,6 +69,7 @@ static SCRIPTED: Registration = Registration {
     check: crate::handler::accepts_any,
     missing_state: crate::handler::needs_no_state,
     sealing: None,
+    subject: None,
 };
 
 static AGED: Registration = Registration {
@@ -82,6 +83,7 @@ static AGED: Registration = Registration {
     check: crate::handler::accepts_any,
     missing_state: crate::handler::needs_no_state,
     sealing: None,
+    subject: None,
 };
 
 /// `backoff = "none"`: a transient failure is due again at once.
@@ -96,6 +98,7 @@ static INSTANT: Registration = Registration {
     check: crate::handler::accepts_any,
     missing_state: crate::handler::needs_no_state,
     sealing: None,
+    subject: None,
 };
 
 fn retrier(store: &Arc<MemoryStore>) -> Retrier<MemoryStore> {

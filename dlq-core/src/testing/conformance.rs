@@ -994,6 +994,52 @@ pub async fn purge_by_age<S: DeadLetterStore>(s: &S) {
     assert!(!reparked.deduplicated && reparked.id > late, "a purged row's dedupe key is free; ids are not reused");
 }
 
+/// `erase` deletes every row stored under one subject hash, in every status (one being
+/// retried too), with its attempts and audit entries, in `park` and `park_many` alike; it keeps
+/// other subjects' rows and rows without a subject, frees the dedupe keys, and records the
+/// erasure with the hash's prefix, the counts and the note, newest first.
+pub async fn erase_by_subject<S: DeadLetterStore>(s: &S) {
+    use crate::subject::{EraseRequest, SubjectKey};
+    let key = SubjectKey::new([42; 32]).expect("key");
+    let (who, other) = (key.hash("customer-42"), key.hash("customer-7"));
+    let mine = |n| letter("payment", n).with_subject(who.clone());
+    let pending = park(s, mine(1).with_dedupe_key("k-1")).await;
+    let dead = park(s, mine(2).dead(DeadReason::Permanent)).await;
+    let batch = s.park_many(vec![mine(3), letter("payment", 4).with_subject(other.clone())]).await.expect("park_many");
+    let (claimed, theirs) = (batch[0].id, batch[1].id);
+    let nobody = park(s, letter("payment", 5)).await;
+    assert_eq!(discard(s, &[dead], "ops").await, [dead], "an audited row");
+    let claimed_now = s.claim(request(&["payment"], 100, LONG, "conformance")).await.expect("claim");
+    let retried = claimed_now.iter().find(|c| c.id() == theirs).expect("their row claimed").lease;
+    let retry = Settlement::Retry { lease: retried, delay: Duration::ZERO, failure: failure("io", "again") };
+    settle_ok(s, retry).await;
+    assert!(ids(&claimed_now).contains(&claimed), "a row being retried is erased too");
+
+    let erased = s.erase(EraseRequest::new(who.clone(), AuditNote::new("alice", "GDPR request 118"))).await;
+    let erased = erased.expect("erase");
+    // Attempt 0 of each row, unless the store keeps it in the row itself (PostgreSQL).
+    assert_eq!((erased.rows, erased.audit), (3, 1));
+    assert!(matches!(erased.attempts, 0 | 3), "attempts erased: {}", erased.attempts);
+    assert_eq!((erased.subject_prefix.as_str(), erased.actor.as_str()), (who.prefix(), "alice"));
+    assert_eq!(erased.reason, "GDPR request 118");
+    for id in [pending, dead, claimed] {
+        assert!(s.get(id).await.expect("get").is_none(), "row {id} erased");
+        assert!(s.attempts(id).await.expect("attempts").is_empty() && s.audit(id).await.expect("audit").is_empty());
+    }
+    for id in [theirs, nobody] {
+        assert!(s.get(id).await.expect("get").is_some(), "row {id} kept");
+    }
+    let again = s.park(mine(6).with_dedupe_key("k-1")).await.expect("park");
+    assert!(!again.deduplicated, "an erased row's dedupe key is free");
+    let twice = s.erase(EraseRequest::new(who, AuditNote::new("bob", "second request"))).await.expect("erase");
+    assert_eq!((twice.rows, twice.audit), (1, 0));
+    assert_eq!(s.attempts(theirs).await.expect("attempts").len(), 2, "their row's history is kept");
+    let records = s.erasures(10).await.expect("erasures");
+    assert_eq!(records.iter().map(|e| e.reason.as_str()).collect::<Vec<_>>(), ["second request", "GDPR request 118"]);
+    assert!(records[0].id > records[1].id && records[0].at >= records[1].at);
+    assert_eq!(s.erasures(1).await.expect("erasures").len(), 1, "the limit");
+}
+
 /// `list` applies every filter field and the limit, newest first, over rows in every status
 /// (succeeded and in-flight rows included, which PostgreSQL keeps out of its operator indexes).
 pub async fn list_filters_newest_first<S: DeadLetterStore>(s: &S) {

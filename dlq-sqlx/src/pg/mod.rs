@@ -13,6 +13,7 @@ mod admin;
 mod capacity;
 mod circuits;
 mod claim;
+mod erase;
 mod heartbeat;
 mod kept_connections;
 mod notify;
@@ -515,7 +516,7 @@ async fn migrate_on(conn: &mut PgConnection, schema: &str, quoted: &str) -> Resu
 }
 
 /// The indexes a migration builds `CONCURRENTLY` (a build that cannot run in a transaction).
-const CONCURRENT_INDEXES: &[&str] = &["dlq_events_live_dedupe"];
+const CONCURRENT_INDEXES: &[&str] = &["dlq_events_live_dedupe", "dlq_events_subject"];
 
 /// Drops what an interrupted `CREATE INDEX CONCURRENTLY` of a migration left: an INVALID index
 /// that enforces nothing, under the name the migration, not recorded as applied, is about to
@@ -693,6 +694,14 @@ impl DeadLetterStore for PgStore {
 
     fn count_purgeable(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
         Box::pin(admin::count_purgeable(self, older_than))
+    }
+
+    fn erase(&self, request: dlq_core::store::EraseRequest) -> BoxFuture<'_, StoreResult<dlq_core::store::Erasure>> {
+        Box::pin(erase::erase(self, request))
+    }
+
+    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::Erasure>>> {
+        Box::pin(erase::erasures(self, limit))
     }
 
     fn max_payload_bytes(&self) -> usize {

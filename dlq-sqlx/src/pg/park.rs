@@ -15,7 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlq_core::store::StoreResult;
+use dlq_core::store::{StoreResult, SubjectHash};
 use dlq_core::{Payload, Status, store::NewDeadLetter, store::Parked};
 use sqlx::postgres::{PgArguments, PgConnection};
 use sqlx::{Arguments, Connection, Row};
@@ -322,10 +322,16 @@ async fn run_park(
     let rows = ParkRows { letters, oids };
     let mut args = PgArguments::default();
     // Sized once: grown value by value, the buffer is copied over and over.
-    args.reserve(3, 64 + size);
+    args.reserve(4, 64 + size);
     args.add(rows).map_err(sqlx::Error::Encode)?;
     args.add(sql.channel.as_str()).map_err(sqlx::Error::Encode)?;
     args.add(wake).map_err(sqlx::Error::Encode)?;
+    // One subject hash per letter, or NULL when none has one (the common case).
+    let subjects: Option<Vec<Option<&str>>> = letters
+        .iter()
+        .any(|l| l.subject.is_some())
+        .then(|| letters.iter().map(|l| l.subject.as_ref().map(SubjectHash::as_str)).collect());
+    args.add(subjects).map_err(sqlx::Error::Encode)?;
     let row = sqlx::query_with(sql.park.sql(), args).fetch_one(conn).await?;
     Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
 }

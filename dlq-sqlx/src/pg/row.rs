@@ -101,6 +101,7 @@ impl From<SourceRow> for SourceMeta {
             offset: row.source_offset,
             headers,
             trace_context: row.trace_context,
+            subject: None,
         }
     }
 }

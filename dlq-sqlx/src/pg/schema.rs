@@ -221,6 +221,10 @@ statements! {
     patch_rows_write = "patch_rows_write.sql";
     /// Delete a slice of finished rows past retention.
     purge = "purge.sql";
+    /// Delete one subject's rows with their history, and record the erasure.
+    erase = "erase.sql";
+    /// The newest erasure records.
+    erasures = "erasures.sql";
     /// Count the finished rows past retention (what a purge would delete).
     purgeable = "purgeable.sql";
     /// Count every row (for `max_entries`).

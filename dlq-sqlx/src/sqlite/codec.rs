@@ -193,6 +193,7 @@ impl From<SourceRow> for SourceMeta {
             offset: row.source_offset,
             headers: row.source_headers,
             trace_context: row.trace_context,
+            subject: None,
         }
     }
 }

@@ -6,6 +6,7 @@
 mod admin;
 mod circuits;
 mod codec;
+mod erase;
 mod heartbeat;
 mod ops;
 mod write;
@@ -411,6 +412,14 @@ impl DeadLetterStore for SqliteStore {
 
     fn count_purgeable(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
         Box::pin(admin::count_purgeable(&self.pool, older_than))
+    }
+
+    fn erase(&self, request: dlq_core::store::EraseRequest) -> BoxFuture<'_, StoreResult<dlq_core::store::Erasure>> {
+        Box::pin(erase::erase(&self.pool, request))
+    }
+
+    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::Erasure>>> {
+        Box::pin(erase::erasures(&self.pool, limit))
     }
 
     fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>> {

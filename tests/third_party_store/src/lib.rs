@@ -15,9 +15,9 @@ use chrono::{DateTime, Utc};
 use dlq_core::admin::{AttemptRecord, AuditEntry, FailureGroup, RetrierHeartbeat, StatsRow};
 use dlq_core::store::{
     ActionKind, AuditNote, BatchAction, BatchReport, BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits,
-    ClaimRequest, Claimed, NewDeadLetter, Operation, OperationState, OperationStep, Parked, PatchBatch, PatchRequest,
-    Refusal, Refused, SettleReport, Settlement, StoreResult, WorkSignal, WorkTicket, operation_patch_diff, patch_diff,
-    patched_by, refusal,
+    ClaimRequest, Claimed, EraseRequest, Erasure, NewDeadLetter, Operation, OperationState, OperationStep, Parked,
+    PatchBatch, PatchRequest, Refusal, Refused, SettleReport, Settlement, StoreResult, SubjectHash, WorkSignal,
+    WorkTicket, operation_patch_diff, patch_diff, patched_by, refusal,
 };
 use dlq_core::{DeadLetter, DeadLetterStore, DlqId, Error, FailureInfo, ListFilter, Order, Status};
 use uuid::Uuid;
@@ -26,6 +26,8 @@ use uuid::Uuid;
 struct Row {
     letter: DeadLetter,
     token: Option<Uuid>,
+    /// The subject's keyed hash, that `erase` finds the row by.
+    subject: Option<SubjectHash>,
 }
 
 #[derive(Default)]
@@ -40,6 +42,7 @@ struct Tables {
     heartbeats: Vec<RetrierHeartbeat>,
     circuits: Vec<Circuit>,
     circuit_log: Vec<CircuitLogEntry>,
+    erasures: Vec<Erasure>,
 }
 
 /// The store: see the crate's docs.
@@ -133,6 +136,16 @@ impl Tables {
         self.last_audit_id
     }
 
+    /// Deletes rows `gone` with their attempts and audit entries: how many of each.
+    fn delete(&mut self, gone: &[DlqId]) -> (u64, u64, u64) {
+        let before = (self.rows.len(), self.attempts.len(), self.audit.len());
+        self.rows.retain(|r| !gone.contains(&r.letter.id));
+        self.attempts.retain(|a| !gone.contains(&a.dlq_id));
+        self.audit.retain(|a| !gone.contains(&a.dlq_id));
+        let count = |was: usize, now: usize| (was - now) as u64;
+        (count(before.0, self.rows.len()), count(before.1, self.attempts.len()), count(before.2, self.audit.len()))
+    }
+
     fn park(&mut self, letter: NewDeadLetter, max_bytes: usize) -> Parked {
         // Cuts a payload over the limit (or already cut) and parks it dead, `too_large`.
         let letter = letter.fit(max_bytes);
@@ -151,6 +164,7 @@ impl Tables {
         let id = self.last_id;
         let status = letter.status();
         let truncated = letter.payload.is_truncated();
+        let subject = letter.subject;
         let mut row = DeadLetter::new(id, &letter.event_type, letter.payload, letter.failure, now);
         row.handler = letter.handler;
         row.status = status;
@@ -160,7 +174,7 @@ impl Tables {
         row.dedupe_key = letter.dedupe_key;
         row.source = letter.source;
         let failure = row.failure.clone();
-        self.rows.push(Row { letter: row, token: None });
+        self.rows.push(Row { letter: row, token: None, subject });
         self.attempt(id, 0, "failed", Some(&failure), None);
         Parked { id, deduplicated: false, truncated }
     }
@@ -386,10 +400,22 @@ impl DeadLetterStore for VecStore {
         let mut tables = self.lock();
         let old = |l: &DeadLetter| matches!(l.status, Status::Succeeded | Status::Discarded) && l.updated_at < cutoff;
         let gone: Vec<DlqId> = tables.rows.iter().filter(|r| old(&r.letter)).map(|r| r.letter.id).collect();
-        tables.rows.retain(|r| !gone.contains(&r.letter.id));
-        tables.attempts.retain(|a| !gone.contains(&a.dlq_id));
-        tables.audit.retain(|a| !gone.contains(&a.dlq_id));
-        done(Ok(gone.len() as u64))
+        done(Ok(tables.delete(&gone).0))
+    }
+
+    fn erase(&self, request: EraseRequest) -> BoxFuture<'_, StoreResult<Erasure>> {
+        let mut tables = self.lock();
+        let mine = |r: &Row| r.subject.as_ref() == Some(&request.subject);
+        let gone: Vec<DlqId> = tables.rows.iter().filter(|r| mine(r)).map(|r| r.letter.id).collect();
+        let counts = tables.delete(&gone);
+        let id = tables.erasures.last().map_or(1, |e| e.id + 1);
+        let erasure = Erasure::new(id, request.subject.prefix(), counts, request.note, Utc::now());
+        tables.erasures.push(erasure.clone());
+        done(Ok(erasure))
+    }
+
+    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>> {
+        done(Ok(self.lock().erasures.iter().rev().take(limit).cloned().collect()))
     }
 
     fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {

@@ -24,6 +24,13 @@ async fn compiled_out(amount: u64) -> Result<(), std::io::Error> {
     Ok(())
 }
 
+/// Its rows are stored under the keyed hash of the payload's `/customer/id`.
+#[dlq_core::dead_letter(event_type = "with-subject", subject = "/customer/id")]
+async fn with_subject(payment: serde_json::Value) -> Result<(), std::io::Error> {
+    let _ = payment;
+    Ok(())
+}
+
 #[dlq_core::dead_letter(event_type = "raw-ident")]
 async fn r#match(amount: u64) -> Result<(), std::io::Error> {
     let _ = amount;

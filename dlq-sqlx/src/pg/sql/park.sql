@@ -13,7 +13,10 @@
 -- Attempt 0 of the history is the row's own failure (see attempts.sql); retriers are woken
 -- when a PENDING row lands, unless $3 says another write woke them a moment ago (the store
 -- then sends one trailing NOTIFY). It writes its own tallies (migration 0010) and tells the
--- table's trigger so: cheaper than the trigger's.
+-- table's trigger so: cheaper than the trigger's. The letters' subject hashes (migration 0022)
+-- come as $4, one per letter in the same order, or NULL when no letter of the batch has one:
+-- beside the row type, so that a store of the previous release, which sends no subjects,
+-- still parks against this schema.
 WITH untallied AS MATERIALIZED (
     SELECT set_config('dlq.untallied', 'on', true)
 ),
@@ -22,7 +25,7 @@ inserted AS (
         event_type, handler, payload, payload_raw, payload_truncated, payload_original_len, payload_sha256,
         error_class, error_kind, error_reason, error_chain, error_stacktrace, fingerprint,
         status, max_retries, retry_after, dead_reason, dedupe_key,
-        source_topic, source_partition, source_offset, source_headers, trace_context
+        source_topic, source_partition, source_offset, source_headers, trace_context, subject
     )
     SELECT
         t.event_type, t.handler, t.payload,
@@ -32,8 +35,8 @@ inserted AS (
         t.status, t.max_retries, now() + t.delay_us * INTERVAL '1 microsecond',
         (t.extra).dead_reason, (t.extra).dedupe_key,
         (t.extra).source_topic, (t.extra).source_partition, (t.extra).source_offset,
-        COALESCE((t.extra).source_headers, '{}'), (t.extra).trace_context
-    FROM unnest($1::{schema}.dlq_park_letter[]) AS t
+        COALESCE((t.extra).source_headers, '{}'), (t.extra).trace_context, ($4::text[])[t.ordinality]
+    FROM unnest($1::{schema}.dlq_park_letter[]) WITH ORDINALITY AS t
     ON CONFLICT (event_type, dedupe_key) WHERE dedupe_key IS NOT NULL AND status NOT IN ('SUCCEEDED', 'DISCARDED')
     DO NOTHING
     RETURNING e.id, e.status, e.event_type, e.fingerprint, e.created_at, e.dedupe_key

@@ -1,0 +1,68 @@
+//! Erasure by data subject (migration 0010): a subject's rows deleted with their history and
+//! the erasure recorded, in one `BEGIN IMMEDIATE` transaction.
+
+use dlq_core::store::{EraseRequest, Erasure, StoreResult};
+use sqlx::Row;
+use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
+
+use super::codec::{self, sql};
+use super::write::begin;
+
+const ERASE_ATTEMPTS: &str = "DELETE FROM dlq_attempts WHERE dlq_id IN (SELECT id FROM dlq_events WHERE subject = ?1)";
+const ERASE_AUDIT: &str = "DELETE FROM dlq_audit WHERE dlq_id IN (SELECT id FROM dlq_events WHERE subject = ?1)";
+const ERASE_EVENTS: &str = "DELETE FROM dlq_events WHERE subject = ?1";
+const INSERT_ERASURE: &str = "INSERT INTO dlq_erasures \
+     (subject_prefix, erased_rows, erased_attempts, erased_audit, actor, reason, at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id";
+const SELECT_ERASURES: &str = "SELECT id, subject_prefix, erased_rows, erased_attempts, erased_audit, actor, reason, at \
+     FROM dlq_erasures ORDER BY id DESC LIMIT ?1";
+
+/// Deletes the rows of `request.subject` and records it.
+pub(super) async fn erase(pool: &SqlitePool, request: EraseRequest) -> StoreResult<Erasure> {
+    let subject = request.subject.as_str();
+    let mut tx = begin(pool).await?;
+    // History first: the rows' ids are found by their subject.
+    let attempts = delete(&mut tx, ERASE_ATTEMPTS, subject).await?;
+    let audit = delete(&mut tx, ERASE_AUDIT, subject).await?;
+    let rows = delete(&mut tx, ERASE_EVENTS, subject).await?;
+    let at = codec::now_micros();
+    let reason = request.note.reason.clone().unwrap_or_default();
+    let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let id: i64 = sqlx::query_scalar(INSERT_ERASURE)
+        .bind(request.subject.prefix())
+        .bind(signed(rows))
+        .bind(signed(attempts))
+        .bind(signed(audit))
+        .bind(&request.note.actor)
+        .bind(reason)
+        .bind(at)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(sql)?;
+    tx.commit().await.map_err(sql)?;
+    Ok(Erasure::new(id, request.subject.prefix(), (rows, attempts, audit), request.note, codec::time(at)?))
+}
+
+/// Runs one of the erasure's deletes: how many rows it deleted.
+async fn delete(conn: &mut SqliteConnection, statement: &'static str, subject: &str) -> StoreResult<u64> {
+    let done = sqlx::query(statement).bind(subject).execute(conn).await.map_err(sql)?;
+    Ok(done.rows_affected())
+}
+
+/// The newest `limit` erasure records.
+pub(super) async fn erasures(pool: &SqlitePool, limit: usize) -> StoreResult<Vec<Erasure>> {
+    let rows = sqlx::query(SELECT_ERASURES).bind(codec::limit(limit)).fetch_all(pool).await.map_err(sql)?;
+    rows.iter().map(erasure).collect()
+}
+
+fn erasure(row: &SqliteRow) -> StoreResult<Erasure> {
+    let get = |name: &str| row.try_get::<i64, _>(name).map_err(sql);
+    let counts = (
+        get("erased_rows")?.unsigned_abs(),
+        get("erased_attempts")?.unsigned_abs(),
+        get("erased_audit")?.unsigned_abs(),
+    );
+    let text = |name: &str| row.try_get::<String, _>(name).map_err(sql);
+    let note = dlq_core::store::AuditNote::new(text("actor")?, text("reason")?);
+    Ok(Erasure::new(get("id")?, text("subject_prefix")?, counts, note, codec::time(get("at")?)?))
+}
