@@ -354,7 +354,8 @@ pub(crate) fn payload_limit() -> usize {
 /// keeps the handler's own `max_retries` whatever the class, so a redrive gets that many. A
 /// payload already cut to the store's limit parks dead (`too_large`), as the store would.
 pub(crate) fn letter_for(reg: &Registration, payload: Payload, failure: FailureInfo) -> NewDeadLetter {
-    let letter = NewDeadLetter::new(reg.event_type, payload, failure).with_handler(reg.handler);
+    let letter =
+        NewDeadLetter::new(reg.event_type, payload, failure).with_handler(reg.handler).with_version(reg.version);
     if letter.payload.is_truncated() {
         return letter.retry(std::time::Duration::ZERO, reg.policy.max_retries).dead(DeadReason::TooLarge);
     }
@@ -628,6 +629,7 @@ impl Dispatcher {
             HandlerOutcome::Undecodable(failure) => {
                 let letter = NewDeadLetter::new(reg.event_type, stored(), failure.clone())
                     .with_handler(reg.handler)
+                    .with_version(reg.version)
                     .retry(std::time::Duration::ZERO, reg.policy.max_retries)
                     .dead(DeadReason::Undecodable);
                 (letter, failure)
@@ -749,6 +751,8 @@ mod tests {
 
     static ECHO: Registration = Registration {
         event_type: "echo",
+        version: 1,
+        upcast: &[],
         handler: "tests::echo",
         file: file!(),
         line: line!(),

@@ -33,6 +33,7 @@ mod circuits;
 pub mod json;
 mod patch;
 mod stats;
+mod upgrade;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +45,7 @@ pub use bulk::{
 };
 pub use patch::{Change, PatchManyReport, PatchRefusal, RowPatch};
 pub use stats::{Growth, Orphan, StatsReport, StatusCounts};
+pub use upgrade::UpgradeReport;
 
 pub use crate::action::{hex, unhex};
 /// The records an operator reads: a row's attempts and audit log, failure groups, counts by
@@ -185,8 +187,9 @@ impl Admin {
     }
 
     /// Why `letter` would fail again as it is, checked without running its handler: with a
-    /// registry, its payload must deserialize into its handler's event type (and a handler
-    /// must be registered for its type); with a validator, the validator must accept it.
+    /// registry, its payload, upcast from its version to its handler's, must deserialize into
+    /// the handler's event type (and a handler must be registered for its type); with a
+    /// validator, the validator must accept it.
     ///
     /// ```
     /// use dlq_core::admin::Admin;
@@ -211,7 +214,8 @@ impl Admin {
     pub fn check(&self, letter: &DeadLetter) -> Result<(), String> {
         if let Some(registry) = &self.registry {
             let registration = registry.get(&letter.event_type).map_err(|e| e.to_string())?;
-            registration.check_payload(&letter.payload)?;
+            // The payload as a retry decodes it: upcast from the row's version.
+            registration.check_payload(&registration.upcast(letter.version, letter.payload.clone())?)?;
         }
         match &self.validator {
             Some(validator) => validator(letter),

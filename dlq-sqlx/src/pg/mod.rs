@@ -21,6 +21,7 @@ mod park;
 mod park_rows;
 mod row;
 mod schema;
+mod upgrade;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -630,6 +631,10 @@ impl DeadLetterStore for PgStore {
 
     fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
         Box::pin(admin::patch(self, request))
+    }
+
+    fn upgrade(&self, upgrade: dlq_core::store::VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
+        Box::pin(upgrade::upgrade(self, upgrade))
     }
 
     fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {

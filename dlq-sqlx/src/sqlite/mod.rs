@@ -8,6 +8,7 @@ mod circuits;
 mod codec;
 mod heartbeat;
 mod ops;
+mod upgrade;
 mod write;
 
 use std::path::Path;
@@ -365,6 +366,10 @@ impl DeadLetterStore for SqliteStore {
         Box::pin(admin::patch(&self.pool, request))
     }
 
+    fn upgrade(&self, upgrade: dlq_core::store::VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
+        Box::pin(upgrade::upgrade(&self.pool, upgrade))
+    }
+
     fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {
         Box::pin(admin::count(&self.pool, filter))
     }
@@ -473,6 +478,7 @@ mod tests {
         rejects(&store, "UPDATE dlq_events SET payload_truncated = 1").await;
         rejects(&store, "UPDATE dlq_events SET status = 'PROCESSING', dead_reason = NULL").await;
         rejects(&store, "UPDATE dlq_events SET retry_count = -1").await;
+        rejects(&store, "UPDATE dlq_events SET version = 0").await;
         rejects(&store, "INSERT INTO dlq_attempts (dlq_id, attempt, outcome, at) VALUES (1, 0, 'won', 0)").await;
         rejects(&store, "INSERT INTO dlq_attempts (dlq_id, attempt, outcome, at) VALUES (99, 0, 'failed', 0)").await;
         rejects(&store, "INSERT INTO dlq_audit (dlq_id, action, actor, diff, at) VALUES (1, 'x', 'a', '{}', 0)").await;
