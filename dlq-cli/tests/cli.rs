@@ -679,6 +679,8 @@ async fn hostile_data_through_every_verb(db: Db) {
     run(&["purge", "--older-than", "0s", "--yes"], 0, false);
     run(&["migrate"], 0, true);
     run(&["ls"], 0, false);
+    // The stock binary links no upcasters: refused with one line, whatever the type is called.
+    run(&["upgrade", &event_type, "--reason", &arg], 2, false);
 
     // Every verb of `dlq --help` was run, but `serve`.
     let help = db.dlq().arg("--help").assert().success().get_output().stdout.clone();

@@ -57,7 +57,7 @@ async fn validate_refuses_payloads_the_handler_type_rejects_on_redrive_and_patch
     assert!(why.contains("does not deserialize into `dlq_embedded::Payment`: invalid type: string \"10.04\""), "{why}");
     assert_eq!(refusals[1]["id"].as_i64(), Some(unknown));
     let why = refusals[1]["message"].as_str().unwrap();
-    assert!(why.contains("no handler is registered for event type `refund`; registered: [payment]"), "{why}");
+    assert!(why.contains("no handler is registered for event type `refund`; registered: [invoice, payment]"), "{why}");
 
     // A patch whose result the handler's type rejects is refused whole: one line, exit 1.
     let dir = std::env::temp_dir().join(format!("dlq-validate-{db}"));
