@@ -303,7 +303,7 @@ impl Registration {
     /// 1 without one. Every row the handler parks stores it ([`DeadLetter::version`](crate::DeadLetter::version)).
     ///
     /// ```
-    /// #[dlq_core::dead_letter(event_type = "doc-registration-version", version = 2)]
+    /// #[dlq_core::dead_letter(event_type = "doc-registration-version", version = 2, upcast = [dlq_core::unchanged])]
     /// async fn handle(n: u32) -> Result<(), std::io::Error> { Ok(()) }
     ///
     /// assert_eq!(<handle as dlq_core::Handler>::registration().version(), 2);
