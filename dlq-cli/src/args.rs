@@ -279,11 +279,12 @@ pub struct DiscardArgs {
 /// `dlq patch`: one row, or with `--group` every `FAILED_PERMANENTLY` row of a failure group.
 #[derive(Debug, Args)]
 pub struct PatchArgs {
-    /// The row's id (or `--group`).
-    #[arg(required_unless_present = "group")]
+    /// The row's id (or `--group`, or `--resume`).
+    #[arg(required_unless_present_any = ["group", "resume"])]
     pub id: Option<DlqId>,
-    /// Every FAILED_PERMANENTLY row of this failure group (fingerprint, from `dlq stats`),
-    /// patched row by row, each audited; rows the patch does not fit are refused with the reason.
+    /// Every FAILED_PERMANENTLY row of this failure group (fingerprint, from `dlq stats`), as a
+    /// stored operation run batch by batch like `dlq redrive` (paced, Ctrl-C-able, resumable),
+    /// each row audited; rows the patch does not fit are refused with the reason.
     #[arg(long, visible_alias = "fingerprint", conflicts_with = "id", requires = "patch")]
     pub group: Option<String>,
     /// An RFC 6902 JSON Patch file, or `-` for standard input (default: edit in `$EDITOR`).
@@ -292,12 +293,22 @@ pub struct PatchArgs {
     /// Print what would change; write nothing.
     #[arg(long, requires = "patch")]
     pub dry_run: bool,
-    /// With `--group`, rows per page (1 to 10000).
-    #[arg(long, default_value_t = 100, value_parser = rows)]
-    pub batch: usize,
+    /// With `--group`, rows per transaction (1 to 10000; default 100, or the resumed
+    /// operation's).
+    #[arg(long, value_parser = rows)]
+    pub batch: Option<usize>,
+    /// With `--group`, at most this many rows in any one second (`200/s` or `200`); stored
+    /// with the operation, as `dlq redrive --rate`.
+    #[arg(long, value_parser = parse_rate)]
+    pub rate: Option<f64>,
+    /// Continue a stopped or interrupted group patch (`operation N` in its output, or the
+    /// console's operations page) with its stored patch, selection and reason (`--rate` and
+    /// `--batch` override them for this run).
+    #[arg(long, conflicts_with_all = ["id", "group", "patch", "dry_run", "reason"])]
+    pub resume: Option<i64>,
     /// Why, for the audit log.
-    #[arg(long)]
-    pub reason: String,
+    #[arg(long, required_unless_present = "resume")]
+    pub reason: Option<String>,
     /// Refuse a patch whose result does not deserialize into the handler's event type (in a
     /// binary that embeds the CLI with its handlers).
     #[arg(long)]

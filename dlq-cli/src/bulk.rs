@@ -1,4 +1,5 @@
-//! `dlq redrive` and `dlq discard`: a plan, a run with progress, Ctrl-C after the batch.
+//! `dlq redrive`, `dlq discard` and `dlq patch --group`: a plan, a run with progress, Ctrl-C
+//! after the batch.
 
 use std::io::IsTerminal;
 use std::ops::ControlFlow;
@@ -11,7 +12,7 @@ use dlq_core::admin::{Admin, Bulk, BulkPlan, BulkProgress, Pacing};
 use dlq_core::store::ActionKind;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::args::{BulkArgs, DiscardArgs, RedriveArgs};
+use crate::args::{BulkArgs, DiscardArgs, PatchArgs, RedriveArgs};
 use crate::render::Out;
 use crate::{Failure, exit};
 
@@ -46,6 +47,36 @@ pub(crate) async fn discard(admin: &Admin, args: &DiscardArgs, out: &Out) -> Res
             let plan = BulkPlan::discard(selection(&args.bulk)?, args.reason.as_deref().unwrap_or_default());
             prepare(admin, plan, &args.bulk).await?
         }
+    };
+    run(bulk, Pacing::default(), out).await
+}
+
+/// `dlq patch --group` (`plan`, stored here) or `dlq patch --resume N` (no plan).
+pub(crate) async fn patch(
+    admin: &Admin,
+    plan: Option<BulkPlan>,
+    args: &PatchArgs,
+    out: &Out,
+) -> Result<ExitCode, Failure> {
+    let bulk = match (plan, args.resume) {
+        (_, Some(op)) => {
+            let mut bulk = admin.resume_as(op, ActionKind::Patch).await?;
+            if let Some(rate) = args.rate {
+                bulk = bulk.rate(Some(rate));
+            }
+            match args.batch {
+                Some(rows) => bulk.batch(rows),
+                None => bulk,
+            }
+        }
+        (Some(plan), None) => {
+            if admin.store().count(plan.filter.clone().limit(1)).await? == 0 {
+                let group = plan.filter.fingerprint.as_deref().unwrap_or_default();
+                return Err(Failure::nothing(format!("no FAILED_PERMANENTLY row in group `{group}`")));
+            }
+            admin.start(plan).await?
+        }
+        (None, None) => return Err(Failure::usage("say which rows: an id, --group FP, or --resume N")),
     };
     run(bulk, Pacing::default(), out).await
 }
@@ -128,10 +159,11 @@ async fn run(bulk: Bulk<'_>, pacing: Pacing, out: &Out) -> Result<ExitCode, Fail
         }
     };
     let progress = Progress::new(out);
+    let moved = if bulk.plan().action == ActionKind::Patch { "patched" } else { "moved" };
     let report = bulk
         .stop_on(token.clone())
         .run(pacing, |p| {
-            progress.show(p, out);
+            progress.show(p, moved, out);
             // A closed output (`dlq redrive … 2>&1 | head`) stops the run here, between
             // batches, as Ctrl-C does: the operation stays resumable.
             if out.failed().is_some() {
@@ -210,8 +242,9 @@ impl Progress {
         Self::Bar(bar)
     }
 
-    fn show(&self, p: &BulkProgress, out: &Out) {
-        let line = format!("batch {}: {} moved, {} refused (cursor {})", p.batch, p.moved, p.refused, p.cursor);
+    /// Progress after a batch; `moved` names what happened to the rows (`moved`, `patched`).
+    fn show(&self, p: &BulkProgress, moved: &str, out: &Out) {
+        let line = format!("batch {}: {} {moved}, {} refused (cursor {})", p.batch, p.moved, p.refused, p.cursor);
         match self {
             Self::Bar(bar) => bar.set_message(line),
             Self::Lines => out.err_line(&line),

@@ -56,11 +56,12 @@
 //!   payload_sha256, error_chain, stacktrace, source, lease_owner, dedupe_key, attempts:
 //!   [{attempt, outcome, error_class, error_reason, owner, at}], audit: [{id, action, actor,
 //!   reason, diff, at}]}`;
-//! - `redrive`, `discard`: `{operation, action, dry_run, moved, refused, moved_ids, refusals:
-//!   [{id, reason, …}], state, canary_stop, cursor}`;
-//! - `patch`, `undo`: `{id, audit_id, old, new}`; `patch --group` and `patch --dry-run`:
-//!   `{dry_run, patched: [{id, audit_id, changes: [{path, old, new}]}], refused: [{id,
-//!   reason}]}` (`audit_id` null in a dry run, `old`/`new` null where the value is absent);
+//! - `redrive`, `discard`, `patch --group`, `patch --resume`: `{operation, action, dry_run,
+//!   moved, refused, moved_ids, refusals: [{id, reason, …}], state, canary_stop, cursor}` (a
+//!   patch's rows refused because it does not fit them: `{id, reason: "unfit", message}`);
+//! - `patch`, `undo`: `{id, audit_id, old, new}`; `patch --dry-run`: `{patched: [{id,
+//!   changes: [{path, old, new}]}], refused: [{id, reason}]}` (`old`/`new` null where the value
+//!   is absent);
 //!   `purge`: `{purged}`; `migrate`:
 //!   `{migrated, schema}`; `workers`: `{retriers: [...]}`;
 //! - `upgrade`: `{event_type, to, dry_run, upgraded: [{id, from}], refused: [{id, reason}]}`;
@@ -270,6 +271,7 @@ impl Embedded {
                         return Err(Failure::nothing(format!("no FAILED_PERMANENTLY row in group `{group}`")));
                     }
                     repair::Repaired::Many(report) => out.patched_many(&report),
+                    repair::Repaired::Stored(plan) => return bulk::patch(admin, plan, args, out).await,
                 }
             }
             Command::Undo { audit_id, reason, force } => {
@@ -334,7 +336,7 @@ fn usage(command: &Command) -> Result<(), Failure> {
     let (verb, reason, required) = match command {
         Command::Discard(args) => ("discard", args.reason.as_deref(), args.bulk.resume.is_none()),
         Command::Redrive(args) => ("redrive", args.reason.as_deref(), false),
-        Command::Patch(args) => ("patch", Some(args.reason.as_str()), true),
+        Command::Patch(args) => ("patch", args.reason.as_deref(), args.resume.is_none()),
         Command::Undo { reason, .. } => ("undo", reason.as_deref(), false),
         Command::Upgrade { event_type, .. } if blank(event_type) => {
             return Err(Failure::usage("name the event type (`dlq stats` lists them)"));

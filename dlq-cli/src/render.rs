@@ -332,6 +332,7 @@ impl Out {
         let verb = match (report.dry_run, report.action.as_str()) {
             (true, action) => format!("would {action}"),
             (false, "redrive") => "redriven".to_owned(),
+            (false, "patch") => "patched".to_owned(),
             (false, _) => "discarded".to_owned(),
         };
         self.line(format!("{verb}: {} rows{}", report.moved_ids.len(), ids_text(&report.moved_ids)));
@@ -425,11 +426,9 @@ impl Out {
         if self.json {
             return self.emit(&serde_json::to_value(report).unwrap_or_default());
         }
-        let verb = if report.dry_run { "would patch" } else { "patched" };
-        self.line(format!("{verb}: {} rows", report.patched.len()));
+        self.line(format!("would patch: {} rows", report.patched.len()));
         for row in &report.patched {
-            let audit = row.audit_id.map(|a| format!(" (audit entry {a})")).unwrap_or_default();
-            self.line(format!("  {}{audit}", row.id));
+            self.line(format!("  {}", row.id));
             for change in &row.changes {
                 let value = |v: &Option<Value>| {
                     v.as_ref().map_or_else(|| "(absent)".to_owned(), |v| short(&v.to_string(), CELL_MAX))
@@ -439,9 +438,6 @@ impl Out {
         }
         for r in &report.refused {
             self.line(format!("refused {}: {}", r.id, short(&r.reason, LINE_MAX)));
-        }
-        if !report.dry_run && !report.patched.is_empty() {
-            self.line("`dlq undo AUDIT_ID` restores a row's payload");
         }
     }
 

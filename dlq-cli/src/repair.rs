@@ -1,9 +1,10 @@
-//! `dlq patch`: a JSON Patch from a file or standard input, or the payload in `$EDITOR`.
+//! `dlq patch`: a JSON Patch from a file or standard input, or the payload in `$EDITOR`; a
+//! group's patch is a stored operation (run by `bulk`).
 
 use std::io::Read;
 use std::path::Path;
 
-use dlq_core::admin::{Admin, PatchManyReport, PatchOutcome};
+use dlq_core::admin::{Admin, BulkPlan, PatchManyReport, PatchOutcome};
 use dlq_core::{ListFilter, Payload, Status};
 
 use crate::Failure;
@@ -12,23 +13,33 @@ use crate::Failure;
 pub(crate) enum Repaired {
     /// One row, written.
     One(PatchOutcome),
-    /// A group, or a dry run.
+    /// A preview (`--dry-run`): what the patch would change.
     Many(PatchManyReport),
+    /// A group's patch (or a resumed one), to run as a stored operation.
+    Stored(Option<BulkPlan>),
 }
 
 pub(crate) async fn patch(admin: &Admin, args: &crate::PatchArgs) -> Result<Repaired, Failure> {
+    if args.resume.is_some() {
+        return Ok(Repaired::Stored(None));
+    }
+    let reason = args.reason.as_deref().unwrap_or_default();
     let rows = match (&args.group, args.id) {
         (Some(group), _) => ListFilter::default().fingerprint(group).status(Status::FailedPermanently),
         (None, Some(id)) => ListFilter::default().ids([id]),
-        (None, None) => return Err(Failure::usage("say which rows: an id, or --group FP")),
+        (None, None) => return Err(Failure::usage("say which rows: an id, --group FP, or --resume N")),
     };
+    let batch = args.batch.unwrap_or(100);
     match (&args.patch, args.id) {
-        (Some(source), Some(id)) if !args.dry_run => {
-            Ok(Repaired::One(admin.patch(id, &json(source)?, &args.reason).await?))
+        (Some(source), _) if args.dry_run => {
+            Ok(Repaired::Many(admin.patch_preview(rows, &json(source)?, batch).await?))
         }
-        (Some(source), _) => {
-            let patch = json(source)?;
-            Ok(Repaired::Many(admin.patch_many(rows, &patch, &args.reason, args.batch, args.dry_run).await?))
+        (Some(source), Some(id)) => Ok(Repaired::One(admin.patch(id, &json(source)?, reason).await?)),
+        (Some(source), None) => {
+            let mut plan = BulkPlan::patch(rows, json(source)?, reason).batch(batch);
+            plan.rate = args.rate;
+            plan.validate = args.validate;
+            Ok(Repaired::Stored(Some(plan)))
         }
         (None, Some(id)) => {
             let current = admin.show(id).await?.letter.payload;
@@ -36,7 +47,7 @@ pub(crate) async fn patch(admin: &Admin, args: &crate::PatchArgs) -> Result<Repa
             if edited == current {
                 return Err(Failure::error("payload unchanged: nothing written"));
             }
-            Ok(Repaired::One(admin.replace_payload(id, edited, &args.reason).await?))
+            Ok(Repaired::One(admin.replace_payload(id, edited, reason).await?))
         }
         (None, None) => Err(Failure::usage("--group needs --patch FILE")),
     }

@@ -209,7 +209,6 @@ async fn group_patch(db: Db) {
         (change["path"].as_str(), change["old"].as_str(), change["new"].as_str()),
         (Some("/currency"), Some("USD "), Some("USD"))
     );
-    assert!(dry["patched"][0]["audit_id"].is_null());
     assert_eq!(dry["refused"][0]["id"].as_i64(), Some(misfit));
     assert!(dry["refused"][0]["reason"].as_str().unwrap().starts_with("patch does not apply"), "{dry}");
     assert_eq!(dry["refused"][1]["id"].as_i64(), Some(raw));
@@ -222,15 +221,20 @@ async fn group_patch(db: Db) {
     assert_eq!(run_json(&db, &["show", &ids[0].to_string()])["payload"]["currency"], "USD ", "dry: unchanged");
     assert!(store.audit(ids[0]).await.unwrap().is_empty());
 
-    // Applied: each row written and audited on its own; the misfits refused with the reason.
+    // Applied: a stored operation, each row written and audited; the misfits refused with the
+    // reason, the run going on.
     let done = run_json(&db, &args);
-    assert_eq!(done["dry_run"], false);
-    assert_eq!(done["refused"].as_array().unwrap().len(), 2);
+    assert_eq!((done["action"].as_str(), done["state"].as_str()), (Some("patch"), Some("done")));
+    assert_eq!(done["moved_ids"], serde_json::json!(ids[..3]));
+    assert_eq!(done["refusals"][0]["id"].as_i64(), Some(misfit));
+    assert_eq!(done["refusals"][0]["reason"], "unfit");
+    assert!(done["refusals"][0]["message"].as_str().unwrap().starts_with("patch does not apply"), "{done}");
+    assert_eq!(done["refusals"][1]["id"].as_i64(), Some(raw));
     for (n, id) in ids[..3].iter().enumerate() {
         let entry = &run_json(&db, &["show", &id.to_string()])["audit"][0];
-        assert_eq!(entry["id"], done["patched"][n]["audit_id"]);
         assert_eq!((entry["actor"].as_str(), entry["reason"].as_str()), (Some("oncall"), Some("trailing space")));
         assert_eq!(entry["diff"]["payload"]["old"]["currency"], "USD ");
+        assert_eq!(entry["diff"]["operation"], done["operation"]);
         assert_eq!(
             store.get(*id).await.unwrap().unwrap().payload,
             Payload::Json(serde_json::json!({"id": n, "currency": "USD"}))
@@ -238,8 +242,8 @@ async fn group_patch(db: Db) {
     }
     // Again: nothing left to change, nothing written twice.
     let again = run_json(&db, &args);
-    assert!(again["patched"].as_array().unwrap().is_empty());
-    assert_eq!(again["refused"][0]["reason"], "the patch changes nothing");
+    assert_eq!(again["moved"], 0);
+    assert_eq!(again["refusals"][0]["message"], "the patch changes nothing");
     assert_eq!(store.audit(ids[0]).await.unwrap().len(), 1);
     fails(&db, &["patch", "--group", &group, "--reason", "x"], 2, "--patch");
     fails(
@@ -305,8 +309,10 @@ async fn bad_input(db: Db) {
 }
 
 async fn interrupted_redrive_resumes_without_a_row_lost_or_moved_twice(db: Db) {
+    // At 4 rows a second, the 40 rows leave the kill ten seconds to land mid-run.
+    const ROWS: usize = 40;
     let store = db.store().await;
-    let letters = (0..12)
+    let letters = (0..ROWS)
         .map(|n| {
             NewDeadLetter::new("payment", Payload::Json(n.into()), failure("E", "down")).dead(DeadReason::Permanent)
         })
@@ -321,20 +327,73 @@ async fn interrupted_redrive_resumes_without_a_row_lost_or_moved_twice(db: Db) {
         .spawn()
         .unwrap();
     let pending = || store.count(ListFilter::default().status(Status::Pending).limit(usize::MAX));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while pending().await.unwrap() < 3 {
+        assert!(tokio::time::Instant::now() < deadline, "the redrive moved no rows");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     child.kill().unwrap();
     child.wait().unwrap();
     let moved_before = pending().await.unwrap();
-    assert!(moved_before < 12, "killed mid-run");
+    assert!(moved_before < ROWS as u64, "killed mid-run");
     // The rest at a faster rate than the stored 4/s: `--rate` overrides it for this run.
     let done = run_json(&db, &["redrive", "--resume", "1", "--rate", "1000/s"]);
-    assert_eq!((done["state"].as_str(), done["moved"].as_u64()), (Some("done"), Some(12)));
-    for row in store.list(ListFilter::default().limit(100)).await.unwrap() {
+    assert_eq!((done["state"].as_str(), done["moved"].as_u64()), (Some("done"), Some(ROWS as u64)));
+    let rows = store.list(ListFilter::default().limit(ROWS)).await.unwrap();
+    assert_eq!(rows.len(), ROWS);
+    for row in rows {
         assert_eq!((row.status, row.redrive_count), (Status::Pending, 1), "row {}", row.id);
         assert_eq!(store.audit(row.id).await.unwrap().len(), 1, "row {} audited once", row.id);
     }
+}
+
+/// `dlq patch --group` killed mid-run and resumed with `dlq patch --resume`: every row is
+/// patched exactly once (an array `add`, which a second application would repeat).
+async fn interrupted_group_patch_resumes_patching_each_row_once(db: Db) {
+    let store = db.store().await;
+    let letters = (0..12)
+        .map(|n| {
+            let payload = Payload::Json(serde_json::json!({ "n": n, "tags": [] }));
+            NewDeadLetter::new("payment", payload, failure("E", "down")).dead(DeadReason::Permanent)
+        })
+        .collect();
+    let first = store.park_many(letters).await.unwrap()[0].id;
+    let group = store.get(first).await.unwrap().unwrap().failure.fingerprint;
+    let dir = tempfile::tempdir().unwrap();
+    let add = dir.path().join("add.json");
+    std::fs::write(&add, r#"[{"op": "add", "path": "/tags/-", "value": "x"}]"#).unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("dlq");
+    let mut child = Std::new(bin)
+        .args(["patch", "--group", &group, "--patch", add.to_str().unwrap(), "--reason", "tag", "--json"])
+        .args(["--batch", "1", "--rate", "4/s"])
+        .env("DATABASE_URL", &db.url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let payloads = || async {
+        let rows = store.list(ListFilter::default().limit(100)).await.unwrap();
+        rows.into_iter().map(|r| r.payload).collect::<Vec<_>>()
+    };
+    let once = |p: &Payload| matches!(p, Payload::Json(d) if d["tags"] == serde_json::json!(["x"]));
+    let untouched = |p: &Payload| matches!(p, Payload::Json(d) if d["tags"] == serde_json::json!([]));
+    while payloads().await.iter().filter(|p| once(p)).count() < 3 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = payloads().await;
+    assert!(before.iter().all(|p| once(p) || untouched(p)), "each row once or not at all: {before:?}");
+    assert!(before.iter().any(untouched), "killed mid-run");
+    fails(&db, &["redrive", "--resume", "1"], 1, "operation 1 is a patch, not a redrive: nothing resumed");
+    let done = run_json(&db, &["patch", "--resume", "1", "--rate", "1000/s"]);
+    assert_eq!((done["state"].as_str(), done["moved"].as_u64()), (Some("done"), Some(12)));
+    for row in store.list(ListFilter::default().limit(100)).await.unwrap() {
+        assert!(once(&row.payload), "row {} patched once: {:?}", row.id, row.payload);
+        assert_eq!(store.audit(row.id).await.unwrap().len(), 1, "row {} audited once", row.id);
+    }
+    fails(&db, &["patch", "--resume", "1"], 1, "operation 1 is done: nothing to resume");
+    fails(&db, &["patch", "--resume", "1", "--reason", "x"], 2, "cannot be used with");
 }
 
 async fn pause_and_resume(db: Db) {
@@ -521,6 +580,11 @@ async fn hostile_text_never_reaches_the_terminal(db: Db) {
     inert(&db, &["workers"], 0);
     inert(&db, &["redrive", "--all", "--dry-run"], 0);
     inert(&db, &["patch", "--group", &group, "--patch", fix.to_str().unwrap(), "--reason", &evil, "--dry-run"], 0);
+    let reason = format!("group-patch{evil}");
+    let stored = inert(&db, &["patch", "--group", &group, "--patch", fix.to_str().unwrap(), "--reason", &reason], 0);
+    assert!(stored.contains("patched: 1 rows") && stored.contains(&format!("refused {raw_id}: ")), "{stored}");
+    let shown = inert(&db, &["show", &json_id], 0);
+    assert!(shown.contains("group-patch.[2J"), "the group patch's reason, neutralized: {shown}");
     inert(&db, &["patch", &json_id, "--patch", fix.to_str().unwrap(), "--reason", &evil], 0);
     inert(&db, &["pause", &event_type, "--reason", &format!("pause{evil}")], 0);
     let stats = inert(&db, &["stats"], 0);
@@ -881,6 +945,7 @@ on_both_stores!(
     group_patch,
     bad_input,
     interrupted_redrive_resumes_without_a_row_lost_or_moved_twice,
+    interrupted_group_patch_resumes_patching_each_row_once,
     pause_and_resume,
     hostile_text_never_reaches_the_terminal,
     long_text_is_cut_in_tables_and_whole_in_show_and_json,

@@ -17,10 +17,15 @@ pub enum ActionKind {
     Redrive,
     /// Anything but `PROCESSING` and `DISCARDED` → `DISCARDED`.
     Discard,
+    /// One RFC 6902 JSON Patch on the payload of each row but `PROCESSING` and `SUCCEEDED`
+    /// ones, the status unchanged ([`DeadLetterStore::patch_rows`]).
+    ///
+    /// [`DeadLetterStore::patch_rows`]: crate::DeadLetterStore::patch_rows
+    Patch,
 }
 
 // The action's name in the audit log and in `dlq_operations.action`.
-text_forms!(ActionKind { Redrive => "redrive", Discard => "discard" });
+text_forms!(ActionKind { Redrive => "redrive", Discard => "discard", Patch => "patch" });
 
 /// One batch of an operator action, applied by [`DeadLetterStore::apply`] in one transaction.
 ///
@@ -80,6 +85,21 @@ pub enum Refused {
         /// Why.
         message: String,
     },
+    /// A patch does not fit the row: a `test` op failed, a path is missing, the payload is
+    /// raw, the patch changes nothing, or the result is over the size limit.
+    Unfit {
+        /// Why, as a dry run shows it.
+        message: String,
+    },
+    /// The row's payload changed between the read that computed the patch and the write: it
+    /// is left as it is (run the patch again to patch what it holds now).
+    Changed,
+    /// The row was already patched by this operation (its audit log says so): a resumed run
+    /// never applies a patch twice.
+    AlreadyPatched {
+        /// The operation.
+        operation: i64,
+    },
 }
 
 impl std::fmt::Display for Refused {
@@ -90,6 +110,9 @@ impl std::fmt::Display for Refused {
             Self::TooLarge => f.write_str("payload too large (truncated): patch it whole first"),
             Self::RedriveLimit { count } => write!(f, "already redriven {count} times (use --force)"),
             Self::Invalid { message } => write!(f, "invalid: {message}"),
+            Self::Unfit { message } => f.write_str(message),
+            Self::Changed => f.write_str("the payload changed since it was read: left as it is"),
+            Self::AlreadyPatched { operation } => write!(f, "already patched by operation {operation}"),
         }
     }
 }
@@ -141,6 +164,9 @@ pub fn refusal(
         ActionKind::Discard if matches!(status, Status::Processing | Status::Discarded) => {
             Some(Refused::Status { status })
         }
+        ActionKind::Patch if matches!(status, Status::Processing | Status::Succeeded) => {
+            Some(Refused::Status { status })
+        }
         _ => None,
     }
 }
@@ -183,6 +209,60 @@ pub struct Operation {
     pub created_at: DateTime<Utc>,
     /// When it last moved.
     pub updated_at: DateTime<Utc>,
+}
+
+/// One batch of a stored patch operation, written by
+/// [`DeadLetterStore::patch_rows`](crate::DeadLetterStore::patch_rows) in one transaction
+/// with the operation's cursor move.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PatchBatch {
+    /// The rows and their payloads, in ascending id order.
+    pub rows: Vec<RowEdit>,
+    /// Who and why, written to each row's audit entry.
+    pub note: AuditNote,
+    /// The RFC 6902 patch, kept in each row's audit entry.
+    pub patch: serde_json::Value,
+    /// The operation this batch belongs to: its id is kept in each row's audit entry
+    /// ([`operation_patch_diff`]), and its cursor moves in the same transaction.
+    pub step: OperationStep,
+}
+
+/// One row of a [`PatchBatch`]: the payload the patch was computed from, and the result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowEdit {
+    /// The row.
+    pub id: DlqId,
+    /// The payload read before the batch: the row is written only while it still holds it.
+    pub old: Payload,
+    /// The patched payload.
+    pub new: Payload,
+}
+
+/// The audit diff of a row written by a stored patch operation: [`patch_diff`] with the
+/// operation's id under `"operation"`, the mark [`patched_by`] finds when the operation is
+/// resumed, so that no row is patched twice.
+///
+/// ```
+/// use dlq_core::Payload;
+/// use dlq_core::store::{operation_patch_diff, patched_by};
+///
+/// let diff = operation_patch_diff(&Payload::Json(1.into()), &Payload::Json(2.into()), &serde_json::json!([]), 7);
+/// assert!(patched_by(&diff, 7) && !patched_by(&diff, 8));
+/// ```
+pub fn operation_patch_diff(
+    old: &Payload,
+    new: &Payload,
+    patch: &serde_json::Value,
+    operation: i64,
+) -> serde_json::Value {
+    let mut diff = patch_diff(old, new, Some(patch), None);
+    diff["operation"] = operation.into();
+    diff
+}
+
+/// Whether a `patch` audit entry's diff was written by `operation` ([`operation_patch_diff`]).
+pub fn patched_by(diff: &serde_json::Value, operation: i64) -> bool {
+    diff.get("operation").and_then(serde_json::Value::as_i64) == Some(operation)
 }
 
 /// A payload replacement, audited ([`DeadLetterStore::patch`](crate::DeadLetterStore::patch)).

@@ -338,6 +338,37 @@ impl StoreId {
     pub fn of<T: ?Sized>(store: &T) -> Self {
         Self(StoreIdRepr::Address(std::ptr::from_ref(store).cast::<()>() as usize))
     }
+
+    /// The id as text without credentials, for [`store_label`](crate::observe::store_label).
+    pub(crate) fn text(&self) -> String {
+        match &self.0 {
+            StoreIdRepr::Named(name) => without_credentials(name),
+            StoreIdRepr::Unique(n) => format!("unique-{n}"),
+            StoreIdRepr::Address(at) => format!("address-{at:x}"),
+        }
+    }
+}
+
+/// `name` without the user and password of an address (`scheme://user:password@host`) and
+/// without the query parameters whose name says password, secret or token.
+fn without_credentials(name: &str) -> String {
+    let (address, query) = name.split_once('?').unwrap_or((name, ""));
+    let mut text = match address.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let host = rest[..authority_end].rsplit_once('@').map_or(&rest[..authority_end], |(_, host)| host);
+            format!("{scheme}://{host}{}", &rest[authority_end..])
+        }
+        None => address.to_owned(),
+    };
+    let secret = |key: &str| ["pass", "secret", "token"].iter().any(|s| key.to_ascii_lowercase().contains(s));
+    let kept: Vec<&str> =
+        query.split('&').filter(|kv| !kv.is_empty() && !secret(kv.split('=').next().unwrap_or(kv))).collect();
+    if !kept.is_empty() {
+        text.push('?');
+        text.push_str(&kept.join("&"));
+    }
+    text
 }
 
 /// The views of every store this process read circuits from, by store and event type.
@@ -396,12 +427,13 @@ pub fn circuit_of(store: &dyn DeadLetterStore, event_type: &str) -> CircuitView 
 /// to [`circuit_of`] (and [`circuit()`] where `store` is the live path's store).
 pub(crate) fn publish<'a>(store: StoreId, circuits: impl Iterator<Item = &'a Circuit>, store_now: DateTime<Utc>) {
     let local_now = tokio::time::Instant::now();
+    let label = crate::observe::store_label(&store);
     let mut views = views().write().unwrap_or_else(std::sync::PoisonError::into_inner);
     let of_store = views.entry(store).or_default();
     for c in circuits {
         let probe_at = c.open_until.map(|until| local_now + (until - store_now).to_std().unwrap_or_default());
         of_store.insert(c.event_type.clone(), CircuitView { state: c.state, paused: c.paused, probe_at });
-        crate::observe::circuit_state(&c.event_type, c.state, c.paused);
+        crate::observe::circuit_state(&label, &c.event_type, c.state, c.paused);
     }
 }
 
@@ -436,4 +468,20 @@ pub async fn refresh_circuits(store: &dyn DeadLetterStore) -> Result<(), Error> 
 /// next probe of the type's circuit in the live path's store, while it is open.
 pub(crate) fn live_delay(event_type: &str, delay: Duration) -> Duration {
     circuit(event_type).next_probe_in().map_or(delay, |probe| delay.max(probe))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_id_text_leaves_credentials_out() {
+        let text = |name: &str| StoreId::named(name).text();
+        assert_eq!(text("postgres://db:5432/app?schema=dlq"), "postgres://db:5432/app?schema=dlq");
+        assert_eq!(text("postgres://u:p@ss@db/app?schema=dlq"), "postgres://db/app?schema=dlq");
+        assert_eq!(text("postgres://u@db"), "postgres://db");
+        assert_eq!(text("x://db/a?sslpassword=p&Token=t&schema=s&api_secret=s"), "x://db/a?schema=s");
+        assert_eq!(text("sqlite:/var/lib/dlq.db"), "sqlite:/var/lib/dlq.db");
+        assert!(StoreId::unique().text().starts_with("unique-"));
+    }
 }

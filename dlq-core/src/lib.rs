@@ -77,6 +77,8 @@
 //! - [`store`]: what someone writing a new [`DeadLetterStore`] needs besides the trait (what
 //!   a store receives and answers: [`store::NewDeadLetter`], [`store::Parked`], claims and
 //!   settlements, circuits, operations).
+//! - `testing` (feature `testing`): an application's tests (assertions on parked rows, a
+//!   harness on a paused clock) and the conformance suite a new store runs.
 
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 

@@ -707,6 +707,9 @@ mod tests {
         fn patch(&self, _: crate::store::PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
             down()
         }
+        fn patch_rows(&self, _: crate::store::PatchBatch) -> BoxFuture<'_, StoreResult<crate::store::BatchReport>> {
+            down()
+        }
         fn audit_entry(&self, _: i64) -> BoxFuture<'_, StoreResult<Option<crate::admin::AuditEntry>>> {
             down()
         }

@@ -10,8 +10,8 @@ use uuid::Uuid;
 
 use crate::Error;
 use crate::action::{
-    ActionKind, BatchAction, BatchReport, Operation, OperationState, PatchRequest, Refusal, Refused, patch_diff,
-    refusal,
+    ActionKind, BatchAction, BatchReport, Operation, OperationState, OperationStep, PatchBatch, PatchRequest, Refusal,
+    Refused, RowEdit, operation_patch_diff, patch_diff, patched_by, refusal,
 };
 use crate::record::RetrierHeartbeat;
 use crate::record::{
@@ -345,20 +345,73 @@ impl Inner {
         let to = match batch.action {
             ActionKind::Redrive => Status::Pending,
             ActionKind::Discard => Status::Discarded,
+            ActionKind::Patch => {
+                return Err(Error::Invalid("a patch batch is written by patch_rows, not apply".into()));
+            }
         };
         let at = now();
         for id in &report.moved {
             self.move_row(*id, to, batch.action.as_str(), &batch.note, at);
         }
         if let Some(step) = &batch.step {
-            if let Some(op) = self.operations.get_mut(&step.operation) {
-                op.cursor = step.to;
-                op.moved += report.moved.len() as u64;
-                op.refused += report.refused.len() as u64 + step.refused_before;
-                op.updated_at = at;
-            }
+            self.advance(step, &report, at);
         }
         Ok(report)
+    }
+
+    fn advance(&mut self, step: &OperationStep, report: &BatchReport, at: DateTime<Utc>) {
+        if let Some(op) = self.operations.get_mut(&step.operation) {
+            op.cursor = step.to;
+            op.moved += report.moved.len() as u64;
+            op.refused += report.refused.len() as u64 + step.refused_before;
+            op.updated_at = at;
+        }
+    }
+
+    fn patch_rows(&mut self, batch: PatchBatch) -> StoreResult<BatchReport> {
+        let step = batch.step;
+        let op = self.operations.get(&step.operation).ok_or(Error::OperationNotFound(step.operation))?;
+        if op.cursor != step.from {
+            return Err(Error::Conflict { operation: step.operation });
+        }
+        let mut report = BatchReport::default();
+        let at = now();
+        for edit in batch.rows {
+            let id = edit.id;
+            let why = match self.rows.get(&id) {
+                None => Some(Refused::NotFound),
+                Some(row) => self.patch_refusal(&row.letter, &edit, step.operation),
+            };
+            if let Some(why) = why {
+                report.refused.push(Refusal { id, why });
+                continue;
+            }
+            let diff = operation_patch_diff(&edit.old, &edit.new, &batch.patch, step.operation);
+            if let Some(row) = self.rows.get_mut(&id) {
+                row.letter.payload = edit.new;
+                row.letter.updated_at = at;
+            }
+            self.record(id, "patch", &batch.note, diff, at);
+            report.moved.push(id);
+        }
+        self.advance(&step, &report, at);
+        Ok(report)
+    }
+
+    /// Why a row of a patch operation is not written, by the rule of `patch_rows`.
+    fn patch_refusal(&self, letter: &DeadLetter, edit: &RowEdit, operation: i64) -> Option<Refused> {
+        if let Some(why) = refusal(ActionKind::Patch, letter.status, false, 0, None) {
+            return Some(why);
+        }
+        let marked =
+            self.audit.iter().any(|a| a.dlq_id == letter.id && a.action == "patch" && patched_by(&a.diff, operation));
+        if marked {
+            return Some(Refused::AlreadyPatched { operation });
+        }
+        if letter.payload != edit.old {
+            return Some(Refused::Changed);
+        }
+        edit.new.check_fits(DEFAULT_MAX_PAYLOAD_BYTES).err().map(|e| Refused::Unfit { message: e.to_string() })
     }
 
     fn move_row(&mut self, id: DlqId, to: Status, action: &str, note: &AuditNote, at: DateTime<Utc>) {
@@ -631,6 +684,10 @@ impl DeadLetterStore for MemoryStore {
 
     fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
         ready(Ok(self.lock().audit.iter().find(|a| a.id == id).cloned()))
+    }
+
+    fn patch_rows(&self, batch: PatchBatch) -> BoxFuture<'_, StoreResult<BatchReport>> {
+        ready(self.lock().patch_rows(batch))
     }
 
     fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {

@@ -6,6 +6,7 @@
 //! [`METRICS`] are kept in step by a test. Labels are bounded: classes, reasons and outcomes
 //! (fixed sets), never ids or error messages, and event types through [`type_label`]: they
 //! are read from the store, where anyone who can park an event can write any number of them.
+//! Stores are labelled through [`store_label`], bounded the same way.
 
 use std::time::Duration;
 
@@ -42,7 +43,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "counter",
         "circuit changes written by this process, by event_type and to: open, half_open, closed, paused, resumed",
     ),
-    (CIRCUIT_STATE, "gauge", "each event type's circuit as last read: 0 closed, 1 half-open, 2 open, 3 paused"),
+    (
+        CIRCUIT_STATE,
+        "gauge",
+        "each circuit as last read, by store and event_type: 0 closed, 1 half-open, 2 open, 3 paused",
+    ),
 ];
 
 pub(crate) const PARKED: &str = "dlq_parked_total";
@@ -73,9 +78,51 @@ pub const MAX_TYPE_LABEL_CHARS: usize = 64;
 /// The `event_type` label of the event types past [`MAX_UNREGISTERED_TYPE_LABELS`].
 pub const OTHER_EVENT_TYPES: &str = "other";
 
-/// The unregistered labels given out so far (at most [`MAX_UNREGISTERED_TYPE_LABELS`]).
-static UNREGISTERED: std::sync::Mutex<std::collections::BTreeSet<String>> =
-    std::sync::Mutex::new(std::collections::BTreeSet::new());
+/// How many stores get a `store` label of their own (the first whose circuits this process
+/// reads); every later one is counted under [`OTHER_STORES`].
+pub const MAX_STORE_LABELS: usize = 20;
+
+/// The `store` label of the stores past [`MAX_STORE_LABELS`].
+pub const OTHER_STORES: &str = "other";
+
+/// Labels given out first come, first served, at most `max` of them.
+struct Given {
+    labels: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    max: usize,
+}
+
+impl Given {
+    const fn new(max: usize) -> Self {
+        Self { labels: std::sync::Mutex::new(std::collections::BTreeSet::new()), max }
+    }
+
+    /// `label` if it was given out already or there is room for it, else `other`.
+    fn label(&self, label: String, other: &str) -> String {
+        let Ok(mut given) = self.labels.lock() else { return other.to_owned() };
+        if given.contains(&label) || given.len() < self.max {
+            given.insert(label.clone());
+            return label;
+        }
+        other.to_owned()
+    }
+}
+
+/// The unregistered event-type labels given out so far.
+static UNREGISTERED: Given = Given::new(MAX_UNREGISTERED_TYPE_LABELS);
+
+/// The store labels given out so far.
+static STORES: Given = Given::new(MAX_STORE_LABELS);
+
+/// `text` with its control characters replaced by `.`, cut to [`MAX_TYPE_LABEL_CHARS`]
+/// ending in `…`.
+fn neutralized(text: &str) -> String {
+    let mut label: String = text.chars().map(|c| if c.is_control() { '.' } else { c }).collect();
+    if label.chars().count() > MAX_TYPE_LABEL_CHARS {
+        label = label.chars().take(MAX_TYPE_LABEL_CHARS - 1).collect();
+        label.push('…');
+    }
+    label
+}
 
 /// The `event_type` label of `event_type`: the type itself when a handler of this process
 /// registers it; otherwise one of at most [`MAX_UNREGISTERED_TYPE_LABELS`] others, given out
@@ -90,20 +137,27 @@ static UNREGISTERED: std::sync::Mutex<std::collections::BTreeSet<String>> =
 /// assert!(label.starts_with("t.]0;xx") && label.chars().count() <= dlq_core::observe::MAX_TYPE_LABEL_CHARS);
 /// ```
 pub fn type_label(event_type: &str) -> String {
-    let mut label: String = event_type.chars().map(|c| if c.is_control() { '.' } else { c }).collect();
-    if label.chars().count() > MAX_TYPE_LABEL_CHARS {
-        label = label.chars().take(MAX_TYPE_LABEL_CHARS - 1).collect();
-        label.push('…');
-    }
+    let label = neutralized(event_type);
     if crate::registry().is_ok_and(|r| r.get(event_type).is_ok()) {
         return label;
     }
-    let Ok(mut given) = UNREGISTERED.lock() else { return OTHER_EVENT_TYPES.to_owned() };
-    if given.contains(&label) || given.len() < MAX_UNREGISTERED_TYPE_LABELS {
-        given.insert(label.clone());
-        return label;
-    }
-    OTHER_EVENT_TYPES.to_owned()
+    UNREGISTERED.label(label, OTHER_EVENT_TYPES)
+}
+
+/// The `store` label of `store` ([`DeadLetterStore::store_id`](crate::DeadLetterStore::store_id)):
+/// its name without credentials (a user and password in an address, a query parameter whose
+/// name says password, secret or token), with control characters replaced by `.` and cut to
+/// [`MAX_TYPE_LABEL_CHARS`]; at most [`MAX_STORE_LABELS`] of them, the first seen, after which
+/// [`OTHER_STORES`]. A store that owns its data (in memory) is `unique-` and a number.
+///
+/// ```
+/// use dlq_core::{observe::store_label, store::StoreId};
+///
+/// let id = StoreId::named("postgres://app:s3cret@db:5432/app?password=s3cret&schema=dlq");
+/// assert_eq!(store_label(&id), "postgres://db:5432/app?schema=dlq");
+/// ```
+pub fn store_label(store: &crate::store::StoreId) -> String {
+    STORES.label(neutralized(&store.text()), OTHER_STORES)
 }
 
 /// Registers the description and unit of every `dlq` metric with the installed recorder, so
@@ -188,15 +242,15 @@ pub(crate) fn circuit_transition(event_type: &str, to: &'static str) {
     counter!(CIRCUIT_TRANSITIONS, "event_type" => type_label(event_type), "to" => to).increment(1);
 }
 
-/// A circuit as last read.
-pub(crate) fn circuit_state(event_type: &str, state: crate::CircuitState, paused: bool) {
+/// A circuit of the store labelled `store` ([`store_label`]) as last read.
+pub(crate) fn circuit_state(store: &str, event_type: &str, state: crate::CircuitState, paused: bool) {
     let value = match (paused, state) {
         (true, _) => 3.0,
         (false, crate::CircuitState::Open) => 2.0,
         (false, crate::CircuitState::HalfOpen) => 1.0,
         (false, crate::CircuitState::Closed) => 0.0,
     };
-    gauge!(CIRCUIT_STATE, "event_type" => type_label(event_type)).set(value);
+    gauge!(CIRCUIT_STATE, "store" => store.to_owned(), "event_type" => type_label(event_type)).set(value);
 }
 
 /// The store-wide gauges (rows by type and status, oldest due age, live retriers,

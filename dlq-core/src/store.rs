@@ -16,7 +16,10 @@
 //! [`wait_for_work`](DeadLetterStore::wait_for_work) (it must wake on parks and redrives) nor
 //! of the circuit methods ([`circuits`](DeadLetterStore::circuits),
 //! [`write_circuit`](DeadLetterStore::write_circuit),
-//! [`circuit_log`](DeadLetterStore::circuit_log)). A store kept in one process can hold every
+//! [`circuit_log`](DeadLetterStore::circuit_log)). Bulk patches need
+//! [`patch_rows`](DeadLetterStore::patch_rows) to keep each row's operation mark in its audit
+//! entry and to check it under the row's lock: the kit's `patch_rows_patch_each_row_once`
+//! presents a committed batch again and expects no row patched twice. A store kept in one process can hold every
 //! table in a `Vec` behind one `Mutex` and do each call's work under the lock: each call is
 //! then one transaction. The console (`dlq-web`) and [`Admin`](crate::admin::Admin) work on
 //! any store that passes the kit.
@@ -51,8 +54,9 @@ use std::time::Duration;
 
 use crate::Error;
 pub use crate::action::{
-    ActionKind, BatchAction, BatchReport, Maintenance, Operation, OperationState, OperationStep, PatchRequest, Refusal,
-    Refused, TableHealth, patch_diff, payload_from_diff, refusal,
+    ActionKind, BatchAction, BatchReport, Maintenance, Operation, OperationState, OperationStep, PatchBatch,
+    PatchRequest, Refusal, Refused, RowEdit, TableHealth, operation_patch_diff, patch_diff, patched_by,
+    payload_from_diff, refusal,
 };
 pub use crate::observe::record_overflow;
 use crate::record::{
@@ -452,6 +456,49 @@ pub trait DeadLetterStore: Send + Sync + 'static {
         let _ = upgrade;
         Box::pin(async { Err(unsupported("upgrading a row's payload version")) })
     }
+
+    /// For store implementers; applications act through [`Admin`](crate::admin::Admin).
+    /// Writes one batch of a stored patch operation in one transaction: locks the rows and,
+    /// in input order, refuses an unknown id ([`Refused::NotFound`]), a `PROCESSING` or
+    /// `SUCCEEDED` row ([`Refused::Status`]), a row with a `patch` audit entry of the same
+    /// operation ([`Refused::AlreadyPatched`], checked first: [`patched_by`]), a row whose
+    /// payload is no longer `old` ([`Refused::Changed`]), and a `new` payload over
+    /// [`max_payload_bytes`](Self::max_payload_bytes) ([`Refused::Unfit`] with the
+    /// [`check_fits`](crate::Payload::check_fits) error); writes `new` over each other row's
+    /// payload (status unchanged, `updated_at` now) with an audit entry (action `patch`, the
+    /// note, the diff [`operation_patch_diff`]); and moves the operation's cursor as
+    /// [`apply`](Self::apply) does (compare-and-set, [`Error::Conflict`] rolls everything
+    /// back). The audit mark makes the operation exactly-once per row even when a batch is
+    /// presented again after its commit.
+    ///
+    /// ```
+    /// use dlq_core::store::{ActionKind, AuditNote, OperationStep, PatchBatch, Refused, RowEdit};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+    /// use serde_json::json;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "io", "bad".into(), vec![], None);
+    /// let old = Payload::Json(json!({"tags": []}));
+    /// let id = store.park(NewDeadLetter::new("payment", old.clone(), failure)).await?.id;
+    /// let note = AuditNote::new("alice", "tag them");
+    /// let op = store.create_operation(ActionKind::Patch, json!({}), note.clone()).await?;
+    /// let new = Payload::Json(json!({"tags": ["x"]}));
+    /// let batch = PatchBatch {
+    ///     rows: vec![RowEdit { id, old, new: new.clone() }],
+    ///     note,
+    ///     patch: json!([{"op": "add", "path": "/tags/-", "value": "x"}]),
+    ///     step: OperationStep { operation: op.id, from: 0, to: id, refused_before: 0 },
+    /// };
+    /// assert_eq!(store.patch_rows(batch.clone()).await?.moved, [id]);
+    /// // The same batch again (from the new cursor): the row is not patched twice.
+    /// let again = PatchBatch { step: OperationStep { from: id, ..batch.step }, ..batch };
+    /// assert_eq!(store.patch_rows(again).await?.refused[0].why, Refused::AlreadyPatched { operation: op.id });
+    /// assert_eq!(store.get(id).await?.unwrap().payload, new);
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    fn patch_rows(&self, batch: PatchBatch) -> BoxFuture<'_, StoreResult<BatchReport>>;
 
     /// For store implementers: one audit entry by its id (what [`Admin::undo`] reads).
     ///

@@ -162,17 +162,71 @@ async fn a_succeeded_row_is_never_patched_nor_undone(store: Store) {
         let line = dlq_core::admin::one_line(&err);
         assert!(line.contains(&format!("dead letter {id} is SUCCEEDED")) && !line.contains('\n'), "{line}");
     }
-    for dry_run in [true, false] {
-        let report = admin.patch_many(ListFilter::default().ids([id]), &replace, "fix", 10, dry_run).await.unwrap();
-        assert!(report.patched.is_empty(), "{report:?}");
-        assert!(report.refused[0].reason.contains("SUCCEEDED"), "{report:?}");
-    }
+    let preview = admin.patch_preview(ListFilter::default().ids([id]), &replace, 10).await.unwrap();
+    assert!(preview.patched.is_empty(), "{preview:?}");
+    assert!(preview.refused[0].reason.contains("SUCCEEDED"), "{preview:?}");
+    let group = BulkPlan::patch(ListFilter::default().ids([id]), replace.clone(), "fix");
+    let report = admin.start(group).await.unwrap().run(Pacing::default(), |_| ControlFlow::Continue(())).await.unwrap();
+    assert_eq!((report.moved, report.state), (0, OperationState::Done));
+    assert_eq!(report.refusals[0].why, Refused::Status { status: Status::Succeeded });
     let note = dlq_core::store::AuditNote::new("bob", "fix");
     let request = PatchRequest { id, payload: Payload::Json(serde_json::json!(0)), note, patch: None, undo_of: None };
     let err = store.patch(request).await.unwrap_err();
     assert!(matches!(err, Error::InvalidState { status: Status::Succeeded, .. }), "the store refuses: {err:?}");
     assert_eq!(store.get(id).await.unwrap().unwrap().payload, before, "nothing written");
     assert_eq!(store.audit(id).await.unwrap().len(), 1, "the earlier patch only");
+}
+
+/// A group patch is a stored operation: stopped after its first batch and resumed (by another
+/// admin, as another console or `dlq patch --resume` would), every row is patched exactly once
+/// (an array `add`, which a second application would repeat, appears once per row), each
+/// audited with the operation's mark; a row the patch does not fit is skipped with why, and
+/// the run goes on.
+async fn a_group_patch_stopped_and_resumed_patches_each_row_once(store: Store) {
+    let failure = FailureInfo::new(ErrorClass::Permanent, "NoTag", "untagged".into(), vec![], None);
+    let mut letters: Vec<_> = (0..7)
+        .map(|n| serde_json::json!({ "n": n, "tags": ["a"] }))
+        .chain([serde_json::json!({ "n": 7 })])
+        .map(|p| NewDeadLetter::new("payment", Payload::Json(p), failure.clone()).dead(DeadReason::Permanent))
+        .collect();
+    letters.rotate_right(5); // the row without tags in the middle: rows[4]
+    let rows: Vec<DlqId> = store.park_many(letters).await.unwrap().into_iter().map(|p| p.id).collect();
+    let untagged = rows[4];
+    let original = store.get(rows[0]).await.unwrap().unwrap().payload;
+    let admin = Admin::new(store.clone(), "frank");
+    let add = serde_json::json!([{ "op": "add", "path": "/tags/-", "value": "replayed" }]);
+    let plan = BulkPlan::patch(ListFilter::default().event_type("payment"), add.clone(), "tag the replays").batch(2);
+
+    let dry = admin.dry_run(plan.clone()).unwrap().run(Pacing::default(), |_| ControlFlow::Continue(())).await.unwrap();
+    assert_eq!((dry.moved, dry.refused), (7, 1));
+    let bulk = admin.start(plan).await.unwrap();
+    let op = bulk.operation().unwrap().id;
+    let first = bulk.run(Pacing::default(), |_| ControlFlow::Break(())).await.unwrap();
+    assert_eq!((first.moved, first.state, first.cursor), (2, OperationState::Stopped, rows[1]));
+    let other = Admin::new(store.clone(), "grace");
+    let err = other.resume_as(op, dlq_core::store::ActionKind::Redrive).await.unwrap_err();
+    assert!(err.to_string().contains("is a patch, not a redrive"), "{err}");
+    let rest = other.resume(op).await.unwrap().run(Pacing::default(), |_| ControlFlow::Continue(())).await.unwrap();
+    assert_eq!((rest.moved, rest.refused, rest.state), (7, 1, OperationState::Done));
+    assert_eq!(rest.refusals[0].id, untagged);
+    assert!(rest.refusals[0].why.to_string().starts_with("patch does not apply"), "{:?}", rest.refusals);
+    for &id in &rows {
+        let payload = store.get(id).await.unwrap().unwrap().payload;
+        let audit = store.audit(id).await.unwrap();
+        if id == untagged {
+            assert_eq!((payload, audit.len()), (Payload::Json(serde_json::json!({ "n": 7 })), 0));
+            continue;
+        }
+        let Payload::Json(doc) = payload else { panic!("JSON") };
+        assert_eq!(doc["tags"], serde_json::json!(["a", "replayed"]), "row {id}: patched once");
+        assert_eq!(audit.len(), 1, "row {id}");
+        assert!(dlq_core::store::patched_by(&audit[0].diff, op) && audit[0].diff["patch"] == add);
+    }
+    assert!(admin.resume(op).await.unwrap_err().to_string().contains("done"));
+    // Undo restores a row patched by the operation.
+    let entry = store.audit(rows[0]).await.unwrap()[0].id;
+    admin.undo(entry, None, false).await.unwrap();
+    assert_eq!(store.get(rows[0]).await.unwrap().unwrap().payload, original);
 }
 
 macro_rules! on_every_store {
@@ -205,4 +259,5 @@ on_every_store!(
     patch_keeps_patch_and_original_and_undo_restores_it,
     bulk_redrive_stops_and_resumes_without_moving_a_row_twice,
     a_succeeded_row_is_never_patched_nor_undone,
+    a_group_patch_stopped_and_resumed_patches_each_row_once,
 );

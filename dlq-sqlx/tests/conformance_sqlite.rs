@@ -223,3 +223,33 @@ async fn a_live_event_over_the_limit_is_too_large_with_the_hash_of_its_serializa
     assert_eq!((err.dlq_id(), err.is_parked()), (Some(*id), false));
     store.pool().close().await;
 }
+
+/// Operations stored by the previous release (redrives and discards only) are kept, with their
+/// ids, when `patch` joins the actions (the table is rebuilt: SQLite cannot alter a check);
+/// later operations get new ids, and an unknown action is still refused.
+#[tokio::test]
+async fn operations_of_the_previous_release_are_kept_when_patch_joins_the_actions() {
+    use dlq_core::store::{ActionKind, AuditNote, OperationState};
+    let db = TempDb::new("operations-migration");
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&db.path).create_if_missing(true);
+    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    dlq_sqlx::sqlite::MIGRATOR.run_to(6, &pool).await.unwrap();
+    let insert = "INSERT INTO dlq_operations (action, spec, actor, cursor_id, moved, state, created_at, updated_at) \
+                  VALUES (?1, '{\"x\": 1}', 'alice', 7, 3, 'stopped', 0, 0) RETURNING id";
+    let old: i64 = sqlx::query_scalar(insert).bind("discard").fetch_one(&pool).await.unwrap();
+    assert!(sqlx::query(insert).bind("patch").execute(&pool).await.is_err(), "not before the migration");
+    pool.close().await;
+
+    let store = db.store().await; // runs migration 0007
+    let kept = store.operation(old).await.unwrap().expect("kept");
+    assert_eq!(
+        (kept.action, kept.cursor, kept.moved, kept.state),
+        (ActionKind::Discard, 7, 3, OperationState::Stopped)
+    );
+    assert_eq!(kept.spec, serde_json::json!({"x": 1}));
+    let patch = store.create_operation(ActionKind::Patch, serde_json::json!({}), AuditNote::new("bob", "tag")).await;
+    assert!(patch.unwrap().id > old, "ids are not reused");
+    let refused = sqlx::query(insert).bind("bogus").execute(store.pool()).await;
+    assert!(refused.is_err(), "{refused:?}");
+    store.pool().close().await;
+}

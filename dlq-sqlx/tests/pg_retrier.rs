@@ -315,19 +315,28 @@ async fn the_retrier_applies_retention_periodically(pool: PgPool) {
     running.await.unwrap().unwrap();
 }
 
-#[dead_letter(event_type = "pg-retrier-slow")]
-async fn slow(_n: u64) -> Result<(), std::io::Error> {
-    tokio::time::sleep(Duration::from_millis(50)).await;
+/// The permits of `pg-retrier-gated` handlers: the test lets the retrier through a round of
+/// rows at a time.
+static GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+
+#[dead_letter(event_type = "pg-retrier-gated")]
+async fn gated(_n: u64) -> Result<(), std::io::Error> {
+    GATE.acquire().await.expect("the gate is never closed").forget();
     Ok(())
 }
 
 /// The store keeps a busy retrier's connection between its statements (no pool round trips),
 /// but never while the pool has none to spare: other callers of a small pool are not starved.
+/// The retrier drains in ten rounds the test lets through one by one (a round is over when its
+/// handlers took every permit), and between two the test calls the store: every call finds
+/// the retrier mid-drain, with rows claimed and more handlers waiting.
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn a_busy_retrier_leaves_a_small_pool_to_other_callers(
     _: sqlx::postgres::PgPoolOptions,
     options: sqlx::postgres::PgConnectOptions,
 ) {
+    const ROUNDS: u64 = 10;
+    const PER_ROUND: u64 = 200;
     let small = sqlx::postgres::PgPoolOptions::new()
         .max_connections(2)
         .acquire_timeout(Duration::from_secs(1))
@@ -335,20 +344,20 @@ async fn a_busy_retrier_leaves_a_small_pool_to_other_callers(
         .await
         .unwrap();
     let store = store(&small).await;
-    store.park_many((0..2000).map(|n| job("pg-retrier-slow", n)).collect()).await.unwrap();
+    store.park_many((0..ROUNDS * PER_ROUND).map(|n| job("pg-retrier-gated", n)).collect()).await.unwrap();
     let shutdown = CancellationToken::new();
-    let retrier = retrier(&store, fast(), handlers![slow].unwrap(), &shutdown);
+    let retrier = retrier(&store, fast(), handlers![gated].unwrap(), &shutdown);
     let running = start(&retrier);
-    // While the 2,000 rows drain (about two seconds), other calls on the pool go through.
-    let mut calls = 0;
-    while count(&store, Status::Succeeded).await < 2000 {
+    for round in 0..ROUNDS {
+        wait_until("the retrier's handlers to take the round's permits", || async { GATE.available_permits() == 0 })
+            .await;
         store.stats().await.expect("stats() while the retrier is busy");
-        store.park(job("pg-retrier-other", calls)).await.expect("park() while the retrier is busy");
-        calls += 1;
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        store.park(job("pg-retrier-other", round)).await.expect("park() while the retrier is busy");
+        GATE.add_permits(PER_ROUND as usize);
     }
+    let all = (ROUNDS * PER_ROUND) as usize;
+    wait_until("the retrier to drain", || async { count(&store, Status::Succeeded).await >= all }).await;
     shutdown.cancel();
     let stats = running.await.unwrap().unwrap();
-    assert_eq!((stats.succeeded, stats.store_errors), (2000, 0));
-    assert!(calls >= 10, "only {calls} calls while the retrier drained");
+    assert_eq!((stats.succeeded, stats.store_errors), (ROUNDS * PER_ROUND, 0));
 }

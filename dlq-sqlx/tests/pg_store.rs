@@ -6,7 +6,7 @@ mod pg_support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use dlq_core::store::{Claimed, Maintenance, Refused, Settlement};
+use dlq_core::store::{ActionKind, Claimed, Maintenance, Refused, Settlement};
 use dlq_core::{
     DeadLetterStore, DeadReason, ErrorClass, FailureInfo, ListFilter, Payload, SourceMeta, Status, store::NewDeadLetter,
 };
@@ -537,22 +537,17 @@ async fn a_success_stays_in_the_history_through_a_refused_patch_and_discard(pool
 }
 
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
-async fn a_burst_of_parks_wakes_retriers_a_few_times_not_once_per_batch(pool: PgPool) {
+async fn a_burst_of_parks_wakes_a_listener(pool: PgPool) {
     let store = store(&pool).await;
     let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await.unwrap();
     listener.listen(store.channel()).await.unwrap();
-    let start = std::time::Instant::now();
     for n in 0..60 {
         store.park(letter("payment", n)).await.unwrap();
     }
-    let burst = start.elapsed();
-    let mut received = 0;
-    while let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(300), listener.recv()).await {
-        received += 1;
-    }
-    let windows = burst.as_millis() / 20 + 2;
-    assert!(received >= 1, "the burst woke retriers");
-    assert!(received <= windows as usize * 2 && received < 60, "{received} notifications for 60 parks in {burst:?}");
+    // How many notifications a burst sends depends on how long it takes: the count per
+    // window is the unit test's (`pg::notify`, on a paused clock). Here: they reach a listener.
+    let woken = tokio::time::timeout(Duration::from_secs(60), listener.recv()).await;
+    woken.expect("the burst woke retriers").unwrap();
 }
 
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
@@ -1144,4 +1139,29 @@ async fn an_interrupted_concurrent_index_build_is_built_again(pool: PgPool) {
     let first = store.park(letter("payment", 3).with_dedupe_key(key)).await.unwrap();
     let again = store.park(letter("payment", 3).with_dedupe_key(key)).await.unwrap();
     assert_eq!((again.id, again.deduplicated), (first.id, true));
+}
+
+/// Operations stored by the previous release (redrives and discards only) are kept when
+/// `patch` joins the actions: the check is swapped online (added `NOT VALID`, then validated)
+/// and ends valid, accepting a patch operation and refusing any other action.
+#[sqlx::test(migrations = false)]
+async fn operations_of_the_previous_release_are_kept_when_patch_joins_the_actions(pool: PgPool) {
+    dlq_sqlx::postgres::MIGRATOR.run_to(18, &pool).await.unwrap();
+    let insert = "INSERT INTO dlq_operations (action, spec, actor) VALUES ($1, '{}', 'alice') RETURNING id";
+    let old: i64 = sqlx::query_scalar(insert).bind("redrive").fetch_one(&pool).await.unwrap();
+    assert!(sqlx::query(insert).bind("patch").execute(&pool).await.is_err(), "not before the migration");
+    let store = store(&pool).await; // runs migration 0019
+    let valid: bool = sqlx::query_scalar(
+        "SELECT convalidated FROM pg_constraint WHERE conname = 'dlq_operations_action_check' \
+         AND conrelid = 'dlq_operations'::regclass",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(valid, "validated, not left NOT VALID");
+    assert_eq!(store.operation(old).await.unwrap().unwrap().action, ActionKind::Redrive);
+    let note = dlq_core::store::AuditNote::new("bob", "tag them");
+    let patch = store.create_operation(ActionKind::Patch, serde_json::json!({}), note).await.unwrap();
+    assert_eq!(store.operation(patch.id).await.unwrap().unwrap().action, ActionKind::Patch);
+    assert!(sqlx::query(insert).bind("bogus").execute(&pool).await.is_err());
 }

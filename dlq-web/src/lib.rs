@@ -35,7 +35,7 @@
 //! | `POST /redrive`, `POST /discard` | by `id` or `group`: a dry run with counts first; `confirm=1` (with an optional `canary` for a redrive and `rate` in rows/s) stores an operation, runs it in the background and answers at once: a redirect to its page, the id and link in the body (`POST /api/redrive` with `"background": true`: 202 with them); a [`Background`] stops such runs at shutdown, resumable |
 //! | `GET /operations/{id}` | a bulk operation: state, rows moved and refused, its cursor; reloads itself while it runs |
 //! | `POST /operations/{id}/resume` | continues a stopped operation (a failed canary, a restart) from its cursor, optionally at a `rate` |
-//! | `POST /groups/{fingerprint}/patch` | one JSON Patch applied to the group's dead rows: a preview that tries it on every row (which it fits, with their changes; which it does not, with why: `Admin::patch_many`, as `dlq patch --group --dry-run`), then confirm; `POST /group/patch?group=` likewise |
+//! | `POST /groups/{fingerprint}/patch` | one JSON Patch applied to the group's dead rows: a preview that tries it on every row (which it fits, with their changes; which it does not, with why: `Admin::patch_preview`, as `dlq patch --group --dry-run`), then `confirm=1` (with an optional `rate`) stores it as an operation (`BulkPlan::patch`, as `dlq patch --group` does) run in the background like a confirmed redrive, answering at once with a redirect to its page; `POST /group/patch?group=` likewise |
 //! | `POST /events/{id}/edit` | a new payload (`payload`, JSON; or `payload_hex`, a raw payload's exact bytes as hex): validated, the change shown, then `confirm=1`; a payload equal to the stored one is never written |
 //! | `POST /audit/{audit_id}/undo` | restores what a patch replaced (refused when later patches would be reverted with it, unless `force`) |
 //! | `GET /api/openapi.json` | the JSON API, documented (a hand-written OpenAPI 3.1 document) |
@@ -262,9 +262,10 @@ impl Options {
         self
     }
 
-    /// Where the console's confirmed redrives and discards run: a [`Background`] the service
-    /// keeps, to stop them when it shuts down (each stored `stopped`, resumable) rather than
-    /// leave them cut short. Without it the console keeps its own.
+    /// Where the console's confirmed redrives, discards and group patches run: a
+    /// [`Background`] the service keeps, to stop them when it shuts down (each stored
+    /// `stopped`, resumable) rather than leave them cut short. Without it the console keeps
+    /// its own.
     #[must_use]
     pub fn background(mut self, background: Background) -> Self {
         self.background = background;

@@ -1,9 +1,9 @@
-//! Bulk actions run in the background: a confirmed redrive or discard becomes a stored
-//! operation (`dlq_operations`, as `dlq redrive` makes), runs batch by batch at the rate the
+//! Bulk actions run in the background: a confirmed redrive, discard or group patch becomes a
+//! stored operation (`dlq_operations`, as `dlq redrive` makes), runs batch by batch at the rate the
 //! operator chose, and has a page, `GET /operations/{id}`, that follows it (reloading itself
 //! while it runs) and offers to resume it when it stopped: a canary that failed, a restart of
-//! the service mid-run, or another process's run that died. `dlq redrive --resume ID` resumes
-//! the same operation from a terminal, and the other way round.
+//! the service mid-run, or another process's run that died. `dlq redrive --resume ID` (`dlq
+//! discard`, `dlq patch`) resumes the same operation from a terminal, and the other way round.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -25,11 +25,13 @@ use crate::extract::Param;
 use crate::pages::{Acting, report_details};
 use crate::view::{self, Base};
 
-/// The console's background runs (confirmed redrives and discards), for a graceful shutdown:
+/// The console's background runs (confirmed redrives, discards and group patches), for a
+/// graceful shutdown:
 /// give the same value to [`Options::background`](crate::Options::background), then, once the
 /// server has stopped, [`shutdown`](Self::shutdown) stops every run after its batch in flight
 /// and waits until each has stored its operation as `stopped`, resumable from its cursor
-/// (from the operation's page, or `dlq redrive --resume ID`). A run cut short by the end of
+/// (from the operation's page, or `dlq redrive --resume ID`, `dlq patch --resume ID` for a
+/// patch). A run cut short by the end of
 /// the process instead stays `running` in the store until resumed.
 ///
 /// ```no_run
@@ -228,7 +230,8 @@ pub(crate) async fn page(
     let resumable = op.state != OperationState::Done && !running_here;
     let verb = match op.action {
         dlq_core::store::ActionKind::Redrive => "Redrive",
-        _ => "Discard",
+        dlq_core::store::ActionKind::Discard => "Discard",
+        dlq_core::store::ActionKind::Patch => "Patch",
     };
     let body = html! {
         dl.facts {
@@ -240,7 +243,10 @@ pub(crate) async fn page(
             dt { "last batch" } dd { (view::time(op.updated_at)) }
             dt { "cursor" } dd { "row " (op.cursor) }
         }
-        p.summary { "Moved " strong.moved { (op.moved) } " rows; refused " strong { (op.refused) } "." }
+        p.summary {
+            @if op.action == dlq_core::store::ActionKind::Patch { "Patched " } @else { "Moved " }
+            strong.moved { (op.moved) } " rows; refused " strong { (op.refused) } "."
+        }
         @match &run {
             Some(Run::Finished(report)) => { (report_details(report)) }
             Some(Run::Failed(why)) => { p.warn { "The run failed: " (view::text(why)) } }
@@ -249,7 +255,7 @@ pub(crate) async fn page(
         @if resumable && console.options.actions {
             form method="post" action=(base.url(&format!("/operations/{id}/resume"))) {
                 p { "This operation is not done: resume it from row " (op.cursor) " (or run "
-                    code { "dlq redrive --resume " (id) } " in a terminal)." }
+                    code { "dlq " (op.action.as_str()) " --resume " (id) } " in a terminal)." }
                 label { "Rows per second " input name="rate" type="number" min="0.01" step="any" placeholder="as stored"; }
                 button type="submit" { "Resume" }
             }

@@ -711,58 +711,62 @@ pub(crate) struct PatchForm {
     patch: String,
     #[serde(default)]
     reason: String,
+    rate: Option<String>,
     confirm: Option<String>,
 }
 
 /// `POST /groups/{fingerprint}/patch`: one JSON Patch for the group's dead rows; a preview
-/// (tried on every row) first, `confirm=1` applies it row by row (each audited).
+/// (tried on every row) first, `confirm=1` starts it as an operation in the background.
 pub(crate) async fn group_patch(
+    State(console): State<Console>,
     base: Base,
     Acting(admin): Acting,
     Param(fingerprint): Param<String>,
     Form(form): Form<PatchForm>,
 ) -> PageResult {
-    patch_group(base, admin, fingerprint, form).await
+    patch_group(&console, base, admin, fingerprint, form).await
 }
 
 /// `POST /group/patch?group=…`: the same, for a fingerprint no path segment can carry.
 pub(crate) async fn group_patch_by_query(
+    State(console): State<Console>,
     base: Base,
     Acting(admin): Acting,
     Query(pairs): Query<Vec<(String, String)>>,
     Form(form): Form<PatchForm>,
 ) -> PageResult {
     let (fingerprint, _) = group_in_query(pairs)?;
-    patch_group(base, admin, fingerprint, form).await
+    patch_group(&console, base, admin, fingerprint, form).await
 }
 
 /// Rows of a group patch's report listed on its page (the counts cover them all).
 const PATCH_ROWS_SHOWN: usize = 50;
 
-/// A group patch: [`Admin::patch_many`] over the group's dead rows, dry for the preview (which
-/// rows it applies to, with their changes, and which it does not, with why), for real once
-/// confirmed: the same call as `dlq patch --group` (`--dry-run`).
-async fn patch_group(base: Base, admin: Admin, fingerprint: String, form: PatchForm) -> PageResult {
+/// A group patch: [`Admin::patch_preview`] over the group's dead rows for the preview (which
+/// rows it fits, with their changes, and which it does not, with why); once confirmed, a
+/// stored operation ([`BulkPlan::patch`]) run in the background like a confirmed redrive: the
+/// same operation as `dlq patch --group` (`--dry-run` for the preview).
+async fn patch_group(console: &Console, base: Base, admin: Admin, fingerprint: String, form: PatchForm) -> PageResult {
     let patch: serde_json::Value = serde_json::from_str(&form.patch)
         .map_err(|e| Failure::bad_request(format!("the patch is not valid JSON: {e}")))?;
     if !patch.is_array() {
         return Err(Failure::bad_request("an RFC 6902 JSON Patch is an array of operations"));
     }
     let selection = ListFilter::default().fingerprint(&fingerprint).status(Status::FailedPermanently);
-    let confirmed = form.confirm.as_deref() == Some("1");
-    let report = admin.patch_many(selection, &patch, &form.reason, 100, !confirmed).await?;
-    let (patched, refused) = (report.patched.len(), report.refused.len());
-    if confirmed {
-        let subject = format!("{patched} rows of group {fingerprint} ({refused} refused)");
-        crate::log::action("patch", &subject, admin.actor(), &form.reason);
+    if form.confirm.as_deref() == Some("1") {
+        let mut plan = BulkPlan::patch(selection, patch, &form.reason);
+        plan.rate = rate(form.rate.as_deref())?;
+        let id = console.start_run(&admin, plan, Pacing::default()).await?;
+        return Ok(started(&base, id));
     }
+    let report = admin.patch_preview(selection, &patch, 100).await?;
+    let (patched, refused) = (report.patched.len(), report.refused.len());
     let event = |id: DlqId| html! { a href=(base.url(&format!("/events/{id}"))) { (id) } };
     let body = html! {
         pre.json { (view::text(&serde_json::to_string_pretty(&patch).unwrap_or_default())) }
         p.summary {
-            @if confirmed { "Patched " } @else { "This patch would apply to " }
-            strong.moved { (patched) } " of the group's " (patched + refused) " FAILED_PERMANENTLY rows"
-            @if !confirmed { ", each audited" } "; refused " strong { (refused) } "."
+            "This patch would apply to " strong.moved { (patched) } " of the group's " (patched + refused)
+            " FAILED_PERMANENTLY rows, each audited; refused " strong { (refused) } "."
         }
         @if refused > 0 {
             h2 { "Refused" }
@@ -772,7 +776,7 @@ async fn patch_group(base: Base, admin: Admin, fingerprint: String, form: PatchF
             } }
         }
         @if patched > 0 {
-            h2 { @if confirmed { "Patched" } @else { "Would change" } }
+            h2 { "Would change" }
             div.scroll { table.diff {
                 thead { tr { th.num { "id" } th { "path" } th { "before" } th { "after" } } }
                 tbody { @for row in report.patched.iter().take(PATCH_ROWS_SHOWN) { @for c in &row.changes { tr.chg {
@@ -783,13 +787,15 @@ async fn patch_group(base: Base, admin: Admin, fingerprint: String, form: PatchF
             } }
         }
         @if patched.max(refused) > PATCH_ROWS_SHOWN { p.muted { "The first " (PATCH_ROWS_SHOWN) " rows of each list are shown." } }
-        @if !confirmed && patched > 0 {
+        @if patched > 0 {
             form method="post" action=(base.group(&fingerprint, "/patch", &[])) {
                 input type="hidden" name="patch" value=(form.patch);
                 input type="hidden" name="confirm" value="1";
+                label { "Rows per second " input name="rate" type="number" min="0.01" step="any" value=(form.rate.as_deref().unwrap_or("")) placeholder="no limit"; }
                 label { "Reason " input name="reason" value=(form.reason) required; }
                 button type="submit" { "Apply to " (patched) " rows" }
             }
+            p.muted { "It runs in the background as a stored operation, batch by batch; rows that change before their batch are refused, not overwritten." }
         }
         p { a href=(base.group(&fingerprint, "", &[])) { "← back to the group" } }
     };

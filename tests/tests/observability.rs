@@ -2,6 +2,8 @@
 //! recorder, the payment scenario run on PostgreSQL, and every documented metric checked
 //! against the database.
 
+mod support;
+
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -15,6 +17,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use std::sync::Arc;
+use support::eventually;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Payment {
@@ -109,15 +112,12 @@ async fn every_documented_metric_matches_the_database_after_the_payment_scenario
         let (retrier, shutdown) = (retrier.clone(), shutdown.clone());
         async move { retrier.run_until(shutdown.cancelled_owned()).await }
     });
-    loop {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    eventually("the retrier to drain and gauge the rows", || async {
         let text = metrics.render();
         let drained = store.stats().await.unwrap().iter().all(|r| r.status != Status::Pending);
-        let gauged = sample(&text, "dlq_rows", &[("event_type", "obs-payment"), ("status", "SUCCEEDED")]) == Some(1.0);
-        if drained && gauged {
-            break;
-        }
-    }
+        drained && sample(&text, "dlq_rows", &[("event_type", "obs-payment"), ("status", "SUCCEEDED")]) == Some(1.0)
+    })
+    .await;
     shutdown.cancel();
     running.await.unwrap().unwrap();
 
@@ -186,7 +186,8 @@ async fn health_reports_saturation_and_orphaned_types_and_a_store_that_is_down(p
     use dlq_sqlx::postgres::Overflow;
 
     let metrics = exporter();
-    let config = PgConfig::default().max_entries(4, Overflow::Block).park_timeout(Duration::from_millis(300));
+    // Parks that must land get a minute; the one that must be refused, 300 ms.
+    let config = PgConfig::default().max_entries(4, Overflow::Block).park_timeout(Duration::from_secs(60));
     let store = Arc::new(PgStore::from_pool(pool.clone(), config).await.unwrap());
     let report = health(&*store).await;
     assert_eq!((report.status, report.saturation), (HealthStatus::Healthy, Some(0.0)), "{report:?}");
@@ -200,16 +201,21 @@ async fn health_reports_saturation_and_orphaned_types_and_a_store_that_is_down(p
     assert!(report.problems.iter().any(|p| p.contains("4 of its 4 rows: parks wait for room")), "{report:?}");
     assert_eq!(report.orphaned, ["obs-refund"], "due rows and no retrier");
 
-    // A fifth failure waits for room, then is refused: the caller must not ack it.
+    // A fifth failure waits for room, then is refused: the caller must not ack it. Its store
+    // has counted the rows (full), so it is refused as full even if a count runs into its
+    // deadline.
+    let short = PgConfig::default().max_entries(4, Overflow::Block).park_timeout(Duration::from_millis(300));
+    let short = Arc::new(PgStore::from_pool(pool.clone(), short.run_migrations(false)).await.unwrap());
+    assert_eq!(short.refresh_saturation().await.unwrap(), 1.0);
     let p = Payment { id: 14, currency: "EUR".into() };
-    let err = Scope::new().store(store.clone()).run(handle_refund(p)).await.unwrap_err();
+    let err = Scope::new().store(short.clone()).run(handle_refund(p)).await.unwrap_err();
     assert!(
         matches!(err, dlq_core::HandlerError::ParkFailed { store_error: dlq_core::Error::Full { .. }, .. }),
         "{err:?}"
     );
     let text = metrics.render();
     let overflow = |outcome| sample(&text, "dlq_overflow_total", &[("policy", "block"), ("outcome", outcome)]);
-    assert!(overflow("blocked").is_some_and(|n| n >= 1.0), "{text}");
+    assert_eq!(overflow("rejected"), Some(1.0), "{text}");
     assert_eq!(sample(&text, "dlq_park_failures_total", &[("event_type", "obs-refund")]), Some(1.0));
 
     pool.close().await;
@@ -234,7 +240,8 @@ async fn circuit_metrics_follow_the_breaker_and_the_operator(pool: PgPool) {
         assert!(Scope::new().store(store.clone()).run(handle_circuit(payment)).await.unwrap_err().is_parked());
     }
     let labels = |to| [("event_type", "obs-circuit"), ("to", to)];
-    let state = [("event_type", "obs-circuit")];
+    let store_label = dlq_core::observe::store_label(&store.store_id());
+    let state = [("store", store_label.as_str()), ("event_type", "obs-circuit")];
 
     let config = RetrierConfig::from_json_str(
         r#"{"heartbeat": "100ms", "poll-interval": "50ms", "breaker": {"threshold": "50% of 5 in 1m", "cool-down": "1m"}}"#,
@@ -246,16 +253,12 @@ async fn circuit_metrics_follow_the_breaker_and_the_operator(pool: PgPool) {
         let (retrier, shutdown) = (retrier.clone(), shutdown.clone());
         async move { retrier.run_until(shutdown.cancelled_owned()).await }
     });
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    eventually("the circuit to show open", || async {
         let text = metrics.render();
         let opened = sample(&text, "dlq_circuit_transitions_total", &labels("open")) == Some(1.0);
-        if opened && sample(&text, "dlq_circuit_state", &state) == Some(2.0) {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "the circuit never showed open: {text}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        opened && sample(&text, "dlq_circuit_state", &state) == Some(2.0)
+    })
+    .await;
     shutdown.cancel();
     running.await.unwrap().unwrap();
 
@@ -265,6 +268,31 @@ async fn circuit_metrics_follow_the_breaker_and_the_operator(pool: PgPool) {
     let text = metrics.render();
     assert_eq!(sample(&text, "dlq_circuit_transitions_total", &labels("paused")), Some(1.0), "{text}");
     assert_eq!(sample(&text, "dlq_circuit_state", &state), Some(3.0), "{text}");
+}
+
+/// Two stores of one process can both hold a circuit of one event type: each has its own
+/// `dlq_circuit_state` series, so one's state does not hide the other's.
+#[tokio::test]
+async fn circuit_state_has_one_series_per_store() {
+    let metrics = exporter();
+    let (paused, resumed) = (Arc::new(dlq_core::MemoryStore::new()), Arc::new(dlq_core::MemoryStore::new()));
+    for store in [&paused, &resumed] {
+        dlq_core::admin::Admin::new(store.clone(), "on-call")
+            .pause_type("obs-refund", "ledger migration")
+            .await
+            .unwrap();
+    }
+    dlq_core::admin::Admin::new(resumed.clone(), "on-call").resume_type("obs-refund", None).await.unwrap();
+    dlq_core::refresh_circuits(paused.as_ref()).await.unwrap();
+    dlq_core::refresh_circuits(resumed.as_ref()).await.unwrap();
+
+    let text = metrics.render();
+    let state = |store: &dlq_core::MemoryStore| {
+        let label = dlq_core::observe::store_label(&store.store_id());
+        sample(&text, "dlq_circuit_state", &[("store", label.as_str()), ("event_type", "obs-refund")])
+    };
+    assert_eq!(state(&paused), Some(3.0), "{text}");
+    assert_eq!(state(&resumed), Some(0.0), "{text}");
 }
 
 /// Event types come from the store, where anyone who can park an event writes any number of

@@ -1,6 +1,6 @@
-//! Bulk redrive and discard: batches of one transaction each, in ascending id order, with
-//! the operation and its cursor stored so that any machine can resume it; rate limit, `max`,
-//! loop guard, validation, canary.
+//! Bulk redrive, discard and patch: batches of one transaction each, in ascending id order,
+//! with the operation and its cursor stored so that any machine can resume it; rate limit,
+//! `max`, loop guard, validation, canary.
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::ControlFlow;
@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{Admin, required};
 use crate::record::{DeadLetter, DlqId, ListFilter, Status};
-use crate::store::{ActionKind, BatchAction, Operation, OperationState, OperationStep, Refusal, Refused, refusal};
+use crate::store::{
+    ActionKind, BatchAction, Operation, OperationState, OperationStep, PatchBatch, Refusal, Refused, RowEdit, refusal,
+};
 use crate::{CancellationToken, Error};
 
 /// A service's own check of a row before it is redriven, beside the registry's decode check
@@ -34,7 +36,7 @@ pub type Validator = Arc<dyn Fn(&DeadLetter) -> Result<(), String> + Send + Sync
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BulkPlan {
-    /// Redrive or discard.
+    /// Redrive, discard or patch.
     pub action: ActionKind,
     /// The selection (its `order`, `after` and `limit` are ignored: rows are walked oldest first).
     pub filter: ListFilter,
@@ -47,7 +49,8 @@ pub struct BulkPlan {
     /// Refuse rows already redriven this many times; `None` (forced) for no limit.
     pub max_redrives: Option<u32>,
     /// Refuse rows that [`Admin::check`] rejects: payloads that do not deserialize into the
-    /// handler's event type (with a registry), rows the [`Validator`] refuses.
+    /// handler's event type (with a registry), rows the [`Validator`] refuses (for a patch:
+    /// rows whose patched payload it would reject).
     pub validate: bool,
     /// Redrive this many rows first, wait for their outcome, and go on (waiting after each
     /// batch) only while they succeed.
@@ -58,6 +61,9 @@ pub struct BulkPlan {
     /// stored before it existed: they resume unpaced).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<f64>,
+    /// A patch's RFC 6902 JSON Patch ([`BulkPlan::patch`]); `None` for the other actions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<serde_json::Value>,
 }
 
 /// The default loop guard: a row may be redriven at most this many times without `force`.
@@ -75,6 +81,7 @@ impl BulkPlan {
             validate: false,
             canary: None,
             rate: None,
+            patch: None,
         }
     }
 
@@ -93,6 +100,39 @@ impl BulkPlan {
     /// Discards the rows of `filter`.
     pub fn discard(filter: ListFilter, reason: &str) -> Self {
         Self::new(ActionKind::Discard, filter, Some(reason.to_owned()))
+    }
+
+    /// Applies the RFC 6902 JSON Patch `patch` to the payload of each row of `filter` (as
+    /// given: name the statuses, e.g. a group's `FAILED_PERMANENTLY` rows), each row audited
+    /// with the patch, the original payload (so [`Admin::undo`] restores it) and the
+    /// operation's id, which makes a resumed run patch no row twice. A row the patch does not
+    /// fit (a `test` op fails, a path is missing, it changes nothing, with
+    /// [`validate`](Self::validate) the result would fail again) is refused with why
+    /// ([`Refused::Unfit`]), as [`Admin::patch_preview`] shows it; so is a `PROCESSING` or
+    /// `SUCCEEDED` row. What `dlq patch --group` and the console's group patch run.
+    ///
+    /// ```
+    /// use dlq_core::admin::{Admin, BulkPlan, Pacing};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
+    /// use serde_json::json;
+    /// use std::sync::Arc;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "NoTag", "untagged".into(), vec![], None);
+    /// let id = store.park(NewDeadLetter::new("payment", Payload::Json(json!({"tags": []})), failure)).await?.id;
+    /// let admin = Admin::new(store.clone(), "alice");
+    /// let patch = json!([{"op": "add", "path": "/tags/-", "value": "replayed"}]);
+    /// let plan = BulkPlan::patch(ListFilter::default().event_type("payment"), patch, "tag them").batch(50);
+    /// let report = admin.start(plan).await?.run(Pacing::default(), |_| std::ops::ControlFlow::Continue(())).await?;
+    /// assert_eq!(report.moved_ids, [id]);
+    /// assert_eq!(store.get(id).await?.unwrap().payload, Payload::Json(json!({"tags": ["replayed"]})));
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn patch(filter: ListFilter, patch: serde_json::Value, reason: &str) -> Self {
+        let reason = Some(reason.trim()).filter(|r| !r.is_empty()).map(str::to_owned);
+        Self { patch: Some(patch), ..Self::new(ActionKind::Patch, filter, reason) }
     }
 
     /// Rows per transaction (at least 1).
@@ -204,6 +244,10 @@ impl BulkPlan {
         }
         if self.action == ActionKind::Discard {
             required(self.reason.as_deref().unwrap_or_default(), "discard")?;
+        }
+        if self.action == ActionKind::Patch {
+            required(self.reason.as_deref().unwrap_or_default(), "patch")?;
+            super::patch::parse(self.patch.as_ref().unwrap_or(&serde_json::Value::Null))?;
         }
         if self.action == ActionKind::Redrive && self.filter.status.is_some_and(|s| s != Status::FailedPermanently) {
             return Err(Error::Invalid("only FAILED_PERMANENTLY rows can be redriven".into()));
@@ -424,7 +468,7 @@ impl Admin {
     /// one too, so that a validating redrive is never continued without its checks).
     fn check_plan(&self, plan: &BulkPlan) -> Result<(), Error> {
         plan.check()?;
-        if plan.validate && plan.action == ActionKind::Redrive && !self.can_validate() {
+        if plan.validate && plan.action != ActionKind::Discard && !self.can_validate() {
             return Err(Error::Invalid(super::NO_VALIDATION.into()));
         }
         Ok(())
@@ -652,6 +696,40 @@ impl Bulk<'_> {
 
     /// Validates and applies (or, dry, classifies) one batch; returns the ids moved.
     async fn apply_batch(&self, run: &mut Run, rows: &[DeadLetter], last: DlqId) -> Result<Vec<DlqId>, Error> {
+        let (moved, mut refused) = if self.plan.action == ActionKind::Patch {
+            self.patch_batch(run, rows, last).await?
+        } else {
+            self.move_batch(run, rows, last).await?
+        };
+        refused.sort_by_key(|r| r.id);
+        let r = &mut run.report;
+        r.cursor = last;
+        r.moved += moved.len() as u64;
+        r.refused += refused.len() as u64;
+        run.this_run += moved.len() as u64;
+        r.moved_ids.extend(&moved);
+        r.refusals.extend(refused);
+        Ok(moved)
+    }
+
+    /// The step of the batch that ends at `last`, for a stored operation.
+    fn step(&self, run: &Run, last: DlqId, refused_before: usize) -> Option<OperationStep> {
+        let op = self.op.as_ref()?;
+        Some(OperationStep {
+            operation: op.id,
+            from: run.report.cursor,
+            to: last,
+            refused_before: refused_before as u64,
+        })
+    }
+
+    /// A redrive's or discard's batch: the rows moved and refused.
+    async fn move_batch(
+        &self,
+        run: &Run,
+        rows: &[DeadLetter],
+        last: DlqId,
+    ) -> Result<(Vec<DlqId>, Vec<Refusal>), Error> {
         let mut invalid = Vec::new();
         let mut ids = Vec::new();
         for row in rows {
@@ -660,15 +738,9 @@ impl Bulk<'_> {
                 Ok(()) => ids.push(row.id),
             }
         }
-        let (moved, mut refused) = match &self.op {
+        let (moved, mut refused) = match self.step(run, last, invalid.len()) {
             None => self.classify(rows, &ids),
-            Some(op) => {
-                let step = OperationStep {
-                    operation: op.id,
-                    from: run.report.cursor,
-                    to: last,
-                    refused_before: invalid.len() as u64,
-                };
+            Some(step) => {
                 let batch = BatchAction {
                     action: self.plan.action,
                     ids,
@@ -682,15 +754,36 @@ impl Bulk<'_> {
             }
         };
         refused.extend(invalid);
-        refused.sort_by_key(|r| r.id);
-        let r = &mut run.report;
-        r.cursor = last;
-        r.moved += moved.len() as u64;
-        r.refused += refused.len() as u64;
-        run.this_run += moved.len() as u64;
-        r.moved_ids.extend(&moved);
-        r.refusals.extend(refused);
-        Ok(moved)
+        Ok((moved, refused))
+    }
+
+    /// A patch's batch: each row the patch fits is written with the operation's mark in its
+    /// audit entry, under its lock, only while it holds the payload the patch was computed
+    /// from ([`DeadLetterStore::patch_rows`](crate::DeadLetterStore::patch_rows)).
+    async fn patch_batch(
+        &self,
+        run: &Run,
+        rows: &[DeadLetter],
+        last: DlqId,
+    ) -> Result<(Vec<DlqId>, Vec<Refusal>), Error> {
+        let patch = self.plan.patch.clone().unwrap_or_default();
+        let ops = super::patch::parse(&patch)?;
+        let mut unfit = Vec::new();
+        let mut edits = Vec::new();
+        for row in rows {
+            match self.admin.fit(row, &ops, self.plan.validate) {
+                Ok((new, _)) => edits.push(RowEdit { id: row.id, old: row.payload.clone(), new }),
+                Err(why) => unfit.push(Refusal { id: row.id, why }),
+            }
+        }
+        let Some(step) = self.step(run, last, unfit.len()) else {
+            return Ok((edits.into_iter().map(|e| e.id).collect(), unfit));
+        };
+        let batch = PatchBatch { rows: edits, note: self.admin.note(self.plan.reason.as_deref()), patch, step };
+        let mut report = self.admin.store.patch_rows(batch).await?;
+        crate::observe::admin_action(ActionKind::Patch.as_str(), report.moved.len() as u64);
+        report.refused.extend(unfit);
+        Ok((report.moved, report.refused))
     }
 
     fn validate(&self, row: &DeadLetter) -> Result<(), String> {
@@ -1042,6 +1135,32 @@ mod tests {
         assert_eq!(busiest(&timeline, Duration::from_secs(1)), 1);
         let stored = admin.store().operation(id).await.unwrap().unwrap();
         assert_eq!(stored.spec["rate"], serde_json::json!(1.0));
+    }
+
+    /// A patch plan needs a reason and an RFC 6902 patch, takes no canary, and validates
+    /// only where it can: each refused before an operation is stored or a row changes.
+    #[tokio::test]
+    async fn a_patch_plan_that_cannot_run_is_refused_before_it_is_stored() {
+        let (store, admin) = dead(2).await;
+        let add = serde_json::json!([{"op": "add", "path": "/tag", "value": 1}]);
+        let plans = [
+            (BulkPlan::patch(ListFilter::default(), add.clone(), " "), "patch needs a reason"),
+            (BulkPlan::patch(ListFilter::default(), serde_json::json!({"op": "add"}), "x"), "not an RFC 6902"),
+            (BulkPlan::patch(ListFilter::default(), add.clone(), "x").canary(1), "canary applies to redrives"),
+            (BulkPlan::patch(ListFilter::default(), add.clone(), "x").validate(), "validation needs"),
+        ];
+        for (plan, want) in plans {
+            let err = admin.start(plan).await.unwrap_err();
+            assert!(err.to_string().contains(want), "{want}: {err}");
+        }
+        assert!(store.operation(1).await.unwrap().is_none(), "nothing stored");
+        // The payloads are numbers: `/tag` cannot be added to them, each row is refused with why.
+        let report = admin.start(BulkPlan::patch(ListFilter::default(), add, "x")).await.unwrap();
+        let report = report.run(Pacing::default(), |_| ControlFlow::Continue(())).await.unwrap();
+        assert_eq!((report.moved, report.refused, report.state), (0, 2, OperationState::Done));
+        assert!(
+            matches!(&report.refusals[0].why, Refused::Unfit { message } if message.starts_with("patch does not apply"))
+        );
     }
 
     /// Plans stored before the rate existed still resume (unpaced).

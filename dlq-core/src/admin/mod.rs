@@ -394,7 +394,12 @@ impl Admin {
 
     /// With patch validation on, refuses `new` as `letter`'s payload when it would fail again.
     fn check_patched(&self, letter: &DeadLetter, new: &Payload) -> Result<(), Error> {
-        if !self.check_patches {
+        self.check_new(letter, new, self.check_patches)
+    }
+
+    /// With `validate`, refuses `new` as `letter`'s payload when it would fail again.
+    fn check_new(&self, letter: &DeadLetter, new: &Payload, validate: bool) -> Result<(), Error> {
+        if !validate {
             return Ok(());
         }
         if !self.can_validate() {

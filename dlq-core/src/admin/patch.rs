@@ -1,13 +1,14 @@
-//! One RFC 6902 JSON Patch over many rows (a failure group): a dry run that shows what would
-//! change, or a run page by page that writes and audits each row and refuses, with the
-//! reason, the rows the patch does not fit.
+//! One RFC 6902 JSON Patch over many rows (a failure group): the rule that says whether it
+//! fits a row, and a preview that shows what it would change. The run itself is a stored
+//! bulk operation ([`BulkPlan::patch`](super::BulkPlan::patch)).
 
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Admin, required};
+use super::Admin;
 use crate::Error;
 use crate::record::{DeadLetter, DlqId, ListFilter, Payload};
+use crate::store::{ActionKind, Refused, refusal};
 
 /// One value a patch changes, at an RFC 6901 JSON Pointer (`null` on a side where the value
 /// is absent).
@@ -21,45 +22,41 @@ pub struct Change {
     pub new: Option<Value>,
 }
 
-/// A row a patch changed (or would change).
+/// A row a patch would change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RowPatch {
     /// The row.
     pub id: DlqId,
-    /// The audit entry written (`None` in a dry run): [`Admin::undo`] restores the row.
-    pub audit_id: Option<i64>,
-    /// What changed.
+    /// What would change.
     pub changes: Vec<Change>,
 }
 
-/// A row a patch was not applied to.
+/// A row a patch does not fit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PatchRefusal {
     /// The row.
     pub id: DlqId,
-    /// Why: the payload is raw, the patch does not apply or changes nothing, validation
-    /// refused the result, or the row changed under the patch (e.g. it is being retried).
+    /// Why: the payload is raw, the patch does not apply or changes nothing, the result is
+    /// too large or validation refused it, or the row's status (`PROCESSING`, `SUCCEEDED`).
     pub reason: String,
 }
 
-/// What [`Admin::patch_many`] did (or, dry, would do).
+/// What [`Admin::patch_preview`] found: what a stored patch operation
+/// ([`BulkPlan::patch`](super::BulkPlan::patch)) would do to each row, with the changes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PatchManyReport {
-    /// Whether nothing was written.
-    pub dry_run: bool,
-    /// The rows patched, oldest first.
+    /// The rows the patch fits, oldest first.
     pub patched: Vec<RowPatch>,
-    /// The rows refused, oldest first.
+    /// The rows it does not fit, oldest first.
     pub refused: Vec<PatchRefusal>,
 }
 
 impl Admin {
-    /// Applies one RFC 6902 JSON Patch to every row of `filter` (typically a failure group's
-    /// `FAILED_PERMANENTLY` rows), walking them oldest first, `batch` rows a page; each row
-    /// is written and audited on its own (actor, reason, the patch and the original payload,
-    /// so [`undo`](Self::undo) restores it). A row the patch does not fit is refused with the
-    /// reason and the others go on. With `dry_run`, nothing is written: the report says what
-    /// would change.
+    /// Tries one RFC 6902 JSON Patch on every row of `filter` (typically a failure group's
+    /// `FAILED_PERMANENTLY` rows), walking them oldest first, `batch` rows a page, and writes
+    /// nothing: which rows it fits, with their changes, and which it does not, with why, by
+    /// the rule a stored patch operation applies ([`BulkPlan::patch`](super::BulkPlan::patch)
+    /// and [`start`](Self::start), what `dlq patch --group` and the console's confirm run).
     ///
     /// ```
     /// use dlq_core::admin::Admin;
@@ -74,7 +71,7 @@ impl Admin {
     /// }
     /// let admin = Admin::new(store, "alice");
     /// let patch = serde_json::json!([{"op": "replace", "path": "/currency", "value": "USD"}]);
-    /// let dry = admin.patch_many(ListFilter::default(), &patch, "trailing space", 100, true).await?;
+    /// let dry = admin.patch_preview(ListFilter::default(), &patch, 100).await?;
     /// assert_eq!(dry.patched[0].changes[0].path, "/currency");
     /// assert!(dry.refused[0].reason.starts_with("patch does not apply"));
     /// # Ok::<(), dlq_core::Error>(())
@@ -82,32 +79,28 @@ impl Admin {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Invalid`] for an empty reason or a patch that is not RFC 6902 (nothing is
-    /// written); the store's error (rows written before it stay written and audited).
-    pub async fn patch_many(
+    /// [`Error::Invalid`] for a patch that is not RFC 6902, or validation on an admin that can
+    /// validate nothing; the store's error.
+    pub async fn patch_preview(
         &self,
         filter: ListFilter,
         patch: &Value,
-        reason: &str,
         batch: usize,
-        dry_run: bool,
     ) -> Result<PatchManyReport, Error> {
-        let reason = required(reason, "patch")?;
         let ops = parse(patch)?;
         if self.check_patches && !self.can_validate() {
             return Err(Error::Invalid(super::NO_VALIDATION.into()));
         }
-        let mut report = PatchManyReport { dry_run, patched: Vec::new(), refused: Vec::new() };
+        let mut report = PatchManyReport { patched: Vec::new(), refused: Vec::new() };
         let mut cursor = 0;
         loop {
             let page = filter.clone().oldest_first().after(cursor).limit(batch.max(1));
             let rows = self.store.list(page).await?;
             let Some(last) = rows.last().map(|r| r.id) else { break };
-            for row in rows {
-                let id = row.id;
-                match self.patch_row(row, &ops, patch, reason, dry_run).await? {
-                    Ok(done) => report.patched.push(done),
-                    Err(reason) => report.refused.push(PatchRefusal { id, reason }),
+            for row in &rows {
+                match self.fit(row, &ops, self.check_patches) {
+                    Ok((_, changes)) => report.patched.push(RowPatch { id: row.id, changes }),
+                    Err(why) => report.refused.push(PatchRefusal { id: row.id, reason: why.to_string() }),
                 }
             }
             cursor = last;
@@ -115,46 +108,34 @@ impl Admin {
         Ok(report)
     }
 
-    /// Patches one row of [`patch_many`](Self::patch_many): `Ok(Err(reason))` refuses it.
-    async fn patch_row(
+    /// What `ops` makes of `row`'s payload, and the changes, or why the patch does not fit
+    /// it: the rule of a stored patch operation and of its preview.
+    pub(super) fn fit(
         &self,
-        row: DeadLetter,
+        row: &DeadLetter,
         ops: &json_patch::Patch,
-        patch: &Value,
-        reason: &str,
-        dry_run: bool,
-    ) -> Result<Result<RowPatch, String>, Error> {
-        let id = row.id;
-        if let Err(refused) = super::not_succeeded(&row, "patch") {
-            return Ok(Err(refused.to_string()));
+        validate: bool,
+    ) -> Result<(Payload, Vec<Change>), Refused> {
+        if let Some(why) = refusal(ActionKind::Patch, row.status, false, 0, None) {
+            return Err(why);
         }
-        let new = match apply(&row, ops) {
-            Ok(new) => new,
-            Err(Error::Invalid(why)) => return Ok(Err(why)),
-            Err(other) => return Err(other),
+        let unfit = |err: Error| Refused::Unfit {
+            message: match err {
+                Error::Invalid(why) => why,
+                other => other.to_string(),
+            },
         };
+        let new = apply(row, ops).map_err(unfit)?;
         let changes = match (&row.payload, &new) {
             (Payload::Json(old), Payload::Json(new)) => changes(old, new),
             _ => Vec::new(),
         };
         if changes.is_empty() {
-            return Ok(Err("the patch changes nothing".into()));
+            return Err(Refused::Unfit { message: "the patch changes nothing".into() });
         }
-        if dry_run {
-            return match self.check_patched(&row, &new) {
-                Ok(()) => Ok(Ok(RowPatch { id, audit_id: None, changes })),
-                Err(Error::Invalid(why)) => Ok(Err(why)),
-                Err(other) => Err(other),
-            };
-        }
-        match self.write_patch(row, new, reason, Some(patch.clone()), None).await {
-            Ok(outcome) => Ok(Ok(RowPatch { id, audit_id: Some(outcome.audit_id), changes })),
-            Err(Error::Invalid(why)) => Ok(Err(why)),
-            Err(err @ (Error::InvalidState { .. } | Error::NotFound(_) | Error::PayloadTooLarge { .. })) => {
-                Ok(Err(err.to_string()))
-            }
-            Err(other) => Err(other),
-        }
+        new.check_fits(self.store.max_payload_bytes()).map_err(unfit)?;
+        self.check_new(row, &new, validate).map_err(unfit)?;
+        Ok((new, changes))
     }
 }
 

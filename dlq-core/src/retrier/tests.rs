@@ -133,6 +133,7 @@ macro_rules! delegate_required {
                 audit(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::admin::AuditEntry>>>;
                 apply(b: crate::store::BatchAction) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::BatchReport>>;
                 patch(r: crate::store::PatchRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<i64>>;
+                patch_rows(b: crate::store::PatchBatch) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::BatchReport>>;
                 audit_entry(id: i64) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<crate::admin::AuditEntry>>>;
                 create_operation(a: crate::store::ActionKind, s: serde_json::Value, n: crate::store::AuditNote) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::Operation>>;
                 operation(id: i64) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<crate::store::Operation>>>;

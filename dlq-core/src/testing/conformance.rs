@@ -26,7 +26,7 @@ use uuid::Uuid;
 
 use crate::store::{
     ActionKind, BatchAction, BatchReport, ClaimCap, ClaimRequest, Claimed, Lease, OperationState, OperationStep,
-    PatchRequest, Refused, Settlement, StoreResult, payload_from_diff,
+    PatchBatch, PatchRequest, Refused, RowEdit, Settlement, StoreResult, operation_patch_diff, payload_from_diff,
 };
 use crate::{
     DeadLetter, DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, ListFilter, Payload, SourceMeta,
@@ -38,6 +38,9 @@ const LONG: Duration = Duration::from_secs(60);
 /// A short lease, and a sleep that outlasts it.
 const SHORT: Duration = Duration::from_millis(200);
 const PAST_SHORT: Duration = Duration::from_millis(300);
+/// How long a test waits for a wake-up before it calls it lost: far past what a loaded
+/// machine needs, far short of the hour the waits are given as their maximum.
+const PATIENCE: Duration = Duration::from_secs(60);
 /// Slack for comparing two times taken by the same store clock (microsecond rounding).
 const ROUNDING: Duration = Duration::from_millis(1);
 
@@ -948,6 +951,73 @@ pub async fn upgrade_rewrites_payload_and_version<S: DeadLetterStore>(s: &S) {
     assert_eq!((get(s, held).await.version, s.audit(held).await.expect("audit").len()), (1, 0));
 }
 
+/// `patch_rows` writes each row of a patch operation's batch with the operation's mark in its
+/// audit entry ([`operation_patch_diff`]) and moves the cursor with it; the same batch
+/// presented again patches no row twice (the mark, checked under the row's lock), a stale
+/// cursor is a conflict that writes nothing, and a row whose payload changed since it was
+/// read, a `PROCESSING` or `SUCCEEDED` row, a result over the size limit and an unknown id
+/// are refused.
+pub async fn patch_rows_patch_each_row_once<S: DeadLetterStore>(s: &S) {
+    let tags = |tags: &[&str]| Payload::Json(json!({ "tags": tags }));
+    let untagged = || NewDeadLetter::new("payment", tags(&[]), failure("v", "bad")).dead(DeadReason::Permanent);
+    let rows = [park(s, untagged()).await, park(s, untagged()).await];
+    let changed = park(s, untagged()).await;
+    patch(s, changed, tags(&["other"]), "carol").await.expect("patch");
+    let big = park(s, untagged()).await;
+    let busy = park(s, NewDeadLetter::new("busy", tags(&[]), failure("v", "bad"))).await;
+    let lease = claim_one(s, "busy").await;
+    let missing = busy + 1_000;
+    let note = AuditNote::new("alice", "tag them");
+    let doc = json!([{ "op": "add", "path": "/tags/-", "value": "x" }]);
+    let op = s.create_operation(ActionKind::Patch, json!({ "patch": doc }), note.clone()).await.expect("create");
+    assert_eq!(s.operation(op.id).await.expect("operation").expect("stored").action, ActionKind::Patch);
+    let edit = |id| RowEdit { id, old: tags(&[]), new: tags(&["x"]) };
+    let huge = Payload::Json(json!({ "tags": ["x".repeat(s.max_payload_bytes() + 1)] }));
+    let step = OperationStep { operation: op.id, from: 0, to: missing, refused_before: 1 };
+    let mut edits = vec![edit(rows[0]), edit(rows[1]), edit(changed), RowEdit { new: huge, ..edit(big) }, edit(busy)];
+    edits.push(edit(missing));
+    let batch = PatchBatch { rows: edits, note, patch: doc.clone(), step };
+    let report = s.patch_rows(batch.clone()).await.expect("patch_rows");
+    assert_eq!(report.moved, rows);
+    let why: Vec<_> = report.refused.iter().map(|r| (r.id, r.why.clone())).collect();
+    assert_eq!(why[0], (changed, Refused::Changed));
+    assert!(
+        matches!(&why[1], (id, Refused::Unfit { message }) if *id == big && message.contains("over the store's limit")),
+        "{why:?}"
+    );
+    assert_eq!(why[2..], [(busy, Refused::Status { status: Status::Processing }), (missing, Refused::NotFound)]);
+    let stored = s.operation(op.id).await.expect("operation").expect("stored");
+    assert_eq!((stored.cursor, stored.moved, stored.refused), (missing, 2, 5));
+    for id in rows {
+        assert_eq!(get(s, id).await.payload, tags(&["x"]));
+        let audit = s.audit(id).await.expect("audit");
+        let entry: Vec<_> = audit.iter().map(|a| (a.action.as_str(), a.actor.as_str(), a.reason.as_deref())).collect();
+        assert_eq!(entry, [("patch", "alice", Some("tag them"))]);
+        assert_eq!(audit[0].diff, operation_patch_diff(&tags(&[]), &tags(&["x"]), &doc, op.id));
+    }
+    assert_eq!((get(s, changed).await.payload, get(s, big).await.payload), (tags(&["other"]), tags(&[])));
+
+    // A stale cursor: nothing is written.
+    let err = s.patch_rows(batch.clone()).await.expect_err("the cursor moved");
+    assert!(matches!(err, Error::Conflict { operation } if operation == op.id), "{err}");
+    // The committed batch presented again from the new cursor: no row is patched twice.
+    settle_ok(s, Settlement::Succeeded { lease }).await;
+    let again = PatchBatch { step: OperationStep { from: missing, ..step }, ..batch };
+    let report = s.patch_rows(again).await.expect("patch_rows");
+    assert!(report.moved.is_empty(), "{report:?}");
+    let why: Vec<_> = report.refused.iter().map(|r| (r.id, r.why.clone())).take(2).collect();
+    let done = Refused::AlreadyPatched { operation: op.id };
+    assert_eq!(why, [(rows[0], done.clone()), (rows[1], done)]);
+    assert_eq!(
+        report.refused[4],
+        crate::store::Refusal { id: busy, why: Refused::Status { status: Status::Succeeded } }
+    );
+    for id in rows {
+        assert_eq!(get(s, id).await.payload, tags(&["x"]), "the array add once");
+        assert_eq!(s.audit(id).await.expect("audit").len(), 1);
+    }
+}
+
 /// Purge deletes `SUCCEEDED` and `DISCARDED` rows older than the age, with their history.
 pub async fn purge_by_age<S: DeadLetterStore>(s: &S) {
     let succeeded = park(s, letter("payment", 1).with_dedupe_key("k-1")).await;
@@ -1127,44 +1197,47 @@ pub async fn groups_by_fingerprint<S: DeadLetterStore>(s: &S) {
     assert!(s.groups(ListFilter::default().status(Status::Succeeded)).await.expect("groups").is_empty());
 }
 
-/// `wait_for_work` returns soon after a park, well before its maximum.
-pub async fn wait_for_work_wakes_on_park<S: DeadLetterStore>(s: &S) {
-    let max = Duration::from_secs(10);
-    let started = std::time::Instant::now();
-    let park_later = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        park(s, letter("payment", 1)).await
-    };
-    let ((), _) = tokio::join!(s.wait_for_work(s.work_ticket(), max), park_later);
-    assert!(started.elapsed() < Duration::from_secs(5), "woke after {:?}", started.elapsed());
+/// Starts the store's listener, if it has one: a first wait does. A listener announces once
+/// it listens (what was parked before is due), which would end the wait of a test as a park
+/// would; this short wait takes that announcement. It bounds no assertion: a listener slower
+/// than that only lets a test pass on the listener's announcement.
+async fn start_wakeups<S: DeadLetterStore>(s: &S) {
+    s.wait_for_work(s.work_ticket(), SHORT).await;
 }
 
-/// `wait_for_work` returns soon after a redrive too: the redriven row is due at once.
+/// `wait_for_work` returns after a park made while it waits, not at its maximum (an hour,
+/// far past the kit's patience).
+pub async fn wait_for_work_wakes_on_park<S: DeadLetterStore>(s: &S) {
+    start_wakeups(s).await;
+    let ticket = s.work_ticket();
+    // `join!` polls the wait first: it is waiting when the park runs.
+    let park_while_waiting =
+        async { tokio::join!(s.wait_for_work(ticket, Duration::from_secs(3600)), park(s, letter("payment", 1))) };
+    assert!(tokio::time::timeout(PATIENCE, park_while_waiting).await.is_ok(), "the park did not wake the wait");
+}
+
+/// `wait_for_work` returns after a redrive too: the redriven row is due at once.
 pub async fn wait_for_work_wakes_on_redrive<S: DeadLetterStore>(s: &S) {
     let id = park(s, letter("payment", 1).dead(DeadReason::Permanent)).await;
-    let max = Duration::from_secs(10);
-    let started = std::time::Instant::now();
-    let redrive_later = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        redrive(s, &[id], "ops").await
-    };
-    let ((), moved) = tokio::join!(s.wait_for_work(s.work_ticket(), max), redrive_later);
-    assert_eq!(moved, [id]);
-    assert!(started.elapsed() < Duration::from_secs(5), "woke after {:?}", started.elapsed());
+    start_wakeups(s).await;
+    let ticket = s.work_ticket();
+    let ids = [id];
+    let redrive_while_waiting =
+        async { tokio::join!(s.wait_for_work(ticket, Duration::from_secs(3600)), redrive(s, &ids, "ops")) };
+    let woken = tokio::time::timeout(PATIENCE, redrive_while_waiting).await;
+    assert_eq!(woken.expect("the redrive did not wake the wait").1, [id]);
 }
 
 /// A park announced between the ticket and the wait is not lost: a retrier takes the ticket
 /// before its claim, and a park that commits after the claim looked wakes the wait that follows,
 /// even when its announcement arrives first.
 pub async fn wait_for_work_keeps_a_park_announced_before_the_wait<S: DeadLetterStore>(s: &S) {
-    // A first wait starts a store's listener, if it has one (a store that announces its own
-    // writes only needs a moment).
-    let _ = s.wait_for_work(s.work_ticket(), Duration::from_millis(200)).await;
+    start_wakeups(s).await;
     let ticket = s.work_ticket();
     park(s, letter("payment", 1)).await;
     // A store that relays its announcements (PostgreSQL's `NOTIFY`) may take a moment to see
     // it; its wait returns then. Its maximum is far past the patience: only the park ends it.
-    let woken = tokio::time::timeout(Duration::from_secs(30), s.wait_for_work(ticket, Duration::from_secs(3600))).await;
+    let woken = tokio::time::timeout(PATIENCE, s.wait_for_work(ticket, Duration::from_secs(3600))).await;
     assert!(woken.is_ok(), "a park announced before the wait was lost");
 }
 

@@ -236,6 +236,7 @@ macro_rules! __store_conformance_each {
         $crate::__store_conformance_test!($setup discard_rules);
         $crate::__store_conformance_test!($setup patch_records_diff);
         $crate::__store_conformance_test!($setup upgrade_rewrites_payload_and_version);
+        $crate::__store_conformance_test!($setup patch_rows_patch_each_row_once);
         $crate::__store_conformance_test!($setup purge_by_age);
         $crate::__store_conformance_test!($setup list_filters_newest_first);
         $crate::__store_conformance_test!($setup list_keyset_pages_and_other_filters);

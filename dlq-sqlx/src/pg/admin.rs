@@ -226,11 +226,26 @@ pub(crate) async fn patch(store: &PgStore, request: PatchRequest) -> StoreResult
     }
     let old = row::payload(&current)?;
     let diff = patch_diff(&old, &payload, patch.as_ref(), undo_of);
+    let entry = write_payload(store, &mut tx, id, payload, &note, diff).await?;
+    tx.commit().await.map_err(db)?;
+    Ok(entry)
+}
+
+/// Writes `payload` over row `id` (locked by the caller) with its audit entry (action
+/// `patch`, `diff`); returns the entry's id.
+async fn write_payload(
+    store: &PgStore,
+    conn: &mut sqlx::PgConnection,
+    id: DlqId,
+    payload: Payload,
+    note: &dlq_core::store::AuditNote,
+    diff: serde_json::Value,
+) -> StoreResult<i64> {
     let (json, raw, truncated) = match payload {
         Payload::Json(value) => (Some(value), None, None),
         Payload::Raw { bytes, truncated } => (None, Some(bytes), truncated),
     };
-    let entry: i64 = sqlx::query_scalar(inner.sql.patch_write.sql())
+    sqlx::query_scalar(store.inner.sql.patch_write.sql())
         .bind(id)
         .bind(json)
         .bind(raw)
@@ -240,11 +255,9 @@ pub(crate) async fn patch(store: &PgStore, request: PatchRequest) -> StoreResult
         .bind(actor(&note.actor))
         .bind(diff)
         .bind(note.reason.as_deref().map(actor))
-        .fetch_one(&mut *tx)
+        .fetch_one(conn)
         .await
-        .map_err(db)?;
-    tx.commit().await.map_err(db)?;
-    Ok(entry)
+        .map_err(db)
 }
 
 /// Rows deleted per statement, so that no purge holds locks or grows WAL for long.

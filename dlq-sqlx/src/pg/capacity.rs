@@ -32,8 +32,9 @@ pub enum Overflow {
     /// remain, the park is refused with [`dlq_core::Error::Full`].
     DropOldest,
     /// Wait for room (made by retention, a purge or an operator) until the park timeout,
-    /// then refuse with [`dlq_core::Error::Full`] or [`dlq_core::Error::Timeout`] (whichever
-    /// the deadline meets first); either way the caller learns the event was not parked.
+    /// then refuse with [`dlq_core::Error::Full`] (also when the deadline meets a count of the
+    /// rows after one that said full), or [`dlq_core::Error::Timeout`] when nothing said the
+    /// table was full; either way the caller learns the event was not parked.
     Block,
 }
 
@@ -103,7 +104,18 @@ impl Capacity {
             if self.try_reserve(n) {
                 return Ok(());
             }
-            let entries = bounded(deadline, timeout, store.entries()).await?;
+            let last = self.lock().count;
+            let entries = match bounded(deadline, timeout, store.entries()).await {
+                // A blocked park whose count of the rows ran into the deadline: the last count
+                // said full, so the park is refused as full, as it would have been a moment later.
+                Err(dlq_core::Error::Timeout(_))
+                    if self.policy == Overflow::Block && last.saturating_add(n) > self.max =>
+                {
+                    dlq_core::store::record_overflow("block", "rejected", n);
+                    return Err(dlq_core::Error::Full { entries: last, max: self.max });
+                }
+                counted => counted?,
+            };
             self.observe(entries);
             if self.try_reserve(n) {
                 return Ok(());

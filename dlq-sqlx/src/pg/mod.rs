@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use dlq_core::store::{
     ActionKind, BatchAction, BatchReport, BoxFuture, ClaimCap, ClaimRequest, Claimed, Operation, OperationState,
-    PatchRequest, SettleReport, Settlement, StoreId, StoreResult, WorkTicket,
+    PatchBatch, PatchRequest, SettleReport, Settlement, StoreId, StoreResult, WorkTicket,
 };
 use dlq_core::{
     DeadLetter, DeadLetterStore, DlqId, ListFilter, admin::AttemptRecord, admin::AuditEntry, admin::FailureGroup,
@@ -635,6 +635,11 @@ impl DeadLetterStore for PgStore {
 
     fn upgrade(&self, upgrade: dlq_core::store::VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
         Box::pin(upgrade::upgrade(self, upgrade))
+    }
+
+    /// One transaction per batch, the operation's marks read under the rows' locks.
+    fn patch_rows(&self, batch: PatchBatch) -> BoxFuture<'_, StoreResult<BatchReport>> {
+        Box::pin(ops::patch_rows(self, batch))
     }
 
     fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {

@@ -159,3 +159,30 @@ async fn relay(mut listener: PgListener, notify: &WorkSignal, stop: &mut watch::
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a paused clock: a burst notifies once, then once more when its window ends, and a
+    /// write after the window notifies at once. No database: the trailing `NOTIFY` fails to
+    /// connect, which is logged and changes nothing here.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_notifies_once_per_window_and_once_after_it() {
+        let pool = PgPoolOptions::new().connect_lazy("postgres://postgres@127.0.0.1:1/none").unwrap();
+        let debounce = Debounce::new(pool, "dlq".into());
+        let trailing = || debounce.state.lock().unwrap().trailing;
+        assert!(debounce.notify_now(), "the first write of a burst notifies");
+        for _ in 0..59 {
+            assert!(!debounce.notify_now(), "the rest of the window stays silent");
+        }
+        assert!(trailing(), "one trailing notify is due when the window ends");
+        tokio::time::sleep(NOTIFY_WINDOW).await;
+        tokio::task::yield_now().await;
+        assert!(!trailing(), "the trailing notify went out");
+        assert!(!debounce.notify_now(), "a write right after it is in its window");
+        tokio::time::sleep(NOTIFY_WINDOW * 2).await;
+        tokio::task::yield_now().await;
+        assert!(debounce.notify_now(), "a write after a quiet window notifies at once");
+    }
+}

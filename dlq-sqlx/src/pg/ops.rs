@@ -2,16 +2,16 @@
 //! (`dlq_operations`), and the table's health for `dlq stats`.
 
 use dlq_core::store::{
-    ActionKind, BatchAction, BatchReport, Maintenance, Operation, OperationState, OperationStep, Refusal, Refused,
-    StoreResult, TableHealth, refusal,
+    ActionKind, BatchAction, BatchReport, Maintenance, Operation, OperationState, OperationStep, PatchBatch, Refusal,
+    Refused, RowEdit, StoreResult, TableHealth, operation_patch_diff, refusal,
 };
-use dlq_core::{DlqId, Status, admin::AuditEntry, store::AuditNote};
+use dlq_core::{DlqId, Payload, Status, admin::AuditEntry, store::AuditNote};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 use std::time::Duration;
 
-use super::PgStore;
 use super::admin::{actor, audit_entry};
+use super::{PgStore, park};
 
 fn db(err: sqlx::Error) -> dlq_core::Error {
     dlq_core::Error::store(err)
@@ -40,6 +40,11 @@ fn verdicts(batch: &BatchAction, rows: &[PgRow]) -> StoreResult<BatchReport> {
     Ok(report)
 }
 
+/// A patch batch given to `apply`: patches are written by `patch_rows`.
+fn patch_by_apply() -> dlq_core::Error {
+    dlq_core::Error::Invalid("a patch batch is written by patch_rows, not apply".into())
+}
+
 pub(crate) async fn apply(store: &PgStore, batch: BatchAction) -> StoreResult<BatchReport> {
     let sql = &store.inner.sql;
     let mut tx = store.inner.pool.begin().await.map_err(db)?;
@@ -53,6 +58,7 @@ pub(crate) async fn apply(store: &PgStore, batch: BatchAction) -> StoreResult<Ba
                 sqlx::query(sql.redrive_ids.sql()).bind(&report.moved).bind(who).bind(why).bind(sql.channel.as_str())
             }
             ActionKind::Discard => sqlx::query(sql.discard_ids.sql()).bind(&report.moved).bind(who).bind(why),
+            ActionKind::Patch => return Err(patch_by_apply()),
         };
         query.execute(&mut *tx).await.map_err(db)?;
     }
@@ -61,6 +67,84 @@ pub(crate) async fn apply(store: &PgStore, batch: BatchAction) -> StoreResult<Ba
     }
     tx.commit().await.map_err(db)?;
     Ok(report)
+}
+
+/// One batch of a patch operation: the rows locked, the operation's marks read under their
+/// locks, each row the rules let through written with its audit entry, the cursor moved.
+pub(crate) async fn patch_rows(store: &PgStore, batch: PatchBatch) -> StoreResult<BatchReport> {
+    let sql = &store.inner.sql;
+    let PatchBatch { rows: edits, note, patch, step } = batch;
+    let ids: Vec<DlqId> = edits.iter().map(|e| e.id).collect();
+    let mut tx = store.inner.pool.begin().await.map_err(db)?;
+    let locked = sqlx::query(sql.patch_rows_lock.sql()).bind(&ids).fetch_all(&mut *tx).await.map_err(db)?;
+    let marked: Vec<DlqId> = sqlx::query_scalar(sql.patch_rows_marked.sql())
+        .bind(&ids)
+        .bind(step.operation)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db)?;
+    let mut report = BatchReport::default();
+    let mut json = Vec::new();
+    let mut raw = Vec::new();
+    let mut diffs = Vec::new();
+    for edit in edits {
+        let id = edit.id;
+        let current = locked.iter().find(|r| r.try_get::<i64, _>("id").ok() == Some(id));
+        let why = match current {
+            None => Some(Refused::NotFound),
+            Some(row) => patch_refusal(store, row, &edit, marked.contains(&id), step.operation)?,
+        };
+        if let Some(why) = why {
+            report.refused.push(Refusal { id, why });
+            continue;
+        }
+        diffs.push(operation_patch_diff(&edit.old, &edit.new, &patch, step.operation));
+        // Not cut: `check_fits` refused cut payloads.
+        let (doc, bytes) = match park::jsonb_storable(edit.new) {
+            Payload::Json(value) => (Some(value), None),
+            Payload::Raw { bytes, .. } => (None, Some(bytes)),
+        };
+        json.push(doc);
+        raw.push(bytes);
+        report.moved.push(id);
+    }
+    if !report.moved.is_empty() {
+        sqlx::query(sql.patch_rows_write.sql())
+            .bind(&report.moved)
+            .bind(json)
+            .bind(raw)
+            .bind(diffs)
+            .bind(actor(&note.actor))
+            .bind(note.reason.as_deref().map(actor))
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+    }
+    advance(store, &mut tx, step, &report).await?;
+    tx.commit().await.map_err(db)?;
+    Ok(report)
+}
+
+/// Why a locked row of a patch batch is not written, by the rule of `patch_rows`.
+fn patch_refusal(
+    store: &PgStore,
+    row: &PgRow,
+    edit: &RowEdit,
+    marked: bool,
+    operation: i64,
+) -> StoreResult<Option<Refused>> {
+    let status: Status = row.try_get::<String, _>("status").map_err(db)?.parse()?;
+    if let Some(why) = refusal(ActionKind::Patch, status, false, 0, None) {
+        return Ok(Some(why));
+    }
+    if marked {
+        return Ok(Some(Refused::AlreadyPatched { operation }));
+    }
+    if super::row::payload(row)? != edit.old {
+        return Ok(Some(Refused::Changed));
+    }
+    let fits = park::jsonb_storable(edit.new.clone()).check_fits(store.inner.config.max_payload_bytes);
+    Ok(fits.err().map(|e| Refused::Unfit { message: e.to_string() }))
 }
 
 async fn advance(
@@ -92,10 +176,7 @@ pub(crate) async fn audit_one(store: &PgStore, id: i64) -> StoreResult<Option<Au
 }
 
 fn operation(row: &PgRow) -> StoreResult<Operation> {
-    let action = match row.try_get::<String, _>("action").map_err(db)?.as_str() {
-        "discard" => ActionKind::Discard,
-        _ => ActionKind::Redrive,
-    };
+    let action = row.try_get::<String, _>("action").map_err(db)?.parse::<ActionKind>()?;
     Ok(Operation {
         id: row.try_get("id").map_err(db)?,
         action,

@@ -217,6 +217,12 @@ statements! {
     upgrade_lock = "upgrade_lock.sql";
     /// Write a payload in a newer version and its audit entry.
     upgrade_write = "upgrade_write.sql";
+    /// Lock the rows of a patch operation's batch, with their payloads.
+    patch_rows_lock = "patch_rows_lock.sql";
+    /// The rows of a patch batch an operation has patched already.
+    patch_rows_marked = "patch_rows_marked.sql";
+    /// Write the checked rows of a patch batch with their audit entries.
+    patch_rows_write = "patch_rows_write.sql";
     /// Delete a slice of finished rows past retention.
     purge = "purge.sql";
     /// Count the finished rows past retention (what a purge would delete).

@@ -6,8 +6,8 @@ use std::time::Duration;
 use dlq_core::store::{HistogramBucket, StoreResult};
 use dlq_core::store::{PatchRequest, patch_diff};
 use dlq_core::{
-    DeadLetter, DlqId, Error, ListFilter, Order, Status, admin::AttemptRecord, admin::AuditEntry, admin::FailureGroup,
-    admin::StatsRow, store::AuditNote,
+    DeadLetter, DlqId, Error, ListFilter, Order, Payload, Status, admin::AttemptRecord, admin::AuditEntry,
+    admin::FailureGroup, admin::StatsRow, store::AuditNote,
 };
 use sqlx::Row;
 use sqlx::sqlite::{SqlitePool, SqliteRow};
@@ -248,7 +248,23 @@ pub(super) async fn patch(pool: &SqlitePool, request: PatchRequest) -> StoreResu
             needs: "any status but PROCESSING or SUCCEEDED",
         });
     }
-    let cols = PayloadColumns::new(&payload)?;
+    let diff = patch_diff(&old.payload, &payload, patch.as_ref(), undo_of);
+    let entry = write_payload(&mut tx, id, &payload, &note, &diff, at).await?;
+    tx.commit().await.map_err(sql)?;
+    Ok(entry)
+}
+
+/// Writes `payload` over row `id` with its audit entry (action `patch`, `diff`) in `tx`;
+/// returns the entry's id.
+pub(super) async fn write_payload(
+    tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
+    id: DlqId,
+    payload: &Payload,
+    note: &AuditNote,
+    diff: &serde_json::Value,
+    at: i64,
+) -> StoreResult<i64> {
+    let cols = PayloadColumns::new(payload)?;
     sqlx::query(PATCH_ROW)
         .bind(id)
         .bind(cols.json)
@@ -257,13 +273,10 @@ pub(super) async fn patch(pool: &SqlitePool, request: PatchRequest) -> StoreResu
         .bind(cols.original_len)
         .bind(cols.sha256)
         .bind(at)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await
         .map_err(sql)?;
-    let diff = patch_diff(&old.payload, &payload, patch.as_ref(), undo_of);
-    let entry = insert_audit(&mut tx, id, "patch", &note, &diff, at).await?;
-    tx.commit().await.map_err(sql)?;
-    Ok(entry)
+    insert_audit(tx, id, "patch", note, diff, at).await
 }
 
 pub(super) async fn count_purgeable(pool: &SqlitePool, older_than: Duration) -> StoreResult<u64> {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use dlq_core::store::{
     ActionKind, BatchAction, BatchReport, BoxFuture, ClaimCap, ClaimRequest, Claimed, Operation, OperationState,
-    PatchRequest, SettleReport, Settlement, StoreId, StoreResult,
+    PatchBatch, PatchRequest, SettleReport, Settlement, StoreId, StoreResult,
 };
 use dlq_core::store::{WorkSignal, WorkTicket};
 use dlq_core::{
@@ -368,6 +368,10 @@ impl DeadLetterStore for SqliteStore {
 
     fn upgrade(&self, upgrade: dlq_core::store::VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
         Box::pin(upgrade::upgrade(&self.pool, upgrade))
+    }
+
+    fn patch_rows(&self, batch: PatchBatch) -> BoxFuture<'_, StoreResult<BatchReport>> {
+        Box::pin(ops::patch_rows(&self.pool, batch))
     }
 
     fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {

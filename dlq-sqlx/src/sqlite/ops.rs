@@ -2,15 +2,15 @@
 //! (`dlq_operations`).
 
 use dlq_core::store::{
-    ActionKind, BatchAction, BatchReport, Operation, OperationState, OperationStep, Refusal, Refused, StoreResult,
-    refusal,
+    ActionKind, BatchAction, BatchReport, Operation, OperationState, OperationStep, PatchBatch, Refusal, Refused,
+    RowEdit, StoreResult, operation_patch_diff, refusal,
 };
 use dlq_core::{DlqId, Error, Status, admin::AuditEntry, store::AuditNote};
 use sqlx::Row;
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 
-use super::admin::{SELECT_AUDIT_ENTRY, audit_entry, insert_audit};
-use super::codec::{self, sql};
+use super::admin::{SELECT_AUDIT_ENTRY, audit_entry, insert_audit, write_payload};
+use super::codec::{self, event_columns, sql};
 use super::write::begin;
 
 const LOCK_ROWS: &str = "SELECT id, status, payload_truncated, redrive_count FROM dlq_events \
@@ -22,6 +22,14 @@ const REDRIVE_ROWS: &str = "UPDATE dlq_events SET status = 'PENDING', retry_afte
 
 const DISCARD_ROWS: &str =
     "UPDATE dlq_events SET status = 'DISCARDED', updated_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))";
+
+const PATCH_ROWS: &str =
+    concat!("SELECT ", event_columns!(), " FROM dlq_events WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id");
+
+/// Of the rows of a patch batch, those operation `?2` has patched already (its mark in their
+/// audit entries).
+const MARKED: &str = "SELECT DISTINCT dlq_id FROM dlq_audit WHERE dlq_id IN (SELECT value FROM json_each(?1)) \
+     AND action = 'patch' AND json_extract(diff, '$.operation') = ?2";
 
 const ADVANCE: &str = "UPDATE dlq_operations SET cursor_id = ?2, moved = moved + ?3, refused = refused + ?4, \
      updated_at = ?5 WHERE id = ?1 AND cursor_id = ?6";
@@ -76,6 +84,7 @@ pub(super) async fn apply(pool: &SqlitePool, batch: BatchAction) -> StoreResult<
     let (update, to) = match batch.action {
         ActionKind::Redrive => (REDRIVE_ROWS, Status::Pending),
         ActionKind::Discard => (DISCARD_ROWS, Status::Discarded),
+        ActionKind::Patch => return Err(Error::Invalid("a patch batch is written by patch_rows, not apply".into())),
     };
     sqlx::query(update).bind(codec::json_list(&report.moved)).bind(at).execute(&mut *tx).await.map_err(sql)?;
     for row in rows.iter().filter(|r| report.moved.contains(&r.id)) {
@@ -87,6 +96,62 @@ pub(super) async fn apply(pool: &SqlitePool, batch: BatchAction) -> StoreResult<
     }
     tx.commit().await.map_err(sql)?;
     Ok(report)
+}
+
+/// One batch of a patch operation in one write transaction: the rows read, the operation's
+/// marks read, each row the rules let through written with its audit entry, the cursor moved.
+pub(super) async fn patch_rows(pool: &SqlitePool, batch: PatchBatch) -> StoreResult<BatchReport> {
+    let PatchBatch { rows: edits, note, patch, step } = batch;
+    let at = codec::now_micros();
+    let ids: Vec<DlqId> = edits.iter().map(|e| e.id).collect();
+    let mut tx = begin(pool).await?;
+    let found = sqlx::query(PATCH_ROWS).bind(codec::json_list(&ids)).fetch_all(&mut *tx).await.map_err(sql)?;
+    let rows = found.iter().map(codec::letter).collect::<StoreResult<Vec<_>>>()?;
+    let marked: Vec<DlqId> = sqlx::query_scalar(MARKED)
+        .bind(codec::json_list(&ids))
+        .bind(step.operation)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(sql)?;
+    let mut report = BatchReport::default();
+    for edit in edits {
+        let id = edit.id;
+        let why = match rows.iter().find(|r| r.id == id) {
+            None => Some(Refused::NotFound),
+            Some(row) => patch_refusal(row.status, &row.payload, &edit, marked.contains(&id), step.operation),
+        };
+        if let Some(why) = why {
+            report.refused.push(Refusal { id, why });
+            continue;
+        }
+        let diff = operation_patch_diff(&edit.old, &edit.new, &patch, step.operation);
+        write_payload(&mut tx, id, &edit.new, &note, &diff, at).await?;
+        report.moved.push(id);
+    }
+    advance(&mut tx, step, &report, at).await?;
+    tx.commit().await.map_err(sql)?;
+    Ok(report)
+}
+
+/// Why a row of a patch batch is not written, by the rule of `patch_rows`.
+fn patch_refusal(
+    status: Status,
+    payload: &dlq_core::Payload,
+    edit: &RowEdit,
+    marked: bool,
+    operation: i64,
+) -> Option<Refused> {
+    if let Some(why) = refusal(ActionKind::Patch, status, false, 0, None) {
+        return Some(why);
+    }
+    if marked {
+        return Some(Refused::AlreadyPatched { operation });
+    }
+    if *payload != edit.old {
+        return Some(Refused::Changed);
+    }
+    let fits = edit.new.check_fits(dlq_core::store::DEFAULT_MAX_PAYLOAD_BYTES);
+    fits.err().map(|e| Refused::Unfit { message: e.to_string() })
 }
 
 async fn advance(
@@ -135,10 +200,7 @@ pub(super) async fn create(
 }
 
 fn operation(row: &SqliteRow) -> StoreResult<Operation> {
-    let action = match row.try_get::<String, _>("action").map_err(sql)?.as_str() {
-        "discard" => ActionKind::Discard,
-        _ => ActionKind::Redrive,
-    };
+    let action = row.try_get::<String, _>("action").map_err(sql)?.parse::<ActionKind>()?;
     let spec: String = row.try_get("spec").map_err(sql)?;
     let count = |column: &str| -> StoreResult<u64> {
         Ok(u64::try_from(row.try_get::<i64, _>(column).map_err(sql)?).unwrap_or_default())

@@ -15,8 +15,9 @@ use chrono::{DateTime, Utc};
 use dlq_core::admin::{AttemptRecord, AuditEntry, FailureGroup, RetrierHeartbeat, StatsRow};
 use dlq_core::store::{
     ActionKind, AuditNote, BatchAction, BatchReport, BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits,
-    ClaimRequest, Claimed, NewDeadLetter, Operation, OperationState, Parked, PatchRequest, Refusal, Refused,
-    SettleReport, Settlement, StoreResult, WorkSignal, WorkTicket, patch_diff, refusal,
+    ClaimRequest, Claimed, NewDeadLetter, Operation, OperationState, OperationStep, Parked, PatchBatch, PatchRequest,
+    Refusal, Refused, SettleReport, Settlement, StoreResult, WorkSignal, WorkTicket, operation_patch_diff, patch_diff,
+    patched_by, refusal,
 };
 use dlq_core::{DeadLetter, DeadLetterStore, DlqId, Error, FailureInfo, ListFilter, Order, Status};
 use uuid::Uuid;
@@ -76,6 +77,26 @@ fn alive(status: Status) -> bool {
 impl Tables {
     fn row(&mut self, id: DlqId) -> Option<&mut Row> {
         self.rows.iter_mut().find(|r| r.letter.id == id)
+    }
+
+    /// A batch of an operation starts from its cursor (compare-and-set).
+    fn check_cursor(&self, step: &OperationStep) -> StoreResult<()> {
+        match self.operations.iter().find(|op| op.id == step.operation) {
+            None => Err(Error::OperationNotFound(step.operation)),
+            Some(op) if op.cursor != step.from => Err(Error::Conflict { operation: op.id }),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Moves an operation's cursor and counts with its batch.
+    fn advance(&mut self, step: &OperationStep, report: &BatchReport, now: DateTime<Utc>) {
+        let refused = report.refused.len() as u64 + step.refused_before;
+        if let Some(op) = self.operations.iter_mut().find(|op| op.id == step.operation) {
+            op.cursor = step.to;
+            op.moved += report.moved.len() as u64;
+            op.refused += refused;
+            op.updated_at = now;
+        }
     }
 
     fn attempt(
@@ -375,12 +396,8 @@ impl DeadLetterStore for VecStore {
     fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {
         let now = Utc::now();
         let mut tables = self.lock();
-        if let Some(step) = batch.step {
-            match tables.operations.iter().find(|op| op.id == step.operation) {
-                None => return done(Err(Error::OperationNotFound(step.operation))),
-                Some(op) if op.cursor != step.from => return done(Err(Error::Conflict { operation: op.id })),
-                Some(_) => {}
-            }
+        if let Some(Err(err)) = batch.step.map(|step| tables.check_cursor(&step)) {
+            return done(Err(err));
         }
         let mut report = BatchReport::default();
         for &id in &batch.ids {
@@ -404,6 +421,7 @@ impl DeadLetterStore for VecStore {
                     l.dead_reason = None;
                 }
                 ActionKind::Discard => l.status = Status::Discarded,
+                ActionKind::Patch => return done(Err(Error::Invalid("patches go through patch_rows".into()))),
             }
             l.updated_at = now;
             let diff = serde_json::json!({ "status": [from.as_str(), l.status.as_str()] });
@@ -411,13 +429,7 @@ impl DeadLetterStore for VecStore {
             report.moved.push(id);
         }
         if let Some(step) = batch.step {
-            let refused = report.refused.len() as u64 + step.refused_before;
-            if let Some(op) = tables.operations.iter_mut().find(|op| op.id == step.operation) {
-                op.cursor = step.to;
-                op.moved += report.moved.len() as u64;
-                op.refused += refused;
-                op.updated_at = now;
-            }
+            tables.advance(&step, &report, now);
         }
         drop(tables);
         if batch.action == ActionKind::Redrive && !report.moved.is_empty() {
@@ -465,6 +477,43 @@ impl DeadLetterStore for VecStore {
         row.letter.payload = upgrade.payload;
         row.letter.version = upgrade.to;
         done(Ok(tables.audit(id, "upgrade", &upgrade.note, diff, Utc::now())))
+    }
+
+    fn patch_rows(&self, batch: PatchBatch) -> BoxFuture<'_, StoreResult<BatchReport>> {
+        let now = Utc::now();
+        let max = self.max_payload_bytes();
+        let mut tables = self.lock();
+        if let Err(err) = tables.check_cursor(&batch.step) {
+            return done(Err(err));
+        }
+        let operation = batch.step.operation;
+        let mut report = BatchReport::default();
+        for edit in batch.rows {
+            let id = edit.id;
+            let marked =
+                tables.audit.iter().any(|a| a.dlq_id == id && a.action == "patch" && patched_by(&a.diff, operation));
+            let Some(row) = tables.row(id) else {
+                report.refused.push(Refusal { id, why: Refused::NotFound });
+                continue;
+            };
+            let why = match refusal(ActionKind::Patch, row.letter.status, false, 0, None) {
+                Some(why) => Some(why),
+                None if marked => Some(Refused::AlreadyPatched { operation }),
+                None if row.letter.payload != edit.old => Some(Refused::Changed),
+                None => edit.new.check_fits(max).err().map(|e| Refused::Unfit { message: e.to_string() }),
+            };
+            if let Some(why) = why {
+                report.refused.push(Refusal { id, why });
+                continue;
+            }
+            row.letter.payload = edit.new.clone();
+            row.letter.updated_at = now;
+            let diff = operation_patch_diff(&edit.old, &edit.new, &batch.patch, operation);
+            tables.audit(id, "patch", &batch.note, diff, now);
+            report.moved.push(id);
+        }
+        tables.advance(&batch.step, &report, now);
+        done(Ok(report))
     }
 
     fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
