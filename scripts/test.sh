@@ -73,3 +73,9 @@ cargo test --workspace --locked "$@"
 # target directory, so dlq-core, dlq-web and their dependencies are built once.
 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}" \
     cargo test --manifest-path tests/third_party_store/Cargo.toml --locked
+
+# Replaying old events after a deploy, as an application does it (outside the workspace, three
+# binaries of one service sharing a SQLite file): version 1 and version 2 park events, version 3
+# upcasts and drains them all.
+CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}" \
+    cargo test --manifest-path tests/redeploy/Cargo.toml --locked

@@ -80,6 +80,19 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Rewrites an event type's PENDING and FAILED_PERMANENTLY rows parked in an older version
+    /// of its contract in its handler's version, through the handler's upcasters, each
+    /// audited. Only in the service's own binary (`dlq_cli::Embedded`), which links them.
+    Upgrade {
+        /// The event type, e.g. `payment`.
+        event_type: String,
+        /// Why (kept in the audit log).
+        #[arg(long)]
+        reason: String,
+        /// Upcast and report without writing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Deletes SUCCEEDED and DISCARDED rows older than the given age, for good: shows how
     /// many and asks on a terminal; elsewhere needs `--yes`.
     Purge {

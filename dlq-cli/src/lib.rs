@@ -49,9 +49,10 @@
 //!   warnings: [text]}` (`capacity` is null without `max_entries`, `table` null on SQLite;
 //!   `circuits` lists the open, half-open and paused types);
 //! - `ls`: `{rows: [row], next}` where `next` is the `--after` of the next page or null; a
-//!   row is `{id, event_type, handler, status, dead_reason, error_class, error_kind,
+//!   row is `{id, event_type, version, handler, status, dead_reason, error_class, error_kind,
 //!   error_reason, fingerprint, retry_count, max_retries, redrive_count, retry_after,
-//!   created_at, updated_at}`;
+//!   created_at, updated_at}` (`version`: the version of the event's contract the payload is
+//!   written in);
 //! - `show`: a row plus `{payload, payload_raw_hex, payload_truncated, payload_original_len,
 //!   payload_sha256, error_chain, stacktrace, source, lease_owner, dedupe_key, attempts:
 //!   [{attempt, outcome, error_class, error_reason, owner, at}], audit: [{id, action, actor,
@@ -66,6 +67,7 @@
 //!   [erasure]}`, an erasure being `{id, subject_prefix, rows, attempts, audit, actor, reason,
 //!   at}`; `migrate`:
 //!   `{migrated, schema}`; `workers`: `{retriers: [...]}`;
+//! - `upgrade`: `{event_type, to, dry_run, upgraded: [{id, from}], refused: [{id, reason}]}`;
 //! - `pause`, `resume`: the circuit, `{event_type, state, open_until, cool_down, trial_owner,
 //!   trial_until, paused, paused_by, pause_reason, reason, version, updated_at}` (`state` is
 //!   `closed`, `open` or `half_open`; `cool_down` in seconds; see `docs/BREAKER.md`).
@@ -281,6 +283,14 @@ impl Embedded {
             Command::Undo { audit_id, reason, force } => {
                 out.patched(&admin.undo(*audit_id, reason.as_deref(), *force).await?)
             }
+            Command::Upgrade { event_type, reason, dry_run } => {
+                if self.registry.is_none() {
+                    return Err(Failure::usage(
+                        "upgrade needs the service's handlers and their upcasters: run the CLI embedded in the service's binary (dlq_cli::Embedded)",
+                    ));
+                }
+                out.upgraded(event_type, &admin.upgrade(event_type, reason, *dry_run).await?);
+            }
             Command::Purge { older_than, yes } => {
                 let doomed = admin.purgeable(*older_than).await?;
                 if doomed > 0 && !yes {
@@ -344,6 +354,10 @@ fn usage(command: &Command) -> Result<(), Failure> {
             }
             ("erase", Some(reason.as_str()), true)
         }
+        Command::Upgrade { event_type, .. } if blank(event_type) => {
+            return Err(Failure::usage("name the event type (`dlq stats` lists them)"));
+        }
+        Command::Upgrade { reason, .. } => ("upgrade", Some(reason.as_str()), true),
         Command::Pause { event_type, reason } | Command::Resume { event_type, reason: Some(reason) } => {
             if blank(event_type) {
                 return Err(Failure::usage("name the event type (`dlq stats` lists them)"));

@@ -489,6 +489,23 @@ impl Out {
         self.print_table(&table);
     }
 
+    pub(crate) fn upgraded(&self, event_type: &str, report: &dlq_core::admin::UpgradeReport) {
+        if self.json {
+            return self.emit(&json!({
+                "event_type": event_type, "to": report.to, "dry_run": report.dry_run,
+                "upgraded": report.upgraded.iter().map(|(id, from)| json!({ "id": id, "from": from })).collect::<Vec<_>>(),
+                "refused": report.refused.iter().map(|(id, why)| json!({ "id": id, "reason": why })).collect::<Vec<_>>(),
+            }));
+        }
+        let verb = if report.dry_run { "would upgrade" } else { "upgraded" };
+        let n = report.upgraded.len();
+        let ids: Vec<i64> = report.upgraded.iter().map(|(id, _)| *id).collect();
+        self.line(format!("{verb} {n} rows of `{}` to version {}{}", event_type, report.to, ids_text(&ids)));
+        for (id, why) in &report.refused {
+            self.line(format!("refused {id}: {}", short(why, LINE_MAX)));
+        }
+    }
+
     pub(crate) fn migrated(&self, schema: &str) {
         if self.json {
             return self.emit(&json!({ "migrated": true, "schema": schema }));
@@ -515,6 +532,7 @@ fn summary(l: &DeadLetter) -> Vec<(String, String)> {
         ("status", l.status.to_string()),
         ("dead reason", l.dead_reason.map(|r| r.to_string()).unwrap_or_default()),
         ("event type", l.event_type.clone()),
+        ("version", l.version.to_string()),
         ("handler", l.handler.clone()),
         ("error", format!("{} {}: {}", l.failure.class.as_str(), l.failure.kind, l.failure.reason)),
         ("group", l.failure.fingerprint.clone()),

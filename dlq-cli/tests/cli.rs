@@ -93,7 +93,7 @@ async fn seed(store: &Arc<dyn DeadLetterStore>) -> Vec<DlqId> {
     }
     let pending =
         NewDeadLetter::new("refund", Payload::from_bytes(b"\xff\x00raw"), failure("Timeout", "ledger timed out"));
-    ids.push(store.park(pending.retry(Duration::from_secs(3600), 5)).await.unwrap().id);
+    ids.push(store.park(pending.retry(Duration::from_secs(3600), 5).with_version(2)).await.unwrap().id);
     ids
 }
 
@@ -138,6 +138,7 @@ async fn reads(db: Db) {
 
     let shown = run_json(&db, &["show", &ids[3].to_string()]);
     assert_eq!(shown["payload_raw_hex"], "ff00726177");
+    assert_eq!((shown["version"].as_u64(), rest["rows"][0]["version"].as_u64()), (Some(2), Some(1)));
     assert_eq!(shown["error_chain"][1], "caused by: the POS firmware");
     assert_eq!(shown["attempts"][0]["attempt"], 0);
     let human = db.dlq().args(["show", &ids[0].to_string()]).assert().success().get_output().stdout.clone();
@@ -268,6 +269,8 @@ async fn bad_input(db: Db) {
     fails(&db, &["undo", "424242"], 1, "audit entry 424242 not found");
     fails(&db, &["redrive", "--resume", "77"], 1, "operation 77 not found");
     fails(&db, &["redrive", "--all", "--validate"], 2, "--validate needs the service's handlers");
+    fails(&db, &["upgrade", "payment", "--reason", "x"], 2, "upgrade needs the service's handlers and their upcasters");
+    fails(&db, &["upgrade", "payment", "--reason", " "], 2, "upgrade needs a non-empty --reason");
     std::fs::write(&bad, "not json").unwrap();
     let id = ids[0].to_string();
     fails(&db, &["patch", &id, "--patch", bad.to_str().unwrap(), "--reason", "x"], 1, "is not JSON");
@@ -753,6 +756,8 @@ async fn hostile_data_through_every_verb(db: Db) {
     run(&["ls"], 0, false);
     // Without a key ring: one line, nothing written.
     run(&["rekey", "--reason", &arg], 1, false);
+    // The stock binary links no upcasters: refused with one line, whatever the type is called.
+    run(&["upgrade", &event_type, "--reason", &arg], 2, false);
 
     // Every verb of `dlq --help` was run, but `serve`.
     let help = db.dlq().arg("--help").assert().success().get_output().stdout.clone();

@@ -13,7 +13,6 @@
 
 use std::error::Error as StdError;
 use std::fmt;
-use std::marker::PhantomData;
 
 pub use ::core::time::Duration;
 pub use ::dlq_macros::__handlers;
@@ -32,7 +31,15 @@ pub use crate::handler::{
 };
 pub use crate::live::HandlerError;
 pub use crate::record::Payload;
+pub use crate::upcast::{UpcastError, UpcastFn};
+pub use ::std::marker::PhantomData;
+pub use chain::{
+    Ends, Fits, Joins, Link, Mismatch, Pair, Upcaster, ViaFromJson, ViaMismatch, ViaSame, ViaToJson, ends, joins,
+};
+
+mod chain;
 pub use ::futures_util::future::BoxFuture;
+pub use ::serde_json::Value;
 
 use crate::Error;
 use crate::classify::{classify_error, short_type_name};
@@ -48,17 +55,18 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Event f
 
 pub const fn assert_event<T: Event>() {}
 
-/// The registration `#[dead_letter]` generates; `breaker` is the attribute's rule, if any, and
-/// `missing_state` is `None` for handlers without `State<T>` arguments.
+/// The registration `#[dead_letter]` generates: `contract` is the event type, its version and
+/// the upcasters from version 1, `breaker` the attribute's rule, if any, and `missing_state` is `None` for handlers without
+/// `State<T>` arguments.
 pub const fn registration(
-    event_type: &'static str,
+    contract: (&'static str, u32, &'static [UpcastFn]),
     handler: &'static str,
     site: (&'static str, u32),
     policy: (RetryPolicy, Option<&'static str>),
     entry: (DispatchFn, CheckFn),
     missing_state: Option<fn(&Context) -> Option<&'static str>>,
 ) -> Registration {
-    Registration::new(event_type, handler, site, policy, entry, missing_state)
+    Registration::new(contract, handler, site, policy, entry, missing_state)
 }
 
 /// `registration` of a handler with `encrypt = true`, keeping the payload fields at `clear`.

@@ -30,6 +30,28 @@ pub enum Error {
         /// Where it is declared.
         second_site: String,
     },
+    /// A handler's upcast chain does not have one link per version before its own: rows
+    /// parked by an earlier version could not be decoded, so the registry refuses it at
+    /// start-up rather than charge every such row a retry.
+    #[error(
+        "handler `{handler}` (event type `{event_type}`) decodes version {version}, but its upcast chain has {links} link(s) where it needs {}: {}",
+        version - 1,
+        if (*links as u64) < u64::from(*version) - 1 {
+            format!("no upcaster from version {} to {}; name one per version before its own in `upcast = [...]`", links + 1, links + 2)
+        } else {
+            "it names more upcasters than versions before its own".to_owned()
+        }
+    )]
+    UpcastChain {
+        /// The handler's path.
+        handler: String,
+        /// Its event type.
+        event_type: String,
+        /// The version it decodes.
+        version: u32,
+        /// The links its chain has.
+        links: usize,
+    },
     /// No handler is registered for an event type.
     #[error("no handler is registered for event type `{event_type}`; registered: [{}]", registered.join(", "))]
     UnknownEventType {
@@ -82,6 +104,17 @@ pub enum Error {
         action: &'static str,
         /// The status the action needs.
         needs: &'static str,
+    },
+    /// The row's payload is not in the version an upgrade starts from: another upgrade, or a
+    /// retry, rewrote it first.
+    #[error("dead letter {id} holds payload version {found}, not {expected}")]
+    VersionChanged {
+        /// The row.
+        id: i64,
+        /// The version the upgrade starts from.
+        expected: u32,
+        /// The row's version.
+        found: u32,
     },
     /// The store refuses new rows (`max_entries` with the `reject` policy).
     #[error("dead-letter store is full ({entries} of {max} entries)")]

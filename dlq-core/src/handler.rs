@@ -230,6 +230,10 @@ pub type CheckFn = fn(&Payload) -> Result<(), String>;
 #[derive(Debug, Clone, Copy)]
 pub struct Registration {
     pub(crate) event_type: &'static str,
+    /// The version of the event's contract: `#[dead_letter(version = N)]`, 1 by default.
+    pub(crate) version: u32,
+    /// The chain from version 1: link `i` upcasts version `i + 1` to `i + 2`.
+    pub(crate) upcast: &'static [crate::upcast::UpcastFn],
     pub(crate) handler: &'static str,
     pub(crate) file: &'static str,
     pub(crate) line: u32,
@@ -251,6 +255,27 @@ pub(crate) fn accepts_any(_: &Payload) -> Result<(), String> {
     Ok(())
 }
 
+/// A registration for tests of `event_type` in `version`, without upcasters.
+#[cfg(test)]
+pub(crate) const fn for_tests(event_type: &'static str, version: u32) -> Registration {
+    fn succeed(_: Invocation) -> BoxFuture<'static, HandlerOutcome> {
+        Box::pin(async { HandlerOutcome::Succeeded })
+    }
+    Registration {
+        event_type,
+        version,
+        upcast: &[],
+        handler: "tests::handle",
+        file: file!(),
+        line: line!(),
+        policy: crate::RetryPolicy::DEFAULT,
+        breaker: None,
+        dispatch: succeed,
+        check: accepts_any,
+        missing_state: needs_no_state,
+    }
+}
+
 /// A `missing_state` for handlers without `State<T>` arguments.
 pub(crate) fn needs_no_state(_: &Context) -> Option<&'static str> {
     None
@@ -259,7 +284,7 @@ pub(crate) fn needs_no_state(_: &Context) -> Option<&'static str> {
 impl Registration {
     /// Made by the generated code only (see `__private::registration`).
     pub(crate) const fn new(
-        event_type: &'static str,
+        (event_type, version, upcast): (&'static str, u32, &'static [crate::upcast::UpcastFn]),
         handler: &'static str,
         (file, line): (&'static str, u32),
         (policy, breaker): (crate::RetryPolicy, Option<&'static str>),
@@ -270,7 +295,21 @@ impl Registration {
             Some(f) => f,
             None => needs_no_state,
         };
-        Self { event_type, handler, file, line, policy, breaker, dispatch, check, missing_state, sealing: None, subject: None }
+        Self {
+            event_type,
+            version,
+            upcast,
+            handler,
+            file,
+            line,
+            policy,
+            breaker,
+            dispatch,
+            check,
+            missing_state,
+            sealing: None,
+            subject: None,
+        }
     }
 
     /// The registration with its events sealed at rest (`encrypt = true`).
@@ -319,6 +358,25 @@ impl Registration {
         self.event_type
     }
 
+    /// The version of the event's contract the handler decodes: its attribute's `version = N`,
+    /// 1 without one. Every row the handler parks stores it ([`DeadLetter::version`](crate::DeadLetter::version)).
+    ///
+    /// ```
+    /// #[dlq_core::dead_letter(event_type = "doc-registration-version", version = 2, upcast = [dlq_core::unchanged])]
+    /// async fn handle(n: u32) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// assert_eq!(<handle as dlq_core::Handler>::registration().version(), 2);
+    /// ```
+    pub const fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// How many upcasters its chain has: one per version before its own, named by its
+    /// attribute's `upcast = [...]` (see [`crate::UpcastError`]).
+    pub const fn upcasters(&self) -> usize {
+        self.upcast.len()
+    }
+
     /// The handler's path, `module::path::fn_name`.
     pub const fn handler(&self) -> &'static str {
         self.handler
@@ -350,6 +408,41 @@ impl Registration {
     /// `file:line` of the handler.
     pub fn site(&self) -> String {
         format!("{}:{}", self.file, self.line)
+    }
+
+    /// `payload`, written in version `version` of the event's contract, brought to the
+    /// handler's version through its upcasters: what a retrier decodes. `Err` says why it
+    /// cannot be: a link failed, or the version is newer than the handler's.
+    ///
+    /// ```
+    /// use dlq_core::{Payload, UpcastError};
+    /// use serde_json::{json, Value};
+    ///
+    /// fn add_currency(mut v: Value) -> Result<Value, UpcastError> {
+    ///     v["currency"] = json!("EUR");
+    ///     Ok(v)
+    /// }
+    ///
+    /// #[derive(serde::Serialize, serde::Deserialize)]
+    /// struct Payment { cents: i64, currency: String }
+    ///
+    /// #[dlq_core::dead_letter(event_type = "doc-upcast-payload", version = 2, upcast = [add_currency])]
+    /// async fn handle(p: Payment) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// let reg = <handle as dlq_core::Handler>::registration();
+    /// let v1 = Payload::Json(json!({"cents": 5}));
+    /// assert_eq!(reg.upcast(1, v1.clone()), Ok(Payload::Json(json!({"cents": 5, "currency": "EUR"}))));
+    /// assert_eq!(reg.upcast(2, v1.clone()), Ok(v1.clone()), "already the handler's version");
+    /// assert!(reg.upcast(3, v1).unwrap_err().contains("newer than version 2"));
+    /// ```
+    ///
+    /// # Errors
+    /// Why the payload cannot be brought to the handler's version.
+    pub fn upcast(&self, version: u32, payload: Payload) -> Result<Payload, String> {
+        match crate::upcast::upcast(self, version, payload) {
+            crate::upcast::Upcast::Current(payload) | crate::upcast::Upcast::Upcasted(payload) => Ok(payload),
+            crate::upcast::Upcast::Ahead(failure) | crate::upcast::Upcast::Failed(failure) => Err(failure.reason),
+        }
     }
 
     /// Whether `payload` deserializes into the handler's event type, checked without running

@@ -141,6 +141,7 @@ pub mod store;
 pub mod subject;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod upcast;
 
 #[doc(hidden)]
 pub mod __private;
@@ -165,6 +166,7 @@ pub use store::DeadLetterStore;
 /// The shutdown signal of [`Retrier::run_until`] most services already have (re-exported
 /// from `tokio-util`): pass `token.cancelled_owned()`.
 pub use tokio_util::sync::CancellationToken;
+pub use upcast::{UpcastError, UpcastFn, unchanged};
 
 /// The crate's README, its page on crates.io: its examples run as doctests.
 #[cfg(doctest)]

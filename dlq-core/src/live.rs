@@ -403,7 +403,8 @@ pub(crate) fn payload_limit() -> usize {
 /// keeps the handler's own `max_retries` whatever the class, so a redrive gets that many. A
 /// payload already cut to the store's limit parks dead (`too_large`), as the store would.
 pub(crate) fn letter_for(reg: &Registration, payload: Payload, failure: FailureInfo) -> NewDeadLetter {
-    let mut letter = NewDeadLetter::new(reg.event_type, payload, failure).with_handler(reg.handler);
+    let mut letter =
+        NewDeadLetter::new(reg.event_type, payload, failure).with_handler(reg.handler).with_version(reg.version);
     if let Some(pointer) = reg.subject {
         letter.subject = crate::subject::stamp_pointer(reg.event_type, &letter.payload, pointer);
     }
@@ -692,6 +693,7 @@ impl Dispatcher {
             HandlerOutcome::Undecodable(failure) => {
                 let mut letter = NewDeadLetter::new(reg.event_type, stored(), failure.clone())
                     .with_handler(reg.handler)
+                    .with_version(reg.version)
                     .retry(std::time::Duration::ZERO, reg.policy.max_retries)
                     .dead(DeadReason::Undecodable);
                 if let Some(pointer) = reg.subject {
@@ -821,6 +823,8 @@ mod tests {
 
     static ECHO: Registration = Registration {
         event_type: "echo",
+        version: 1,
+        upcast: &[],
         handler: "tests::echo",
         file: file!(),
         line: line!(),

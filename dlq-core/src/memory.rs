@@ -20,7 +20,7 @@ use crate::record::{
 };
 use crate::store::{
     BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits, DeadLetterStore, EraseRequest, Erasure, SingletonLock,
-    StoreId, StoreResult, SubjectHash, WorkSignal, WorkTicket,
+    StoreId, StoreResult, SubjectHash, VersionUpgrade, WorkSignal, WorkTicket,
 };
 
 /// A [`DeadLetterStore`] in process memory, with the same semantics as the SQL stores:
@@ -211,6 +211,7 @@ impl Inner {
             event_type: new.event_type,
             handler: new.handler,
             payload: new.payload,
+            version: new.version,
             status,
             failure: stored(new.failure),
             retry_count: 0,
@@ -475,6 +476,25 @@ impl Inner {
     }
 }
 
+impl Inner {
+    fn upgrade(&mut self, upgrade: VersionUpgrade) -> StoreResult<i64> {
+        upgrade.payload.check_fits(DEFAULT_MAX_PAYLOAD_BYTES)?;
+        let id = upgrade.id;
+        let row = self.rows.get_mut(&id).ok_or(Error::NotFound(id))?;
+        let status = row.letter.status;
+        if status == Status::Processing {
+            return Err(Error::InvalidState { id, status, action: "upgrade", needs: "any status but PROCESSING" });
+        }
+        if row.letter.version != upgrade.from {
+            return Err(Error::VersionChanged { id, expected: upgrade.from, found: row.letter.version });
+        }
+        let diff = upgrade.diff(&row.letter.payload);
+        row.letter.payload = upgrade.payload;
+        row.letter.version = upgrade.to;
+        Ok(self.record(id, "upgrade", &upgrade.note, diff, now()))
+    }
+}
+
 fn ready<T: Send + 'static>(value: T) -> BoxFuture<'static, T> {
     Box::pin(std::future::ready(value))
 }
@@ -682,6 +702,10 @@ impl DeadLetterStore for MemoryStore {
     fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {
         let found = self.lock().matching(&filter).len().min(filter.limit);
         ready(Ok(found as u64))
+    }
+
+    fn upgrade(&self, upgrade: VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
+        ready(self.lock().upgrade(upgrade))
     }
 
     fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {

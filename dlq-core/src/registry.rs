@@ -33,6 +33,7 @@ impl Registry {
     pub fn from_registrations(registrations: impl IntoIterator<Item = &'static Registration>) -> Result<Self, Error> {
         let registry = Self::check(registrations).map_err(|(a, b)| duplicate(a, b))?;
         registry.check_subject_key()?;
+        registry.check_upcast_chains()?;
         Ok(registry)
     }
 
@@ -43,6 +44,20 @@ impl Registry {
             Some(reg) => {
                 crate::subject::required_key(&format!("event type `{}` (subject = ...)", reg.event_type)).map(|_| ())
             }
+            None => Ok(()),
+        }
+    }
+
+    /// Every handler has one upcaster per version before its own. `#[dead_letter]` checks
+    /// this when it compiles; this catches registrations made otherwise.
+    fn check_upcast_chains(&self) -> Result<(), Error> {
+        match self.iter().find(|reg| reg.upcast.len() as u64 != u64::from(reg.version) - 1) {
+            Some(reg) => Err(Error::UpcastChain {
+                handler: reg.handler.to_owned(),
+                event_type: reg.event_type.to_owned(),
+                version: reg.version,
+                links: reg.upcast.len(),
+            }),
             None => Ok(()),
         }
     }
@@ -130,12 +145,13 @@ impl Registry {
 /// handled.
 ///
 /// # Errors
-/// [`Error::DuplicateEventType`] naming both handlers and their `file:line`.
+/// [`Error::DuplicateEventType`] naming both handlers and their `file:line`;
+/// [`Error::UpcastChain`] for a handler without one upcaster per version before its own.
 pub fn registry() -> Result<&'static Registry, Error> {
     type Checked = Result<Registry, (&'static Registration, &'static Registration)>;
     static REGISTRY: OnceLock<Checked> = OnceLock::new();
     match REGISTRY.get_or_init(|| Registry::check(inventory::iter::<Registration>())) {
-        Ok(registry) => registry.check_subject_key().map(|()| registry),
+        Ok(registry) => registry.check_subject_key().and_then(|()| registry.check_upcast_chains()).map(|()| registry),
         Err((a, b)) => Err(duplicate(a, b)),
     }
 }
@@ -193,6 +209,8 @@ mod tests {
     const fn reg(event_type: &'static str, handler: &'static str, line: u32) -> Registration {
         Registration {
             event_type,
+            version: 1,
+            upcast: &[],
             handler,
             file: "src/handlers.rs",
             line,
@@ -204,6 +222,23 @@ mod tests {
             sealing: None,
             subject: None,
         }
+    }
+
+    #[test]
+    fn a_chain_without_a_link_per_earlier_version_is_refused_at_start_up() {
+        static GAP: Registration = Registration { version: 3, upcast: &[crate::unchanged], ..PAY_A };
+        let err = Registry::from_registrations([&REFUND, &GAP]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "handler `app::a::handle_payment` (event type `payment`) decodes version 3, but its upcast chain has 1 \
+             link(s) where it needs 2: no upcaster from version 2 to 3; name one per version before its own in \
+             `upcast = [...]`"
+        );
+        static EXTRA: Registration = Registration { upcast: &[crate::unchanged], ..PAY_A };
+        let err = Registry::from_registrations([&EXTRA]).unwrap_err().to_string();
+        assert!(err.ends_with("needs 0: it names more upcasters than versions before its own"), "{err}");
+        static WHOLE: Registration = Registration { version: 2, upcast: &[crate::unchanged], ..PAY_A };
+        assert!(Registry::from_registrations([&WHOLE]).is_ok());
     }
 
     static PAY_A: Registration = reg("payment", "app::a::handle_payment", 10);

@@ -67,6 +67,7 @@ pub use crate::record::{
     AuditNote, ClaimCap, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, Lease, NewDeadLetter, Parked, SettleReport,
     Settlement, TOO_LARGE_PREVIEW_BYTES, Truncation,
 };
+pub use crate::upcast::VersionUpgrade;
 /// A boxed, sendable future (from `futures-util`): the return type of [`DeadLetterStore`]
 /// methods, so the trait stays usable as `dyn DeadLetterStore`.
 pub use futures_util::future::BoxFuture;
@@ -441,6 +442,21 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// note, the old and new payloads ([`patch_diff`]), the patch and the entry undone. Returns
     /// the audit entry's id. The row's status does not change.
     fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>>;
+
+    /// For store implementers; applications act through [`Admin`](crate::admin::Admin), and a
+    /// retrier calls it after a retry succeeded on an upcast payload. Rewrites a row's payload
+    /// and version (not while `PROCESSING`: [`Error::InvalidState`]; a row whose version is not
+    /// `upgrade.from`: [`Error::VersionChanged`]; an unknown id: [`Error::NotFound`]; a
+    /// payload over [`max_payload_bytes`](Self::max_payload_bytes): [`Error::PayloadTooLarge`]),
+    /// auditing (action `upgrade`) the note and [`VersionUpgrade::diff`]. Returns the audit
+    /// entry's id. The row's status and `updated_at` do not change.
+    ///
+    /// The default refuses ([`Error::Unsupported`]): a store written before versions keeps
+    /// compiling, and a retrier that upcast a row logs that it could not record it.
+    fn upgrade(&self, upgrade: VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
+        let _ = upgrade;
+        Box::pin(async { Err(unsupported("upgrading a row's payload version")) })
+    }
 
     /// For store implementers; applications act through [`Admin`](crate::admin::Admin).
     /// Writes one batch of a stored patch operation in one transaction: locks the rows and,

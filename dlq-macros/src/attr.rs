@@ -18,10 +18,12 @@ const ATTR: &str = "`#[dead_letter]`";
 
 /// The valid keys, in the order the docs give them.
 const KEYS: &str =
-    "event_type, max_retries, backoff, base, max, jitter, max_age, timeout, breaker, encrypt, clear, subject, crate";
+    "event_type, version, upcast, max_retries, backoff, base, max, jitter, max_age, timeout, breaker, encrypt, clear, subject, crate";
 
 mod kw {
     syn::custom_keyword!(event_type);
+    syn::custom_keyword!(version);
+    syn::custom_keyword!(upcast);
     syn::custom_keyword!(max_retries);
     syn::custom_keyword!(backoff);
     syn::custom_keyword!(base);
@@ -70,6 +72,8 @@ pub(crate) struct Arg<K, T> {
 #[derive(Default)]
 pub(crate) struct RawArgs {
     event_type: Option<Arg<kw::event_type, LitStr>>,
+    version: Option<Arg<kw::version, u32>>,
+    upcast: Option<Arg<kw::upcast, Vec<Path>>>,
     max_retries: Option<Arg<kw::max_retries, u32>>,
     backoff: Option<Arg<kw::backoff, BackoffKind>>,
     base: Option<Arg<kw::base, Millis>>,
@@ -97,6 +101,10 @@ struct Progress {
 /// The checked arguments, ready to generate code from.
 pub(crate) struct Args {
     pub(crate) event_type: LitStr,
+    /// The version of the event's contract, 1 unless `version = N` says otherwise.
+    pub(crate) version: u32,
+    /// The upcasters from version 1, one per version before `version`.
+    pub(crate) upcast: Vec<Path>,
     pub(crate) max_retries: Option<u32>,
     pub(crate) backoff: Option<BackoffKind>,
     pub(crate) base: Option<Millis>,
@@ -120,6 +128,9 @@ pub(crate) struct Args {
 //
 //   args  := (arg ("," arg)* ","?)?
 //   arg   := "event_type"  "=" STRING      non-empty, no surrounding whitespace
+//          | "version"     "=" INTEGER     1 ..= u32::MAX
+//          | "upcast"      "=" "[" PATH ("," PATH)* ","? "]"
+//                                          `version - 1` functions, from version 1 up
 //          | "max_retries" "=" INTEGER     0 ..= u32::MAX
 //          | "backoff"     "=" STRING      "exp" | "fixed" | "linear" | "none"
 //          | "base"        "=" DURATION
@@ -144,6 +155,10 @@ impl Parse for RawArgs {
             let lookahead = input.lookahead1();
             if lookahead.peek(kw::event_type) {
                 parse_arg(input, "event_type", &mut args.event_type, event_type, errors)?;
+            } else if lookahead.peek(kw::version) {
+                parse_arg(input, "version", &mut args.version, version, errors)?;
+            } else if lookahead.peek(kw::upcast) {
+                parse_upcast(input, &mut args.upcast, errors)?;
             } else if lookahead.peek(kw::max_retries) {
                 parse_arg(input, "max_retries", &mut args.max_retries, max_retries, errors)?;
             } else if lookahead.peek(kw::backoff) {
@@ -230,6 +245,52 @@ fn parse_value<K: Parse + ToTokens, T>(
     Ok(())
 }
 
+/// Parses `upcast = [path, ...]` into `slot`, as [`parse_arg`] does a literal.
+fn parse_upcast(
+    input: ParseStream,
+    slot: &mut Option<Arg<kw::upcast, Vec<Path>>>,
+    Progress { seen, errors }: &mut Progress,
+) -> syn::Result<()> {
+    let key = input.parse::<kw::upcast>()?;
+    let duplicate = seen.contains(&"upcast");
+    seen.push("upcast");
+    if duplicate {
+        errors.push(syn::Error::new_spanned(key, format!("{ATTR}: duplicate key `upcast`; give each key once")));
+    }
+    let has_value = input.parse::<Option<Token![=]>>().ok().flatten().is_some();
+    let tokens = skip_arg(input);
+    let value = if has_value { upcast_list(&tokens) } else { Err(expected_list(quote!(#key #tokens))) };
+    match value {
+        Ok(value) if !duplicate => *slot = Some(Arg { key, tokens, value }),
+        Ok(_) => {}
+        Err(err) => errors.push(err),
+    }
+    Ok(())
+}
+
+fn expected_list(tokens: TokenStream) -> syn::Error {
+    let message = format!(
+        "{ATTR}: `upcast` takes a list of functions, one per version before the handler's, like `upcast = [v1_to_v2, v2_to_v3]`"
+    );
+    syn::Error::new_spanned(tokens, message)
+}
+
+/// `[path, ...]`, not empty.
+fn upcast_list(tokens: &TokenStream) -> syn::Result<Vec<Path>> {
+    let parser = |input: ParseStream| {
+        let content;
+        syn::bracketed!(content in input);
+        content.parse_terminated(Path::parse_mod_style, Token![,])
+    };
+    let paths = syn::parse::Parser::parse2(parser, tokens.clone()).map_err(|_| expected_list(tokens.clone()))?;
+    if paths.is_empty() {
+        let message =
+            format!("{ATTR}: `upcast` names no function; name one per version before the handler's, or remove it");
+        return Err(syn::Error::new_spanned(tokens, message));
+    }
+    Ok(paths.into_iter().collect())
+}
+
 /// Consumes the tokens up to the next top-level comma, or to the end.
 fn skip_arg(input: ParseStream) -> TokenStream {
     let mut tokens = TokenStream::new();
@@ -257,6 +318,7 @@ fn example(name: &str) -> &'static str {
     match name {
         "event_type" => "\"payment\"",
         "max_retries" => "240",
+        "version" => "2",
         "backoff" => "\"exp\"",
         "base" => "\"1s\"",
         "max" => "\"1h\"",
@@ -273,7 +335,7 @@ fn example(name: &str) -> &'static str {
 
 fn expected_literal(name: &str, tokens: &dyn ToTokens) -> syn::Error {
     let what = match name {
-        "max_retries" => "an integer literal",
+        "max_retries" | "version" => "an integer literal",
         "jitter" => "a float literal",
         "encrypt" => "`true` or `false`",
         "clear" => "an array of JSON pointers",
@@ -320,6 +382,29 @@ fn max_retries(name: &str, lit: &Lit) -> syn::Result<u32> {
         let message = format!("{ATTR}: `max_retries` must be a whole number from 0 to {}", u32::MAX);
         syn::Error::new_spanned(int, message)
     })
+}
+
+fn version(name: &str, lit: &Lit) -> syn::Result<u32> {
+    let Lit::Int(int) = lit else {
+        return Err(expected_literal(name, lit));
+    };
+    if !matches!(int.suffix(), "" | "u32") {
+        let message = format!("{ATTR}: `version` is a `u32`; remove the `{}` suffix", int.suffix());
+        return Err(syn::Error::new_spanned(int, message));
+    }
+    match int.base10_parse::<u32>() {
+        Ok(0) => {
+            let message = format!(
+                "{ATTR}: `version` starts at 1, the first version of an event type's contract; write `version = 1` or leave it out"
+            );
+            Err(syn::Error::new_spanned(int, message))
+        }
+        Ok(n) => Ok(n),
+        Err(_) => {
+            let message = format!("{ATTR}: `version` must be a whole number from 1 to {}", u32::MAX);
+            Err(syn::Error::new_spanned(int, message))
+        }
+    }
 }
 
 fn backoff(name: &str, lit: &Lit) -> syn::Result<BackoffKind> {
@@ -446,6 +531,7 @@ impl RawArgs {
     /// Every error found, in parsing and here, combined.
     pub(crate) fn build(mut self) -> syn::Result<Args> {
         self.check_backoff();
+        self.check_chain();
         if let (Some(base), Some(max)) = (&self.base, &self.max) {
             if max.value < base.value {
                 let message = format!(
@@ -475,6 +561,8 @@ impl RawArgs {
         let krate = self.krate.map_or_else(|| quote!(::dlq_core), |k| k.value.into_token_stream());
         Ok(Args {
             event_type: event_type.value,
+            version: self.version.map_or(1, |a| a.value),
+            upcast: self.upcast.map(|a| a.value).unwrap_or_default(),
             max_retries: self.max_retries.map(|a| a.value),
             backoff: self.backoff.map(|a| a.value),
             base: self.base.map(|a| a.value),
@@ -488,6 +576,56 @@ impl RawArgs {
             subject: self.subject.map(|a| a.value),
             krate,
         })
+    }
+
+    /// `upcast` names one function per version before `version`.
+    fn check_chain(&mut self) {
+        let version = self.version.as_ref().map_or(1, |v| v.value);
+        let needs = version - 1;
+        let steps = || {
+            let steps: Vec<String> = (1..version).take(3).map(|v| format!("{v} to {}", v + 1)).collect();
+            let more = if needs > 3 { ", …" } else { "" };
+            format!("{}{more}", steps.join(", "))
+        };
+        let message = match (&self.upcast, &self.version) {
+            (None, Some(v)) if needs > 0 && !self.progress.seen.contains(&"upcast") => (
+                v.tokens.clone(),
+                format!(
+                    "{ATTR}: `version = {version}` needs `upcast = [...]` naming {needs} upcaster{}, one per version before it ({}), so that rows parked by earlier versions can be decoded; for a version whose payloads decode as they are, name `dlq_core::unchanged`",
+                    plural(needs as usize),
+                    steps()
+                ),
+            ),
+            (Some(chain), _) if needs == 0 => (
+                chain.key.to_token_stream(),
+                format!(
+                    "{ATTR}: `upcast` needs `version` above 1: add `version = {}` for a chain of {} upcaster{}",
+                    chain.value.len() + 1,
+                    chain.value.len(),
+                    plural(chain.value.len())
+                ),
+            ),
+            (Some(chain), _) if chain.value.len() != needs as usize => {
+                let has = chain.value.len();
+                let why = if has < needs as usize {
+                    format!("a link is missing: give one upcaster per step ({})", steps())
+                } else {
+                    format!(
+                        "remove {} or raise `version`",
+                        if has - needs as usize == 1 { "one" } else { "the extra ones" }
+                    )
+                };
+                (
+                    chain.tokens.clone(),
+                    format!(
+                        "{ATTR}: `upcast` names {has} upcaster{}, but `version = {version}` needs {needs}; {why}",
+                        plural(has)
+                    ),
+                )
+            }
+            _ => return,
+        };
+        self.progress.errors.push(syn::Error::new_spanned(message.0, message.1));
     }
 
     /// `base`, `max` and `jitter` must mean something for the chosen backoff.
@@ -519,6 +657,10 @@ impl RawArgs {
             BackoffKind::Exponential | BackoffKind::Linear => {}
         }
     }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 fn missing_event_type() -> syn::Error {
@@ -562,6 +704,7 @@ mod tests {
             crate = "::dlq",
         });
         assert_eq!(args.event_type.value(), "payment");
+        assert_eq!(args.version, 1, "the default");
         assert_eq!(args.max_retries, Some(240));
         assert_eq!(args.backoff, Some(BackoffKind::Linear));
         assert_eq!((args.base, args.max), (Some(250), Some(300_000)));
@@ -637,11 +780,39 @@ mod tests {
     fn reports_all_errors_together() {
         let got = messages(quote!(retries = 3, max_retries = -1, max_retries = 2, backoff = "expo"));
         assert_eq!(got.len(), 5, "{got:#?}");
-        assert!(got[0].contains("unknown key `retries`; valid keys: event_type, max_retries"));
+        assert!(got[0].contains("unknown key `retries`; valid keys: event_type, version, upcast, max_retries"));
         assert!(got[1].contains("from 0 to 4294967295"));
         assert!(got[2].contains("duplicate key `max_retries`"));
         assert!(got[3].contains("unknown backoff \"expo\"; valid backoffs: \"exp\", \"fixed\""));
         assert!(got[4].contains("missing `event_type`"));
+    }
+
+    #[test]
+    fn upcast_names_one_function_per_earlier_version() {
+        let args = parse_ok(quote!(event_type = "x", version = 3, upcast = [v1_to_v2, crate::v2::to_v3,]));
+        let names: Vec<_> = args.upcast.iter().map(|p| p.to_token_stream().to_string()).collect();
+        assert_eq!(names, ["v1_to_v2", "crate :: v2 :: to_v3"]);
+        assert!(parse_ok(quote!(event_type = "x")).upcast.is_empty());
+        let got = messages(quote!(event_type = "x", version = 3, upcast = [v1_to_v2]));
+        assert_eq!(
+            got,
+            [
+                "`#[dead_letter]`: `upcast` names 1 upcaster, but `version = 3` needs 2; a link is missing: give one upcaster per step (1 to 2, 2 to 3)"
+            ]
+        );
+        let got = messages(quote!(event_type = "x", version = 2, upcast = [a, b, c]));
+        assert!(got[0].ends_with("needs 1; remove the extra ones or raise `version`"), "{got:?}");
+        let got = messages(quote!(event_type = "x", version = 5));
+        assert!(got[0].contains("`version = 5` needs `upcast = [...]` naming 4 upcasters, one per version before it (1 to 2, 2 to 3, 3 to 4, …)"), "{got:?}");
+        let got = messages(quote!(event_type = "x", upcast = [a]));
+        assert!(got[0].contains("`upcast` needs `version` above 1: add `version = 2`"), "{got:?}");
+        for bad in [quote!(upcast = a), quote!(upcast = "a"), quote!(upcast = [1]), quote!(upcast)] {
+            let got = messages(quote!(event_type = "x", version = 2, #bad));
+            assert!(got[0].contains("`upcast` takes a list of functions"), "{bad}: {got:?}");
+        }
+        assert!(messages(quote!(event_type = "x", version = 2, upcast = []))[0].contains("names no function"));
+        let got = messages(quote!(event_type = "x", version = 2, upcast = [a], upcast = [a]));
+        assert!(got[0].contains("duplicate key `upcast`"), "{got:?}");
     }
 
     #[test]
@@ -664,6 +835,12 @@ mod tests {
         assert!(messages(quote!(event_type = " x"))[0].contains("whitespace"));
         assert!(messages(quote!(event_type = "x", max_retries = 5_000_000_000))[0].contains("from 0 to"));
         assert!(messages(quote!(event_type = "x", max_retries = 3u8))[0].contains("remove the `u8` suffix"));
+        assert_eq!(parse_ok(quote!(event_type = "x", version = 2, upcast = [crate::v1_to_v2])).version, 2);
+        assert!(messages(quote!(event_type = "x", version = 0))[0].contains("`version` starts at 1"));
+        assert!(messages(quote!(event_type = "x", version = "2"))[0].contains("`version` takes an integer literal"));
+        assert!(messages(quote!(event_type = "x", version = 1.5))[0].contains("`version` takes an integer literal"));
+        assert!(messages(quote!(event_type = "x", version = 2u8))[0].contains("remove the `u8` suffix"));
+        assert!(messages(quote!(event_type = "x", version = -1))[0].contains("from 1 to 4294967295"));
         assert!(messages(quote!(event_type = "x", jitter = 1.5))[0].contains("from 0.0 to 1.0"));
         assert!(messages(quote!(event_type = "x", jitter = 1))[0].contains("takes a float literal"));
         assert!(messages(quote!(event_type = "x", timeout = "0s"))[0].contains("longer than zero"));

@@ -10,6 +10,7 @@ use syn::{Attribute, Ident, ItemFn, PatType, Type};
 use crate::attr::{self, Args, BackoffKind};
 use crate::errors::Errors;
 use crate::handler::Handler;
+use crate::upcast;
 
 /// Expands `#[dead_letter(args)] item`.
 ///
@@ -33,8 +34,8 @@ pub(crate) fn dead_letter(args: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 /// The paths generated code names: `::dlq_core::__private` (or the `crate = "..."` override).
-struct Paths {
-    private: TokenStream,
+pub(crate) struct Paths {
+    pub(crate) private: TokenStream,
 }
 
 impl Paths {
@@ -50,7 +51,7 @@ fn expand(args: &Args, handler: &Handler) -> TokenStream {
     let paths = Paths { private: quote!(#krate::__private) };
     let wrapper = wrapper(&paths, handler);
     let glue = glue(&paths, args, handler);
-    let assertions = assertions(&paths, handler);
+    let assertions = assertions(&paths, args, handler);
     quote! {
         #wrapper
         #glue
@@ -131,6 +132,7 @@ fn glue(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
     let dispatch = dispatch(paths, handler);
     let missing_state = missing_state(paths, handler);
     let registration = registration(paths, args, handler);
+    let links = upcast::links(paths, args);
     let event_type = &args.event_type;
     quote! {
         #(#cfgs)*
@@ -143,6 +145,7 @@ fn glue(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
             #inner
             #dispatch
             #missing_state
+            #links
             #registration
         }
 
@@ -263,6 +266,8 @@ fn registration(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
     let file = respan(quote!(#p::file!()), span);
     let line = respan(quote!(#p::line!()), span);
     let event_type = &args.event_type;
+    let version = proc_macro2::Literal::u32_unsuffixed(args.version);
+    let upcast = upcast::chain(args);
     let policy = policy(paths, args);
     let breaker = match &args.breaker {
         Some(rule) => quote!(#p::Option::Some(#rule)),
@@ -275,7 +280,7 @@ fn registration(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
     };
     let registration = quote! {
         #p::registration(
-            #event_type,
+            (#event_type, #version, #upcast),
             #p::concat!(#p::module_path!(), #path),
             (#file, #line),
             (#policy, #breaker),
@@ -353,7 +358,7 @@ fn policy(paths: &Paths, args: &Args) -> TokenStream {
 }
 
 /// Checks of the signature's types that the compiler reports on the user's own tokens.
-fn assertions(paths: &Paths, handler: &Handler) -> TokenStream {
+fn assertions(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
     let cfgs: Vec<_> = handler.cfg_attrs().collect();
     let check = |ty: &Type, name: &str| {
         let assert = paths.at(ty.span(), name);
@@ -361,17 +366,19 @@ fn assertions(paths: &Paths, handler: &Handler) -> TokenStream {
     };
     let event = check(&handler.event.ty, "assert_event");
     let extras = handler.extras.iter().map(|arg: &PatType| check(&arg.ty, "assert_argument"));
+    let chain = upcast::check(paths, args, handler);
     quote! {
         #(#cfgs)*
         const _: () = {
             #event
             #(#extras)*
+            #chain
         };
     }
 }
 
 /// `tokens` with every token, nested ones included, on `span`.
-fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+pub(crate) fn respan(tokens: TokenStream, span: Span) -> TokenStream {
     tokens
         .into_iter()
         .map(|mut tt| {
@@ -451,7 +458,7 @@ mod tests {
         )
         .to_string();
         assert!(out.contains("pub struct handle { }"), "{out}");
-        assert!(out.contains("registration (\"payment\""), "{out}");
+        assert!(out.contains("registration ((\"payment\" , 1 , & [])"), "{out}");
         assert!(out.contains("__dlq_policy . max_retries = 240"), "{out}");
         assert!(!out.contains("compile_error"), "{out}");
     }

@@ -17,6 +17,7 @@ mod errors;
 mod expand;
 mod handler;
 mod handlers;
+mod upcast;
 
 /// Gives an async event handler dead-letter-queue semantics.
 ///
@@ -79,6 +80,7 @@ mod handlers;
 /// | key | value | default |
 /// | --- | --- | --- |
 /// | `event_type` | the name events are stored and dispatched under (required, non-empty) | |
+/// | `version` | the version of the event's contract the handler decodes, stored with every row it parks (`u32` from 1) | 1 |
 /// | `max_retries` | retries after the first failure before the event is parked dead (`u32`) | 25 |
 /// | `backoff` | `"exp"`, `"fixed"`, `"linear"` or `"none"` | `"exp"` |
 /// | `base` | the first delay (the step for `"linear"`, the delay for `"fixed"`) | `"1s"` |
@@ -145,7 +147,7 @@ mod handlers;
 ///     // The decode alone, for `Registration::check_payload` (`dlq redrive --validate`).
 ///     fn __dlq_check(payload: &Payload) -> Result<(), String> { /* .. */ }
 ///     const __DLQ_REGISTRATION: Registration = registration(
-///         "payment",
+///         ("payment", 1), // the event type and the `version = N` of its contract
 ///         concat!(module_path!(), "::handle_payment"),
 ///         (file!(), line!()), // of the function's name
 ///         (

@@ -364,6 +364,7 @@ fn detail_body(base: &Base, d: &Detail, actions: bool) -> Markup {
         dl.facts {
             dt { "status" } dd { (view::status(l.status)) @if let Some(r) = l.dead_reason { " (" (r.as_str()) ")" } }
             dt { "event type" } dd { (view::line(&l.event_type)) }
+            dt { "version" } dd { (l.version) }
             dt { "handler" } dd { code { (view::line(&l.handler)) } }
             dt { "group" } dd { a href=(base.group(&l.failure.fingerprint, "", &[])) { code { (view::line(&l.failure.fingerprint)) } } }
             dt { "error" } dd { (l.failure.class.as_str()) " · " code { (view::line(&l.failure.kind)) } }

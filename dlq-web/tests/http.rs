@@ -44,13 +44,9 @@ fn dead(kind: &str, reason: &str, payload: Value) -> NewDeadLetter {
 async fn seed(store: &Store) -> (Vec<DlqId>, DlqId, String) {
     let mut ids = Vec::new();
     for n in 0..3 {
-        ids.push(
-            store
-                .park(dead("BadCurrency", "currency \"USD \" unknown", json!({"n": n, "currency": "USD "})))
-                .await
-                .unwrap()
-                .id,
-        );
+        // The first row was written by version 2 of its handler, the others by version 1.
+        let letter = dead("BadCurrency", "currency \"USD \" unknown", json!({"n": n, "currency": "USD "}));
+        ids.push(store.park(letter.with_version(if n == 0 { 2 } else { 1 })).await.unwrap().id);
     }
     let hostile = dead("Xss", &format!("{XSS_SCRIPT} {XSS_IMG}"), json!({"note": XSS_SCRIPT, "img": XSS_IMG}));
     let hostile = store.park(hostile).await.unwrap().id;
@@ -118,6 +114,7 @@ async fn pages_render_with_security_headers(store: Store) {
     for part in ["USD ", "cause one", "at handler.rs:1", "FAILED_PERMANENTLY", "j-key"] {
         assert!(detail.contains(part), "the detail page shows {part}");
     }
+    assert!(detail.contains("<dt>version</dt><dd>2</dd>"), "the detail page shows the payload's version");
     for window in ["24h", "7d"] {
         let uri = format!("/dlq/charts/parked.svg?window={window}");
         let (status, headers, svg) = send(&app, get_request(&uri)).await;
@@ -165,6 +162,7 @@ async fn api_reads_and_openapi(store: Store) {
     let detail: Value = serde_json::from_str(&detail).unwrap();
     assert_eq!(detail["payload"]["currency"], json!("USD "));
     assert_eq!(detail["error_chain"], json!(["cause one"]));
+    assert_eq!(detail["version"], json!(2));
     let (status, doc) = get(&app, "/dlq/api/openapi.json").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(serde_json::from_str::<Value>(&doc).unwrap()["openapi"], json!("3.1.0"));

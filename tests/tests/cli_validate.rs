@@ -1,7 +1,8 @@
 //! `--validate` in a service binary that embeds the CLI with its handlers
 //! (`tests/bin/embedded_cli.rs`, `dlq_cli::Embedded`), on PostgreSQL (`#[sqlx::test]`, a fresh
 //! database): a redrive refuses the rows whose payload does not deserialize into the handler's
-//! event type, and a patch that would produce such a payload is refused whole.
+//! event type, and a patch that would produce such a payload is refused whole; `upgrade`
+//! rewrites an event type's old rows in its handler's version.
 
 use std::process::{Command, Output};
 
@@ -56,7 +57,7 @@ async fn validate_refuses_payloads_the_handler_type_rejects_on_redrive_and_patch
     assert!(why.contains("does not deserialize into `dlq_embedded::Payment`: invalid type: string \"10.04\""), "{why}");
     assert_eq!(refusals[1]["id"].as_i64(), Some(unknown));
     let why = refusals[1]["message"].as_str().unwrap();
-    assert!(why.contains("no handler is registered for event type `refund`; registered: [payment]"), "{why}");
+    assert!(why.contains("no handler is registered for event type `refund`; registered: [invoice, payment]"), "{why}");
 
     // A patch whose result the handler's type rejects is refused whole: one line, exit 1.
     let dir = std::env::temp_dir().join(format!("dlq-validate-{db}"));
@@ -88,4 +89,43 @@ async fn validate_refuses_payloads_the_handler_type_rejects_on_redrive_and_patch
     assert_eq!(done["refusals"][0]["id"].as_i64(), Some(unknown));
     assert_eq!(store.get(unknown).await.unwrap().unwrap().status, Status::FailedPermanently);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[sqlx::test(migrations = false)]
+async fn upgrade_rewrites_old_rows_in_the_handlers_version_and_audits_each(pool: PgPool) {
+    let store = PgStore::from_pool(pool.clone(), PgConfig::default()).await.expect("store and migrations");
+    let db: String = sqlx::query_scalar("SELECT current_database()").fetch_one(&pool).await.unwrap();
+    let url = url_of(&db);
+    let old = park(&store, "invoice", json!({"id": 1, "total": 300})).await;
+    let credit = park(&store, "invoice", json!({"id": 2, "total": -300})).await;
+    let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+    let current = NewDeadLetter::new("invoice", Payload::Json(json!({"id": 3, "currency": "USD"})), failure);
+    let current = store.park(current.with_version(2)).await.expect("parked").id;
+
+    let dry =
+        json_of(&embedded(&url, &["upgrade", "invoice", "--reason", "drop the v1 struct", "--dry-run", "--json"]));
+    assert_eq!((dry["to"].as_u64(), dry["dry_run"].as_bool()), (Some(2), Some(true)));
+    assert_eq!(dry["upgraded"], json!([{ "id": old, "from": 1 }]));
+    assert_eq!(
+        dry["refused"],
+        json!([{ "id": credit, "reason": "upcasting from version 1 to 2 failed: a credit note has no version 2" }])
+    );
+    assert_eq!(store.get(old).await.unwrap().unwrap().version, 1, "a dry run writes nothing");
+
+    let done = json_of(&embedded(&url, &["upgrade", "invoice", "--reason", "drop the v1 struct", "--json"]));
+    assert_eq!(done["upgraded"], json!([{ "id": old, "from": 1 }]));
+    let row = store.get(old).await.unwrap().unwrap();
+    assert_eq!((row.version, row.payload), (2, Payload::Json(json!({"id": 1, "total": 300, "currency": "EUR"}))));
+    let audit = store.audit(old).await.unwrap();
+    assert_eq!((audit[0].action.as_str(), audit[0].actor.as_str()), ("upgrade", "oncall"));
+    assert_eq!(audit[0].reason.as_deref(), Some("drop the v1 struct"));
+    assert_eq!(audit[0].diff["payload"]["old"], json!({"id": 1, "total": 300}));
+    for (id, version) in [(credit, 1), (current, 2)] {
+        assert_eq!(store.get(id).await.unwrap().unwrap().version, version);
+        assert!(store.audit(id).await.unwrap().is_empty(), "row {id} is left as it is");
+    }
+    let text = embedded(&url, &["upgrade", "invoice", "--reason", "again"]);
+    assert_eq!(text.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.starts_with("upgraded 0 rows of `invoice` to version 2\nrefused "), "{text}");
 }

@@ -25,19 +25,21 @@ pub fn payload(payload: &Payload) -> Value {
     }
 }
 
-/// A row's summary: `{id, event_type, handler, status, dead_reason, error_class, error_kind,
-/// error_reason, fingerprint, retry_count, max_retries, redrive_count, retry_after,
-/// created_at, updated_at}`.
+/// A row's summary: `{id, event_type, version, handler, status, dead_reason, error_class,
+/// error_kind, error_reason, fingerprint, retry_count, max_retries, redrive_count, retry_after,
+/// created_at, updated_at}` (`version`: the version of the event's contract the payload is
+/// written in).
 ///
 /// ```
 /// use dlq_core::{DeadLetter, ErrorClass, FailureInfo, Payload};
 /// let failure = FailureInfo::new(ErrorClass::Permanent, "BadCurrency", "currency".into(), vec![], None);
 /// let row = DeadLetter::new(7, "payment", Payload::from_bytes(b"{}"), failure, chrono::Utc::now());
 /// assert_eq!(dlq_core::admin::json::row(&row)["error_kind"], "BadCurrency");
+/// assert_eq!(dlq_core::admin::json::row(&row)["version"], 1);
 /// ```
 pub fn row(l: &DeadLetter) -> Value {
     json!({
-        "id": l.id, "event_type": l.event_type, "handler": l.handler, "status": l.status,
+        "id": l.id, "event_type": l.event_type, "version": l.version, "handler": l.handler, "status": l.status,
         "dead_reason": l.dead_reason, "error_class": l.failure.class.as_str(), "error_kind": l.failure.kind,
         "error_reason": l.failure.reason, "fingerprint": l.failure.fingerprint, "retry_count": l.retry_count,
         "max_retries": l.max_retries, "redrive_count": l.redrive_count, "retry_after": l.retry_after,

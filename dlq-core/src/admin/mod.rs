@@ -34,6 +34,7 @@ pub mod json;
 mod patch;
 mod sealed;
 mod stats;
+mod upgrade;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +47,7 @@ pub use bulk::{
 pub use patch::{Change, PatchManyReport, PatchRefusal, RowPatch};
 pub use sealed::RekeyReport;
 pub use stats::{Growth, Orphan, StatsReport, StatusCounts};
+pub use upgrade::UpgradeReport;
 
 pub use crate::action::{hex, unhex};
 /// The records an operator reads: a row's attempts and audit log, failure groups, counts by
@@ -263,8 +265,9 @@ impl Admin {
     }
 
     /// Why `letter` would fail again as it is, checked without running its handler: with a
-    /// registry, its payload must deserialize into its handler's event type (and a handler
-    /// must be registered for its type); with a validator, the validator must accept it.
+    /// registry, its payload, upcast from its version to its handler's, must deserialize into
+    /// the handler's event type (and a handler must be registered for its type); with a
+    /// validator, the validator must accept it.
     ///
     /// ```
     /// use dlq_core::admin::Admin;
@@ -290,9 +293,10 @@ impl Admin {
         if let Some(registry) = &self.registry {
             let registration = registry.get(&letter.event_type).map_err(|e| e.to_string())?;
             // A sealed payload is opened in memory; one this admin cannot open is not checked
-            // here (the retrier that holds its key decides).
+            // here (the retrier that holds its key decides). The payload is checked as a retry
+            // decodes it: upcast from the row's version.
             if let Some(payload) = self.opened_for_check(&letter.event_type, &letter.payload) {
-                registration.check_payload(&payload)?;
+                registration.check_payload(&registration.upcast(letter.version, payload)?)?;
             }
         }
         match &self.validator {

@@ -104,6 +104,8 @@ pub struct Claimed {
     pub event_type: String,
     /// The payload as stored.
     pub payload: Payload,
+    /// The version of the event's contract the payload is written in.
+    pub version: u32,
     /// Retries run so far.
     pub retry_count: u32,
     /// The retry budget stored with the row.
@@ -130,6 +132,7 @@ impl Claimed {
             lease: Lease { id: letter.id, token },
             event_type: letter.event_type.clone(),
             payload: letter.payload.clone(),
+            version: letter.version,
             retry_count: letter.retry_count,
             max_retries: letter.max_retries,
             retry_after: letter.retry_after,

@@ -26,6 +26,9 @@ pub struct NewDeadLetter {
     pub handler: String,
     /// The event.
     pub payload: Payload,
+    /// The version of the event's contract the payload is written in: the handler's
+    /// `#[dead_letter(version = N)]`, 1 unless set ([`NewDeadLetter::with_version`]).
+    pub version: u32,
     /// What went wrong.
     pub failure: FailureInfo,
     /// Set when the event is dead on arrival (permanent, undecodable, no retries allowed).
@@ -52,6 +55,7 @@ impl NewDeadLetter {
             event_type: event_type.to_owned(),
             handler: String::new(),
             payload,
+            version: 1,
             failure,
             dead_reason: None,
             retry_delay: Duration::ZERO,
@@ -99,6 +103,21 @@ impl NewDeadLetter {
             self.subject = crate::subject::stamp(&self.event_type, &subject).or(self.subject);
         }
         self.source = source;
+        self
+    }
+
+    /// Sets the version of the event's contract the payload is written in.
+    ///
+    /// ```
+    /// use dlq_core::{ErrorClass, FailureInfo, store::NewDeadLetter, Payload};
+    ///
+    /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+    /// let letter = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({})), failure);
+    /// assert_eq!((letter.version, letter.with_version(3).version), (1, 3));
+    /// ```
+    #[must_use]
+    pub const fn with_version(mut self, version: u32) -> Self {
+        self.version = version;
         self
     }
 

@@ -81,6 +81,9 @@ pub struct DeadLetter {
     pub handler: String,
     /// The event (possibly repaired by an operator).
     pub payload: Payload,
+    /// The version of the event's contract the payload was written with (the handler's
+    /// `#[dead_letter(version = N)]` when it was parked; 1 for rows parked before versions).
+    pub version: u32,
     /// The lifecycle state.
     pub status: Status,
     /// The latest failure.
@@ -114,7 +117,8 @@ pub struct DeadLetter {
 }
 
 impl DeadLetter {
-    /// A row as freshly parked at `at`: `PENDING`, due at `at`, no lease, no retries. Stores
+    /// A row as freshly parked at `at`: `PENDING`, due at `at`, no lease, no retries, payload
+    /// version 1. Stores
     /// outside this crate build the rows they read back with it, then set the public fields.
     ///
     /// ```
@@ -131,6 +135,7 @@ impl DeadLetter {
             event_type: event_type.to_owned(),
             handler: String::new(),
             payload,
+            version: 1,
             status: Status::Pending,
             failure,
             retry_count: 0,

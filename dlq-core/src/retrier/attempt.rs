@@ -15,8 +15,19 @@ use crate::handler::{Attempt, HandlerOutcome, Invocation, Registration, Runner};
 use crate::memory::now;
 use crate::record::{Claimed, DeadReason, Settlement};
 use crate::store::DeadLetterStore;
+use crate::upcast::{Upcast, upcast};
 
 use super::{Counters, Retrier};
+
+/// A row whose retry succeeded on its payload upcast from `from` to its handler's version:
+/// the store rewrites the row in that version once the success is written.
+#[derive(Debug)]
+pub(super) struct Upcasted {
+    pub(super) id: crate::DlqId,
+    pub(super) from: u32,
+    pub(super) to: u32,
+    pub(super) payload: crate::Payload,
+}
 
 /// What becomes of an attempt's outcome once its type's breaker has counted it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,9 +40,68 @@ enum Verdict {
 }
 
 impl<S: DeadLetterStore + ?Sized> Retrier<S> {
+    /// Runs one claimed row on its payload in its handler's version (see
+    /// [`Self::run_in_version`]); with the upcast payload when it succeeded on one.
+    pub(super) async fn run_one(
+        &self,
+        mut claimed: Claimed,
+        trial: bool,
+        claimed_at: Instant,
+        stop: &CancellationToken,
+    ) -> (Settlement, Option<Upcasted>) {
+        let lease = claimed.lease;
+        let Ok(reg) = self.registry.get(&claimed.event_type) else {
+            return (Settlement::Release { lease }, None);
+        };
+        let from = claimed.version;
+        let stored = std::mem::replace(&mut claimed.payload, crate::Payload::Json(serde_json::Value::Null));
+        claimed.payload = match upcast(reg, from, stored) {
+            Upcast::Current(payload) | Upcast::Upcasted(payload) => payload,
+            // Not this row's fault, nor the downstream's: a trial says nothing of the downstream.
+            Upcast::Ahead(failure) => {
+                if trial {
+                    self.feed_breaker(&claimed.event_type, true, None).await;
+                }
+                return (Settlement::Dead { lease, reason: DeadReason::Undecodable, failure, counts: false }, None);
+            }
+            Upcast::Failed(failure) => {
+                if trial {
+                    self.feed_breaker(&claimed.event_type, true, None).await;
+                }
+                return (Settlement::Dead { lease, reason: DeadReason::Permanent, failure, counts: true }, None);
+            }
+        };
+        let upcast = (from != reg.version).then(|| claimed.payload.clone());
+        let settlement = self.run_in_version(claimed, trial, claimed_at, stop).await;
+        let upcasted = match (upcast, settlement.last()) {
+            (Some(payload), Settlement::Succeeded { .. }) => {
+                Some(Upcasted { id: lease.id, from, to: reg.version, payload })
+            }
+            _ => None,
+        };
+        (settlement, upcasted)
+    }
+
+    /// Rewrites each row whose success on an upcast payload the store wrote (not fenced) in
+    /// its handler's version, audited as an `upgrade` by this retrier. A failed rewrite is
+    /// logged: the row's success stands, and its payload stays in the version it was parked in.
+    pub(super) async fn record_upcasts(&self, upcasted: Vec<Upcasted>, report: &crate::record::SettleReport) {
+        for Upcasted { id, from, to, payload } in upcasted {
+            if report.fenced.contains(&id) {
+                continue;
+            }
+            let reason = format!("upcast from version {from} to {to} by a retry that succeeded");
+            let note = crate::store::AuditNote::new(&*self.owner, reason);
+            let upgrade = crate::store::VersionUpgrade { id, from, to, payload, note };
+            if let Err(error) = self.store.upgrade(upgrade).await {
+                tracing::warn!(id, from, to, %error, "the row succeeded on its upcast payload, which could not be stored");
+            }
+        }
+    }
+
     /// Runs one claimed row: an attempt, and while it fails transiently with its retry due at
     /// once, up to `immediate_retries` more under the same claim (see [`Self::may_retry_under_same_claim`]).
-    pub(super) async fn run_one(
+    async fn run_in_version(
         &self,
         mut claimed: Claimed,
         trial: bool,

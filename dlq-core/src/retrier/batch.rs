@@ -69,7 +69,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         Counters::add(&self.counters.claimed, n as u64);
         let rows: RowsForMetrics =
             claimed.iter().map(|c| (c.id(), (c.event_type.clone(), c.first_failed_at))).collect();
-        let outcomes = self.run_batch(claimed, &trials, claimed_at, stop).await;
+        let (outcomes, upcasted) = self.run_batch(claimed, &trials, claimed_at, stop).await;
         let outcomes: Vec<Settlement> = outcomes
             .into_iter()
             .map(|o| self.seal_outcome(rows.get(&o.lease().id).map(|(t, _)| t.as_str()), o))
@@ -80,6 +80,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             .map(|o| (o.lease().id, self.counter_for(o.last()), o.outcome_name(), o.earlier_failures().len()))
             .collect();
         let report = self.write_outcomes(outcomes, chain && !stop.is_cancelled(), next, &rows).await?;
+        self.record_upcasts(upcasted, &report).await;
         self.count_outcomes(kinds, &report, &rows);
         Ok(n)
     }
@@ -340,8 +341,9 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         trials: &HashSet<DlqId>,
         claimed_at: Instant,
         stop: &CancellationToken,
-    ) -> Vec<Settlement> {
+    ) -> (Vec<Settlement>, Vec<super::attempt::Upcasted>) {
         let leases: Vec<_> = claimed.iter().map(|c| c.lease).collect();
+        let mut upcasted = Vec::new();
         let mut outcomes: Vec<Option<Settlement>> = vec![None; claimed.len()];
         let runs = stream::iter(claimed.into_iter().enumerate())
             .map(|(i, c)| {
@@ -358,12 +360,17 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         loop {
             tokio::select! {
                 next = runs.next() => match next {
-                    Some((i, settlement)) => outcomes[i] = Some(settlement),
+                    Some((i, (settlement, upcast))) => {
+                        outcomes[i] = Some(settlement);
+                        upcasted.extend(upcast);
+                    }
                     None => break,
                 },
                 () = &mut grace => break,
             }
         }
-        outcomes.into_iter().zip(leases).map(|(o, lease)| o.unwrap_or(Settlement::Release { lease })).collect()
+        let outcomes =
+            outcomes.into_iter().zip(leases).map(|(o, lease)| o.unwrap_or(Settlement::Release { lease })).collect();
+        (outcomes, upcasted)
     }
 }

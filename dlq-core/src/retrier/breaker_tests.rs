@@ -39,6 +39,8 @@ macro_rules! ledger_handler {
     ($name:ident, $event_type:literal) => {
         static $name: Registration = Registration {
             event_type: $event_type,
+            version: 1,
+            upcast: &[],
             handler: "breaker_tests::post",
             file: file!(),
             line: line!(),
@@ -172,6 +174,8 @@ async fn live_failures_of_an_open_type_wait_for_the_next_probe() {
 /// `backoff = "none"`, so that a failed attempt is due again at once.
 static AT_ONCE: Registration = Registration {
     event_type: "breaker-rate",
+    version: 1,
+    upcast: &[],
     handler: "breaker_tests::post",
     file: file!(),
     line: line!(),

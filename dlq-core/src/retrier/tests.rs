@@ -60,6 +60,8 @@ const POLICY: RetryPolicy = RetryPolicy {
 
 static SCRIPTED: Registration = Registration {
     event_type: "scripted",
+    version: 1,
+    upcast: &[],
     handler: "tests::scripted",
     file: file!(),
     line: line!(),
@@ -74,6 +76,8 @@ static SCRIPTED: Registration = Registration {
 
 static AGED: Registration = Registration {
     event_type: "aged",
+    version: 1,
+    upcast: &[],
     handler: "tests::aged",
     file: file!(),
     line: line!(),
@@ -89,6 +93,8 @@ static AGED: Registration = Registration {
 /// `backoff = "none"`: a transient failure is due again at once.
 static INSTANT: Registration = Registration {
     event_type: "instant",
+    version: 1,
+    upcast: &[],
     handler: "tests::instant",
     file: file!(),
     line: line!(),

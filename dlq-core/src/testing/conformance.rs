@@ -30,7 +30,7 @@ use crate::store::{
 };
 use crate::{
     DeadLetter, DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, ListFilter, Payload, SourceMeta,
-    Status, admin::StatsRow, store::AuditNote, store::NewDeadLetter,
+    Status, admin::StatsRow, store::AuditNote, store::NewDeadLetter, store::VersionUpgrade,
 };
 
 /// A long lease: the row stays claimed for the whole test.
@@ -157,6 +157,26 @@ pub async fn park_and_get<S: DeadLetterStore>(s: &S) {
     assert_eq!((l.updated_at, l.first_failed_at), (l.created_at, l.created_at));
     assert!(close(l.created_at, Utc::now(), Duration::from_secs(5)), "created_at is now");
     assert!(s.get(parked.id + 1000).await.expect("get").is_none());
+}
+
+/// Each row keeps the version of the event's contract its payload was written in, through
+/// `park`, `park_many` and a claim; a letter that sets none is version 1.
+pub async fn park_keeps_the_payload_version<S: DeadLetterStore>(s: &S) {
+    let unset = park(s, letter("payment", 0)).await;
+    let v3 = park(s, letter("payment", 1).with_version(3)).await;
+    let many = s
+        .park_many(vec![letter("payment", 2).with_version(2), letter("payment", 3).with_version(u32::MAX >> 1)])
+        .await
+        .expect("park_many");
+    let ids = [unset, v3, many[0].id, many[1].id];
+    let mut versions = Vec::new();
+    for id in ids {
+        versions.push(get(s, id).await.version);
+    }
+    assert_eq!(versions, [1, 3, 2, u32::MAX >> 1]);
+    let mut claimed: Vec<_> = claim(s, &["payment"], LONG).await.iter().map(|c| (c.id(), c.version)).collect();
+    claimed.sort_unstable();
+    assert_eq!(claimed, [(ids[0], 1), (ids[1], 3), (ids[2], 2), (ids[3], u32::MAX >> 1)]);
 }
 
 /// Raw payloads (not UTF-8, JSON with `\u0000`, truncated) read back byte for byte.
@@ -895,6 +915,40 @@ pub async fn patch_records_diff<S: DeadLetterStore>(s: &S) {
     let err = patch(s, busy + 1000, Payload::Json(json!(1)), "carol").await.expect_err("missing");
     assert!(matches!(err, Error::NotFound(id) if id == busy + 1000), "{err}");
     assert!(s.audit(busy).await.expect("audit").is_empty());
+}
+
+/// `upgrade` rewrites a row's payload and version, keeps its status and `updated_at`, and
+/// audits the old and new payloads as an `upgrade`; it refuses a row of another version, a
+/// `PROCESSING` row and an unknown id, changing nothing.
+pub async fn upgrade_rewrites_payload_and_version<S: DeadLetterStore>(s: &S) {
+    let old = Payload::Json(json!({ "cents": 5 }));
+    let id = park(s, NewDeadLetter::new("payment", old, failure("io", "down"))).await;
+    let lease = claim_one(s, "payment").await;
+    settle_ok(s, Settlement::Succeeded { lease }).await;
+    let before = get(s, id).await;
+    let new = Payload::Json(json!({ "amount_cents": 5, "currency": "EUR" }));
+    let note = AuditNote::new("retrier h:1:w", "upcast from version 1 to 3");
+    let upgrade = VersionUpgrade { id, from: 1, to: 3, payload: new.clone(), note };
+    let entry = s.upgrade(upgrade.clone()).await.expect("upgrade");
+    let l = get(s, id).await;
+    assert_eq!((l.payload, l.version, l.status, l.updated_at), (new.clone(), 3, Status::Succeeded, before.updated_at));
+    let audit = s.audit(id).await.expect("audit");
+    let last = audit.last().expect("an audit entry");
+    assert_eq!((last.id, last.action.as_str(), last.actor.as_str()), (entry, "upgrade", "retrier h:1:w"));
+    assert_eq!(last.reason.as_deref(), Some("upcast from version 1 to 3"));
+    assert_eq!(
+        last.diff,
+        json!({ "version": [1, 3], "payload": { "old": { "cents": 5 }, "new": { "amount_cents": 5, "currency": "EUR" } } })
+    );
+    let again = s.upgrade(upgrade.clone()).await.expect_err("the row is version 3 now");
+    assert!(matches!(again, Error::VersionChanged { expected: 1, found: 3, .. }), "{again}");
+    let missing = s.upgrade(VersionUpgrade { id: id + 1000, ..upgrade.clone() }).await.expect_err("unknown id");
+    assert!(matches!(missing, Error::NotFound(_)), "{missing}");
+    let held = park(s, letter("payment", 9)).await;
+    claim_one(s, "payment").await;
+    let busy = s.upgrade(VersionUpgrade { id: held, ..upgrade }).await.expect_err("a claimed row");
+    assert!(matches!(busy, Error::InvalidState { status: Status::Processing, .. }), "{busy}");
+    assert_eq!((get(s, held).await.version, s.audit(held).await.expect("audit").len()), (1, 0));
 }
 
 /// `patch_rows` writes each row of a patch operation's batch with the operation's mark in its

@@ -205,6 +205,7 @@ macro_rules! store_conformance_tests {
 macro_rules! __store_conformance_each {
     ($setup:tt) => {
         $crate::__store_conformance_test!($setup park_and_get);
+        $crate::__store_conformance_test!($setup park_keeps_the_payload_version);
         $crate::__store_conformance_test!($setup park_raw_payloads);
         $crate::__store_conformance_test!($setup park_large_payload_whole);
         $crate::__store_conformance_test!($setup park_over_limit_is_dead_and_never_claimed);
@@ -234,6 +235,7 @@ macro_rules! __store_conformance_each {
         $crate::__store_conformance_test!($setup operation_cursor_moves_with_its_batch_only_once);
         $crate::__store_conformance_test!($setup discard_rules);
         $crate::__store_conformance_test!($setup patch_records_diff);
+        $crate::__store_conformance_test!($setup upgrade_rewrites_payload_and_version);
         $crate::__store_conformance_test!($setup patch_rows_patch_each_row_once);
         $crate::__store_conformance_test!($setup purge_by_age);
         $crate::__store_conformance_test!($setup erase_by_subject);

@@ -22,6 +22,7 @@ mod park;
 mod park_rows;
 mod row;
 mod schema;
+mod upgrade;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -631,6 +632,10 @@ impl DeadLetterStore for PgStore {
 
     fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
         Box::pin(admin::patch(self, request))
+    }
+
+    fn upgrade(&self, upgrade: dlq_core::store::VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
+        Box::pin(upgrade::upgrade(self, upgrade))
     }
 
     /// One transaction per batch, the operation's marks read under the rows' locks.

@@ -309,7 +309,7 @@ fn match_ids(
     Ok((parked, by_key))
 }
 
-/// Runs the park statement for `letters`, sent as one `dlq_park_letter[]`; returns the
+/// Runs the park statement for `letters`, sent as one `dlq_park_versioned[]`; returns the
 /// inserted rows' ids, dedupe keys and (for keyed rows) event types.
 async fn run_park(
     conn: &mut PgConnection,

@@ -1,5 +1,5 @@
-//! A park batch as one `dlq_park_letter[]` argument (migration 0016), written straight from
-//! the letters into sqlx's argument buffer in PostgreSQL's binary format.
+//! A park batch as one `dlq_park_versioned[]` argument (migration 0020: migration 0016's
+//! `dlq_park_letter` with the payload's version), written straight from the letters into sqlx's argument buffer in PostgreSQL's binary format.
 //!
 //! One array of rows, not one array per column: with 23 arrays PostgreSQL received, copied
 //! and joined 23 values per statement (`unnest` fills a tuplestore per array), and the store
@@ -25,23 +25,23 @@ const INT4: u32 = 23;
 const TEXT: u32 = 25;
 const JSONB: u32 = 3802;
 
-/// Fields of `dlq_park_letter` and of `dlq_park_extra`, as [`write_row`] writes them.
-const FIELDS: i32 = 12;
+/// Fields of `dlq_park_versioned` and of `dlq_park_extra`, as [`write_row`] writes them.
+const FIELDS: i32 = 13;
 const EXTRA_FIELDS: i32 = 11;
 
 /// The OIDs of the park types in one database: they are created by a migration, so they
 /// differ from database to database.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Oids {
-    /// `dlq_park_letter`.
+    /// `dlq_park_versioned`.
     letter: u32,
-    /// `dlq_park_letter[]`.
+    /// `dlq_park_versioned[]`.
     array: u32,
     /// `dlq_park_extra`.
     extra: u32,
 }
 
-/// `dlq_park_letter` in one schema, and its OIDs, looked up on first use.
+/// `dlq_park_versioned` in one schema, and its OIDs, looked up on first use.
 #[derive(Debug)]
 pub(crate) struct RowType {
     /// The schema-qualified type name.
@@ -52,7 +52,7 @@ pub(crate) struct RowType {
 impl RowType {
     /// The type in the schema `quoted_schema` (validated and double-quoted).
     pub(crate) fn new(quoted_schema: &str) -> Self {
-        Self { name: format!("{quoted_schema}.dlq_park_letter"), oids: Mutex::new(None) }
+        Self { name: format!("{quoted_schema}.dlq_park_versioned"), oids: Mutex::new(None) }
     }
 
     /// The OIDs, looked up on `conn` unless known (the extra type is the type of the letter's
@@ -86,7 +86,7 @@ impl RowType {
     }
 }
 
-/// Prepared letters as one `dlq_park_letter[]` value.
+/// Prepared letters as one `dlq_park_versioned[]` value.
 pub(crate) struct ParkRows<'a> {
     pub(crate) letters: &'a [NewDeadLetter],
     /// The types' OIDs, from [`RowType::resolve`].
@@ -107,8 +107,8 @@ pub(crate) fn encoded_len(letter: &NewDeadLetter, payload_len: usize) -> usize {
         + f.chain.iter().map(|c| c.len() + 3).sum::<usize>()
         + letter.status().as_str().len();
     // Element length and field count, the fields' headers, the JSONB version bytes, chain
-    // brackets, max_retries and delay_us.
-    let fixed = 8 + FIELDS as usize * 8 + 4 + 4 + 12;
+    // brackets, max_retries, delay_us and version.
+    let fixed = 8 + FIELDS as usize * 8 + 4 + 4 + 12 + 4;
     // Its length and field count, the fields' headers, then the values: an original length
     // and a SHA-256 in hex counted whether cut or not, a partition and an offset counted
     // whether set or not, each header with its JSON quotes and separators.
@@ -133,7 +133,7 @@ pub(crate) fn encoded_len(letter: &NewDeadLetter, payload_len: usize) -> usize {
 impl Type<Postgres> for ParkRows<'_> {
     fn type_info() -> PgTypeInfo {
         // Named for the default schema; `produces` gives the resolved type of the store's.
-        PgTypeInfo::array_of("dlq_park_letter")
+        PgTypeInfo::array_of("dlq_park_versioned")
     }
 }
 
@@ -200,7 +200,7 @@ fn jsonb(buf: &mut Vec<u8>, value: Option<&impl serde::Serialize>) -> Result<(),
     })
 }
 
-/// One letter as a `dlq_park_letter`, its fields in the type's order; `extra` is the OID of
+/// One letter as a `dlq_park_versioned`, its fields in the type's order; `extra` is the OID of
 /// `dlq_park_extra`.
 fn write_row(buf: &mut Vec<u8>, letter: &NewDeadLetter, extra: u32) -> Result<(), BoxDynError> {
     buf.extend_from_slice(&FIELDS.to_be_bytes());
@@ -220,6 +220,7 @@ fn write_row(buf: &mut Vec<u8>, letter: &NewDeadLetter, extra: u32) -> Result<()
     text(buf, Some(letter.status().as_str()))?;
     int4(buf, Some(i32::try_from(letter.max_retries).unwrap_or(i32::MAX)))?;
     int8(buf, Some(micros(letter.retry_delay)))?;
+    int4(buf, Some(i32::try_from(letter.version).map_err(|_| "a payload version over 2147483647")?))?;
     buf.extend_from_slice(&extra.to_be_bytes());
     if has_extra(letter) {
         sized(buf, |buf| write_extra(buf, letter))

@@ -112,6 +112,7 @@ struct EventRow {
     event_type: String,
     handler: String,
     payload: PayloadRow,
+    version: u32,
     failure: FailureRow,
     status: String,
     retry_count: u32,
@@ -159,6 +160,7 @@ columns!(
         payload_truncated,
         payload_original_len,
         payload_sha256,
+        version,
         error_class,
         error_kind,
         error_reason,
@@ -196,6 +198,7 @@ columns!(
         payload_truncated,
         payload_original_len,
         payload_sha256,
+        version,
         retry_count,
         max_retries,
         retry_after,
@@ -227,6 +230,7 @@ impl EventRow {
                 row,
                 [c.payload, c.payload_raw, c.payload_truncated, c.payload_original_len, c.payload_sha256],
             )?,
+            version: count(row, c.version)?,
             failure: FailureRow {
                 error_class: at(row, c.error_class)?,
                 error_kind: at(row, c.error_kind)?,
@@ -266,6 +270,7 @@ impl TryFrom<EventRow> for DeadLetter {
         let failure = row.failure.into_failure()?;
         let mut l = Self::new(row.id, &row.event_type, row.payload.into_payload(), failure, row.created_at);
         l.handler = row.handler;
+        l.version = row.version;
         l.status = row.status.parse::<Status>()?;
         l.retry_count = row.retry_count;
         l.max_retries = row.max_retries;
@@ -335,6 +340,7 @@ pub(crate) fn claimed(rows: &[PgRow]) -> Result<Vec<Claimed>> {
             lease: Lease { id: at(row, c.id)?, token },
             event_type: at(row, c.event_type)?,
             payload: payload.into_payload(),
+            version: count(row, c.version)?,
             retry_count: count(row, c.retry_count)?,
             max_retries: count(row, c.max_retries)?,
             retry_after: at(row, c.retry_after)?,

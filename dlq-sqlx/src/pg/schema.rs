@@ -213,6 +213,10 @@ statements! {
     patch_lock = "patch_lock.sql";
     /// Write a patched payload and its audit entry.
     patch_write = "patch_write.sql";
+    /// Lock a row for a rewrite of its payload in a newer version.
+    upgrade_lock = "upgrade_lock.sql";
+    /// Write a payload in a newer version and its audit entry.
+    upgrade_write = "upgrade_write.sql";
     /// Lock the rows of a patch operation's batch, with their payloads.
     patch_rows_lock = "patch_rows_lock.sql";
     /// The rows of a patch batch an operation has patched already.

@@ -26,7 +26,7 @@ macro_rules! filter_clause {
     };
 }
 
-const SELECT_ONE: &str = concat!("SELECT ", event_columns!(), " FROM dlq_events WHERE id = ?1");
+pub(super) const SELECT_ONE: &str = concat!("SELECT ", event_columns!(), " FROM dlq_events WHERE id = ?1");
 
 const SELECT_LIST: &str =
     concat!("SELECT ", event_columns!(), " FROM dlq_events WHERE ", filter_clause!(), " ORDER BY id DESC LIMIT ?5");

@@ -19,7 +19,7 @@ macro_rules! event_columns {
          error_class, error_kind, error_reason, error_chain, error_stacktrace, fingerprint, status, retry_count, \
          max_retries, retry_after, dead_reason, lease_owner, lease_until, dedupe_key, source_topic, \
          source_partition, source_offset, source_headers, trace_context, redrive_count, created_at, updated_at, \
-         first_failed_at, last_attempt_at"
+         first_failed_at, last_attempt_at, version"
     };
 }
 pub(super) use event_columns;
@@ -226,6 +226,8 @@ struct EventRow {
     updated_at: i64,
     first_failed_at: i64,
     last_attempt_at: Option<i64>,
+    #[sqlx(try_from = "i64")]
+    version: u32,
 }
 
 impl TryFrom<EventRow> for DeadLetter {
@@ -235,6 +237,7 @@ impl TryFrom<EventRow> for DeadLetter {
         let mut l =
             Self::new(row.id, &row.event_type, row.payload.into(), row.failure.try_into()?, time(row.created_at)?);
         l.handler = row.handler;
+        l.version = row.version;
         l.status = row.status.parse::<Status>()?;
         l.retry_count = row.retry_count;
         l.max_retries = row.max_retries;

@@ -9,6 +9,7 @@ mod codec;
 mod erase;
 mod heartbeat;
 mod ops;
+mod upgrade;
 mod write;
 
 use std::path::Path;
@@ -366,6 +367,10 @@ impl DeadLetterStore for SqliteStore {
         Box::pin(admin::patch(&self.pool, request))
     }
 
+    fn upgrade(&self, upgrade: dlq_core::store::VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
+        Box::pin(upgrade::upgrade(&self.pool, upgrade))
+    }
+
     fn patch_rows(&self, batch: PatchBatch) -> BoxFuture<'_, StoreResult<BatchReport>> {
         Box::pin(ops::patch_rows(&self.pool, batch))
     }
@@ -486,6 +491,7 @@ mod tests {
         rejects(&store, "UPDATE dlq_events SET payload_truncated = 1").await;
         rejects(&store, "UPDATE dlq_events SET status = 'PROCESSING', dead_reason = NULL").await;
         rejects(&store, "UPDATE dlq_events SET retry_count = -1").await;
+        rejects(&store, "UPDATE dlq_events SET version = 0").await;
         rejects(&store, "INSERT INTO dlq_attempts (dlq_id, attempt, outcome, at) VALUES (1, 0, 'won', 0)").await;
         rejects(&store, "INSERT INTO dlq_attempts (dlq_id, attempt, outcome, at) VALUES (99, 0, 'failed', 0)").await;
         rejects(&store, "INSERT INTO dlq_audit (dlq_id, action, actor, diff, at) VALUES (1, 'x', 'a', '{}', 0)").await;

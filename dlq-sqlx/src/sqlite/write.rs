@@ -14,9 +14,9 @@ const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
 const INSERT_EVENT: &str = "INSERT INTO dlq_events (event_type, handler, payload, payload_raw, payload_truncated, \
      payload_original_len, payload_sha256, error_class, error_kind, error_reason, error_chain, error_stacktrace, \
      fingerprint, status, max_retries, retry_after, dead_reason, dedupe_key, source_topic, source_partition, \
-     source_offset, source_headers, trace_context, created_at, updated_at, first_failed_at, subject) \
+     source_offset, source_headers, trace_context, created_at, updated_at, first_failed_at, subject, version) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, \
-     ?23, ?24, ?24, ?24, ?25) \
+     ?23, ?24, ?24, ?24, ?25, ?26) \
      ON CONFLICT (event_type, dedupe_key) WHERE dedupe_key IS NOT NULL AND status NOT IN ('SUCCEEDED', 'DISCARDED') \
      DO NOTHING RETURNING id";
 
@@ -117,6 +117,7 @@ async fn park_one(conn: &mut SqliteConnection, l: &NewDeadLetter, at: i64) -> St
         .bind(&l.source.trace_context)
         .bind(at)
         .bind(l.subject.as_ref().map(dlq_core::store::SubjectHash::as_str))
+        .bind(i64::from(l.version))
         .fetch_optional(&mut *conn)
         .await
         .map_err(sql)?;

@@ -167,6 +167,7 @@ impl Tables {
         let subject = letter.subject;
         let mut row = DeadLetter::new(id, &letter.event_type, letter.payload, letter.failure, now);
         row.handler = letter.handler;
+        row.version = letter.version;
         row.status = status;
         row.dead_reason = letter.dead_reason;
         row.retry_after = later(now, letter.retry_delay);
@@ -480,6 +481,28 @@ impl DeadLetterStore for VecStore {
         row.letter.payload = request.payload;
         row.letter.updated_at = now;
         done(Ok(tables.audit(request.id, "patch", &request.note, diff, now)))
+    }
+
+    fn upgrade(&self, upgrade: dlq_core::store::VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
+        let max = self.max_payload_bytes();
+        let mut tables = self.lock();
+        let id = upgrade.id;
+        let Some(row) = tables.row(id) else { return done(Err(Error::NotFound(id))) };
+        let (status, found) = (row.letter.status, row.letter.version);
+        if status == Status::Processing {
+            let needs = "a row that is not PROCESSING";
+            return done(Err(Error::InvalidState { id, status, action: "upgrade", needs }));
+        }
+        if found != upgrade.from {
+            return done(Err(Error::VersionChanged { id, expected: upgrade.from, found }));
+        }
+        if let Err(too_large) = upgrade.payload.check_fits(max) {
+            return done(Err(too_large));
+        }
+        let diff = upgrade.diff(&row.letter.payload);
+        row.letter.payload = upgrade.payload;
+        row.letter.version = upgrade.to;
+        done(Ok(tables.audit(id, "upgrade", &upgrade.note, diff, Utc::now())))
     }
 
     fn patch_rows(&self, batch: PatchBatch) -> BoxFuture<'_, StoreResult<BatchReport>> {

@@ -43,6 +43,8 @@ mod shadowing {
     /// Books a payment.
     #[dlq_core::dead_letter(
         event_type = "shadowed",
+        version = 2,
+        upcast = [::dlq_core::unchanged],
         max_retries = 100_000,
         backoff = "linear",
         base = "250ms",

@@ -39,6 +39,6 @@ claimed AS (
     FROM due
     WHERE e.id = due.id
     RETURNING e.id, e.event_type, e.payload, e.payload_raw, e.payload_truncated, e.payload_original_len,
-        e.payload_sha256, e.retry_count, e.max_retries, e.retry_after, e.first_failed_at, e.trace_context,
-        e.lease_token
+        e.payload_sha256, e.version, e.retry_count, e.max_retries, e.retry_after, e.first_failed_at,
+        e.trace_context, e.lease_token
 )

@@ -1,5 +1,5 @@
 -- Parks a batch of letters in one statement (group commit and park_many). The batch comes as
--- one array of dlq_park_letter (migration 0016), one element per letter; its optional fields
+-- one array of dlq_park_versioned (migrations 0016 and 0020), one element per letter; its optional fields
 -- come in one dlq_park_extra, NULL when the letter has none.
 -- It answers with one row: the ids of the rows it inserted, with their dedupe keys and, for
 -- keyed rows, their event types. A letter whose (event type, dedupe key) a live row already
@@ -25,7 +25,7 @@ inserted AS (
         event_type, handler, payload, payload_raw, payload_truncated, payload_original_len, payload_sha256,
         error_class, error_kind, error_reason, error_chain, error_stacktrace, fingerprint,
         status, max_retries, retry_after, dead_reason, dedupe_key,
-        source_topic, source_partition, source_offset, source_headers, trace_context, subject
+        source_topic, source_partition, source_offset, source_headers, trace_context, subject, version
     )
     SELECT
         t.event_type, t.handler, t.payload,
@@ -35,8 +35,8 @@ inserted AS (
         t.status, t.max_retries, now() + t.delay_us * INTERVAL '1 microsecond',
         (t.extra).dead_reason, (t.extra).dedupe_key,
         (t.extra).source_topic, (t.extra).source_partition, (t.extra).source_offset,
-        COALESCE((t.extra).source_headers, '{}'), (t.extra).trace_context, ($4::text[])[t.ordinality]
-    FROM unnest($1::{schema}.dlq_park_letter[]) WITH ORDINALITY AS t
+        COALESCE((t.extra).source_headers, '{}'), (t.extra).trace_context, ($4::text[])[t.ordinality], t.version
+    FROM unnest($1::{schema}.dlq_park_versioned[]) WITH ORDINALITY AS t
     ON CONFLICT (event_type, dedupe_key) WHERE dedupe_key IS NOT NULL AND status NOT IN ('SUCCEEDED', 'DISCARDED')
     DO NOTHING
     RETURNING e.id, e.status, e.event_type, e.fingerprint, e.created_at, e.dedupe_key

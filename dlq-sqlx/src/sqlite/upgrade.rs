@@ -1,0 +1,51 @@
+//! A row's payload rewritten in a newer version of its event's contract
+//! ([`DeadLetterStore::upgrade`](dlq_core::DeadLetterStore::upgrade)): checked and written with
+//! its audit entry in one `BEGIN IMMEDIATE` transaction.
+
+use dlq_core::store::{StoreResult, VersionUpgrade};
+use dlq_core::{Error, Status};
+use sqlx::sqlite::SqlitePool;
+
+use super::admin::{SELECT_ONE, insert_audit};
+use super::codec::{self, PayloadColumns, sql};
+use super::write::begin;
+
+/// The row's status and `updated_at` stay: a SUCCEEDED row's success keeps its time.
+const UPGRADE_ROW: &str = "UPDATE dlq_events SET payload = ?2, payload_raw = ?3, payload_truncated = ?4, \
+     payload_original_len = ?5, payload_sha256 = ?6, version = ?7 WHERE id = ?1";
+
+pub(super) async fn upgrade(pool: &SqlitePool, upgrade: VersionUpgrade) -> StoreResult<i64> {
+    let id = upgrade.id;
+    upgrade.payload.check_fits(dlq_core::store::DEFAULT_MAX_PAYLOAD_BYTES)?;
+    let at = codec::now_micros();
+    let mut tx = begin(pool).await?;
+    let row = sqlx::query(SELECT_ONE).bind(id).fetch_optional(&mut *tx).await.map_err(sql)?;
+    let old = row.as_ref().map(codec::letter).transpose()?.ok_or(Error::NotFound(id))?;
+    if old.status == Status::Processing {
+        return Err(Error::InvalidState {
+            id,
+            status: old.status,
+            action: "upgrade",
+            needs: "any status but PROCESSING",
+        });
+    }
+    if old.version != upgrade.from {
+        return Err(Error::VersionChanged { id, expected: upgrade.from, found: old.version });
+    }
+    let cols = PayloadColumns::new(&upgrade.payload)?;
+    sqlx::query(UPGRADE_ROW)
+        .bind(id)
+        .bind(cols.json)
+        .bind(cols.raw)
+        .bind(cols.truncated)
+        .bind(cols.original_len)
+        .bind(cols.sha256)
+        .bind(i64::from(upgrade.to))
+        .execute(&mut *tx)
+        .await
+        .map_err(sql)?;
+    let diff = upgrade.diff(&old.payload);
+    let entry = insert_audit(&mut tx, id, "upgrade", &upgrade.note, &diff, at).await?;
+    tx.commit().await.map_err(sql)?;
+    Ok(entry)
+}

@@ -1,0 +1,42 @@
+//! Version 3 of the payments service: `cents` is renamed `amount_cents`, and the ledger is
+//! back. Its retrier drains every parked payment, upcasting each from the version it was
+//! parked in: version 1 through both links, version 2 through the last.
+//!
+//! `cargo run --bin payments-v3 -- /tmp/payments.db`
+
+use dlq_core::{Retrier, UpcastError, dead_letter, handlers};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Payment {
+    id: u64,
+    amount_cents: i64,
+    currency: String,
+}
+
+/// The version 1 payload gains its currency; the version 1 and 2 structs are gone, so the
+/// links work on the JSON.
+fn v1_to_v2(mut v: Value) -> Result<Value, UpcastError> {
+    v["currency"] = "EUR".into();
+    Ok(v)
+}
+
+fn v2_to_v3(mut v: Value) -> Result<Value, UpcastError> {
+    let cents = v.as_object_mut().and_then(|o| o.remove("cents")).ok_or_else(|| UpcastError::new("no `cents`"))?;
+    v["amount_cents"] = cents;
+    Ok(v)
+}
+
+#[dead_letter(event_type = "payment", version = 3, upcast = [v1_to_v2, v2_to_v3])]
+async fn handle(payment: Payment) -> Result<(), std::io::Error> {
+    assert!(payment.amount_cents >= 0 && !payment.currency.is_empty(), "{payment:?}");
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let store = redeploy::store().await;
+    let retrier = Retrier::new(store, handlers![handle].expect("one handler"));
+    while retrier.run_once().await.expect("a batch") > 0 {}
+}
