@@ -273,6 +273,8 @@ pub(crate) const fn for_tests(event_type: &'static str, version: u32) -> Registr
         dispatch: succeed,
         check: accepts_any,
         missing_state: needs_no_state,
+        sealing: None,
+        subject: None,
     }
 }
 

@@ -17,8 +17,7 @@ use crate::errors::Errors;
 const ATTR: &str = "`#[dead_letter]`";
 
 /// The valid keys, in the order the docs give them.
-const KEYS: &str =
-    "event_type, version, upcast, max_retries, backoff, base, max, jitter, max_age, timeout, breaker, encrypt, clear, subject, crate";
+const KEYS: &str = "event_type, version, upcast, max_retries, backoff, base, max, jitter, max_age, timeout, breaker, encrypt, clear, subject, crate";
 
 mod kw {
     syn::custom_keyword!(event_type);
