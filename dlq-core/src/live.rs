@@ -779,6 +779,15 @@ mod tests {
         fn patch_rows(&self, _: crate::store::PatchBatch) -> BoxFuture<'_, StoreResult<crate::store::BatchReport>> {
             down()
         }
+        fn upgrade(&self, _: crate::store::VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
+            down()
+        }
+        fn erase(&self, _: crate::store::EraseRequest) -> BoxFuture<'_, StoreResult<crate::store::Erasure>> {
+            down()
+        }
+        fn erasures(&self, _: usize) -> BoxFuture<'_, StoreResult<Vec<crate::store::Erasure>>> {
+            down()
+        }
         fn audit_entry(&self, _: i64) -> BoxFuture<'_, StoreResult<Option<crate::admin::AuditEntry>>> {
             down()
         }

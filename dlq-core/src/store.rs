@@ -8,22 +8,23 @@
 //!
 //! # Writing a store
 //! Implement the required methods of [`DeadLetterStore`] as their docs say, then run
-//! `dlq_core::store_conformance_tests!` (feature `testing`) on it. Of the methods with a
-//! default, the conformance kit accepts these defaults as they are: `settle_and_claim`,
-//! `count`, `count_purgeable`, `created_histogram`, `claim_capped` with `caps_claims` (its
-//! test is skipped), `try_lock_singleton` (skipped), `maintain`, `table_health`,
-//! `max_payload_bytes`, `capacity` and `store_id`. It does not accept the defaults of
-//! [`wait_for_work`](DeadLetterStore::wait_for_work) (it must wake on parks and redrives) nor
-//! of the circuit methods ([`circuits`](DeadLetterStore::circuits),
-//! [`write_circuit`](DeadLetterStore::write_circuit),
-//! [`circuit_log`](DeadLetterStore::circuit_log)), nor of erasure by subject
-//! ([`erase`](DeadLetterStore::erase), [`erasures`](DeadLetterStore::erasures)). Bulk patches need
+//! `dlq_core::store_conformance_tests!` (feature `testing`) on it. Every method the admin layer,
+//! erasure ([`erase`](DeadLetterStore::erase), [`erasures`](DeadLetterStore::erasures)) and
+//! payload versions ([`upgrade`](DeadLetterStore::upgrade)) need is required, so a store that
+//! lacks one does not compile. Of the methods with a default, the conformance kit accepts these
+//! defaults as they are: `settle_and_claim`, `count`, `count_purgeable`, `created_histogram`,
+//! `claim_capped` with `supports_claim_capped` (its test is skipped), `try_lock_singleton`
+//! (skipped), `maintain`, `table_health`, `max_payload_bytes`, `capacity` and `store_id`. It
+//! does not accept the defaults of [`wait_for_work`](DeadLetterStore::wait_for_work) (it must
+//! wake on parks and redrives) nor of the circuit methods
+//! ([`circuits`](DeadLetterStore::circuits), [`write_circuit`](DeadLetterStore::write_circuit),
+//! [`circuit_log`](DeadLetterStore::circuit_log)). Bulk patches need
 //! [`patch_rows`](DeadLetterStore::patch_rows) to keep each row's operation mark in its audit
 //! entry and to check it under the row's lock: the kit's `patch_rows_patch_each_row_once`
-//! presents a committed batch again and expects no row patched twice. A store kept in one process can hold every
-//! table in a `Vec` behind one `Mutex` and do each call's work under the lock: each call is
-//! then one transaction. The console (`dlq-web`) and [`Admin`](crate::admin::Admin) work on
-//! any store that passes the kit.
+//! presents a committed batch again and expects no row patched twice. A store kept in one
+//! process can hold every table in a `Vec` behind one `Mutex` and do each call's work under the
+//! lock: each call is then one transaction. The console (`dlq-web`) and
+//! [`Admin`](crate::admin::Admin) work on any store that passes the kit.
 //!
 //! ```
 //! use dlq_core::store::{ClaimRequest, Settlement};
@@ -450,13 +451,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// payload over [`max_payload_bytes`](Self::max_payload_bytes): [`Error::PayloadTooLarge`]),
     /// auditing (action `upgrade`) the note and [`VersionUpgrade::diff`]. Returns the audit
     /// entry's id. The row's status and `updated_at` do not change.
-    ///
-    /// The default refuses ([`Error::Unsupported`]): a store written before versions keeps
-    /// compiling, and a retrier that upcast a row logs that it could not record it.
-    fn upgrade(&self, upgrade: VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
-        let _ = upgrade;
-        Box::pin(async { Err(unsupported("upgrading a row's payload version")) })
-    }
+    fn upgrade(&self, upgrade: VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>>;
 
     /// For store implementers; applications act through [`Admin`](crate::admin::Admin).
     /// Writes one batch of a stored patch operation in one transaction: locks the rows and,
@@ -727,19 +722,11 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// `request.subject` ([`NewDeadLetter::subject`]), whatever its status, with its attempts
     /// and audit entries, and records the erasure ([`Erasure`]: the hash's first
     /// [`RECORDED_PREFIX`](crate::subject::RECORDED_PREFIX) digits, the three counts, the
-    /// note's actor and reason), all in one transaction. The default refuses
-    /// ([`Error::Unsupported`]); the conformance kit expects it.
-    fn erase(&self, request: EraseRequest) -> BoxFuture<'_, StoreResult<Erasure>> {
-        let _ = request;
-        Box::pin(async { Err(unsupported("erasure by subject")) })
-    }
+    /// note's actor and reason), all in one transaction.
+    fn erase(&self, request: EraseRequest) -> BoxFuture<'_, StoreResult<Erasure>>;
 
-    /// The newest `limit` erasure records ([`erase`](Self::erase)), newest first. The default
-    /// refuses ([`Error::Unsupported`]).
-    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>> {
-        let _ = limit;
-        Box::pin(async { Err(unsupported("erasure by subject")) })
-    }
+    /// The newest `limit` erasure records ([`erase`](Self::erase)), newest first.
+    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>>;
 
     /// Tries to take the store-wide lock of `singleton` mode: `Some` while this process holds
     /// it, `None` when another one does. The default says the store has no such lock

@@ -148,6 +148,9 @@ macro_rules! delegate_required {
                 heartbeat(b: &RetrierHeartbeat, d: Duration) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
                 remove_heartbeat(o: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
                 retriers() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<RetrierHeartbeat>>>;
+                upgrade(u: crate::store::VersionUpgrade) -> crate::store::BoxFuture<'_, crate::store::StoreResult<i64>>;
+                erase(r: crate::store::EraseRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::Erasure>>;
+                erasures(n: usize) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::store::Erasure>>>;
             }
     };
 }
