@@ -345,7 +345,9 @@ impl Registration {
     /// The attribute's `subject = "..."` JSON pointer: where in a payload the subject is
     /// whose rows `dlq erase` deletes ([`crate::subject`]).
     ///
-    /// ```
+    /// ```standalone_crate
+    /// // Alone in its test binary: a type with a subject needs `DLQ_SUBJECT_KEY` to start, and
+    /// // doctests merged into one binary would all see this registration.
     /// #[dlq_core::dead_letter(event_type = "doc-registration-subject", subject = "/customer_id")]
     /// async fn handle(p: serde_json::Value) -> Result<(), std::io::Error> { Ok(()) }
     ///
