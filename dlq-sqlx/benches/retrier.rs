@@ -7,7 +7,9 @@
 //! `DLQ_BENCH_RUNS` the number of alternating runs whose medians are reported (default 5), and
 //! `DLQ_BENCH_LARGE` the large-table size for claim latency (default 1000000; 0 skips the
 //! claim-latency rows, for a quick run of the drains). `DLQ_BENCH_ONLY` runs some scenarios
-//! only, a comma-separated list of `burst`, `drain`, `flaky`, `park` (default: all).
+//! only, a comma-separated list of `burst`, `drain`, `flaky`, `park`, `sealed` (default: all).
+//! `sealed` compares `encrypt = true` with the same handler in clear: failures parked through
+//! the live path from 64 tasks, then drained by a retrier with the default configuration.
 //! `DLQ_BENCH_CPU=1` also prints, for each drain and park run, the CPU time of this process and of every
 //! PostgreSQL process on the host while it ran (Linux `/proc`, ticks of 10 ms), and how many
 //! statements dlq's parks took (rows per group-commit batch).
@@ -38,6 +40,29 @@ async fn flaky(n: u64, attempt: Attempt) -> std::result::Result<(), std::io::Err
         return Err(std::io::Error::other("downstream 503 (first attempt)"));
     }
     Ok(())
+}
+
+/// A ~170-byte payment that fails live and succeeds on its first retry, in clear.
+#[dead_letter(event_type = "bench-pay-clear", backoff = "none")]
+async fn pay_clear(p: serde_json::Value, attempt: Attempt) -> std::result::Result<(), std::io::Error> {
+    fail_live(&p, &attempt)
+}
+
+/// The same, encrypted at rest (`clear = ["/id"]` as a team keeps an id readable).
+#[dead_letter(event_type = "bench-pay-sealed", encrypt = true, clear = ["/id"], backoff = "none")]
+async fn pay_sealed(p: serde_json::Value, attempt: Attempt) -> std::result::Result<(), std::io::Error> {
+    fail_live(&p, &attempt)
+}
+
+fn fail_live(p: &serde_json::Value, attempt: &Attempt) -> std::result::Result<(), std::io::Error> {
+    if attempt.id.is_none() { Err(std::io::Error::other(format!("ledger refused card {}", p["pan"]))) } else { Ok(()) }
+}
+
+fn payment(id: usize) -> serde_json::Value {
+    serde_json::json!({
+        "id": id, "amount_cents": 1_299, "currency": "EUR", "pan": "4111111111111111",
+        "merchant": "a merchant with a reasonably long name, as they come",
+    })
 }
 
 const RAW_CLAIM: &str = "
@@ -313,6 +338,50 @@ async fn ours_park(pool: &PgPool, store: &PgStore, n: usize) -> Result<Duration>
     Ok(took)
 }
 
+/// 64 tasks, each running the handler live on its events one at a time: each fails, and the
+/// live path parks it (sealed first when `sealed`). Returns the time to park `n`.
+async fn live_park(pool: &PgPool, store: &PgStore, n: usize, sealed: bool) -> Result<Duration> {
+    reset(pool, Writer::Dlq).await?;
+    let per_task = n / 64;
+    let store: Arc<dyn DeadLetterStore> = Arc::new(store.clone());
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..64)
+        .map(|t| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for i in 0..per_task {
+                    let event = payment(t * per_task + i);
+                    let scope = dlq_core::Scope::new().store(store.clone());
+                    let run = if sealed {
+                        scope.run(pay_sealed(event, Attempt::first())).await
+                    } else {
+                        scope.run(pay_clear(event, Attempt::first())).await
+                    };
+                    if !matches!(run, Err(dlq_core::HandlerError::Parked { .. })) {
+                        return Err(format!("not parked: {run:?}"));
+                    }
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await??;
+    }
+    Ok(start.elapsed())
+}
+
+/// Parks `n` failures live (untimed), then drains them with a default retrier: its time.
+async fn live_drain(pool: &PgPool, store: &PgStore, n: usize, sealed: bool) -> Result<Duration> {
+    live_park(pool, store, n, sealed).await?;
+    let registry = if sealed { handlers![pay_sealed] } else { handlers![pay_clear] }?;
+    let (elapsed, stats) = ours(store, registry, n as u64, RetrierConfig::default()).await?;
+    if stats.fenced != 0 || stats.store_errors != 0 || stats.sealed_unreadable != 0 {
+        return Err(format!("unexpected {stats:?}").into());
+    }
+    Ok(elapsed)
+}
+
 /// The same rows as one raw 64-row `INSERT … SELECT FROM unnest` after another.
 async fn raw_park(pool: &PgPool, n: usize) -> Result<Duration> {
     reset(pool, Writer::Raw).await?;
@@ -514,6 +583,26 @@ async fn run() -> Result<()> {
         println!(
             "| park {park_rows} rows from 64 tasks (group commit) vs 64-row INSERTs | {op:.0} rows/s | {ri:.0} rows/s | {:.2}x | >= 0.8x |",
             op / ri
+        );
+    }
+    if selected("sealed") {
+        dlq_core::sealed::install_keys(dlq_core::sealed::KeyRing::new("k1", [("k1", [7; 32])])?);
+        let n = (rows / 64) * 64;
+        let (clear, sealed) =
+            paired(runs, || live_park(&pool, &store, n, false), || live_park(&pool, &store, n, true)).await?;
+        let (c, e) = (per_sec(n, clear), per_sec(n, sealed));
+        println!("\n| `encrypt = true` against the same handler in clear | in clear | encrypted | ratio | target |");
+        println!("| --- | ---: | ---: | ---: | --- |");
+        println!(
+            "| park {n} failures through the live path from 64 tasks | {c:.0} rows/s | {e:.0} rows/s | {:.2}x | >= 0.9x |",
+            e / c
+        );
+        let (clear, sealed) =
+            paired(runs, || live_drain(&pool, &store, n, false), || live_drain(&pool, &store, n, true)).await?;
+        let (c, e) = (per_sec(n, clear), per_sec(n, sealed));
+        println!(
+            "| retry {n} parked failures to SUCCEEDED, default RetrierConfig | {c:.0} rows/s | {e:.0} rows/s | {:.2}x | >= 0.9x |",
+            e / c
         );
     }
     if large > 0 {
