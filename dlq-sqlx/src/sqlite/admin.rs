@@ -78,7 +78,7 @@ const PURGE_EVENTS: &str = "DELETE FROM dlq_events WHERE status IN ('SUCCEEDED',
 const COUNT_PURGEABLE: &str =
     "SELECT count(*) FROM dlq_events WHERE status IN ('SUCCEEDED', 'DISCARDED') AND updated_at < ?1";
 
-type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+use super::codec::Query;
 
 pub(super) fn bind_filter<'q>(query: Query<'q>, filter: &ListFilter) -> Query<'q> {
     let (lower, upper) = filter.id_range();
@@ -264,14 +264,8 @@ pub(super) async fn write_payload(
     diff: &serde_json::Value,
     at: i64,
 ) -> StoreResult<i64> {
-    let cols = PayloadColumns::new(payload)?;
-    sqlx::query(PATCH_ROW)
-        .bind(id)
-        .bind(cols.json)
-        .bind(cols.raw)
-        .bind(cols.truncated)
-        .bind(cols.original_len)
-        .bind(cols.sha256)
+    PayloadColumns::new(payload)?
+        .bind(sqlx::query(PATCH_ROW).bind(id))
         .bind(at)
         .execute(&mut **tx)
         .await

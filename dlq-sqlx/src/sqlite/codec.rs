@@ -78,7 +78,16 @@ pub(super) struct PayloadColumns {
     pub(super) sha256: Option<String>,
 }
 
+/// A statement being built, as the SQLite store's writers bind it.
+pub(super) type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+
 impl PayloadColumns {
+    /// Binds the five columns, in the table's order (`payload`, `payload_raw`,
+    /// `payload_truncated`, `payload_original_len`, `payload_sha256`), after what `query` has.
+    pub(super) fn bind(self, query: Query<'_>) -> Query<'_> {
+        query.bind(self.json).bind(self.raw).bind(self.truncated).bind(self.original_len).bind(self.sha256)
+    }
+
     pub(super) fn new(payload: &Payload) -> StoreResult<Self> {
         match payload {
             Payload::Json(value) => {

@@ -32,14 +32,8 @@ pub(super) async fn upgrade(pool: &SqlitePool, upgrade: VersionUpgrade) -> Store
     if old.version != upgrade.from {
         return Err(Error::VersionChanged { id, expected: upgrade.from, found: old.version });
     }
-    let cols = PayloadColumns::new(&upgrade.payload)?;
-    sqlx::query(UPGRADE_ROW)
-        .bind(id)
-        .bind(cols.json)
-        .bind(cols.raw)
-        .bind(cols.truncated)
-        .bind(cols.original_len)
-        .bind(cols.sha256)
+    PayloadColumns::new(&upgrade.payload)?
+        .bind(sqlx::query(UPGRADE_ROW).bind(id))
         .bind(i64::from(upgrade.to))
         .execute(&mut *tx)
         .await

@@ -91,14 +91,8 @@ async fn park_one(conn: &mut SqliteConnection, l: &NewDeadLetter, at: i64) -> St
     let payload = PayloadColumns::new(&l.payload)?;
     let failure = FailureColumns::new(&l.failure);
     let headers = serde_json::to_string(&l.source.headers).map_err(dlq_core::Error::Serialize)?;
-    let inserted = sqlx::query(INSERT_EVENT)
-        .bind(&l.event_type)
-        .bind(&l.handler)
-        .bind(payload.json)
-        .bind(payload.raw)
-        .bind(payload.truncated)
-        .bind(payload.original_len)
-        .bind(payload.sha256)
+    let inserted = payload
+        .bind(sqlx::query(INSERT_EVENT).bind(&l.event_type).bind(&l.handler))
         .bind(failure.class)
         .bind(&failure.kind)
         .bind(&failure.reason)
