@@ -95,6 +95,16 @@ impl SubjectKey {
     }
 
     /// The keyed hash of `subject`.
+    ///
+    /// ```
+    /// use dlq_core::subject::SubjectKey;
+    /// let key = SubjectKey::new([42u8; 32])?;
+    /// let hash = key.hash("customer-42");
+    /// assert_eq!(hash, key.hash("customer-42"), "the same subject, the same hash: searchable");
+    /// assert!(!hash.as_str().contains("customer"), "the subject is not in it");
+    /// assert_ne!(hash, SubjectKey::new([1u8; 32])?.hash("customer-42"), "another key, another hash");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// ```
     pub fn hash(&self, subject: &str) -> SubjectHash {
         let mut mac = self.mac.clone();
         mac.update(subject.as_bytes());

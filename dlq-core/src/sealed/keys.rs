@@ -81,6 +81,15 @@ impl KeyRing {
     /// a comment line), the form of `DLQ_KEYS`. The active key is `active`, or the first
     /// entry when `None`.
     ///
+    /// ```
+    /// use dlq_core::sealed::KeyRing;
+    /// let (k1, k2) = ("A".repeat(43) + "=", "B".repeat(42) + "A=");
+    /// let ring = KeyRing::parse(&format!("k2:{k2},k1:{k1}"), Some("k2"))?;
+    /// assert_eq!((ring.active(), ring.ids().collect::<Vec<_>>()), ("k2", vec!["k1", "k2"]));
+    /// assert!(KeyRing::parse("k1:too-short", None).is_err());
+    /// # Ok::<(), dlq_core::sealed::SealError>(())
+    /// ```
+    ///
     /// # Errors
     /// [`SealError::BadKeys`] naming the entry (by its id or position, never its bytes).
     pub fn parse(spec: &str, active: Option<&str>) -> Result<Self, SealError> {

@@ -259,6 +259,23 @@ fn open_bytes(
 /// `payload` sealed under the ring's active key, with the values at the `clear` pointers
 /// kept readable beside it. An already sealed payload comes back as it is.
 ///
+/// ```
+/// use dlq_core::Payload;
+/// use dlq_core::sealed::{KeyRing, clear_fields, open_payload, seal_payload, sealed_key};
+///
+/// let ring = KeyRing::new("k1", [("k1", [7; 32])])?;
+/// let event = Payload::Json(serde_json::json!({ "id": 7, "pan": "4111111111111111" }));
+/// let stored = seal_payload(&ring, "payment", &event, &["/id"])?;
+/// assert_eq!(sealed_key(&stored), Some("k1"));
+/// assert_eq!(clear_fields(&stored).map(|c| c["/id"].clone()), Some(serde_json::json!(7)));
+/// let Payload::Json(stored_json) = &stored else { unreachable!("a JSON envelope") };
+/// assert!(!stored_json.to_string().contains("4111"), "no plaintext in what is stored");
+/// assert_eq!(open_payload(&ring, "payment", stored.clone())?, event);
+/// // Sealed for another event type: it does not open.
+/// assert!(open_payload(&ring, "refund", stored).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// # Errors
 /// [`SealError::Malformed`] only for a value too long for the cipher (over 256 GiB).
 pub fn seal_payload(ring: &KeyRing, event_type: &str, payload: &Payload, clear: &[&str]) -> Result<Payload, SealError> {
