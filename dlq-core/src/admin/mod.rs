@@ -646,6 +646,26 @@ fn required<'a>(reason: &'a str, action: &str) -> Result<&'a str, Error> {
     Ok(reason)
 }
 
+/// Every row a filter matches, oldest first, `size` at a time: each page starts after the last
+/// id of the one before, so a walk sees each row once however many match.
+struct Pages {
+    filter: ListFilter,
+}
+
+impl Pages {
+    fn new(filter: ListFilter, size: usize) -> Self {
+        Self { filter: filter.oldest_first().after(0).limit(size.max(1)) }
+    }
+
+    /// The next page, `None` once the walk is over.
+    async fn next(&mut self, store: &dyn DeadLetterStore) -> Result<Option<Vec<DeadLetter>>, Error> {
+        let rows = store.list(self.filter.clone()).await?;
+        let Some(last) = rows.last().map(|r| r.id) else { return Ok(None) };
+        self.filter = std::mem::take(&mut self.filter).after(last);
+        Ok(Some(rows))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]

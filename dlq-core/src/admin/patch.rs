@@ -92,18 +92,14 @@ impl Admin {
             return Err(Error::Invalid(super::NO_VALIDATION.into()));
         }
         let mut report = PatchManyReport { patched: Vec::new(), refused: Vec::new() };
-        let mut cursor = 0;
-        loop {
-            let page = filter.clone().oldest_first().after(cursor).limit(batch.max(1));
-            let rows = self.store.list(page).await?;
-            let Some(last) = rows.last().map(|r| r.id) else { break };
+        let mut pages = super::Pages::new(filter, batch);
+        while let Some(rows) = pages.next(&*self.store).await? {
             for row in &rows {
                 match self.fit(row, &ops, self.check_patches) {
                     Ok((_, changes)) => report.patched.push(RowPatch { id: row.id, changes }),
                     Err(why) => report.refused.push(PatchRefusal { id: row.id, reason: why.to_string() }),
                 }
             }
-            cursor = last;
         }
         Ok(report)
     }

@@ -95,15 +95,11 @@ impl Admin {
             return Err(Error::Invalid("rekey needs the key ring: set DLQ_KEYS (and DLQ_ACTIVE_KEY)".into()));
         };
         let mut report = RekeyReport::default();
-        let mut cursor = 0;
-        loop {
-            let page = filter.clone().oldest_first().after(cursor).limit(100);
-            let rows = self.store.list(page).await?;
-            let Some(last) = rows.last().map(|r| r.id) else { break };
+        let mut pages = super::Pages::new(filter, 100);
+        while let Some(rows) = pages.next(&*self.store).await? {
             for row in rows {
                 self.rekey_row(&ring, row, reason, &mut report).await?;
             }
-            cursor = last;
         }
         Ok(report)
     }
