@@ -438,7 +438,8 @@ pub(crate) async fn park_failure<E>(
     if class == ErrorClass::Fatal {
         return HandlerError::Fatal { error };
     }
-    let keys = current_keys();
+    // Only an encrypted type needs the ring.
+    let keys = reg.sealing.and_then(|_| current_keys());
     if SCOPE.try_with(|s| s.defer_park).unwrap_or(false) {
         let sealed = payload.and_then(|payload| {
             let letter = Scope::apply_current(letter_for(reg, payload, failure));
