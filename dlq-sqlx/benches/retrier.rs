@@ -25,6 +25,9 @@ use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgConnection, PgPool};
 
+mod common;
+use common::cpu_ticks;
+
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 #[dead_letter(event_type = "bench-noop", backoff = "none")]
@@ -91,24 +94,6 @@ SELECT t.event_type, t.payload, 'transient', t.kind, t.reason, t.chain, t.finger
 FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::text[], $5::jsonb[], $6::text[])
     AS t(event_type, payload, kind, reason, chain, fingerprint)";
 
-/// CPU ticks so far of this process and of every `postgres` process (Linux `/proc`).
-fn cpu_ticks() -> (u64, u64) {
-    let ticks = |stat: &str| -> u64 {
-        let fields: Vec<&str> = stat.rsplit_once(") ").map_or("", |(_, rest)| rest).split(' ').collect();
-        fields.get(11..13).map_or(0, |f| f.iter().filter_map(|t| t.parse::<u64>().ok()).sum())
-    };
-    let own = std::fs::read_to_string("/proc/self/stat").map_or(0, |s| ticks(&s));
-    let postgres = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-        .filter(|stat| stat.contains("(postgres)"))
-        .map(|stat| ticks(&stat))
-        .sum();
-    (own, postgres)
-}
-
 /// With `DLQ_BENCH_CPU` set, prints the CPU ticks spent since `from` (see `cpu_ticks`).
 fn report_cpu(who: &str, from: (u64, u64), took: Duration) {
     if std::env::var_os("DLQ_BENCH_CPU").is_some() {
@@ -135,7 +120,7 @@ async fn setup() -> Result<(PgPool, PgStore)> {
     let admin_url =
         std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
     let mut admin = PgConnection::connect(&admin_url).await?;
-    let db = bench_database()?;
+    let db = common::bench_database("dlq_bench")?;
     sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))).execute(&mut admin).await?;
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&mut admin).await?;
     admin.close().await?;
@@ -656,20 +641,10 @@ async fn drop_bench_database() -> Result<()> {
     let admin_url =
         std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
     let mut admin = PgConnection::connect(&admin_url).await?;
-    let db = bench_database()?;
+    let db = common::bench_database("dlq_bench")?;
     sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))).execute(&mut admin).await?;
     admin.close().await?;
     Ok(())
-}
-
-/// The database the bench creates and drops: `DLQ_BENCH_DB`, or `dlq_bench`.
-fn bench_database() -> Result<String> {
-    let db = std::env::var("DLQ_BENCH_DB").unwrap_or_else(|_| "dlq_bench".to_owned());
-    let plain = !db.is_empty() && db.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if !plain || db == "postgres" || db == "test" {
-        return Err(format!("DLQ_BENCH_DB={db:?}: use [a-z0-9_] only, and not a shared database").into());
-    }
-    Ok(db)
 }
 
 fn main() -> Result<()> {
