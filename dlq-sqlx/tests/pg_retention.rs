@@ -146,6 +146,32 @@ async fn retention_purges_only_old_succeeded_and_discarded_rows(pool: PgPool) {
     assert_eq!(left, vec![ids[3], ids[2]], "dead and pending rows are kept");
 }
 
+/// A purge deletes in slices, each starting after the last row of the one before in
+/// `(updated_at, id)` order: rows that share one instant (a bulk redrive or discard stamps
+/// thousands alike) all go, across slice boundaries, and none of another status or age does.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_purge_of_many_slices_of_one_instant_deletes_each_row_once(pool: PgPool) {
+    let store = store_with(&pool, PgConfig::default()).await;
+    let kept = store.park_many(vec![letter("payment", 1), letter("payment", 2)]).await.unwrap();
+    sqlx::query("UPDATE dlq_events SET updated_at = now() - interval '30 days'").execute(&pool).await.unwrap();
+    sqlx::query(
+        "INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, fingerprint, status, updated_at)
+         SELECT 'payment', jsonb_build_object('n', g), 'transient', 'io', 'down', 'io: down',
+                CASE WHEN g % 2 = 0 THEN 'SUCCEEDED' ELSE 'DISCARDED' END, now() - interval '30 days'
+         FROM generate_series(1, 12001) AS g",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let recent = store.park(letter("payment", 3)).await.unwrap().id;
+    sqlx::query("UPDATE dlq_events SET status = 'SUCCEEDED' WHERE id = $1").bind(recent).execute(&pool).await.unwrap();
+    assert_eq!(store.count_purgeable(Duration::from_secs(86_400)).await.unwrap(), 12_001);
+    assert_eq!(store.purge(Duration::from_secs(86_400)).await.unwrap(), 12_001, "three slices, every row once");
+    let mut left: Vec<_> = store.list(ListFilter::default()).await.unwrap().into_iter().map(|l| l.id).collect();
+    left.sort_unstable();
+    assert_eq!(left, vec![kept[0].id, kept[1].id, recent], "pending rows and a recent finished row stay");
+}
+
 /// Waits until the statistics show at least (or, `below`, fewer than) `n` dead tuples.
 async fn dead_tuples(store: &dlq_sqlx::PgStore, n: u64, below: bool) -> u64 {
     for _ in 0..100 {

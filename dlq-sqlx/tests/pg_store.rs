@@ -1142,6 +1142,31 @@ async fn an_interrupted_subject_index_build_is_built_again(pool: PgPool) {
     assert!(valid && definition.contains("(subject) WHERE (subject IS NOT NULL)"), "{definition}");
 }
 
+/// The purge's keyset index (migration 0027) is built CONCURRENTLY as well, and replaces the
+/// one on `updated_at` alone (0028): an interrupted build is dropped and built again.
+#[sqlx::test(migrations = false)]
+async fn an_interrupted_finished_index_build_is_built_again_and_replaces_the_old_one(pool: PgPool) {
+    dlq_sqlx::postgres::MIGRATOR.run_to(26, &pool).await.unwrap();
+    two_payments(&pool).await;
+    let failed = sqlx::query("CREATE UNIQUE INDEX CONCURRENTLY dlq_events_finished_at ON dlq_events (event_type)")
+        .execute(&pool)
+        .await;
+    assert!(failed.is_err(), "a unique build over two rows of one type fails and leaves its index INVALID");
+    store(&pool).await;
+    let indexes: Vec<(String, bool, String)> = sqlx::query_as(
+        "SELECT c.relname::text, i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i
+         JOIN pg_class c ON c.oid = i.indexrelid
+         WHERE i.indrelid = 'dlq_events'::regclass AND c.relname LIKE 'dlq_events_finished%'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(indexes.len(), 1, "{indexes:?}");
+    let (name, valid, definition) = &indexes[0];
+    assert_eq!(name, "dlq_events_finished_at");
+    assert!(*valid && definition.contains("(updated_at, id) WHERE"), "{definition}");
+}
+
 /// A concurrent index build that was interrupted leaves an INVALID index under the migration's
 /// name, enforcing nothing; the next migration run drops it and builds the real one.
 #[sqlx::test(migrations = false)]

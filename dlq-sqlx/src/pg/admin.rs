@@ -265,17 +265,22 @@ const PURGE_SLICE: i64 = 5_000;
 
 pub(crate) async fn purge(store: &PgStore, older_than: Duration) -> StoreResult<u64> {
     let mut total = 0;
+    // Each slice starts after the last row of the slice before (see purge.sql).
+    let mut after: (Option<chrono::DateTime<chrono::Utc>>, i64) = (None, 0);
     loop {
-        let done = sqlx::query(store.inner.sql.purge.sql())
-            .bind(micros(older_than))
-            .bind(PURGE_SLICE)
-            .execute(&store.inner.pool)
-            .await
-            .map_err(db)?
-            .rows_affected();
-        total += done;
-        if done < PURGE_SLICE.unsigned_abs() {
-            return Ok(total);
+        let (done, at, id): (i64, Option<chrono::DateTime<chrono::Utc>>, Option<i64>) =
+            sqlx::query_as(store.inner.sql.purge.sql())
+                .bind(micros(older_than))
+                .bind(PURGE_SLICE)
+                .bind(after.0)
+                .bind(after.1)
+                .fetch_one(&store.inner.pool)
+                .await
+                .map_err(db)?;
+        total += done.unsigned_abs();
+        match (at, id) {
+            (Some(at), Some(id)) if done >= PURGE_SLICE => after = (Some(at), id),
+            _ => return Ok(total),
         }
     }
 }
