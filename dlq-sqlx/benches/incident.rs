@@ -272,6 +272,7 @@ async fn parks(url: &str, total: u64, step: u64, many: bool) -> Result<()> {
     let tasks: u64 = if many { 4 } else { PARKERS as u64 };
     let batch: u64 = if many { 1_000 } else { 1 };
     let next = Arc::new(AtomicU64::new(0));
+    let wal_from: String = sqlx::query_scalar("SELECT pg_current_wal_lsn()::text").fetch_one(&pool).await?;
     let start = Instant::now();
     let workers: Vec<_> = (0..tasks)
         .map(|_| {
@@ -320,9 +321,15 @@ async fn parks(url: &str, total: u64, step: u64, many: bool) -> Result<()> {
     sizes.await??;
     probe.await??;
     let took = start.elapsed();
+    let wal: f64 = sqlx::query_scalar("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::float8")
+        .bind(&wal_from)
+        .fetch_one(&pool)
+        .await?;
     let what = if many { "park_many, 4 tasks × 1,000 letters a call" } else { "live handlers, 64 tasks" };
+    #[allow(clippy::cast_precision_loss, reason = "a size for a table")]
+    let wal_per_row = wal / total as f64;
     println!(
-        "\n### Parking {} rows: {what} (total {:.0} s, {:.1}k rows/s)\n",
+        "\n### Parking {} rows: {what} (total {:.0} s, {:.1}k rows/s, {wal_per_row:.0} bytes of WAL a row)\n",
         millions(total),
         took.as_secs_f64(),
         per_sec(total, took) / 1e3
