@@ -497,6 +497,54 @@ mod tests {
         rejects(&store, "INSERT INTO dlq_audit (dlq_id, action, actor, diff, at) VALUES (1, 'x', 'a', '{}', 0)").await;
     }
 
+    /// A purge goes in slices of its own transactions (parks wait for one slice, not the whole
+    /// purge): rows past several slices all go with their history, and no other row does.
+    #[tokio::test]
+    async fn a_purge_of_many_slices_deletes_each_old_finished_row_with_its_history() {
+        let store = SqliteStore::in_memory().await.unwrap();
+        let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
+        let pending = store.park(NewDeadLetter::new("t", Payload::Json(serde_json::json!(0)), failure)).await.unwrap();
+        sqlx::query(
+            "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 12001)
+             INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, fingerprint, status,
+                 max_retries, retry_after, created_at, updated_at, first_failed_at)
+             SELECT 't', json_object('n', n), 'transient', 'k', 'r', 'f',
+                 CASE WHEN n % 2 = 0 THEN 'SUCCEEDED' ELSE 'DISCARDED' END, 0, 0, 0, n % 7, 0 FROM g",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO dlq_attempts (dlq_id, attempt, outcome, at) SELECT id, 1, 'failed', 0 FROM dlq_events",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let recent = store
+            .park(NewDeadLetter::new(
+                "t",
+                Payload::Json(serde_json::json!(1)),
+                dlq_core::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None),
+            ))
+            .await
+            .unwrap();
+        sqlx::query("UPDATE dlq_events SET status = 'SUCCEEDED' WHERE id = ?1")
+            .bind(recent.id)
+            .execute(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(store.purge(Duration::from_secs(3600)).await.unwrap(), 12_001);
+        let left: Vec<i64> =
+            sqlx::query_scalar("SELECT id FROM dlq_events ORDER BY id").fetch_all(store.pool()).await.unwrap();
+        assert_eq!(left, vec![pending.id, recent.id]);
+        let history: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM dlq_attempts WHERE dlq_id NOT IN (SELECT id FROM dlq_events)")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(history, 0, "the purged rows' attempts went with them");
+    }
+
     #[tokio::test]
     async fn clones_share_the_database_and_the_wake_ups() {
         let store = SqliteStore::in_memory().await.unwrap();
