@@ -94,15 +94,23 @@ impl Plain {
         let tag = key
             .aead
             .encrypt_inout_detached(&nonce.into(), &aad(purpose, event_type, id), blob[NONCE..].as_mut().into())
-            .map_err(|_| SealError::Malformed { reason: "the value is too long to seal".into() })?;
+            .map_err(|_| too_long())?;
         blob.extend_from_slice(&tag);
-        let mut text = String::with_capacity(4 + id.len() + blob.len().div_ceil(3) * 4);
-        text.push_str("v2:");
-        text.push_str(id);
-        text.push(':');
-        B64.encode_string(&blob, &mut text);
-        Ok(text)
+        // Base64 into a buffer of the right size at once (`encode_string` goes in chunks).
+        let mut text = Vec::with_capacity(4 + id.len() + blob.len().div_ceil(3) * 4);
+        text.extend_from_slice(b"v2:");
+        text.extend_from_slice(id.as_bytes());
+        text.push(b':');
+        let at = text.len();
+        text.resize(at + base64::encoded_len(blob.len(), true).unwrap_or(0), 0);
+        let written = B64.encode_slice(&blob, &mut text[at..]).map_err(|_| too_long())?;
+        text.truncate(at + written);
+        String::from_utf8(text).map_err(|_| too_long())
     }
+}
+
+fn too_long() -> SealError {
+    SealError::Malformed { reason: "the value is too long to seal".into() }
 }
 
 /// The associated data of a v2 seal: what it is, of which event type, under which key.
@@ -133,7 +141,13 @@ impl Body<'_> {
         self.open_as(ring, PAYLOAD, event_type, id)
     }
 
-    pub(super) fn open_as(self, ring: &KeyRing, purpose: &str, event_type: &str, id: &str) -> Result<Opened, SealError> {
+    pub(super) fn open_as(
+        self,
+        ring: &KeyRing,
+        purpose: &str,
+        event_type: &str,
+        id: &str,
+    ) -> Result<Opened, SealError> {
         use aes_gcm::aead::AeadInOut as _;
         match self {
             Body::V2(data) => {
@@ -146,8 +160,10 @@ impl Body<'_> {
                 };
                 let (head, tag) = blob.split_at_mut(end);
                 let (nonce, body) = head.split_at_mut(NONCE);
-                let nonce: [u8; NONCE] = (&*nonce).try_into().map_err(|_| SealError::Malformed { reason: "no nonce".into() })?;
-                let tag: [u8; TAG] = (&*tag).try_into().map_err(|_| SealError::Malformed { reason: "no tag".into() })?;
+                let nonce: [u8; NONCE] =
+                    (&*nonce).try_into().map_err(|_| SealError::Malformed { reason: "no nonce".into() })?;
+                let tag: [u8; TAG] =
+                    (&*tag).try_into().map_err(|_| SealError::Malformed { reason: "no tag".into() })?;
                 key.aead
                     .decrypt_inout_detached(&nonce.into(), &aad(purpose, event_type, id), body.into(), &tag.into())
                     .map_err(|_| SealError::Unauthentic { key: id.to_owned() })?;

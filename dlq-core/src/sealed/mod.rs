@@ -268,9 +268,22 @@ pub fn seal_payload(ring: &KeyRing, event_type: &str, payload: &Payload, clear: 
 /// The values at the `clear` pointers of a payload in clear.
 fn kept(payload: &Payload, clear: &[&str]) -> Option<Map<String, Value>> {
     let Payload::Json(value) = payload else { return None };
-    let kept: Map<String, Value> =
-        clear.iter().filter_map(|p| value.pointer(p).map(|v| ((*p).to_owned(), v.clone()))).collect();
+    let mut kept = Map::new();
+    for pointer in clear {
+        if let Some(v) = value.pointer(pointer) {
+            kept.insert((*pointer).to_owned(), v.clone());
+        }
+    }
     (!kept.is_empty()).then_some(kept)
+}
+
+/// Whether the envelope of `sealed` (a `v2:` text, which JSON writes as it is: base64, a key
+/// id and colons) with `kept` beside it fits in `max_bytes`, without writing it.
+fn envelope_fits(sealed: &str, kept: Option<&Map<String, Value>>, max_bytes: usize) -> bool {
+    // `{"dlq_sealed":"…","clear":…}`
+    let fixed = r#"{"dlq_sealed":"","clear":}"#.len() + sealed.len();
+    let Some(budget) = max_bytes.checked_sub(fixed) else { return false };
+    kept.is_none_or(|kept| crate::record::json_len(kept, budget).is_some())
 }
 
 /// The envelope of a sealed text (`v2:<key>:<base64>`) with the fields kept in clear.
@@ -461,6 +474,19 @@ pub(crate) const fn sealed_limit(max_bytes: usize) -> usize {
 /// reason the [`placeholder`] and its stack trace `dlq-sealed:v2:<key>:payload`. Neither is
 /// cut; an already sealed payload is kept and the failure sealed on its own.
 ///
+/// ```
+/// use dlq_core::sealed::{self, KeyRing, Sealing};
+/// use dlq_core::{ErrorClass, FailureInfo, Payload};
+///
+/// let ring = KeyRing::new("k1", [("k1", [7; 32])])?;
+/// let event = Payload::Json(serde_json::json!({"id": 7, "pan": "4111111111111111"}));
+/// let failure = FailureInfo::new(ErrorClass::Transient, "Card", "bad pan 4111111111111111".into(), vec![], None);
+/// let (payload, stored) = sealed::seal_row(&ring, "payment", &event, failure, Sealing::new(&["/id"]))?;
+/// assert_eq!(sealed::clear_fields(&payload).unwrap()["/id"], 7);
+/// assert!(!format!("{payload:?}{stored:?}").contains("4111"));
+/// # Ok::<(), dlq_core::sealed::SealError>(())
+/// ```
+///
 /// # Errors
 /// [`SealError::Malformed`] only for a value too long for the cipher (over 64 GiB).
 pub fn seal_row(
@@ -516,13 +542,15 @@ pub(crate) fn seal_letter(
         together = false;
     }
     let event_type = &letter.event_type;
-    let mut payload = wrap(plain.seal(ring, format::PAYLOAD, event_type)?, kept(&letter.payload, sealing.clear()));
-    if clear_fields(&payload).is_some() && payload.len_within(max_bytes).is_none() {
-        // The fields kept in clear are what made it too long: seal it without them.
-        payload = wrap(plain.seal(ring, format::PAYLOAD, event_type)?, None);
+    let sealed = plain.seal(ring, format::PAYLOAD, event_type)?;
+    let mut kept = kept(&letter.payload, sealing.clear());
+    if !envelope_fits(&sealed, kept.as_ref(), max_bytes) {
+        // The fields kept in clear are what made it too long: it goes without them.
+        kept = None;
     }
+    let payload = wrap(sealed, kept);
     letter.failure = if together {
-        let stacktrace = format!("{TEXT_V2}{}:{IN_PAYLOAD}", ring.active());
+        let stacktrace = [TEXT_V2, ring.active(), ":", IN_PAYLOAD].concat();
         sealed_failure(ring, letter.failure, stacktrace)
     } else {
         seal_failure(ring, event_type, letter.failure)?
@@ -641,7 +669,8 @@ mod tests {
         let stored = format!("{:?}{}", sealed.failure, String::from_utf8(sealed.payload.to_bytes()).unwrap());
         assert!(!stored.contains("4111"), "{stored}");
         assert_eq!(stored.matches("v2:k1:").count(), 2, "one seal, and the failure's pointer to it: {stored}");
-        let (opened, failure) = open_letter(&ring("k2"), "payment", sealed.payload.clone(), sealed.failure.clone()).unwrap();
+        let (opened, failure) =
+            open_letter(&ring("k2"), "payment", sealed.payload.clone(), sealed.failure.clone()).unwrap();
         assert_eq!(opened, payload);
         assert_eq!(texts(&failure), texts(&card_failure()));
         assert_eq!(failure.fingerprint, sealed.failure.fingerprint, "stays keyed");
@@ -664,6 +693,19 @@ mod tests {
         assert!(sealed.payload.len_within(10_000).is_some());
         let (_, opened) = open_letter(&ring("k1"), "payment", sealed.payload, sealed.failure).unwrap();
         assert_eq!(texts(&opened), texts(&failure));
+    }
+
+    #[test]
+    fn fields_in_clear_that_would_not_fit_are_left_out() {
+        let payload = Payload::Json(json!({"id": "i".repeat(6000), "pan": "4111"}));
+        let letter = NewDeadLetter::new("payment", payload.clone(), card_failure());
+        let (sealed, cut) =
+            seal_letter(letter.clone(), Some(Sealing::new(&["/id"])), Some(&ring("k1")), 13_000).unwrap();
+        assert!(!cut && clear_fields(&sealed.payload).is_none());
+        assert!(sealed.payload.len_within(13_000).is_some());
+        assert_eq!(open_payload(&ring("k1"), "payment", sealed.payload).unwrap(), payload);
+        let (roomy, _) = seal_letter(letter, Some(Sealing::new(&["/id"])), Some(&ring("k1")), 40_000).unwrap();
+        assert!(clear_fields(&roomy.payload).is_some(), "kept when they fit");
     }
 
     #[test]

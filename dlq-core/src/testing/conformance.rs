@@ -1324,12 +1324,16 @@ pub async fn sealed_rows_drain_after_rotation<S: DeadLetterStore>(s: &S) {
 pub async fn sealed_rows_of_envelope_v1_open<S: DeadLetterStore>(s: &S) {
     let (k1, rotated) = rings();
     let payload = Payload::Json(serde_json::from_str(V1_SEALED_PAYLOAD).expect("JSON"));
-    let sealed_failure = FailureInfo { stacktrace: Some(V1_SEALED_FAILURE.into()), ..failure("Declined", "[encrypted, key k1]") };
+    let sealed_failure =
+        FailureInfo { stacktrace: Some(V1_SEALED_FAILURE.into()), ..failure("Declined", "[encrypted, key k1]") };
     let id = park(s, NewDeadLetter::new("payment", payload, sealed_failure)).await;
     let row = get(s, id).await;
     let (opened, texts) = crate::sealed::open_letter(&rotated, "payment", row.payload, row.failure).expect("opens");
     assert_eq!(opened, Payload::Json(json!({ "id": 7, "pan": SEALED_MARKER })));
-    assert_eq!((texts.reason, texts.stacktrace), (format!("card {SEALED_MARKER} declined"), Some(SEALED_MARKER.into())));
+    assert_eq!(
+        (texts.reason, texts.stacktrace),
+        (format!("card {SEALED_MARKER} declined"), Some(SEALED_MARKER.into()))
+    );
     let claimed = claim(s, &["payment"], LONG).await;
     let opened = crate::sealed::open_payload(&k1, "payment", claimed[0].payload.clone()).expect("opens");
     assert_eq!(opened, Payload::Json(json!({ "id": 7, "pan": SEALED_MARKER })));
