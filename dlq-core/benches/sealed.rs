@@ -4,11 +4,16 @@
 //! 0.9× of the same without encryption.
 //!
 //! Run: `cargo bench -p dlq-core --bench sealed`
+//!
+//! One phase once, for `valgrind --tool=callgrind` (instruction counts do not depend on the
+//! machine's load): `DLQ_SEALED_PROFILE="park encrypted"` (or `park clear`, `retry ...`: a
+//! park of `ROWS` rows, then for `retry` their drain) and the bench binary
+//! (`cargo bench -p dlq-core --bench sealed --no-run` names it).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use dlq_core::sealed::KeyRing;
 use dlq_core::{Attempt, MemoryStore, Retrier, Scope, dead_letter, handlers};
 use serde::{Deserialize, Serialize};
@@ -53,7 +58,9 @@ fn keys() -> KeyRing {
 /// Parks `ROWS` failures of one handler into a fresh store; returns the time and the store.
 async fn park(encrypted: bool) -> (Duration, Arc<MemoryStore>) {
     let store = Arc::new(MemoryStore::new());
-    let scope = || Scope::new().store(store.clone()).keys(keys());
+    // One ring, as an application loads it once.
+    let ring = keys();
+    let scope = || Scope::new().store(store.clone()).keys(ring.clone());
     let start = Instant::now();
     for id in 0..ROWS {
         let parked = if encrypted {
@@ -102,11 +109,22 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
-    // Where a sealed park's time goes: the payload's seal and open alone.
+    // Where a sealed park's time goes: a park's one seal (payload and failure), a payload's seal and open alone.
     let ring = keys();
     let event = dlq_core::Payload::from_event(&payment(1)).unwrap();
     c.bench_function("sealed/seal_payload", |b| {
         b.iter(|| dlq_core::sealed::seal_payload(&ring, "bench-sealed", &event, &["/id"]).unwrap());
+    });
+    let failure = dlq_core::FailureInfo::new(
+        dlq_core::ErrorClass::Transient,
+        "io",
+        "ledger refused 4111111111111111".into(),
+        vec!["ledger refused 4111111111111111".into()],
+        None,
+    );
+    let sealing = dlq_core::sealed::Sealing::new(&["/id"]);
+    c.bench_function("sealed/seal_row", |b| {
+        b.iter(|| dlq_core::sealed::seal_row(&ring, "bench-sealed", &event, failure.clone(), sealing).unwrap());
     });
     let stored = dlq_core::sealed::seal_payload(&ring, "bench-sealed", &event, &["/id"]).unwrap();
     c.bench_function("sealed/open_payload", |b| {
@@ -130,4 +148,20 @@ criterion_group! {
     config = Criterion::default().sample_size(10).measurement_time(Duration::from_secs(5));
     targets = bench
 }
-criterion_main!(benches);
+
+fn main() {
+    if let Ok(profile) = std::env::var("DLQ_SEALED_PROFILE") {
+        let (phase, mode) = profile.split_once(' ').unwrap_or((&profile, "encrypted"));
+        let encrypted = mode == "encrypted";
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let (_, store) = park(encrypted).await;
+            if phase == "retry" {
+                drain(encrypted, store).await;
+            }
+        });
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -18,13 +18,15 @@ use crate::store::PatchRequest;
 pub(super) struct Reseal {
     ring: Arc<KeyRing>,
     clear: Vec<String>,
+    /// The failure text the payload was sealed with (at the park): it goes with the new one.
+    failure: Vec<u8>,
 }
 
 impl Reseal {
     /// `payload` as the store keeps it.
     pub(super) fn seal(&self, event_type: &str, payload: &Payload) -> Result<Payload, Error> {
         let clear: Vec<&str> = self.clear.iter().map(String::as_str).collect();
-        Ok(sealed::seal_payload(&self.ring, event_type, payload, &clear)?)
+        Ok(sealed::seal_parts(&self.ring, event_type, payload, &self.failure, &clear)?)
     }
 
     /// An RFC 6902 patch as the audit log keeps it for a sealed row: its operations and paths,
@@ -56,14 +58,19 @@ pub struct RekeyReport {
 }
 
 impl Admin {
-    /// Re-seals, under the ring's active key, the payload of every row `filter` selects that
-    /// is sealed under another key, walking them oldest first 100 at a time (the filter's
-    /// `order`, `after` and `limit` are ignored). Each row is written and audited on its own
-    /// (a patch with `reason` whose diff holds only sealed payloads), so an interrupted run is
-    /// finished by running it again: rows already under the active key are skipped. After a
-    /// rotation, once a run leaves nothing under the old key (and its `SUCCEEDED` rows were
-    /// purged), the old key can leave the ring. A row's last failure keeps the key it was
-    /// sealed with until its next attempt.
+    /// Re-seals, under the ring's active key and in the current envelope, the payload of every
+    /// row `filter` selects that is sealed under another key or an older envelope, walking them
+    /// oldest first 100 at a time (the filter's `order`, `after` and `limit` are ignored). The
+    /// failure text sealed with a payload at the park moves with it.
+    ///
+    /// It is resumable without stored progress: each row is written and audited on its own (a
+    /// patch with `reason` whose diff holds only sealed payloads), and whether a row still needs
+    /// it is read from the row itself (its envelope names its key), so running it again after
+    /// an interruption (a crash, a store that went down: the error is returned) skips every row
+    /// already under the active key and rewrites each of the others once. After a rotation,
+    /// once a run leaves nothing under the old key (and its `SUCCEEDED` rows were purged), the
+    /// old key can leave the ring. A failure a retry wrote keeps the key it was sealed with
+    /// until the row's next attempt.
     ///
     /// ```
     /// use dlq_core::admin::Admin;
@@ -112,27 +119,26 @@ impl Admin {
         report: &mut RekeyReport,
     ) -> Result<(), Error> {
         let id = row.id;
-        match sealed::sealed_key(&row.payload) {
-            Some(key) if key != ring.active() => {}
-            _ => {
-                report.current += 1;
-                return Ok(());
-            }
+        if !sealed::needs_reseal(ring, &row.payload) {
+            report.current += 1;
+            return Ok(());
         }
         if matches!(row.status, Status::Processing | Status::Succeeded) {
             report.left.push((id, format!("{}: not rewritten", row.status)));
             return Ok(());
         }
-        let clear: Vec<&str> =
-            sealed::clear_fields(&row.payload).map(|c| c.keys().map(String::as_str).collect()).unwrap_or_default();
-        let opened = match sealed::open_payload(ring, &row.event_type, row.payload.clone()) {
-            Ok(opened) => opened,
+        // Sealed again as it is: its payload, the failure text sealed with it, its fields in clear.
+        let payload = match sealed::reseal(ring, &row.event_type, &row.payload) {
+            Ok(Some(payload)) => payload,
+            Ok(None) => {
+                report.current += 1;
+                return Ok(());
+            }
             Err(e) => {
                 report.left.push((id, e.to_string()));
                 return Ok(());
             }
         };
-        let payload = sealed::seal_payload(ring, &row.event_type, &opened, &clear)?;
         let request = PatchRequest { id, payload, note: self.note(Some(reason)), patch: None, undo_of: None };
         match self.store.patch(request).await {
             Ok(_) => report.rekeyed.push(id),
@@ -181,10 +187,16 @@ impl Admin {
         if let Some(kept) = sealed::clear_fields(&letter.payload) {
             clear.extend(kept.keys().filter(|p| !clear.contains(p)).cloned().collect::<Vec<_>>());
         }
-        let payload = std::mem::replace(&mut letter.payload, Payload::Json(Value::Null));
-        letter.payload = sealed::open_payload(&ring, &letter.event_type, payload)
+        let opened = sealed::open_parts(&ring, &letter.event_type, &letter.payload)
             .map_err(|e| Error::Invalid(format!("dead letter {}: {e}", letter.id)))?;
-        Ok((letter, Some(Reseal { ring, clear })))
+        let failure = match opened {
+            Some((payload, failure)) => {
+                letter.payload = payload;
+                failure
+            }
+            None => Vec::new(),
+        };
+        Ok((letter, Some(Reseal { ring, clear, failure })))
     }
 
     /// `payload` opened in memory for validation; `None` when it is sealed and cannot be
@@ -194,5 +206,70 @@ impl Admin {
             return Some(payload.clone());
         }
         sealed::open_payload(&*self.key_ring()?, event_type, payload.clone()).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::admin::RetrierHeartbeat;
+    use crate::record::{Claimed, Settlement};
+    use crate::retrier::tests::{delegate, delegate_required};
+    use crate::store::{ClaimRequest, DeadLetterStore, NewDeadLetter};
+    use crate::testing::conformance::{SEALED_MARKER, sealed_letter};
+    use crate::{DlqId, MemoryStore};
+
+    /// A store that goes down (its patches fail) after `.1` more patches.
+    struct GoesDown(MemoryStore, AtomicUsize);
+
+    impl DeadLetterStore for GoesDown {
+        delegate_required!(but_patch);
+
+        fn patch(&self, r: PatchRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<i64>> {
+            if self.1.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_err() {
+                return Box::pin(async { Err(Error::Store("connection refused".into())) });
+            }
+            self.0.patch(r)
+        }
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_rekey_run_again_rewrites_every_row_once() {
+        let k1 = KeyRing::new("k1", [("k1", [1; 32])]).unwrap();
+        let rotated = KeyRing::new("k2", [("k1", [1; 32]), ("k2", [2; 32])]).unwrap();
+        let store = Arc::new(GoesDown(MemoryStore::new(), AtomicUsize::new(130)));
+        let letters: Vec<NewDeadLetter> = (0..250).map(|n| sealed_letter(&k1, "payment", n)).collect();
+        let ids: Vec<DlqId> = store.park_many(letters).await.unwrap().into_iter().map(|p| p.id).collect();
+        let admin = Admin::new(store.clone(), "alice").keys(rotated);
+
+        // The store goes down mid-run, in the second page: the error is reported.
+        let err = admin.rekey(ListFilter::default(), "retire k1").await.unwrap_err();
+        assert!(err.to_string().contains("connection refused"), "{err}");
+        let under = |key: &str| {
+            let rows = store.0.snapshot();
+            rows.iter().filter(|r| sealed::sealed_key(&r.payload) == Some(key)).count()
+        };
+        assert_eq!((under("k2"), under("k1")), (130, 120), "rows done stay done");
+
+        // Run again once it is back: it skips the rows done and finishes the others.
+        store.1.store(usize::MAX, Ordering::SeqCst);
+        let report = admin.rekey(ListFilter::default(), "retire k1").await.unwrap();
+        assert_eq!((report.rekeyed.len(), report.current, report.left.len()), (120, 130, 0));
+        assert_eq!(under("k2"), 250);
+        let only_k2 = KeyRing::new("k2", [("k2", [2; 32])]).unwrap();
+        for id in ids {
+            let audit = store.audit(id).await.unwrap();
+            let rekeys = audit.iter().filter(|a| a.reason.as_deref() == Some("retire k1")).count();
+            assert_eq!(rekeys, 1, "row {id} rewritten once: {audit:?}");
+            let row = store.get(id).await.unwrap().unwrap();
+            let (payload, failure) = sealed::open_letter(&only_k2, "payment", row.payload, row.failure).unwrap();
+            assert!(String::from_utf8(payload.to_bytes()).unwrap().contains(SEALED_MARKER));
+            assert_eq!(failure.stacktrace.as_deref(), Some(SEALED_MARKER), "the park's failure moved with it");
+        }
     }
 }

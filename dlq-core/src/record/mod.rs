@@ -25,6 +25,7 @@ pub use filter::{ListFilter, Order};
 pub(crate) use operator::host_name;
 pub use operator::{AttemptRecord, AuditEntry, AuditNote, FailureGroup, RetrierHeartbeat, StatsRow};
 pub use parking::{NewDeadLetter, Parked};
+pub(crate) use payload::json_len;
 pub use payload::{DEFAULT_MAX_PAYLOAD_BYTES, Payload, TOO_LARGE_PREVIEW_BYTES, Truncation};
 pub use row::{DeadLetter, DeadReason, DlqId, Status};
 pub use source::SourceMeta;

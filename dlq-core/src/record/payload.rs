@@ -293,7 +293,7 @@ impl Payload {
 
 /// The length of `value`'s JSON text when it is at most `max`, counted without building it
 /// and stopping past `max`.
-fn json_len(value: &serde_json::Value, max: usize) -> Option<usize> {
+pub(crate) fn json_len<T: serde::Serialize + ?Sized>(value: &T, max: usize) -> Option<usize> {
     struct Counter {
         len: usize,
         max: usize,

@@ -297,7 +297,7 @@ fn default_owner() -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
 mod breaker_tests;

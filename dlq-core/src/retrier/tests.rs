@@ -123,9 +123,16 @@ fn status(store: &MemoryStore, id: crate::DlqId) -> (Status, u32, Option<DeadRea
     (l.status, l.retry_count, l.dead_reason)
 }
 
-/// The trait's required methods, delegated to the wrapped store (`self.0`).
+/// The trait's required methods, delegated to the wrapped store (`self.0`); `(but_patch)`:
+/// all but `patch`, for a store that writes its own.
 macro_rules! delegate_required {
     () => {
+        delegate_required!(but_patch);
+        delegate! {
+            patch(r: crate::store::PatchRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<i64>>;
+        }
+    };
+    (but_patch) => {
             delegate! {
                 park(l: NewDeadLetter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::Parked>>;
                 park_many(l: Vec<NewDeadLetter>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::store::Parked>>>;
@@ -138,7 +145,6 @@ macro_rules! delegate_required {
                 attempts(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::admin::AttemptRecord>>>;
                 audit(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::admin::AuditEntry>>>;
                 apply(b: crate::store::BatchAction) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::BatchReport>>;
-                patch(r: crate::store::PatchRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<i64>>;
                 patch_rows(b: crate::store::PatchBatch) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::BatchReport>>;
                 audit_entry(id: i64) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<crate::admin::AuditEntry>>>;
                 create_operation(a: crate::store::ActionKind, s: serde_json::Value, n: crate::store::AuditNote) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::Operation>>;
@@ -161,6 +167,9 @@ macro_rules! delegate {
         $(fn $name(&self, $($arg: $ty),*) -> $out { self.0.$name($($arg),*) })*
     };
 }
+
+// For the test stores of other modules (the admin's).
+pub(crate) use {delegate, delegate_required};
 
 #[tokio::test(start_paused = true)]
 async fn success_marks_succeeded_and_records_the_attempt() {

@@ -10,9 +10,26 @@ use base64::Engine as _;
 
 use super::SealError;
 
-/// One 32-byte key. Its bytes never appear in `Debug` output or in an error.
+/// One 32-byte key, with what every seal under it needs made once: the AES-256-GCM key
+/// schedule and the key its fingerprints are keyed with. Its bytes never appear in `Debug`
+/// output or in an error.
 #[derive(Clone)]
-pub(crate) struct Key(pub(crate) [u8; 32]);
+pub(crate) struct Key {
+    pub(crate) bytes: [u8; 32],
+    /// The key expanded for AES-256-GCM (envelope v2).
+    pub(crate) aead: aes_gcm::Aes256Gcm,
+    /// SHA-256 of a label and the key: the key of the row's keyed fingerprint.
+    pub(crate) fingerprint: [u8; 32],
+}
+
+impl Key {
+    pub(crate) fn new(bytes: [u8; 32]) -> Self {
+        use aes_gcm::KeyInit as _;
+        use sha2::{Digest as _, Sha256};
+        let fingerprint = Sha256::new().chain_update(b"dlq-sealed:v1\0fingerprint\0").chain_update(bytes).finalize();
+        Self { bytes, aead: aes_gcm::Aes256Gcm::new(&bytes.into()), fingerprint: fingerprint.into() }
+    }
+}
 
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -63,7 +80,7 @@ impl KeyRing {
         let mut ring = BTreeMap::new();
         for (id, bytes) in keys {
             check_id(id)?;
-            if ring.insert(id.to_owned(), Key(bytes)).is_some() {
+            if ring.insert(id.to_owned(), Key::new(bytes)).is_some() {
                 return Err(SealError::BadKeys { reason: format!("key id `{id}` is given twice") });
             }
         }
@@ -311,7 +328,7 @@ mod tests {
     fn parse_reads_ids_and_the_active_key() {
         let ring = KeyRing::parse(&format!(" k2:{} ,\nk1:{}", b64(2), b64(1)), None).unwrap();
         assert_eq!((ring.active(), ring.ids().collect::<Vec<_>>()), ("k2", vec!["k1", "k2"]));
-        assert_eq!(ring.key("k1").unwrap().0, [1; 32]);
+        assert_eq!(ring.key("k1").unwrap().bytes, [1; 32]);
     }
 
     #[test]

@@ -1258,6 +1258,15 @@ pub fn sealed_letter(ring: &crate::sealed::KeyRing, event_type: &str, n: u64) ->
     crate::sealed::seal_letter(letter, sealing, Some(ring), usize::MAX).expect("sealed").0
 }
 
+/// A failure text sealed by dlq before envelope v2 (XChaCha20-Poly1305) under key `k1` (the
+/// kit's `[1; 32]`), for event type `payment`: reason `card <SEALED_MARKER> declined`, the
+/// same chain, stack trace [`SEALED_MARKER`]. Rows sealed so still open.
+pub const V1_SEALED_FAILURE: &str = "dlq-sealed:v1:k1:9K+IrDmCmXe+nivGhcSYrfLtDmInfyrm:rh/8Gy7RiZtVLHvxZKSAOWxomclay1QlzNmJiD88gTeQDgZbSOL5BR4l8dKDVN1Naa7jE+A8LPaqni7pUBd/ZxTil3sOi3c8C9fZbwVQ0VqnVQyLDNtvyJvQ5nrQ4XdyEZiCewXOtaLILZGDKpE17mqsjPu7wmqtGZI1O6z/nl03gZ9GCV6t2ZHhebecZ7LrPstQoQzi3ZhCTEtxmnI=";
+
+/// A payload sealed by dlq before envelope v2 (XChaCha20-Poly1305) under key `k1` for
+/// `payment`: `{"id": 7, "pan": SEALED_MARKER}`, its `/id` kept in clear.
+pub const V1_SEALED_PAYLOAD: &str = r#"{"clear":{"/id":7},"dlq_sealed":{"alg":"XChaCha20-Poly1305","data":"S/dOzLoNsi7V3+ozchB0GSyu/4YqthtNauZuDzKtTkzApncqKypx2WJ32lFZvDylRrfXPVDcFCU/6A==","key":"k1","nonce":"SU0DVLgyKOdpkbXOgu7ThWbtFvjtcVms","v":1}}"#;
+
 /// Two key rings: `k1` alone, then `k2` active with `k1` still in it (a rotation).
 fn rings() -> (crate::sealed::KeyRing, crate::sealed::KeyRing) {
     let k1 = crate::sealed::KeyRing::new("k1", [("k1", [1; 32])]).expect("ring");
@@ -1308,6 +1317,28 @@ pub async fn sealed_rows_drain_after_rotation<S: DeadLetterStore>(s: &S) {
         settle_ok(s, Settlement::Succeeded { lease: row.lease }).await;
     }
     assert_eq!((get(s, old).await.status, get(s, new).await.status), (Status::Succeeded, Status::Succeeded));
+}
+
+/// Rows sealed before envelope v2 (a row the store kept from an older dlq) open: the row read
+/// back, its failure's texts, and the claimed payload through to `SUCCEEDED`.
+pub async fn sealed_rows_of_envelope_v1_open<S: DeadLetterStore>(s: &S) {
+    let (k1, rotated) = rings();
+    let payload = Payload::Json(serde_json::from_str(V1_SEALED_PAYLOAD).expect("JSON"));
+    let sealed_failure =
+        FailureInfo { stacktrace: Some(V1_SEALED_FAILURE.into()), ..failure("Declined", "[encrypted, key k1]") };
+    let id = park(s, NewDeadLetter::new("payment", payload, sealed_failure)).await;
+    let row = get(s, id).await;
+    let (opened, texts) = crate::sealed::open_letter(&rotated, "payment", row.payload, row.failure).expect("opens");
+    assert_eq!(opened, Payload::Json(json!({ "id": 7, "pan": SEALED_MARKER })));
+    assert_eq!(
+        (texts.reason, texts.stacktrace),
+        (format!("card {SEALED_MARKER} declined"), Some(SEALED_MARKER.into()))
+    );
+    let claimed = claim(s, &["payment"], LONG).await;
+    let opened = crate::sealed::open_payload(&k1, "payment", claimed[0].payload.clone()).expect("opens");
+    assert_eq!(opened, Payload::Json(json!({ "id": 7, "pan": SEALED_MARKER })));
+    settle_ok(s, Settlement::Succeeded { lease: claimed[0].lease }).await;
+    assert_eq!(get(s, id).await.status, Status::Succeeded);
 }
 
 /// Starts the store's listener, if it has one: a first wait does. A listener announces once
