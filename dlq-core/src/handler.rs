@@ -357,6 +357,12 @@ impl Registration {
         self.subject
     }
 
+    /// The attribute's `redact = ["/card/number"]`: the JSON pointers of the payload's fields
+    /// operators see masked ([`crate::redact`]).
+    pub const fn redact(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// The event type it handles.
     pub const fn event_type(&self) -> &'static str {
         self.event_type

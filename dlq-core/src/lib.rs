@@ -134,6 +134,7 @@ mod memory;
 pub mod observe;
 mod otel;
 mod record;
+pub mod redact;
 mod registry;
 mod retrier;
 pub mod sealed;

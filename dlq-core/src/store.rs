@@ -501,6 +501,38 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// [`Admin::undo`]: crate::admin::Admin::undo
     fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>>;
 
+    /// Marks the rows of `leases` as claimed by a retrier that could not open them (sealed
+    /// under a key it does not hold, [`crate::sealed`]), under that claim: the row is counted
+    /// by [`count_unreadable`](Self::count_unreadable) while that claim is its latest (status
+    /// `PROCESSING`, the same lease token), whichever process asks. A retrier that can open
+    /// it claims it again in time (a new token) and runs it: it is no longer counted. A lease
+    /// that no longer holds its row marks nothing. The default marks nothing; the conformance
+    /// kit checks a store that counts (`unreadable_rows_are_counted`).
+    fn mark_unreadable(&self, leases: Vec<Lease>) -> BoxFuture<'_, StoreResult<()>> {
+        let _ = leases;
+        Box::pin(async { Ok(()) })
+    }
+
+    /// How many rows are left unreadable under their latest claim
+    /// ([`mark_unreadable`](Self::mark_unreadable)): what `dlq stats` and
+    /// [`health`](crate::observe::health) report. The default says the store does not count
+    /// them ([`Error::Unsupported`]).
+    fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(async { Err(unsupported("counting unreadable sealed rows")) })
+    }
+
+    /// For store implementers; applications reveal through
+    /// [`Admin::reveal`](crate::admin::Admin::reveal). Records that an operator was shown row
+    /// `id` whole (its redacted fields, its sealed payload opened): an audit entry with action
+    /// `reveal`, the note's actor and reason and an empty object as its diff; returns its id.
+    /// [`Error::NotFound`] for an unknown id. The default refuses ([`Error::Unsupported`]): a
+    /// store that cannot audit a reveal reveals nothing. The conformance kit expects it
+    /// (`reveal_is_audited`).
+    fn reveal(&self, id: DlqId, note: AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
+        let _ = (id, note);
+        Box::pin(async { Err(unsupported("auditing a reveal")) })
+    }
+
     /// For store implementers: stores a new bulk operation of [`Admin::start`], `running`,
     /// cursor 0, so that any process can resume it.
     ///

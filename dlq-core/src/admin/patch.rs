@@ -96,7 +96,10 @@ impl Admin {
         while let Some(rows) = pages.next(&*self.store).await? {
             for row in &rows {
                 match self.fit(row, &ops, self.check_patches) {
-                    Ok((_, changes)) => report.patched.push(RowPatch { id: row.id, changes }),
+                    Ok((_, mut changes)) => {
+                        self.redaction.changes(&row.event_type, &mut changes);
+                        report.patched.push(RowPatch { id: row.id, changes });
+                    }
                     Err(why) => report.refused.push(PatchRefusal { id: row.id, reason: why.to_string() }),
                 }
             }

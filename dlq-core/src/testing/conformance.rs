@@ -1526,3 +1526,49 @@ pub async fn settle_and_claim_writes_then_claims<S: DeadLetterStore>(s: &S) {
     assert!(none.expect("claim").is_empty());
     assert_eq!(get(s, last[0].id()).await.status, Status::Succeeded);
 }
+
+/// `reveal` audits a reveal of an existing row (action `reveal`, the actor and reason, an
+/// empty diff) and refuses an unknown id. A store that cannot audit one ([`Error::Unsupported`],
+/// the default) reveals nothing: skipped.
+pub async fn reveal_is_audited<S: DeadLetterStore>(s: &S) {
+    let id = park(s, letter("payment", 1)).await;
+    let entry = match s.reveal(id, AuditNote::new("alice", "chargeback 118")).await {
+        Err(Error::Unsupported { .. }) => return,
+        other => other.expect("reveal"),
+    };
+    let audit = s.audit(id).await.expect("audit");
+    assert_eq!(audit.len(), 1);
+    let a = &audit[0];
+    assert_eq!((a.id, a.action.as_str(), a.actor.as_str()), (entry, "reveal", "alice"));
+    assert_eq!((a.reason.as_deref(), &a.diff), (Some("chargeback 118"), &json!({})));
+    assert!(matches!(s.reveal(id + 1_000, AuditNote::new("alice", "x")).await, Err(Error::NotFound(_))));
+}
+
+/// A row marked unreadable under its claim counts while that claim is its latest: from any
+/// caller, until a new claim (a retrier holding the key) or an outcome ends it; a stale lease
+/// marks nothing. A store that does not count ([`Error::Unsupported`]) is skipped.
+pub async fn unreadable_rows_are_counted<S: DeadLetterStore>(s: &S) {
+    let zero = match s.count_unreadable().await {
+        Err(Error::Unsupported { .. }) => return,
+        other => other.expect("count_unreadable"),
+    };
+    assert_eq!(zero, 0);
+    let (a, b) = (park(s, letter("sealed", 1)).await, park(s, letter("sealed", 2)).await);
+    let first = s.claim(request(&["sealed"], 10, SHORT, "keyless")).await.expect("claim");
+    assert_eq!(ids(&first).len(), 2);
+    let stale = Lease { id: a, token: Uuid::new_v4() };
+    s.mark_unreadable(vec![stale]).await.expect("mark");
+    assert_eq!(s.count_unreadable().await.expect("count"), 0, "a stale lease marks nothing");
+    s.mark_unreadable(first.iter().map(|c| c.lease).collect()).await.expect("mark");
+    assert_eq!(s.count_unreadable().await.expect("count"), 2);
+    // The lease expires: still counted (no one could open it since).
+    tokio::time::sleep(PAST_SHORT).await;
+    assert_eq!(s.count_unreadable().await.expect("count"), 2);
+    // A retrier with the key claims them again and settles one: neither counts any more.
+    let second = s.claim(request(&["sealed"], 10, LONG, "keyed")).await.expect("claim");
+    assert_eq!(ids(&second).len(), 2);
+    assert_eq!(s.count_unreadable().await.expect("count"), 0);
+    let done = second.iter().find(|c| c.id() == b).expect("b").lease;
+    settle_ok(s, Settlement::Succeeded { lease: done }).await;
+    assert_eq!(s.count_unreadable().await.expect("count"), 0);
+}

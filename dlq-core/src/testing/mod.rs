@@ -255,6 +255,8 @@ macro_rules! __store_conformance_each {
         $crate::__store_conformance_test!($setup settle_and_claim_writes_then_claims);
         $crate::__store_conformance_test!($setup sealed_rows_keep_no_plaintext);
         $crate::__store_conformance_test!($setup sealed_rows_drain_after_rotation);
+        $crate::__store_conformance_test!($setup reveal_is_audited);
+        $crate::__store_conformance_test!($setup unreadable_rows_are_counted);
     };
 }
 

@@ -651,6 +651,18 @@ impl DeadLetterStore for PgStore {
         Box::pin(ops::audit_one(self, id))
     }
 
+    fn reveal(&self, id: DlqId, note: AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
+        Box::pin(ops::reveal(self, id, note))
+    }
+
+    fn mark_unreadable(&self, leases: Vec<dlq_core::store::Lease>) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(ops::mark_unreadable(self, leases))
+    }
+
+    fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(ops::count_unreadable(self))
+    }
+
     /// One transaction per batch; a redrive wakes retriers with `NOTIFY` on commit.
     fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {
         Box::pin(ops::apply(self, batch))

@@ -383,6 +383,18 @@ impl DeadLetterStore for SqliteStore {
         Box::pin(ops::audit_one(&self.pool, id))
     }
 
+    fn reveal(&self, id: DlqId, note: AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
+        Box::pin(admin::reveal(&self.pool, id, note))
+    }
+
+    fn mark_unreadable(&self, leases: Vec<dlq_core::store::Lease>) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(admin::mark_unreadable(&self.pool, leases))
+    }
+
+    fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(admin::count_unreadable(&self.pool))
+    }
+
     fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {
         Box::pin(async move {
             let redrive = batch.action == ActionKind::Redrive;
