@@ -35,6 +35,7 @@ mod patch;
 mod sealed;
 mod stats;
 mod upgrade;
+mod validation;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +49,7 @@ pub use patch::{Change, PatchManyReport, PatchRefusal, RowPatch};
 pub use sealed::RekeyReport;
 pub use stats::{Growth, Orphan, StatsReport, StatusCounts};
 pub use upgrade::UpgradeReport;
+pub use validation::{GroupValidation, ValidationReport};
 
 pub use crate::action::{hex, unhex};
 /// The records an operator reads: a row's attempts and audit log, failure groups, counts by
@@ -112,6 +114,8 @@ pub struct Admin {
     check_patches: bool,
     keys: Option<Arc<crate::sealed::KeyRing>>,
     subject_key: Option<crate::subject::SubjectKey>,
+    /// The store's type catalog, to validate by when there is no registry (the stock CLI).
+    catalog: Option<Arc<crate::catalog::Catalog>>,
 }
 
 impl std::fmt::Debug for Admin {
@@ -166,6 +170,7 @@ impl Admin {
             check_patches: false,
             keys: None,
             subject_key: None,
+            catalog: None,
         }
     }
 
@@ -259,9 +264,21 @@ impl Admin {
         self.store.erasures(limit).await
     }
 
-    /// Whether this admin can validate rows: it has a registry or a validator.
+    /// Validates rows by the store's type catalog ([`crate::catalog`]) where it has no
+    /// registry: what the stock `dlq` binary does, without the handlers' code. A row then
+    /// passes when its version is one its type's handler takes and its payload matches that
+    /// version's JSON Schema, when the type exports one ([`Catalog::verdict`]).
+    ///
+    /// [`Catalog::verdict`]: crate::catalog::Catalog::verdict
+    #[must_use]
+    pub fn with_catalog(mut self, catalog: crate::catalog::Catalog) -> Self {
+        self.catalog = Some(Arc::new(catalog));
+        self
+    }
+
+    /// Whether this admin can validate rows: it has a registry, a type catalog or a validator.
     pub const fn can_validate(&self) -> bool {
-        self.registry.is_some() || self.validator.is_some()
+        self.registry.is_some() || self.catalog.is_some() || self.validator.is_some()
     }
 
     /// Why `letter` would fail again as it is, checked without running its handler: with a
@@ -297,6 +314,10 @@ impl Admin {
             // decodes it: upcast from the row's version.
             if let Some(payload) = self.opened_for_check(&letter.event_type, &letter.payload) {
                 registration.check_payload(&registration.upcast(letter.version, payload)?)?;
+            }
+        } else if self.catalog.is_some() {
+            if let crate::catalog::Verdict::Not(why) = self.verdict(letter) {
+                return Err(why);
             }
         }
         match &self.validator {
