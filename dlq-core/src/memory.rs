@@ -82,6 +82,8 @@ struct Inner {
     circuits: BTreeMap<String, Circuit>,
     circuit_log: Vec<CircuitLogEntry>,
     erasures: Vec<Erasure>,
+    /// The type catalog, by event type.
+    catalog: Vec<crate::catalog::EventTypeInfo>,
     /// Capped claims per event type: when, and how many rows (for `claim_capped`'s window).
     starts: HashMap<String, std::collections::VecDeque<(DateTime<Utc>, usize)>>,
 }
@@ -828,6 +830,15 @@ impl DeadLetterStore for MemoryStore {
 
     fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>> {
         ready(Ok(self.lock().erasures.iter().rev().take(limit).cloned().collect()))
+    }
+
+    fn publish_types(&self, types: Vec<crate::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
+        crate::catalog::merge(&mut self.lock().catalog, types);
+        ready(Ok(()))
+    }
+
+    fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<crate::catalog::EventTypeInfo>>> {
+        ready(Ok(self.lock().catalog.clone()))
     }
 
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {

@@ -235,6 +235,14 @@ impl Policy {
             .fold(Self::default(), |policy, reg| policy.redact(reg.event_type(), reg.redact().iter().copied()))
     }
 
+    /// The redaction the store's type catalog records (each type's `redact`, as its handlers
+    /// published it: [`crate::catalog`]).
+    pub fn from_catalog(records: &[crate::catalog::EventTypeInfo]) -> Self {
+        records
+            .iter()
+            .fold(Self::default(), |policy, info| policy.redact(info.event_type.clone(), info.redact.iter().cloned()))
+    }
+
     /// Both policies: a type masks the fields either names.
     #[must_use]
     pub fn merge(self, other: Self) -> Self {

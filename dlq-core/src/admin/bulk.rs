@@ -814,7 +814,7 @@ impl Bulk<'_> {
             for &id in moved {
                 let Some(mut now) = self.admin.store.get(id).await? else { continue };
                 // The reason is shown: scrubbed of the row's redacted values.
-                self.admin.redaction.letter(&mut now);
+                self.admin.redaction().await?.letter(&mut now);
                 match outcome(&now) {
                     Outcome::Waiting => waiting.push(id),
                     Outcome::Succeeded => {}

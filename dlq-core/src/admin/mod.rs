@@ -35,6 +35,7 @@ mod patch;
 mod sealed;
 pub(crate) mod stats;
 mod upgrade;
+mod validation;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +49,7 @@ pub use patch::{Change, PatchManyReport, PatchRefusal, RowPatch};
 pub use sealed::RekeyReport;
 pub use stats::{Growth, Orphan, StatsReport, StatusCounts};
 pub use upgrade::UpgradeReport;
+pub use validation::{GroupValidation, ValidationReport};
 
 pub use crate::action::{hex, unhex};
 /// The records an operator reads: a row's attempts and audit log, failure groups, counts by
@@ -113,6 +115,10 @@ pub struct Admin {
     keys: Option<Arc<crate::sealed::KeyRing>>,
     subject_key: Option<crate::subject::SubjectKey>,
     redaction: crate::redact::Policy,
+    /// Whether every read also masks what the store's type catalog says (the stock CLI).
+    redaction_from_catalog: bool,
+    /// The store's type catalog, to validate by when there is no registry (the stock CLI).
+    catalog: Option<Arc<crate::catalog::Catalog>>,
 }
 
 impl std::fmt::Debug for Admin {
@@ -168,6 +174,8 @@ impl Admin {
             keys: None,
             subject_key: None,
             redaction: crate::redact::Policy::default(),
+            redaction_from_catalog: false,
+            catalog: None,
         }
     }
 
@@ -198,9 +206,32 @@ impl Admin {
         self
     }
 
-    /// The fields this admin masks.
-    pub const fn redaction(&self) -> &crate::redact::Policy {
-        &self.redaction
+    /// Masks, besides its own policy, the fields the store's type catalog names for each type
+    /// (each handler's `redact = [...]`, published by the retriers: [`crate::catalog`]), read
+    /// again on every read, so a type published after this admin was made is masked too: what
+    /// the stock `dlq` binary and its console use, having no handlers. A store without a
+    /// catalog adds nothing.
+    #[must_use]
+    pub const fn with_catalog_redaction(mut self) -> Self {
+        self.redaction_from_catalog = true;
+        self
+    }
+
+    /// The fields this admin masks now: its policy, and the store catalog's with
+    /// [`with_catalog_redaction`](Self::with_catalog_redaction).
+    ///
+    /// # Errors
+    /// The store's error reading the catalog (nothing is shown unmasked for want of it).
+    pub async fn redaction(&self) -> Result<std::borrow::Cow<'_, crate::redact::Policy>, Error> {
+        if !self.redaction_from_catalog {
+            return Ok(std::borrow::Cow::Borrowed(&self.redaction));
+        }
+        let records = match self.store.event_types().await {
+            Ok(records) => records,
+            Err(Error::Unsupported { .. }) => Vec::new(),
+            Err(error) => return Err(error),
+        };
+        Ok(std::borrow::Cow::Owned(self.redaction.clone().merge(crate::redact::Policy::from_catalog(&records))))
     }
 
     /// Knows the service's handlers: orphaned types are reported with the expected handler,
@@ -294,9 +325,21 @@ impl Admin {
         self.store.erasures(limit).await
     }
 
-    /// Whether this admin can validate rows: it has a registry or a validator.
+    /// Validates rows by the store's type catalog ([`crate::catalog`]) where it has no
+    /// registry: what the stock `dlq` binary does, without the handlers' code. A row then
+    /// passes when its version is one its type's handler takes and its payload matches that
+    /// version's JSON Schema, when the type exports one ([`Catalog::verdict`]).
+    ///
+    /// [`Catalog::verdict`]: crate::catalog::Catalog::verdict
+    #[must_use]
+    pub fn with_catalog(mut self, catalog: crate::catalog::Catalog) -> Self {
+        self.catalog = Some(Arc::new(catalog));
+        self
+    }
+
+    /// Whether this admin can validate rows: it has a registry, a type catalog or a validator.
     pub const fn can_validate(&self) -> bool {
-        self.registry.is_some() || self.validator.is_some()
+        self.registry.is_some() || self.catalog.is_some() || self.validator.is_some()
     }
 
     /// Why `letter` would fail again as it is, checked without running its handler: with a
@@ -332,6 +375,10 @@ impl Admin {
             // decodes it: upcast from the row's version.
             if let Some(payload) = self.opened_for_check(&letter.event_type, &letter.payload) {
                 registration.check_payload(&registration.upcast(letter.version, payload)?)?;
+            }
+        } else if self.catalog.is_some() {
+            if let crate::catalog::Verdict::Not(why) = self.verdict(letter) {
+                return Err(why);
             }
         }
         match &self.validator {
@@ -375,8 +422,9 @@ impl Admin {
         let limit = filter.limit;
         let mut rows = self.store.list(filter).await?;
         let next = if rows.len() == limit { rows.last().map(|r| r.id) } else { None };
+        let policy = self.redaction().await?;
         for row in &mut rows {
-            self.redaction.letter(row);
+            policy.letter(row);
         }
         Ok(Page { rows, next })
     }
@@ -388,7 +436,7 @@ impl Admin {
     /// [`Error::NotFound`] for an unknown id; the store's error.
     pub async fn show(&self, id: DlqId) -> Result<Detail, Error> {
         let mut detail = self.whole(id).await?;
-        self.redaction.detail(&mut detail);
+        self.redaction().await?.detail(&mut detail);
         Ok(detail)
     }
 
@@ -480,7 +528,7 @@ impl Admin {
         let reason = required(reason, "patch")?;
         let (letter, reseal) = self.open_for_patch(self.patchable(id, "patch").await?)?;
         // Written from the masked payload an operator was shown: masked fields keep their value.
-        let payload = self.redaction.unmask(&letter.event_type, &letter.payload, payload);
+        let payload = self.redaction().await?.unmask(&letter.event_type, &letter.payload, payload);
         self.write_patch(letter, payload, reason, None, None, reseal).await
     }
 
@@ -574,8 +622,9 @@ impl Admin {
         let request = PatchRequest { id, payload: stored, note, patch, undo_of };
         let audit_id = self.store.patch(request).await?;
         crate::observe::admin_action(if undo_of.is_some() { "undo" } else { "patch" }, 1);
-        let (old, _) = self.redaction.shown(&letter.event_type, &old);
-        let (new, _) = self.redaction.shown(&letter.event_type, &new);
+        let policy = self.redaction().await?;
+        let (old, _) = policy.shown(&letter.event_type, &old);
+        let (new, _) = policy.shown(&letter.event_type, &new);
         Ok(PatchOutcome { id, audit_id, old, new })
     }
 

@@ -115,9 +115,10 @@ impl Admin {
     /// Scrubs the sample reason of each group of a type with redacted fields: one read of
     /// its sample row.
     async fn redact_groups(&self, groups: &mut [FailureGroup]) -> Result<(), Error> {
-        for group in groups.iter_mut().filter(|g| !self.redaction.pointers(&g.event_type).is_empty()) {
+        let policy = self.redaction().await?;
+        for group in groups.iter_mut().filter(|g| !policy.pointers(&g.event_type).is_empty()) {
             let sample = self.store.get(group.sample_id).await?;
-            self.redaction.group(group, sample.as_ref());
+            policy.group(group, sample.as_ref());
         }
         Ok(())
     }

@@ -1094,6 +1094,39 @@ pub async fn erase_by_subject<S: DeadLetterStore>(s: &S) {
     assert_eq!(s.erasures(1).await.expect("erasures").len(), 1, "the limit");
 }
 
+/// The type catalog keeps one record per event type, every field as published (schemas by
+/// version, redacted pointers, time to the microsecond); a record of the same or a newer version
+/// replaces the stored one, an older version changes nothing (a rolling deploy's old process
+/// starting late), and a batch naming a type twice keeps the newest.
+pub async fn type_catalog_newest_version_wins<S: DeadLetterStore>(s: &S) {
+    use crate::catalog::EventTypeInfo;
+    assert!(s.event_types().await.expect("event_types").is_empty());
+    s.publish_types(Vec::new()).await.expect("nothing to publish");
+    let mut payment = EventTypeInfo::new("payment", 3, "host:1:new");
+    payment.schema = Some(serde_json::json!({"type": "object", "required": ["cents"]}));
+    payment.older_schemas = [(1, serde_json::json!({"type": "object"}))].into();
+    payment.upcast_from = 1;
+    payment.encrypted = true;
+    payment.redact = vec!["/card/number".into(), "/name".into()];
+    let refund = EventTypeInfo::new("refund", 1, "host:1:new");
+    s.publish_types(vec![refund.clone(), payment.clone()]).await.expect("publish");
+    assert_eq!(s.event_types().await.expect("event_types"), [payment.clone(), refund.clone()], "by event type");
+
+    let old = EventTypeInfo::new("payment", 2, "host:2:old");
+    let newer_refund = EventTypeInfo::new("refund", 2, "host:2:old");
+    s.publish_types(vec![old, newer_refund.clone()]).await.expect("publish");
+    assert_eq!(s.event_types().await.expect("event_types"), [payment.clone(), newer_refund.clone()]);
+
+    let mut same = EventTypeInfo::new("payment", 3, "host:3:again");
+    same.upcast_from = 2;
+    let twice = vec![EventTypeInfo::new("card", 2, "a"), EventTypeInfo::new("card", 1, "b"), same.clone()];
+    s.publish_types(twice).await.expect("publish");
+    let catalog = s.event_types().await.expect("event_types");
+    let kept: Vec<_> = catalog.iter().map(|i| (i.event_type.as_str(), i.version, i.published_by.as_str())).collect();
+    assert_eq!(kept, [("card", 2, "a"), ("payment", 3, "host:3:again"), ("refund", 2, "host:2:old")]);
+    assert_eq!(catalog[1], same, "the same version refreshes the whole record");
+}
+
 /// `list` applies every filter field and the limit, newest first, over rows in every status
 /// (succeeded and in-flight rows included, which PostgreSQL keeps out of its operator indexes).
 pub async fn list_filters_newest_first<S: DeadLetterStore>(s: &S) {

@@ -11,6 +11,7 @@
 
 mod admin;
 mod capacity;
+mod catalog;
 mod circuits;
 mod claim;
 mod erase;
@@ -719,6 +720,14 @@ impl DeadLetterStore for PgStore {
 
     fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::Erasure>>> {
         Box::pin(erase::erasures(self, limit))
+    }
+
+    fn publish_types(&self, types: Vec<dlq_core::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(catalog::publish(self, types))
+    }
+
+    fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::EventTypeInfo>>> {
+        Box::pin(catalog::all(self))
     }
 
     fn max_payload_bytes(&self) -> usize {

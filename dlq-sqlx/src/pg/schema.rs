@@ -235,6 +235,10 @@ statements! {
     erase = "erase.sql";
     /// The newest erasure records.
     erasures = "erasures.sql";
+    /// Write records of the type catalog; the newest version wins.
+    publish_types = "publish_types.sql";
+    /// The type catalog.
+    event_types = "event_types.sql";
     /// Count the finished rows past retention (what a purge would delete).
     purgeable = "purgeable.sql";
     /// Count every row (for `max_entries`).

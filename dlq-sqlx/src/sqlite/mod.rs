@@ -4,6 +4,7 @@
 //! [`SqliteStore`] is also re-exported at the crate root.
 
 mod admin;
+mod catalog;
 mod circuits;
 mod codec;
 mod erase;
@@ -437,6 +438,14 @@ impl DeadLetterStore for SqliteStore {
 
     fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::Erasure>>> {
         Box::pin(erase::erasures(&self.pool, limit))
+    }
+
+    fn publish_types(&self, types: Vec<dlq_core::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(catalog::publish(&self.pool, types))
+    }
+
+    fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::EventTypeInfo>>> {
+        Box::pin(catalog::all(&self.pool))
     }
 
     fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>> {
