@@ -1522,7 +1522,7 @@ async fn redacted_fields_never_show_without_an_audited_reveal() {
         &["ls", "--group", &group],
         &["show", &ids[0]],
         &["stats"],
-        &["patch", "--group", &group, "--patch", fix, "--dry-run"],
+        &["patch", "--group", &group, "--patch", fix, "--reason", "r", "--dry-run"],
         &patch,
     ];
     for args in reads {
