@@ -238,7 +238,7 @@ impl Embedded {
         let store = connect::open(url, &cli.schema, migrate).await?;
         // Every verb masks what the handlers redact: the embedding service's registry says it,
         // and the store's type catalog (what the retriers published) says it to every binary.
-        let mut admin = Admin::new(store, actor(cli.actor.as_deref())).with_catalog_redaction();
+        let mut admin = Admin::new(store, actor(cli.actor.as_deref()));
         if let Some(registry) = &self.registry {
             admin = admin.with_registry(registry.clone());
         }

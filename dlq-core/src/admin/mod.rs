@@ -115,8 +115,6 @@ pub struct Admin {
     keys: Option<Arc<crate::sealed::KeyRing>>,
     subject_key: Option<crate::subject::SubjectKey>,
     redaction: crate::redact::Policy,
-    /// Whether every read also masks what the store's type catalog says (the stock CLI).
-    redaction_from_catalog: bool,
     /// The store's type catalog, to validate by when there is no registry (the stock CLI).
     catalog: Option<Arc<crate::catalog::Catalog>>,
 }
@@ -174,7 +172,6 @@ impl Admin {
             keys: None,
             subject_key: None,
             redaction: crate::redact::Policy::default(),
-            redaction_from_catalog: false,
             catalog: None,
         }
     }
@@ -206,26 +203,18 @@ impl Admin {
         self
     }
 
-    /// Masks, besides its own policy, the fields the store's type catalog names for each type
-    /// (each handler's `redact = [...]`, published by the retriers: [`crate::catalog`]), read
-    /// again on every read, so a type published after this admin was made is masked too: what
-    /// the stock `dlq` binary and its console use, having no handlers. A store without a
-    /// catalog adds nothing.
-    #[must_use]
-    pub const fn with_catalog_redaction(mut self) -> Self {
-        self.redaction_from_catalog = true;
-        self
-    }
-
-    /// The fields this admin masks now: its policy, and the store catalog's with
-    /// [`with_catalog_redaction`](Self::with_catalog_redaction).
+    /// The fields this admin masks now: its own policy (the registry's, [`with_redaction`]'s)
+    /// and what the store's type catalog says of each type (each handler's `redact = [...]`,
+    /// published by the retriers: [`crate::catalog`]), read again on every read, so an admin
+    /// without the handlers (the stock `dlq` binary, a console given no registry) masks them
+    /// too, a type published after it was made included. A store without a catalog adds
+    /// nothing.
+    ///
+    /// [`with_redaction`]: Self::with_redaction
     ///
     /// # Errors
     /// The store's error reading the catalog (nothing is shown unmasked for want of it).
     pub async fn redaction(&self) -> Result<std::borrow::Cow<'_, crate::redact::Policy>, Error> {
-        if !self.redaction_from_catalog {
-            return Ok(std::borrow::Cow::Borrowed(&self.redaction));
-        }
         let records = match self.store.event_types().await {
             Ok(records) => records,
             Err(Error::Unsupported { .. }) => Vec::new(),
@@ -478,7 +467,6 @@ impl Admin {
     pub async fn reveal(&self, id: DlqId, reason: &str) -> Result<Detail, Error> {
         let reason = required(reason, "reveal")?;
         self.store.reveal(id, self.note(Some(reason))).await?;
-        crate::observe::admin_action("reveal", 1);
         let mut detail = self.whole(id).await?;
         if let Some(ring) = self.key_ring() {
             let event_type = detail.letter.event_type.clone();
