@@ -57,10 +57,18 @@ pub enum Command {
     },
     /// Lists rows, newest first (keyset pagination with `--after`).
     Ls(LsArgs),
-    /// Shows one row: payload, error chain, stack trace, source, attempts, audit log.
+    /// Shows one row: payload, error chain, stack trace, source, attempts, audit log (the
+    /// fields its type redacts masked, unless `--reveal`).
     Show {
         /// The row's id.
         id: DlqId,
+        /// Shows the row whole: its redacted fields, and its encrypted payload and error
+        /// opened with DLQ_KEYS (or DLQ_KEYS_FILE); audited (action `reveal`) first.
+        #[arg(long, requires = "reason")]
+        reveal: bool,
+        /// Why it is revealed (kept in the audit log); needs `--reveal`.
+        #[arg(long, requires = "reveal")]
+        reason: Option<String>,
     },
     /// Moves FAILED_PERMANENTLY rows back to PENDING, in batches, resumable.
     Redrive(RedriveArgs),

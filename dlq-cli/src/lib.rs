@@ -8,6 +8,7 @@
 //! dlq stats                                   # what failed, grouped, and is anyone retrying it?
 //! dlq ls --group 9f2c41d07a3b5e18 --since 2h  # the rows of one failure group
 //! dlq show 1204                               # payload, error chain, attempts, audit log
+//! dlq show 1204 --reveal --reason "chargeback 118"  # redacted fields too, audited
 //! dlq patch 1204 --patch fix.json --reason "trailing space from POS firmware"
 //! dlq patch --group 9f2c41d07a3b5e18 --patch fix.json --reason "…" --dry-run  # then without
 //! dlq redrive --group 9f2c41d07a3b5e18 --canary 5 --rate 50/s --reason "ledger fixed"
@@ -46,7 +47,9 @@
 //!   event_types, singleton, started_at, last_seen}], orphans: [{event_type, pending,
 //!   expected_handler}], saturation, capacity: {entries, max_entries, blocks_when_full},
 //!   table: {live_tuples, dead_tuples, autovacuum, last_vacuum}, circuits: [circuit],
-//!   warnings: [text]}` (`capacity` is null without `max_entries`, `table` null on SQLite;
+//!   sealed_unreadable, warnings: [text]}` (`capacity` is null without `max_entries`, `table`
+//!   null on SQLite, `sealed_unreadable` (encrypted rows left claimed by a retrier without
+//!   their key) null on a store that does not count them;
 //!   `circuits` lists the open, half-open and paused types);
 //! - `ls`: `{rows: [row], next}` where `next` is the `--after` of the next page or null; a
 //!   row is `{id, event_type, version, handler, status, dead_reason, error_class, error_kind,
@@ -233,6 +236,8 @@ impl Embedded {
         let migrate = matches!(cli.command, Command::Migrate);
         connect::target(url)?;
         let store = connect::open(url, &cli.schema, migrate).await?;
+        // Every verb masks what the handlers redact: the embedding service's registry says it,
+        // and the store's type catalog (what the retriers published) says it to every binary.
         let mut admin = Admin::new(store, actor(cli.actor.as_deref()));
         if let Some(registry) = &self.registry {
             admin = admin.with_registry(registry.clone());
@@ -262,7 +267,10 @@ impl Embedded {
                 }
                 out.list(&admin.list(filter).await?);
             }
-            Command::Show { id } => out.show(&admin.show(*id).await?),
+            Command::Show { id, reveal: false, .. } => out.show(&admin.show(*id).await?),
+            Command::Show { id, reveal: true, reason } => {
+                out.show(&admin.reveal(*id, reason.as_deref().unwrap_or_default()).await?);
+            }
             Command::Redrive(args) => {
                 Self::can_validate(args.validate, admin)?;
                 return bulk::redrive(admin, args, out).await;
@@ -348,6 +356,7 @@ fn usage(command: &Command) -> Result<(), Failure> {
         Command::Patch(args) => ("patch", args.reason.as_deref(), args.resume.is_none()),
         Command::Undo { reason, .. } => ("undo", reason.as_deref(), false),
         Command::Rekey { reason, .. } => ("rekey", Some(reason.as_str()), true),
+        Command::Show { reveal: true, reason, .. } => ("reveal", reason.as_deref(), true),
         Command::Erase { subject, reason } => {
             if blank(subject) {
                 return Err(Failure::usage("erase needs a non-empty --subject"));

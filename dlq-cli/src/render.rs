@@ -185,6 +185,9 @@ impl Out {
         if let Some(s) = report.saturation {
             self.line(format!("saturation: {:.1}% of max_entries", s * 100.0));
         }
+        if let Some(n) = report.sealed_unreadable.filter(|n| *n > 0) {
+            self.line(format!("encrypted rows left claimed, their key missing: {n}"));
+        }
         self.line("\nTOP FAILURE GROUPS");
         let mut groups =
             self.table(&["GROUP", "EVENT TYPE", "KIND", "COUNT", "FIRST SEEN", "LAST SEEN", "SAMPLE", "SAMPLE REASON"]);

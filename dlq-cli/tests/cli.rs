@@ -1456,3 +1456,104 @@ async fn sealed_rows_never_show_their_plaintext_without_the_key() {
 fn base64_of_nines() -> String {
     "CQkJ".repeat(10) + "CQk="
 }
+
+// ---- redaction: the stock binary learns it from the store's type catalog ----
+
+const CARD: &str = "5555-5555-5555-4444";
+const CARD_EMAIL: &str = "frank.redacted@example.com";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct CardPayment {
+    id: u64,
+    card: String,
+    email: String,
+}
+
+#[derive(Debug, Classify)]
+enum Declined {
+    #[dlq(permanent)]
+    Card(String, String),
+}
+
+impl std::fmt::Display for Declined {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self::Card(card, email) = self;
+        write!(f, "card {card} of {email} declined")
+    }
+}
+
+impl std::error::Error for Declined {}
+
+#[dead_letter(event_type = "cli-redacted", redact = ["/card", "/email"])]
+async fn redacted_charge(p: CardPayment) -> Result<(), Declined> {
+    Err(Declined::Card(p.card, p.email))
+}
+
+/// Rows of a type with `redact`, parked by its handler, whose retrier published the type: no
+/// verb of the plain `dlq` binary, for people or as JSON, prints the card number or the email
+/// (rows, the row, groups, stats, a patch preview and a patch's outcome, the audit log after
+/// it); `show --reveal --reason` prints them after an audit entry, and needs the reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn redacted_fields_never_show_without_an_audited_reveal() {
+    let db = Db::sqlite().await;
+    let store = db.store().await;
+    let registry = handlers![redacted_charge].unwrap();
+    registry.publish(&*store, "cli-test").await.unwrap();
+    let mut ids = Vec::new();
+    for id in 0..2 {
+        let event = CardPayment { id, card: CARD.into(), email: CARD_EMAIL.into() };
+        let err = dlq_core::with_store(Arc::clone(&store), redacted_charge(event)).await.unwrap_err();
+        ids.push(err.dlq_id().unwrap().to_string());
+    }
+    let group = store.get(ids[0].parse().unwrap()).await.unwrap().unwrap().failure.fingerprint;
+    let dir = tempfile::tempdir().unwrap();
+    let fix = dir.path().join("fix.json");
+    std::fs::write(&fix, r#"[{"op": "replace", "path": "/card", "value": "4000-0000-0000-0002"}]"#).unwrap();
+    let fix = fix.to_str().unwrap();
+    let hidden = |what: &str, out: &std::process::Output| {
+        let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!all.contains(CARD) && !all.contains(CARD_EMAIL) && !all.contains("4000-0000"), "{what}: {all}");
+        all
+    };
+    let mut shown = String::new();
+    let patch = ["patch", &ids[1], "--patch", fix, "--reason", "new card"];
+    let reads: [&[&str]; 6] = [
+        &["ls"],
+        &["ls", "--group", &group],
+        &["show", &ids[0]],
+        &["stats"],
+        &["patch", "--group", &group, "--patch", fix, "--reason", "r", "--dry-run"],
+        &patch,
+    ];
+    for args in reads {
+        for json in [false, true] {
+            let mut cmd = db.dlq();
+            cmd.args(args);
+            if json {
+                cmd.arg("--json");
+            }
+            let all = hidden(&format!("{args:?} json={json}"), &cmd.assert().success().get_output().clone());
+            if args[0] == "show" {
+                shown.push_str(&all);
+            }
+        }
+    }
+    assert!(shown.contains("[redacted]") && shown.contains("card [redacted] of [redacted] declined"), "{shown}");
+    hidden(
+        "the audit log of the patch",
+        &db.dlq().args(["show", &ids[1], "--json"]).assert().success().get_output().clone(),
+    );
+
+    fails(&db, &["show", &ids[0], "--reveal"], 2, "--reason");
+    fails(&db, &["show", &ids[0], "--reveal", "--reason", " "], 2, "reveal needs a non-empty --reason");
+    let out = db.dlq().args(["show", &ids[0], "--reveal", "--reason", "chargeback 118", "--json"]).assert().success();
+    let revealed = json_of(&out.get_output().stdout);
+    assert_eq!(revealed["payload"]["card"], CARD);
+    assert_eq!(revealed["error_reason"], format!("card {CARD} of {CARD_EMAIL} declined"));
+    let audit = store.audit(ids[0].parse().unwrap()).await.unwrap();
+    let last = audit.last().unwrap();
+    assert_eq!(
+        (last.action.as_str(), last.actor.as_str(), last.reason.as_deref()),
+        ("reveal", "oncall", Some("chargeback 118"))
+    );
+}

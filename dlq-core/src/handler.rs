@@ -247,6 +247,11 @@ pub struct Registration {
     pub(crate) sealing: Option<crate::sealed::Sealing>,
     /// The attribute's `subject = "/pointer"`: where in the payload the subject is.
     pub(crate) subject: Option<&'static str>,
+    /// JSON pointers of the payload fields shown redacted (published in the type catalog).
+    pub(crate) redact: &'static [&'static str],
+    /// The JSON Schemas of its event type by version, for the types that implement
+    /// `schemars::JsonSchema` (published in the type catalog).
+    pub(crate) schemas: Option<fn() -> crate::catalog::Schemas>,
 }
 
 /// A `check` for hand-made registrations in tests: every payload decodes.
@@ -275,6 +280,8 @@ pub(crate) const fn for_tests(event_type: &'static str, version: u32) -> Registr
         missing_state: needs_no_state,
         sealing: None,
         subject: None,
+        redact: &[],
+        schemas: None,
     }
 }
 
@@ -311,6 +318,8 @@ impl Registration {
             missing_state,
             sealing: None,
             subject: None,
+            redact: &[],
+            schemas: None,
         }
     }
 
@@ -355,6 +364,25 @@ impl Registration {
     /// ```
     pub const fn subject_pointer(&self) -> Option<&'static str> {
         self.subject
+    }
+
+    /// The attribute's `redact = ["/card/number"]`: the JSON pointers of the payload's fields
+    /// operators see masked ([`crate::redact`]).
+    ///
+    /// ```
+    /// #[dlq_core::dead_letter(event_type = "doc-registration-redact", redact = ["/card/number"])]
+    /// async fn handle(payment: serde_json::Value) -> Result<(), std::io::Error> { let _ = payment; Ok(()) }
+    ///
+    /// assert_eq!(<handle as dlq_core::Handler>::registration().redact(), ["/card/number"]);
+    /// ```
+    pub const fn redact(&self) -> &'static [&'static str] {
+        self.redact
+    }
+
+    /// The same registration, the payload's fields at `pointers` shown masked to operators.
+    pub(crate) const fn with_redact(mut self, pointers: &'static [&'static str]) -> Self {
+        self.redact = pointers;
+        self
     }
 
     /// The event type it handles.

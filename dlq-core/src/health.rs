@@ -68,12 +68,16 @@ pub struct Health {
     pub live_retriers: usize,
     /// Event types with due `PENDING` rows that no live retrier handles.
     pub orphaned: Vec<String>,
+    /// Encrypted rows whose latest claim could not open them (the retrier lacks their key,
+    /// [`DeadLetterStore::count_unreadable`]); `None` where the store does not count them.
+    pub sealed_unreadable: Option<u64>,
 }
 
-/// Checks the pipeline through `store`: one `stats()`, one `retriers()` and one `capacity()`
-/// call. [`HealthStatus::Down`] when the store does not answer; [`HealthStatus::Degraded`]
-/// when it is [`SATURATION_ERROR`] full (or full with a park policy that blocks), or when due
-/// rows wait for an event type no live retrier handles; healthy otherwise.
+/// Checks the pipeline through `store`: one `stats()`, one `retriers()`, one `capacity()`
+/// and one `count_unreadable()` call. [`HealthStatus::Down`] when the store does not answer;
+/// [`HealthStatus::Degraded`] when it is [`SATURATION_ERROR`] full (or full with a park policy
+/// that blocks), when due rows wait for an event type no live retrier handles, or when
+/// encrypted rows are left claimed by retriers that lack their key; healthy otherwise.
 ///
 /// ```
 /// use dlq_core::{observe::health, observe::HealthStatus, MemoryStore};
@@ -93,7 +97,14 @@ pub async fn health(store: &(impl DeadLetterStore + ?Sized)) -> Health {
     let retriers = store.retriers().await.map_err(|e| down(&mut problems, "retriers", e)).ok();
     let capacity = store.capacity().await.map_err(|e| down(&mut problems, "capacity", e)).ok().flatten();
     let (Some(stats), Some(retriers)) = (stats, retriers) else {
-        return Health { status: HealthStatus::Down, problems, saturation: None, live_retriers: 0, orphaned: vec![] };
+        return Health {
+            status: HealthStatus::Down,
+            problems,
+            saturation: None,
+            live_retriers: 0,
+            orphaned: vec![],
+            sealed_unreadable: None,
+        };
     };
     let handled: BTreeSet<&str> = retriers.iter().flat_map(|r| r.event_types.iter().map(String::as_str)).collect();
     let orphaned: Vec<String> = stats
@@ -111,8 +122,19 @@ pub async fn health(store: &(impl DeadLetterStore + ?Sized)) -> Health {
             problems.push(format!("the store holds {} of its {} rows{blocked}", c.entries, c.max_entries));
         }
     }
+    let sealed_unreadable = match store.count_unreadable().await {
+        Ok(n) => Some(n),
+        Err(crate::Error::Unsupported { .. }) => None,
+        Err(error) => {
+            down(&mut problems, "unreadable rows", error);
+            None
+        }
+    };
+    if let Some(n) = sealed_unreadable.filter(|n| *n > 0) {
+        problems.push(crate::admin::stats::unreadable_problem(n));
+    }
     let status = if problems.is_empty() { HealthStatus::Healthy } else { HealthStatus::Degraded };
-    Health { status, problems, saturation, live_retriers: retriers.len(), orphaned }
+    Health { status, problems, saturation, live_retriers: retriers.len(), orphaned, sealed_unreadable }
 }
 
 #[cfg(test)]

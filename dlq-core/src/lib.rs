@@ -123,6 +123,7 @@ mod action;
 pub mod admin;
 mod backoff;
 mod breaker_config;
+pub mod catalog;
 mod circuit;
 mod classify;
 mod config;
@@ -134,6 +135,7 @@ mod memory;
 pub mod observe;
 mod otel;
 mod record;
+pub mod redact;
 mod registry;
 mod retrier;
 pub mod sealed;
@@ -142,6 +144,7 @@ pub mod subject;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod upcast;
+mod validate;
 
 #[doc(hidden)]
 pub mod __private;

@@ -818,6 +818,12 @@ mod tests {
         fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<crate::admin::RetrierHeartbeat>>> {
             down()
         }
+        fn publish_types(&self, _: Vec<crate::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
+            down()
+        }
+        fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<crate::catalog::EventTypeInfo>>> {
+            down()
+        }
     }
 
     fn echo(inv: Invocation) -> BoxFuture<'static, HandlerOutcome> {
@@ -845,6 +851,8 @@ mod tests {
         missing_state: crate::handler::needs_no_state,
         sealing: None,
         subject: None,
+        redact: &[],
+        schemas: None,
     };
 
     static NO_RETRIES: Registration =

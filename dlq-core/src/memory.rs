@@ -82,6 +82,8 @@ struct Inner {
     circuits: BTreeMap<String, Circuit>,
     circuit_log: Vec<CircuitLogEntry>,
     erasures: Vec<Erasure>,
+    /// The type catalog, by event type.
+    catalog: Vec<crate::catalog::EventTypeInfo>,
     /// Capped claims per event type: when, and how many rows (for `claim_capped`'s window).
     starts: HashMap<String, std::collections::VecDeque<(DateTime<Utc>, usize)>>,
 }
@@ -90,6 +92,8 @@ struct Inner {
 struct Row {
     letter: DeadLetter,
     token: Option<Uuid>,
+    /// The claim under which a retrier could not open the row (`mark_unreadable`).
+    unreadable: Option<Uuid>,
     /// The keyed hash `erase` finds the row by.
     subject: Option<SubjectHash>,
 }
@@ -228,7 +232,7 @@ impl Inner {
             first_failed_at: at,
             last_attempt_at: None,
         };
-        self.rows.insert(id, Row { letter, token: None, subject });
+        self.rows.insert(id, Row { letter, token: None, unreadable: None, subject });
         Parked { id, deduplicated: false, truncated }
     }
 
@@ -699,6 +703,37 @@ impl DeadLetterStore for MemoryStore {
         ready(self.lock().patch(request))
     }
 
+    fn mark_unreadable(&self, leases: Vec<crate::store::Lease>) -> BoxFuture<'_, StoreResult<()>> {
+        let mut inner = self.lock();
+        for lease in leases {
+            if let Some(row) = inner.rows.get_mut(&lease.id) {
+                if row.letter.status == Status::Processing && row.token == Some(lease.token) {
+                    row.unreadable = Some(lease.token);
+                }
+            }
+        }
+        ready(Ok(()))
+    }
+
+    fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
+        let inner = self.lock();
+        let unreadable = inner
+            .rows
+            .values()
+            .filter(|r| r.letter.status == Status::Processing && r.unreadable.is_some() && r.unreadable == r.token);
+        ready(Ok(unreadable.count() as u64))
+    }
+
+    fn reveal(&self, id: DlqId, note: AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
+        let mut inner = self.lock();
+        let found = inner.rows.contains_key(&id);
+        ready(if found {
+            Ok(inner.record(id, "reveal", &note, serde_json::json!({}), now()))
+        } else {
+            Err(Error::NotFound(id))
+        })
+    }
+
     fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {
         let found = self.lock().matching(&filter).len().min(filter.limit);
         ready(Ok(found as u64))
@@ -795,6 +830,15 @@ impl DeadLetterStore for MemoryStore {
 
     fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>> {
         ready(Ok(self.lock().erasures.iter().rev().take(limit).cloned().collect()))
+    }
+
+    fn publish_types(&self, types: Vec<crate::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
+        crate::catalog::merge(&mut self.lock().catalog, types);
+        ready(Ok(()))
+    }
+
+    fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<crate::catalog::EventTypeInfo>>> {
+        ready(Ok(self.lock().catalog.clone()))
     }
 
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {

@@ -127,6 +127,42 @@ impl Registry {
         Ok(())
     }
 
+    /// The type catalog's records of its handlers ([`crate::catalog`]), published by `owner`.
+    ///
+    /// ```
+    /// #[dlq_core::dead_letter(event_type = "doc-catalog", version = 2, upcast = [dlq_core::unchanged])]
+    /// async fn handle(n: u64) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// let catalog = dlq_core::handlers![handle].unwrap().catalog("host:1:doc");
+    /// assert_eq!((catalog[0].event_type.as_str(), catalog[0].version, catalog[0].upcast_from), ("doc-catalog", 2, 1));
+    /// ```
+    pub fn catalog(&self, owner: &str) -> Vec<crate::catalog::EventTypeInfo> {
+        self.iter().map(|reg| crate::catalog::EventTypeInfo::of(reg, owner)).collect()
+    }
+
+    /// Publishes [`catalog`](Self::catalog) into `store` (what a [`Retrier`](crate::Retrier)
+    /// does when it starts): for a process that handles events without a retrier.
+    ///
+    /// # Errors
+    /// The store's.
+    ///
+    /// ```
+    /// use dlq_core::{DeadLetterStore, MemoryStore};
+    ///
+    /// #[dlq_core::dead_letter(event_type = "doc-publish")]
+    /// async fn handle(n: u64) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// dlq_core::handlers![handle].unwrap().publish(&store, "dispatcher-1").await?;
+    /// assert_eq!(store.event_types().await?[0].published_by, "dispatcher-1");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn publish<S: crate::DeadLetterStore + ?Sized>(&self, store: &S, owner: &str) -> Result<(), Error> {
+        store.publish_types(self.catalog(owner)).await
+    }
+
     /// How many handlers are registered.
     pub fn len(&self) -> usize {
         self.by_type.len()
@@ -221,6 +257,8 @@ mod tests {
             missing_state: crate::handler::needs_no_state,
             sealing: None,
             subject: None,
+            redact: &[],
+            schemas: None,
         }
     }
 

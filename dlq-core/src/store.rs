@@ -11,9 +11,11 @@
 //! `dlq_core::store_conformance_tests!` (feature `testing`) on it. Every method the admin layer,
 //! erasure ([`erase`](DeadLetterStore::erase), [`erasures`](DeadLetterStore::erasures)) and
 //! payload versions ([`upgrade`](DeadLetterStore::upgrade)) need is required, so a store that
-//! lacks one does not compile. Of the methods with a default, the conformance kit accepts these
-//! defaults as they are: `settle_and_claim`, `count`, `count_purgeable`, `created_histogram`,
-//! `claim_capped` with `supports_claim_capped` (its test is skipped), `try_lock_singleton`
+//! lacks one does not compile; so are the type catalog's
+//! ([`publish_types`](DeadLetterStore::publish_types), [`event_types`](DeadLetterStore::event_types)),
+//! which the stock CLI validates payloads with. Of the methods with a default, the conformance
+//! kit accepts these defaults as they are: `settle_and_claim`, `count`, `count_purgeable`,
+//! `created_histogram`, `claim_capped` with `supports_claim_capped` (its test is skipped), `try_lock_singleton`
 //! (skipped), `maintain`, `table_health`, `max_payload_bytes`, `capacity` and `store_id`. It
 //! does not accept the defaults of [`wait_for_work`](DeadLetterStore::wait_for_work) (it must
 //! wake on parks and redrives) nor of the circuit methods
@@ -60,6 +62,7 @@ pub use crate::action::{
     PatchRequest, Refusal, Refused, RowEdit, TableHealth, operation_patch_diff, patch_diff, patched_by,
     payload_from_diff, refusal,
 };
+pub use crate::catalog::EventTypeInfo;
 pub use crate::observe::record_overflow;
 use crate::record::{
     AttemptRecord, AuditEntry, DeadLetter, DlqId, FailureGroup, ListFilter, RetrierHeartbeat, StatsRow, Status,
@@ -501,6 +504,38 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// [`Admin::undo`]: crate::admin::Admin::undo
     fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>>;
 
+    /// Marks the rows of `leases` as claimed by a retrier that could not open them (sealed
+    /// under a key it does not hold, [`crate::sealed`]), under that claim: the row is counted
+    /// by [`count_unreadable`](Self::count_unreadable) while that claim is its latest (status
+    /// `PROCESSING`, the same lease token), whichever process asks. A retrier that can open
+    /// it claims it again in time (a new token) and runs it: it is no longer counted. A lease
+    /// that no longer holds its row marks nothing. The default marks nothing; the conformance
+    /// kit checks a store that counts (`unreadable_rows_are_counted`).
+    fn mark_unreadable(&self, leases: Vec<Lease>) -> BoxFuture<'_, StoreResult<()>> {
+        let _ = leases;
+        Box::pin(async { Ok(()) })
+    }
+
+    /// How many rows are left unreadable under their latest claim
+    /// ([`mark_unreadable`](Self::mark_unreadable)): what `dlq stats` and
+    /// [`health`](crate::observe::health) report. The default says the store does not count
+    /// them ([`Error::Unsupported`]).
+    fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(async { Err(unsupported("counting unreadable sealed rows")) })
+    }
+
+    /// For store implementers; applications reveal through
+    /// [`Admin::reveal`](crate::admin::Admin::reveal). Records that an operator was shown row
+    /// `id` whole (its redacted fields, its sealed payload opened): an audit entry with action
+    /// `reveal`, the note's actor and reason and an empty object as its diff; returns its id.
+    /// [`Error::NotFound`] for an unknown id. The default refuses ([`Error::Unsupported`]): a
+    /// store that cannot audit a reveal reveals nothing. The conformance kit expects it
+    /// (`reveal_is_audited`).
+    fn reveal(&self, id: DlqId, note: AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
+        let _ = (id, note);
+        Box::pin(async { Err(unsupported("auditing a reveal")) })
+    }
+
     /// For store implementers: stores a new bulk operation of [`Admin::start`], `running`,
     /// cursor 0, so that any process can resume it.
     ///
@@ -727,6 +762,29 @@ pub trait DeadLetterStore: Send + Sync + 'static {
 
     /// The newest `limit` erasure records ([`erase`](Self::erase)), newest first.
     fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>>;
+
+    /// Writes records of the type catalog ([`crate::catalog`]), one per event type, in one
+    /// transaction: a record whose type the catalog lacks is added; one whose version is the
+    /// same as or newer than the stored record's replaces it; one with an older version
+    /// changes nothing (the newest version wins: a process left on an old version during a
+    /// rolling deploy does not hide the new contract). [`merge`](crate::catalog::merge) does
+    /// it for a catalog kept in memory.
+    ///
+    /// ```
+    /// use dlq_core::{DeadLetterStore, MemoryStore, catalog::EventTypeInfo};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// store.publish_types(vec![EventTypeInfo::new("payment", 2, "new-pod")]).await?;
+    /// store.publish_types(vec![EventTypeInfo::new("payment", 1, "old-pod")]).await?;
+    /// assert_eq!(store.event_types().await?[0].published_by, "new-pod");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    fn publish_types(&self, types: Vec<EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>>;
+
+    /// The type catalog: one record per event type ever published, by event type.
+    fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<EventTypeInfo>>>;
 
     /// Tries to take the store-wide lock of `singleton` mode: `Some` while this process holds
     /// it, `None` when another one does. The default says the store has no such lock

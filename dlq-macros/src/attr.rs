@@ -17,7 +17,7 @@ use crate::errors::Errors;
 const ATTR: &str = "`#[dead_letter]`";
 
 /// The valid keys, in the order the docs give them.
-const KEYS: &str = "event_type, version, upcast, max_retries, backoff, base, max, jitter, max_age, timeout, breaker, encrypt, clear, subject, crate";
+const KEYS: &str = "event_type, version, upcast, max_retries, backoff, base, max, jitter, max_age, timeout, breaker, encrypt, clear, subject, redact, crate";
 
 mod kw {
     syn::custom_keyword!(event_type);
@@ -34,6 +34,7 @@ mod kw {
     syn::custom_keyword!(encrypt);
     syn::custom_keyword!(clear);
     syn::custom_keyword!(subject);
+    syn::custom_keyword!(redact);
 }
 
 /// The shape of a backoff schedule, as `backoff = "..."` names it.
@@ -84,6 +85,7 @@ pub(crate) struct RawArgs {
     encrypt: Option<Arg<kw::encrypt, LitBool>>,
     clear: Option<Arg<kw::clear, Vec<LitStr>>>,
     subject: Option<Arg<kw::subject, LitStr>>,
+    redact: Option<Arg<kw::redact, Vec<LitStr>>>,
     krate: Option<Arg<Token![crate], Path>>,
     progress: Progress,
 }
@@ -119,6 +121,8 @@ pub(crate) struct Args {
     pub(crate) clear: Vec<LitStr>,
     /// The JSON pointer to the payload's subject (erasure by subject).
     pub(crate) subject: Option<LitStr>,
+    /// The JSON pointers of the payload fields operators see masked.
+    pub(crate) redact: Vec<LitStr>,
     /// The path of `dlq_core`, `::dlq_core` unless `crate = "..."` says otherwise.
     pub(crate) krate: TokenStream,
 }
@@ -143,6 +147,8 @@ pub(crate) struct Args {
 //          | "clear"       "=" "[" STRING ("," STRING)* ","? "]"
 //                                          JSON pointers ("/id") kept readable; needs `encrypt = true`
 //          | "subject"     "=" STRING      an RFC 6901 JSON pointer to a field: "/customer_id"
+//          | "redact"      "=" "[" STRING ("," STRING)* ","? "]"
+//                                          JSON pointers ("/card/number") operators see masked
 //          | "crate"       "=" STRING      a path, like "::dlq_core"
 //   DURATION := STRING that `humantime::parse_duration` reads (numbers with units, added up),
 //               a whole number of milliseconds, longer than zero: "250ms", "30s", "1h 30m", "7d"
@@ -177,9 +183,11 @@ impl Parse for RawArgs {
             } else if lookahead.peek(kw::encrypt) {
                 parse_arg(input, "encrypt", &mut args.encrypt, boolean, errors)?;
             } else if lookahead.peek(kw::clear) {
-                parse_value(input, "clear", &mut args.clear, clear_pointers, errors)?;
+                parse_value(input, "clear", &mut args.clear, |t| pointers("clear", t), errors)?;
             } else if lookahead.peek(kw::subject) {
                 parse_arg(input, "subject", &mut args.subject, subject, errors)?;
+            } else if lookahead.peek(kw::redact) {
+                parse_value(input, "redact", &mut args.redact, |t| pointers("redact", t), errors)?;
             } else if lookahead.peek(Token![crate]) {
                 parse_arg(input, "crate", &mut args.krate, crate_path, errors)?;
             } else {
@@ -328,6 +336,7 @@ fn example(name: &str) -> &'static str {
         "encrypt" => "true",
         "clear" => "[\"/id\", \"/currency\"]",
         "subject" => "\"/customer_id\"",
+        "redact" => "[\"/card/number\", \"/customer/email\"]",
         _ => "\"::dlq_core\"",
     }
 }
@@ -337,7 +346,7 @@ fn expected_literal(name: &str, tokens: &dyn ToTokens) -> syn::Error {
         "max_retries" | "version" => "an integer literal",
         "jitter" => "a float literal",
         "encrypt" => "`true` or `false`",
-        "clear" => "an array of JSON pointers",
+        "clear" | "redact" => "an array of JSON pointers",
         _ => "a string literal",
     };
     let message = format!("{ATTR}: `{name}` takes {what}, like `{name} = {}`", example(name));
@@ -457,10 +466,9 @@ fn breaker(name: &str, lit: &Lit) -> syn::Result<LitStr> {
 fn subject(name: &str, lit: &Lit) -> syn::Result<LitStr> {
     let lit = string(name, lit)?;
     let value = lit.value();
-    let bad_escape = value.split('~').skip(1).any(|rest| !rest.starts_with(['0', '1']));
     let why = if !value.starts_with('/') {
         "it must start with `/` and name a field of the payload"
-    } else if bad_escape {
+    } else if bad_escape(&value) {
         "a `~` must be followed by `0` (for `~`) or `1` (for `/`)"
     } else {
         return Ok(lit);
@@ -491,28 +499,43 @@ fn boolean(name: &str, lit: &Lit) -> syn::Result<LitBool> {
     }
 }
 
-/// `["/id", "/currency"]`: JSON pointers to fields (never `""`, the whole payload).
-fn clear_pointers(tokens: &TokenStream) -> syn::Result<Vec<LitStr>> {
-    let array = syn::parse2::<syn::ExprArray>(tokens.clone()).map_err(|_| expected_literal("clear", tokens))?;
+/// `["/id", "/currency"]` (`clear`, `redact`): JSON pointers to fields (never `""`, the whole
+/// payload), each `~` escaping `~0` or `~1` (RFC 6901).
+fn pointers(name: &str, tokens: &TokenStream) -> syn::Result<Vec<LitStr>> {
+    let array = syn::parse2::<syn::ExprArray>(tokens.clone()).map_err(|_| expected_literal(name, tokens))?;
+    let like = if name == "clear" { "\"/id\"" } else { "\"/card/number\"" };
     let mut pointers = Vec::new();
     let mut errors = Errors::default();
     for elem in &array.elems {
         match elem {
-            syn::Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) if s.value().starts_with('/') => {
-                pointers.push(s.clone())
-            }
             syn::Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) => {
-                let message = format!(
-                    "{ATTR}: `clear` entry {:?} is not a JSON pointer to a field: start it with `/`, like \"/id\"",
-                    s.value()
-                );
-                errors.push(syn::Error::new_spanned(s, message));
+                let value = s.value();
+                let why = if !value.starts_with('/') {
+                    Some(format!("start it with `/`, like {like}"))
+                } else if bad_escape(&value) {
+                    Some("a `~` must be followed by `0` (for `~`) or `1` (for `/`)".to_owned())
+                } else {
+                    None
+                };
+                match why {
+                    None => pointers.push(s.clone()),
+                    Some(why) => {
+                        let message =
+                            format!("{ATTR}: `{name}` entry {value:?} is not a JSON pointer to a field: {why}");
+                        errors.push(syn::Error::new_spanned(s, message));
+                    }
+                }
             }
-            other => errors.push(expected_literal("clear", other)),
+            other => errors.push(expected_literal(name, other)),
         }
     }
     errors.finish()?;
     Ok(pointers)
+}
+
+/// Whether a `~` of `pointer` is not `~0` or `~1` (RFC 6901).
+fn bad_escape(pointer: &str) -> bool {
+    pointer.split('~').skip(1).any(|rest| !rest.starts_with(['0', '1']))
 }
 
 fn crate_path(name: &str, lit: &Lit) -> syn::Result<Path> {
@@ -573,6 +596,7 @@ impl RawArgs {
             encrypt: self.encrypt.is_some_and(|a| a.value.value),
             clear: self.clear.map(|a| a.value).unwrap_or_default(),
             subject: self.subject.map(|a| a.value),
+            redact: self.redact.map(|a| a.value).unwrap_or_default(),
             krate,
         })
     }
@@ -732,6 +756,32 @@ mod tests {
             messages(quote!(event_type = "x", breaker = "50% in 0s"))[0].contains("window must be longer than zero")
         );
         assert!(messages(quote!(event_type = "x", breaker = 50))[0].contains("`breaker` takes a string literal"));
+    }
+
+    #[test]
+    fn redact_takes_json_pointers() {
+        let args = parse_ok(quote!(event_type = "x", redact = ["/card/number", "/a~1b/~0c", "/items/0"]));
+        assert_eq!(
+            args.redact.iter().map(LitStr::value).collect::<Vec<_>>(),
+            ["/card/number", "/a~1b/~0c", "/items/0"]
+        );
+        assert!(parse_ok(quote!(event_type = "x")).redact.is_empty());
+        let got = messages(quote!(event_type = "x", redact = ["card", "/a~2", "/ok~"]));
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert!(
+            got[0].contains("`redact` entry \"card\" is not a JSON pointer to a field: start it with `/`"),
+            "{got:?}"
+        );
+        assert!(
+            got[1].contains("`redact` entry \"/a~2\"") && got[1].contains("`~` must be followed by `0`"),
+            "{got:?}"
+        );
+        assert!(got[2].contains("\"/ok~\""), "{got:?}");
+        assert!(
+            messages(quote!(event_type = "x", redact = "/card"))[0]
+                .contains("`redact` takes an array of JSON pointers")
+        );
+        assert!(messages(quote!(event_type = "x", redact = [], redact = []))[0].contains("redact"));
     }
 
     #[test]

@@ -298,6 +298,10 @@ fn registration(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
         Some(pointer) => quote!(#p::with_subject(#registration, #pointer)),
         None => registration,
     };
+    let registration = match args.redact.as_slice() {
+        [] => registration,
+        redact => quote!(#p::with_redact(#registration, &[#(#redact),*])),
+    };
     quote! {
         const __DLQ_REGISTRATION: #p::Registration = #registration;
     }

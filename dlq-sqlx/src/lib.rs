@@ -64,6 +64,8 @@
 //! The PostgreSQL tests (`tests/pg_*.rs`) use `#[sqlx::test]`, which creates a fresh database
 //! per test: run them with `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres`.
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod catalog;
 #[cfg(feature = "postgres")]
 mod pg;
 mod redact;

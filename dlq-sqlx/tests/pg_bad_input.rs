@@ -264,6 +264,7 @@ async fn sql_metacharacters_round_trip_exactly_in_every_text_field(pool: PgPool)
         "dlq_circuit_log",
         "dlq_circuits",
         "dlq_erasures",
+        "dlq_event_types",
         "dlq_events",
         "dlq_operations",
         "dlq_parked_hours",

@@ -34,7 +34,7 @@ pub(crate) async fn groups(
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> ApiResult<Value> {
     let filter = filter::parse(&pairs)?.limit(100);
-    let groups: Vec<FailureGroup> = console.admin.store().groups(filter).await?;
+    let groups: Vec<FailureGroup> = console.admin.groups(filter).await?;
     Ok(Json(serde_json::json!({ "groups": groups })))
 }
 
@@ -51,6 +51,28 @@ pub(crate) async fn events(
 /// `GET /api/events/{id}`: as `dlq show --json`.
 pub(crate) async fn detail(State(console): State<Console>, Param(id): Param<DlqId>) -> ApiResult<Value> {
     Ok(Json(json::detail(&console.admin.show(id).await?)))
+}
+
+/// The body of `POST /api/events/{id}/reveal`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RevealRequest {
+    #[serde(default)]
+    reason: String,
+}
+
+/// `POST /api/events/{id}/reveal`: as `dlq show --reveal --json`, audited; 403 unless the
+/// reveal hook approves the request.
+pub(crate) async fn reveal(
+    State(console): State<Console>,
+    Param(id): Param<DlqId>,
+    parts: axum::http::request::Parts,
+    JsonBody(request): JsonBody<RevealRequest>,
+) -> ApiResult<Value> {
+    let admin = crate::pages::revealer(&console, &parts)?;
+    let detail = admin.reveal(id, &request.reason).await?;
+    crate::log::action("reveal", &format!("row {id}"), admin.actor(), &request.reason);
+    Ok(Json(json::detail(&detail)))
 }
 
 /// The body of `POST /api/redrive` and `POST /api/discard`.

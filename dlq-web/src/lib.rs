@@ -37,6 +37,7 @@
 //! | `POST /operations/{id}/resume` | continues a stopped operation (a failed canary, a restart) from its cursor, optionally at a `rate` |
 //! | `POST /groups/{fingerprint}/patch` | one JSON Patch applied to the group's dead rows: a preview that tries it on every row (which it fits, with their changes; which it does not, with why: `Admin::patch_preview`, as `dlq patch --group --dry-run`), then `confirm=1` (with an optional `rate`) stores it as an operation (`BulkPlan::patch`, as `dlq patch --group` does) run in the background like a confirmed redrive, answering at once with a redirect to its page; `POST /group/patch?group=` likewise |
 //! | `POST /events/{id}/edit` | a new payload (`payload`, JSON; or `payload_hex`, a raw payload's exact bytes as hex): validated, the change shown, then `confirm=1`; a payload equal to the stored one is never written |
+//! | `POST /events/{id}/reveal` | with [`Options::reveal`] approving the request: the row whole (redacted fields unmasked, a sealed payload opened where the key ring is), after an audit entry `reveal` with the actor and the `reason` (required); `POST /api/events/{id}/reveal` answers its JSON |
 //! | `POST /audit/{audit_id}/undo` | restores what a patch replaced (refused when later patches would be reverted with it, unless `force`) |
 //! | `GET /api/openapi.json` | the JSON API, documented (a hand-written OpenAPI 3.1 document) |
 //!
@@ -94,6 +95,11 @@ pub use operations::Background;
 /// [`Admin`]'s own actor.
 pub type ActorFn = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
 
+/// Says whether the operator of a request may see rows whole: their redacted fields
+/// (`#[dead_letter(redact = [...])]`) and, where the console's [`Admin`] holds the key ring,
+/// their sealed payloads ([`Options::reveal`]).
+pub type RevealFn = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
+
 /// What the console allows and how it names operators.
 ///
 /// ```
@@ -105,6 +111,7 @@ pub struct Options {
     actions: bool,
     token: Option<String>,
     actor: Option<ActorFn>,
+    reveal: Option<RevealFn>,
     body_limit: usize,
     refresh_seconds: u32,
     snapshot_max_age: std::time::Duration,
@@ -119,6 +126,7 @@ impl Default for Options {
             actions: false,
             token: None,
             actor: None,
+            reveal: None,
             body_limit: DEFAULT_BODY_LIMIT,
             refresh_seconds: 30,
             snapshot_max_age: DEFAULT_SNAPSHOT_MAX_AGE,
@@ -135,6 +143,7 @@ impl std::fmt::Debug for Options {
             .field("actions", &self.actions)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
             .field("actor", &self.actor.as_ref().map(|_| "<hook>"))
+            .field("reveal", &self.reveal.as_ref().map(|_| "<hook>"))
             .field("body_limit", &self.body_limit)
             .field("refresh_seconds", &self.refresh_seconds)
             .field("snapshot_max_age", &self.snapshot_max_age)
@@ -183,6 +192,27 @@ impl Options {
     #[must_use]
     pub fn actor(mut self, hook: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static) -> Self {
         self.actor = Some(Arc::new(hook));
+        self
+    }
+
+    /// Lets the operators `hook` approves reveal a row: its page then offers a form (a
+    /// reason, required) that `POST`s to `/events/{id}/reveal` and shows the row whole, its
+    /// redacted fields unmasked and, when the console's [`Admin`] holds the key ring, its
+    /// sealed payload and error opened (`POST /api/events/{id}/reveal` answers the row's
+    /// JSON likewise). Each reveal writes an audit entry (action `reveal`, the actor, the
+    /// reason) before anything is shown. Without a hook, or for a request it refuses (403),
+    /// every row stays masked. A reveal is a `POST` under the console's rules (same origin,
+    /// the token), allowed in a read-only console too: it changes no row.
+    ///
+    /// ```
+    /// let options = dlq_web::Options::default()
+    ///     .actor(|parts| parts.headers.get("x-user")?.to_str().ok().map(str::to_owned))
+    ///     .reveal(|parts| parts.headers.get("x-roles").and_then(|v| v.to_str().ok()).is_some_and(|r| r.split(',').any(|r| r == "dlq-reveal")));
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn reveal(mut self, hook: impl Fn(&Parts) -> bool + Send + Sync + 'static) -> Self {
+        self.reveal = Some(Arc::new(hook));
         self
     }
 
@@ -359,6 +389,11 @@ impl Console {
         }
     }
 
+    /// Whether the [`Options::reveal`] hook lets this request's operator see rows whole.
+    pub(crate) fn may_reveal(&self, parts: &Parts) -> bool {
+        self.options.reveal.as_ref().is_some_and(|hook| hook(parts))
+    }
+
     /// The operator the [`Options::actor`] hook names for this request, if any.
     pub(crate) fn actor_of(&self, parts: &Parts) -> Option<String> {
         let actor = self.options.actor.as_ref().and_then(|hook| hook(parts))?;
@@ -389,6 +424,7 @@ pub fn router(admin: Admin, options: Options) -> Router {
         .route("/events", get(pages::events))
         .route("/events/{id}", get(pages::detail))
         .route("/events/{id}/edit", post(pages::edit))
+        .route("/events/{id}/reveal", post(pages::reveal))
         .route("/redrive", post(pages::redrive))
         .route("/discard", post(pages::discard))
         .route("/audit/{audit_id}/undo", post(pages::undo))
@@ -402,6 +438,7 @@ pub fn router(admin: Admin, options: Options) -> Router {
         .route("/api/events", get(api::events))
         .route("/api/events/{id}", get(api::detail))
         .route("/api/events/{id}/patch", post(api::patch))
+        .route("/api/events/{id}/reveal", post(api::reveal))
         .route("/api/redrive", post(api::redrive))
         .route("/api/discard", post(api::discard))
         .route("/api/audit/{audit_id}/undo", post(api::undo))

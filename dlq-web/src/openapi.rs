@@ -24,6 +24,7 @@ mod tests {
             "/api/events",
             "/api/events/{id}",
             "/api/events/{id}/patch",
+            "/api/events/{id}/reveal",
             "/api/redrive",
             "/api/discard",
             "/api/audit/{audit_id}/undo",

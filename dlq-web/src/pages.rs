@@ -70,6 +70,9 @@ fn overview_body(base: &Base, stats: &StatsReport) -> Markup {
                 span.label { "Saturation" }
                 span.big { @match stats.saturation { Some(s) => { (format!("{:.0}%", s * 100.0)) }, None => { "no limit" } } }
             }
+            @if let Some(n) = stats.sealed_unreadable {
+                div.card { span.label { "Encrypted, key missing" } span.big { (n) } }
+            }
         }
         @if !stats.circuits.is_empty() {
             h2 { "Circuits" }
@@ -178,8 +181,8 @@ pub(crate) async fn groups(
 ) -> PageResult {
     let filter = filter::parse(&pairs)?.limit(100);
     let key = format!("groups?{}", filter::encode(&filter::query(&filter)));
-    let store = console.admin.store().clone();
-    let compute = || async move { Ok(store.groups(filter).await?) };
+    let admin = console.admin.clone();
+    let compute = || async move { Ok(admin.groups(filter).await?) };
     let (groups, taken) = console.snapshots.get(key, console.options.snapshot_max_age, compute).await?;
     let as_of = chrono::Utc::now() - chrono::TimeDelta::from_std(taken.elapsed()).unwrap_or_default();
     let body = html! { (groups_table(&base, &groups)) p.muted { "As of " (view::time(as_of)) "." } };
@@ -221,9 +224,9 @@ fn group_in_query(mut pairs: Vec<(String, String)>) -> Result<(String, Vec<(Stri
 async fn group_page(console: Console, base: Base, fingerprint: String, pairs: &[(String, String)]) -> PageResult {
     let mut filter = filter::parse(pairs)?;
     filter.fingerprint = Some(fingerprint.clone());
-    let store = console.admin.store().clone();
+    let admin = console.admin.clone();
     let (key, one) = (format!("group:{fingerprint}"), ListFilter::default().fingerprint(&fingerprint).limit(1));
-    let compute = || async move { Ok(store.groups(one).await?) };
+    let compute = || async move { Ok(admin.groups(one).await?) };
     let (found, _) = console.snapshots.get(key, console.options.snapshot_max_age, compute).await?;
     let page = console.admin.list(filter.clone()).await?;
     if found.is_empty() && page.rows.is_empty() {
@@ -351,11 +354,65 @@ fn filter_form(base: &Base, f: &ListFilter) -> Markup {
     }
 }
 
-/// `GET /events/{id}`.
-pub(crate) async fn detail(State(console): State<Console>, base: Base, Param(id): Param<DlqId>) -> PageResult {
+/// `GET /events/{id}`: the row as every operator sees it, redacted fields masked; with a
+/// reveal form for an operator the reveal hook approves.
+pub(crate) async fn detail(
+    State(console): State<Console>,
+    base: Base,
+    Param(id): Param<DlqId>,
+    parts: Parts,
+) -> PageResult {
     let detail = console.admin.show(id).await?;
-    let body = detail_body(&base, &detail, console.options.actions);
+    let mut body = detail_body(&base, &detail, console.options.actions);
+    if console.may_reveal(&parts) {
+        body = html! {
+            form.inline method="post" action=(base.url(&format!("/events/{id}/reveal"))) {
+                label { "Reason " input name="reason" required; }
+                button type="submit" { "Reveal (audited)" }
+            }
+            (body)
+        };
+    }
     Ok(render(view::page(&base, &format!("Event {id}"), None, body)))
+}
+
+/// The form of `POST /events/{id}/reveal`.
+#[derive(serde::Deserialize)]
+pub(crate) struct RevealForm {
+    #[serde(default)]
+    reason: String,
+}
+
+/// `POST /events/{id}/reveal`: the row whole, audited, for an operator the reveal hook
+/// approves (403 otherwise). Never cached.
+pub(crate) async fn reveal(
+    State(console): State<Console>,
+    base: Base,
+    Param(id): Param<DlqId>,
+    parts: Parts,
+    Form(form): Form<RevealForm>,
+) -> PageResult {
+    let admin = revealer(&console, &parts)?;
+    let detail = admin.reveal(id, &form.reason).await?;
+    crate::log::action("reveal", &format!("row {id}"), admin.actor(), &form.reason);
+    let body = html! {
+        p.summary { "Shown whole to " code { (view::line(admin.actor())) } ", audited. " a href=(base.url(&format!("/events/{id}"))) { "Back to the masked view" } }
+        (detail_body(&base, &detail, false))
+    };
+    let mut response = render(view::page(&base, &format!("Event {id}, revealed"), None, body));
+    response.headers_mut().insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+/// The admin acting as this request's operator, when the reveal hook approves it.
+pub(crate) fn revealer(console: &Console, parts: &Parts) -> Result<Admin, Failure> {
+    if !console.may_reveal(parts) {
+        return Err(Failure::new(
+            StatusCode::FORBIDDEN,
+            "revealing rows is not allowed for this request (Options::reveal): redacted fields stay masked",
+        ));
+    }
+    Ok(console.admin_for(parts))
 }
 
 fn detail_body(base: &Base, d: &Detail, actions: bool) -> Markup {

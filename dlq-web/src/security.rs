@@ -56,7 +56,8 @@ pub(crate) async fn guard(State(console): State<Console>, request: Request, next
     }
     let mutating = !matches!(*request.method(), Method::GET | Method::HEAD);
     if mutating {
-        if !console.options.actions {
+        // A reveal changes no row: the reveal hook decides, in a read-only console too.
+        if !console.options.actions && !request.uri().path().ends_with("/reveal") {
             let failure = Failure::new(
                 StatusCode::FORBIDDEN,
                 "the console is read-only: actions are disabled (Options::allow_actions, `dlq serve --allow-actions`)",

@@ -1322,6 +1322,21 @@ on_both_stores!(
     erase_confirms_then_deletes_the_subjects_rows,
 );
 
+/// Every page and API answer that shows row `id` or its group `fp`.
+fn every_read(id: DlqId, fp: &str) -> [String; 9] {
+    [
+        "/dlq".to_owned(),
+        "/dlq/groups".into(),
+        format!("/dlq/groups/{fp}"),
+        "/dlq/events".into(),
+        format!("/dlq/events/{id}"),
+        "/dlq/api/stats".into(),
+        "/dlq/api/groups".into(),
+        "/dlq/api/events".into(),
+        format!("/dlq/api/events/{id}"),
+    ]
+}
+
 /// Rows of an `encrypt = true` type on a console without the key: no page, no API answer
 /// holds the card number; the detail page says `[encrypted, key k1]` with the fields kept in
 /// clear, and offers no payload editor.
@@ -1338,17 +1353,7 @@ async fn sealed_rows_never_show_their_plaintext_without_the_key() {
     let fp = store.get(id).await.unwrap().unwrap().failure.fingerprint;
     let app = app(&store, actions());
     let mut detail = String::new();
-    for uri in [
-        "/dlq".to_owned(),
-        "/dlq/groups".into(),
-        format!("/dlq/groups/{fp}"),
-        "/dlq/events".into(),
-        format!("/dlq/events/{id}"),
-        "/dlq/api/stats".into(),
-        "/dlq/api/groups".into(),
-        "/dlq/api/events".into(),
-        format!("/dlq/api/events/{id}"),
-    ] {
+    for uri in every_read(id, &fp) {
         let (status, body) = get(&app, &uri).await;
         assert_eq!(status, StatusCode::OK, "{uri}: {body}");
         assert!(!body.contains(MARKER), "{uri}: {body}");
@@ -1364,4 +1369,86 @@ async fn sealed_rows_never_show_their_plaintext_without_the_key() {
         status.is_client_error() && body.contains("encrypted (key k1)") && !body.contains(MARKER),
         "{status}: {body}"
     );
+}
+
+/// Rows of a type with `redact = ["/card/number", "/email"]`: no page and no API answer holds
+/// a redacted value (payload, reason, chain, stack trace, attempts, the audit log's payloads,
+/// the groups' sample reasons); saving the masked payload from the edit form keeps the values;
+/// a reveal is refused without the reveal hook's approval (and the console stays masked), and
+/// with it shows the row whole, after an audit entry naming the operator.
+#[tokio::test]
+async fn redacted_fields_stay_masked_until_an_audited_reveal() {
+    const MARKER: &str = "PAN-4000-0566-5566-5556";
+    const EMAIL: &str = "carol.redacted@example.com";
+    let store: Store = Arc::new(dlq_sqlx::SqliteStore::in_memory().await.unwrap());
+    let payload = json!({"id": 7, "currency": "USD ", "card": {"number": MARKER}, "email": EMAIL});
+    let mut letter = dead("Declined", &format!("card {MARKER} declined for {EMAIL}"), payload);
+    letter.failure.chain = vec![format!("gateway said: {MARKER:?} is stolen")];
+    letter.failure.stacktrace = Some(format!("at charge({EMAIL})"));
+    let id = store.park(letter).await.unwrap().id;
+    let fp = store.get(id).await.unwrap().unwrap().failure.fingerprint;
+    let policy = dlq_core::redact::Policy::default().redact("payment", ["/card/number", "/email"]);
+    let admin = Admin::new(store.clone(), "console").with_redaction(policy);
+    // An earlier patch: the audit log holds the payload before it, the card number in it.
+    let fix =
+        json!([{"op": "replace", "path": "/email", "value": EMAIL}, {"op": "add", "path": "/note", "value": "x"}]);
+    admin.patch(id, &fix, "note").await.unwrap();
+    let reveals = |parts: &axum::http::request::Parts| parts.headers.get("x-roles").is_some_and(|r| r == "reveal");
+    let app = Router::new().nest("/dlq", dlq_web::router(admin.clone(), actions().reveal(reveals)));
+    let mut detail = String::new();
+    for uri in every_read(id, &fp) {
+        let (status, body) = get(&app, &uri).await;
+        assert_eq!(status, StatusCode::OK, "{uri}: {body}");
+        assert!(!body.contains(MARKER) && !body.contains(EMAIL), "{uri}: {body}");
+        if uri.ends_with(&format!("events/{id}")) {
+            detail.push_str(&body);
+        }
+    }
+    assert!(detail.contains("[redacted]") && detail.contains("USD "), "{detail}");
+
+    // The edit form holds the masked payload; saving it changed elsewhere keeps the values.
+    let edited =
+        json!({"id": 7, "currency": "USD", "card": {"number": "[redacted]"}, "email": "[redacted]", "note": "x"});
+    let body = format!(
+        "payload={}&reason=trim&confirm=1",
+        url::form_urlencoded::byte_serialize(edited.to_string().as_bytes()).collect::<String>()
+    );
+    let (status, _, answer) = send(&app, form(&format!("/dlq/events/{id}/edit"), &body)).await;
+    assert!(status.is_redirection(), "{status}: {answer}");
+    let stored = store.get(id).await.unwrap().unwrap().payload;
+    let whole = json!({"id": 7, "currency": "USD", "card": {"number": MARKER}, "email": EMAIL, "note": "x"});
+    assert_eq!(stored, Payload::Json(whole.clone()));
+
+    // No approval: 403, nothing audited, nothing shown.
+    let audited = store.audit(id).await.unwrap().len();
+    let (status, _, body) = send(&app, form(&format!("/dlq/events/{id}/reveal"), "reason=chargeback")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(!body.contains(MARKER));
+    let api = api_post(&format!("/dlq/api/events/{id}/reveal"), &json!({"reason": "chargeback"}));
+    assert_eq!(send(&app, api).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(store.audit(id).await.unwrap().len(), audited);
+
+    // Approved: the row whole, after an audit entry naming the operator and the reason.
+    let mut approved = form(&format!("/dlq/events/{id}/reveal"), "reason=chargeback+118");
+    approved.headers_mut().insert("x-roles", "reveal".parse().unwrap());
+    let (status, headers, body) = send(&app, approved).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains(MARKER) && body.contains(EMAIL), "{body}");
+    assert_eq!(headers[header::CACHE_CONTROL], "no-store");
+    let last = store.audit(id).await.unwrap().pop().unwrap();
+    assert_eq!((last.action.as_str(), last.actor.as_str()), ("reveal", "alice"));
+    assert_eq!(last.reason.as_deref(), Some("chargeback 118"));
+    let mut api = api_post(&format!("/dlq/api/events/{id}/reveal"), &json!({"reason": "dispute"}));
+    api.headers_mut().insert("x-roles", "reveal".parse().unwrap());
+    let (status, _, body) = send(&app, api).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["payload"], whole);
+    let mut blank = api_post(&format!("/dlq/api/events/{id}/reveal"), &json!({"reason": " "}));
+    blank.headers_mut().insert("x-roles", "reveal".parse().unwrap());
+    assert_eq!(send(&app, blank).await.0, StatusCode::BAD_REQUEST, "a reveal needs a reason");
+    // The masked page offers the reveal form to an approved operator only.
+    let mut page = get_request(&format!("/dlq/events/{id}"));
+    page.headers_mut().insert("x-roles", "reveal".parse().unwrap());
+    assert!(send(&app, page).await.2.contains("Reveal (audited)"));
+    assert!(!get(&app, &format!("/dlq/events/{id}")).await.1.contains("Reveal (audited)"));
 }

@@ -33,8 +33,9 @@ mod circuits;
 pub mod json;
 mod patch;
 mod sealed;
-mod stats;
+pub(crate) mod stats;
 mod upgrade;
+mod validation;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +49,7 @@ pub use patch::{Change, PatchManyReport, PatchRefusal, RowPatch};
 pub use sealed::RekeyReport;
 pub use stats::{Growth, Orphan, StatsReport, StatusCounts};
 pub use upgrade::UpgradeReport;
+pub use validation::{GroupValidation, ValidationReport};
 
 pub use crate::action::{hex, unhex};
 /// The records an operator reads: a row's attempts and audit log, failure groups, counts by
@@ -112,6 +114,9 @@ pub struct Admin {
     check_patches: bool,
     keys: Option<Arc<crate::sealed::KeyRing>>,
     subject_key: Option<crate::subject::SubjectKey>,
+    redaction: crate::redact::Policy,
+    /// The store's type catalog, to validate by when there is no registry (the stock CLI).
+    catalog: Option<Arc<crate::catalog::Catalog>>,
 }
 
 impl std::fmt::Debug for Admin {
@@ -147,10 +152,10 @@ pub struct PatchOutcome {
     pub id: DlqId,
     /// The audit entry written (undo it with [`Admin::undo`]).
     pub audit_id: i64,
-    /// The payload before.
+    /// The payload before (redacted fields masked, as every payload the admin layer shows).
     #[serde(skip)]
     pub old: Payload,
-    /// The payload after.
+    /// The payload after (likewise).
     #[serde(skip)]
     pub new: Payload,
 }
@@ -166,13 +171,63 @@ impl Admin {
             check_patches: false,
             keys: None,
             subject_key: None,
+            redaction: crate::redact::Policy::default(),
+            catalog: None,
         }
+    }
+
+    /// Masks, besides the registry's (`redact = [...]` on each handler), the fields `policy`
+    /// names in every row, payload and text this admin returns ([`crate::redact`]); only
+    /// [`reveal`](Self::reveal) shows them, audited.
+    ///
+    /// ```
+    /// use dlq_core::admin::Admin;
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
+    /// use std::sync::Arc;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "NoUser", "no user alice@example.com".into(), vec![], None);
+    /// let payload = Payload::Json(serde_json::json!({"email": "alice@example.com"}));
+    /// let id = store.park(NewDeadLetter::new("signup", payload, failure)).await?.id;
+    /// let admin = Admin::new(store, "alice").with_redaction(Policy::default().redact("signup", ["/email"]));
+    /// let shown = admin.show(id).await?;
+    /// assert_eq!(shown.letter.payload, Payload::Json(serde_json::json!({"email": "[redacted]"})));
+    /// assert_eq!(shown.letter.failure.reason, "no user [redacted]");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    #[must_use]
+    pub fn with_redaction(mut self, policy: crate::redact::Policy) -> Self {
+        self.redaction = self.redaction.merge(policy);
+        self
+    }
+
+    /// The fields this admin masks now: its own policy (the registry's, [`with_redaction`]'s)
+    /// and what the store's type catalog says of each type (each handler's `redact = [...]`,
+    /// published by the retriers: [`crate::catalog`]), read again on every read, so an admin
+    /// without the handlers (the stock `dlq` binary, a console given no registry) masks them
+    /// too, a type published after it was made included. A store without a catalog adds
+    /// nothing.
+    ///
+    /// [`with_redaction`]: Self::with_redaction
+    ///
+    /// # Errors
+    /// The store's error reading the catalog (nothing is shown unmasked for want of it).
+    pub async fn redaction(&self) -> Result<std::borrow::Cow<'_, crate::redact::Policy>, Error> {
+        let records = match self.store.event_types().await {
+            Ok(records) => records,
+            Err(Error::Unsupported { .. }) => Vec::new(),
+            Err(error) => return Err(error),
+        };
+        Ok(std::borrow::Cow::Owned(self.redaction.clone().merge(crate::redact::Policy::from_catalog(&records))))
     }
 
     /// Knows the service's handlers: orphaned types are reported with the expected handler,
     /// and validation ([`check`](Self::check)) decodes payloads into their handler's event type.
     #[must_use]
     pub fn with_registry(mut self, registry: Registry) -> Self {
+        self.redaction = std::mem::take(&mut self.redaction).merge(crate::redact::Policy::from_registry(&registry));
         self.registry = Some(registry);
         self
     }
@@ -259,9 +314,21 @@ impl Admin {
         self.store.erasures(limit).await
     }
 
-    /// Whether this admin can validate rows: it has a registry or a validator.
+    /// Validates rows by the store's type catalog ([`crate::catalog`]) where it has no
+    /// registry: what the stock `dlq` binary does, without the handlers' code. A row then
+    /// passes when its version is one its type's handler takes and its payload matches that
+    /// version's JSON Schema, when the type exports one ([`Catalog::verdict`]).
+    ///
+    /// [`Catalog::verdict`]: crate::catalog::Catalog::verdict
+    #[must_use]
+    pub fn with_catalog(mut self, catalog: crate::catalog::Catalog) -> Self {
+        self.catalog = Some(Arc::new(catalog));
+        self
+    }
+
+    /// Whether this admin can validate rows: it has a registry, a type catalog or a validator.
     pub const fn can_validate(&self) -> bool {
-        self.registry.is_some() || self.validator.is_some()
+        self.registry.is_some() || self.catalog.is_some() || self.validator.is_some()
     }
 
     /// Why `letter` would fail again as it is, checked without running its handler: with a
@@ -298,6 +365,10 @@ impl Admin {
             if let Some(payload) = self.opened_for_check(&letter.event_type, &letter.payload) {
                 registration.check_payload(&registration.upcast(letter.version, payload)?)?;
             }
+        } else if self.catalog.is_some() {
+            if let crate::catalog::Verdict::Not(why) = self.verdict(letter) {
+                return Err(why);
+            }
         }
         match &self.validator {
             Some(validator) => validator(letter),
@@ -331,26 +402,86 @@ impl Admin {
         AuditNote { actor: self.actor.clone(), reason: reason.map(str::to_owned) }
     }
 
-    /// One page of rows matching `filter` (keyset: pass [`Page::next`] as `after`).
+    /// One page of rows matching `filter` (keyset: pass [`Page::next`] as `after`), each as
+    /// an operator sees it: redacted fields masked ([`with_redaction`](Self::with_redaction)).
     ///
     /// # Errors
     /// The store's error.
     pub async fn list(&self, filter: ListFilter) -> Result<Page, Error> {
         let limit = filter.limit;
-        let rows = self.store.list(filter).await?;
+        let mut rows = self.store.list(filter).await?;
         let next = if rows.len() == limit { rows.last().map(|r| r.id) } else { None };
+        let policy = self.redaction().await?;
+        for row in &mut rows {
+            policy.letter(row);
+        }
         Ok(Page { rows, next })
     }
 
-    /// A row with its attempts and audit log.
+    /// A row with its attempts and audit log, as an operator sees it: redacted fields masked
+    /// in the payload, the audit log's payloads and every text ([`crate::redact`]).
     ///
     /// # Errors
     /// [`Error::NotFound`] for an unknown id; the store's error.
     pub async fn show(&self, id: DlqId) -> Result<Detail, Error> {
+        let mut detail = self.whole(id).await?;
+        self.redaction().await?.detail(&mut detail);
+        Ok(detail)
+    }
+
+    /// A row with its attempts and audit log as stored.
+    async fn whole(&self, id: DlqId) -> Result<Detail, Error> {
         let letter = self.store.get(id).await?.ok_or(Error::NotFound(id))?;
         let attempts = self.store.attempts(id).await?;
         let audit = self.store.audit(id).await?;
         Ok(Detail { letter, attempts, audit })
+    }
+
+    /// Row `id` whole, for an operator allowed to see it: the redacted fields unmasked and,
+    /// when this admin holds the key ring, a sealed payload and failure opened. The audit log
+    /// gets a `reveal` entry with the actor and `reason` (required) first: nothing is shown
+    /// unless it was written.
+    ///
+    /// ```
+    /// use dlq_core::admin::Admin;
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
+    /// use std::sync::Arc;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "Declined", "declined".into(), vec![], None);
+    /// let payload = Payload::Json(serde_json::json!({"pan": "4111111111111111"}));
+    /// let id = store.park(NewDeadLetter::new("payment", payload.clone(), failure)).await?.id;
+    /// let admin = Admin::new(store.clone(), "alice").with_redaction(Policy::default().redact("payment", ["/pan"]));
+    /// assert!(admin.reveal(id, " ").await.is_err(), "a reveal needs a reason");
+    /// assert_eq!(admin.reveal(id, "chargeback 118").await?.letter.payload, payload);
+    /// let audit = store.audit(id).await?;
+    /// assert_eq!((audit[0].action.as_str(), audit[0].actor.as_str()), ("reveal", "alice"));
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for an empty reason; [`Error::NotFound`]; [`Error::Unsupported`] for
+    /// a store that cannot audit a reveal (nothing is shown); the store's error.
+    pub async fn reveal(&self, id: DlqId, reason: &str) -> Result<Detail, Error> {
+        let reason = required(reason, "reveal")?;
+        self.store.reveal(id, self.note(Some(reason))).await?;
+        let mut detail = self.whole(id).await?;
+        if let Some(ring) = self.key_ring() {
+            let event_type = detail.letter.event_type.clone();
+            if crate::sealed::sealed_key(&detail.letter.payload).is_some() {
+                let sealed = std::mem::replace(&mut detail.letter.payload, Payload::Json(serde_json::Value::Null));
+                detail.letter.payload =
+                    crate::sealed::open_payload(&ring, &event_type, sealed.clone()).unwrap_or(sealed);
+            }
+            if crate::sealed::is_sealed_failure(&detail.letter.failure) {
+                if let Ok(opened) = crate::sealed::open_failure(&ring, &event_type, detail.letter.failure.clone()) {
+                    detail.letter.failure = opened;
+                }
+            }
+        }
+        Ok(detail)
     }
 
     /// The live retriers, from their heartbeat rows.
@@ -384,6 +515,8 @@ impl Admin {
     pub async fn replace_payload(&self, id: DlqId, payload: Payload, reason: &str) -> Result<PatchOutcome, Error> {
         let reason = required(reason, "patch")?;
         let (letter, reseal) = self.open_for_patch(self.patchable(id, "patch").await?)?;
+        // Written from the masked payload an operator was shown: masked fields keep their value.
+        let payload = self.redaction().await?.unmask(&letter.event_type, &letter.payload, payload);
         self.write_patch(letter, payload, reason, None, None, reseal).await
     }
 
@@ -477,6 +610,9 @@ impl Admin {
         let request = PatchRequest { id, payload: stored, note, patch, undo_of };
         let audit_id = self.store.patch(request).await?;
         crate::observe::admin_action(if undo_of.is_some() { "undo" } else { "patch" }, 1);
+        let policy = self.redaction().await?;
+        let (old, _) = policy.shown(&letter.event_type, &old);
+        let (new, _) = policy.shown(&letter.event_type, &new);
         Ok(PatchOutcome { id, audit_id, old, new })
     }
 

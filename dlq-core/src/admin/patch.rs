@@ -92,11 +92,15 @@ impl Admin {
             return Err(Error::Invalid(super::NO_VALIDATION.into()));
         }
         let mut report = PatchManyReport { patched: Vec::new(), refused: Vec::new() };
+        let policy = self.redaction().await?;
         let mut pages = super::Pages::new(filter, batch);
         while let Some(rows) = pages.next(&*self.store).await? {
             for row in &rows {
                 match self.fit(row, &ops, self.check_patches) {
-                    Ok((_, changes)) => report.patched.push(RowPatch { id: row.id, changes }),
+                    Ok((_, mut changes)) => {
+                        policy.changes(&row.event_type, &mut changes);
+                        report.patched.push(RowPatch { id: row.id, changes });
+                    }
                     Err(why) => report.refused.push(PatchRefusal { id: row.id, reason: why.to_string() }),
                 }
             }

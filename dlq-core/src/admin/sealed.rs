@@ -157,7 +157,7 @@ impl Admin {
         self
     }
 
-    fn key_ring(&self) -> Option<Arc<KeyRing>> {
+    pub(super) fn key_ring(&self) -> Option<Arc<KeyRing>> {
         self.keys.clone().or_else(sealed::installed_keys)
     }
 

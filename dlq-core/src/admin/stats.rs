@@ -85,6 +85,10 @@ pub struct StatsReport {
     /// The circuits that are not plainly closed (open, half-open or paused); empty on a
     /// store without circuits.
     pub circuits: Vec<Circuit>,
+    /// Sealed rows whose latest claim could not open them: the retrier that claimed them
+    /// lacks their key ([`DeadLetterStore::count_unreadable`](crate::DeadLetterStore::count_unreadable));
+    /// `None` where the store does not count them.
+    pub sealed_unreadable: Option<u64>,
     /// Things an operator should act on, in words.
     pub warnings: Vec<String>,
 }
@@ -95,6 +99,30 @@ const DEAD_TUPLES_WARN: u64 = 100_000;
 const VACUUM_AGE_WARN: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
 impl Admin {
+    /// The failure groups of the rows `filter` selects ([`DeadLetterStore::groups`]), each
+    /// sample reason scrubbed of its sample row's redacted values ([`crate::redact`]).
+    ///
+    /// [`DeadLetterStore::groups`]: crate::DeadLetterStore::groups
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn groups(&self, filter: ListFilter) -> Result<Vec<FailureGroup>, Error> {
+        let mut groups = self.store.groups(filter).await?;
+        self.redact_groups(&mut groups).await?;
+        Ok(groups)
+    }
+
+    /// Scrubs the sample reason of each group of a type with redacted fields: one read of
+    /// its sample row.
+    async fn redact_groups(&self, groups: &mut [FailureGroup]) -> Result<(), Error> {
+        let policy = self.redaction().await?;
+        for group in groups.iter_mut().filter(|g| !policy.pointers(&g.event_type).is_empty()) {
+            let sample = self.store.get(group.sample_id).await?;
+            policy.group(group, sample.as_ref());
+        }
+        Ok(())
+    }
+
     /// The stats report with the `top` largest failure groups.
     ///
     /// # Errors
@@ -103,7 +131,7 @@ impl Admin {
         let at = Utc::now();
         // Independent reads: asked together, so the report takes as long as the slowest.
         let store = &self.store;
-        let (rows, groups, last_5m, last_1h, retriers, capacity, table, circuits) = tokio::try_join!(
+        let (rows, groups, last_5m, last_1h, retriers, capacity, table, circuits, sealed_unreadable) = tokio::try_join!(
             store.stats(),
             store.groups(ListFilter::default().limit(top)),
             self.parked_since(at, 5),
@@ -118,6 +146,13 @@ impl Admin {
                     Err(error) => Err(error),
                 }
             },
+            async {
+                match store.count_unreadable().await {
+                    Ok(n) => Ok(Some(n)),
+                    Err(Error::Unsupported { .. }) => Ok(None),
+                    Err(error) => Err(error),
+                }
+            },
         )?;
         let mut counts: BTreeMap<String, StatusCounts> = BTreeMap::new();
         for row in rows {
@@ -126,6 +161,8 @@ impl Admin {
                 .or_insert_with(|| StatusCounts { event_type: row.event_type.clone(), ..StatusCounts::default() });
             entry.add(row.status, row.count);
         }
+        let mut groups = groups;
+        self.redact_groups(&mut groups).await?;
         let growth = Growth { last_5m, last_1h };
         let orphans = self.orphans(&counts, &retriers);
         let saturation = capacity.map(|c| c.saturation());
@@ -140,6 +177,7 @@ impl Admin {
             capacity,
             table,
             circuits,
+            sealed_unreadable,
             warnings: Vec::new(),
         };
         report.warnings = warnings(&report);
@@ -188,6 +226,9 @@ fn warnings(report: &StatsReport) -> Vec<String> {
             out.push(format!("`{}` circuit is {}: {why}", c.event_type, c.state));
         }
     }
+    if let Some(n) = report.sealed_unreadable.filter(|n| *n > 0) {
+        out.push(unreadable_problem(n));
+    }
     if let Some(s) = report.saturation.filter(|s| *s >= crate::observe::SATURATION_WARNING) {
         out.push(format!("the store is {:.0}% full (max_entries)", s * 100.0));
     }
@@ -207,4 +248,13 @@ fn warnings(report: &StatsReport) -> Vec<String> {
         }
     }
     out
+}
+
+/// What `dlq stats` and health say of `n` sealed rows the retriers could not open.
+pub(crate) fn unreadable_problem(n: u64) -> String {
+    format!(
+        "{n} encrypted row{} left claimed: the retrier that claimed {} lacks the key (`dlq show ID` names it; load it into a retrier's DLQ_KEYS)",
+        if n == 1 { "" } else { "s" },
+        if n == 1 { "it" } else { "them" }
+    )
 }

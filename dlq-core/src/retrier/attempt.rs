@@ -204,8 +204,11 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         let started = std::time::Instant::now();
         let outcome = self.invoke(reg, invocation).instrument(span.clone()).await;
         crate::observe::handler_took(&claimed.event_type, started.elapsed());
+        // The breaker's reason is stored and shown to operators: never an encrypted type's
+        // text, never a redacted value.
         let transient = match &outcome {
-            HandlerOutcome::Failed(failure) => (failure.class != ErrorClass::Permanent).then(|| failure.reason.clone()),
+            HandlerOutcome::Failed(failure) => (failure.class != ErrorClass::Permanent)
+                .then(|| crate::redact::loggable(reg, &claimed.payload, &failure.reason).into_owned()),
             _ => None,
         };
         let mut settlement = decide(claimed, reg, self.config.max_retries, outcome, lease);
@@ -215,7 +218,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         }
         span.record("outcome", settlement.outcome_name());
         if let Some(failure) = settlement.failure() {
-            span.record("error", failure.reason.as_str());
+            span.record("error", &*crate::redact::loggable(reg, &claimed.payload, &failure.reason));
         }
         settlement
     }
@@ -298,8 +301,9 @@ fn decide(
             return Settlement::Dead { lease, reason: DeadReason::Permanent, failure, counts: true };
         }
         ErrorClass::Fatal => {
-            // An encrypted type's error text can echo the event: its log line names the kind only.
-            let reason = if reg.sealing.is_some() { "[encrypted]".to_owned() } else { failure.reason.clone() };
+            // The error text can echo the event: an encrypted type's log line names the kind
+            // only, a redacted field's value is masked.
+            let reason = crate::redact::loggable(reg, &claimed.payload, &failure.reason);
             tracing::error!(id = claimed.id(), kind = %failure.kind, %reason, "fatal error in a retried handler; recorded as transient");
             None
         }

@@ -61,7 +61,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         // counted and logged (in `claim`) and the batch goes on.
         let limited = self.claim_limited_types(plan.limited, &mut claimed).await;
         let trials = self.claim_trials(plan.trials, &mut claimed).await;
-        let claimed = self.open_sealed(claimed);
+        let claimed = self.open_sealed(claimed).await;
         let n = claimed.len();
         if n == 0 {
             return Ok(0);

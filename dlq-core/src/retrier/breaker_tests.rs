@@ -51,6 +51,8 @@ macro_rules! ledger_handler {
             sealing: None,
             check: crate::handler::accepts_any,
             subject: None,
+            redact: &[],
+            schemas: None,
         };
     };
 }
@@ -186,6 +188,8 @@ static AT_ONCE: Registration = Registration {
     sealing: None,
     check: crate::handler::accepts_any,
     subject: None,
+    redact: &[],
+    schemas: None,
 };
 
 #[tokio::test(start_paused = true)]

@@ -106,6 +106,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         if let Err(error) = self.store.heartbeat(&beat, expire_after).await {
             tracing::warn!(%error, "could not register the retrier's heartbeat");
         }
+        let published = crate::catalog::publish_or_warn(&*self.store, self.registry.catalog(&self.owner)).await;
         // One token per run: the shutdown future cancels it, and so does the work ending early
         // (singleton unsupported), which stops the background loops too.
         let stop = CancellationToken::new();
@@ -128,7 +129,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         let (result, (), (), (), ()) = tokio::join!(
             work,
             trigger,
-            self.keep_beating(beat, expire_after, &stop),
+            self.keep_beating(beat, expire_after, published, &stop),
             self.keep_purging(&stop),
             self.keep_maintaining(&stop)
         );
@@ -147,7 +148,15 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
 
     /// Refreshes the heartbeat, then the row and retrier gauges (one `stats()` and one
     /// `retriers()` call), every `heartbeat`.
-    async fn keep_beating(&self, mut beat: RetrierHeartbeat, expire_after: Duration, stop: &CancellationToken) {
+    /// Until the type catalog is published (the store was down at start-up), tries again with
+    /// each heartbeat.
+    async fn keep_beating(
+        &self,
+        mut beat: RetrierHeartbeat,
+        expire_after: Duration,
+        mut published: bool,
+        stop: &CancellationToken,
+    ) {
         let mut gauges = crate::observe::StoreGauges::default();
         loop {
             self.refresh_gauges(&mut gauges).await;
@@ -158,6 +167,9 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             beat.last_seen = chrono::Utc::now();
             if let Err(error) = self.store.heartbeat(&beat, expire_after).await {
                 tracing::warn!(%error, "could not refresh the retrier's heartbeat");
+            }
+            if !published {
+                published = crate::catalog::publish_or_warn(&*self.store, self.registry.catalog(&self.owner)).await;
             }
         }
     }

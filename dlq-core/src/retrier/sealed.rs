@@ -33,12 +33,16 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// and nothing is counted against it; it stays claimed until its lease expires, when any
     /// retrier (one holding the key) may claim it again. Each is logged with its key id and
     /// counted in [`RetrierStats::sealed_unreadable`](super::RetrierStats::sealed_unreadable).
-    pub(super) fn open_sealed(&self, claimed: Vec<Claimed>) -> Vec<Claimed> {
+    ///
+    /// The store marks them under this claim ([`DeadLetterStore::mark_unreadable`]), so
+    /// `dlq stats` and health count them from any process.
+    pub(super) async fn open_sealed(&self, claimed: Vec<Claimed>) -> Vec<Claimed> {
         if !claimed.iter().any(|c| sealed::sealed_key(&c.payload).is_some()) {
             return claimed;
         }
         let ring = self.key_ring();
-        claimed
+        let mut unreadable = Vec::new();
+        let opened = claimed
             .into_iter()
             .filter_map(|mut row| {
                 let Some(key) = sealed::sealed_key(&row.payload).map(str::to_owned) else { return Some(row) };
@@ -53,6 +57,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                         Some(row)
                     }
                     Err(error) => {
+                        unreadable.push(row.lease);
                         Counters::add(&self.counters.sealed_unreadable, 1);
                         crate::observe::sealed_unreadable(&row.event_type);
                         tracing::error!(
@@ -66,7 +71,13 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                     }
                 }
             })
-            .collect()
+            .collect();
+        if !unreadable.is_empty() {
+            if let Err(error) = self.store.mark_unreadable(unreadable).await {
+                tracing::warn!(%error, "could not mark the unreadable sealed rows in the store: `dlq stats` does not count them");
+            }
+        }
+        opened
     }
 
     /// `outcome` with its failures sealed when the row's type is encrypted: the text a

@@ -72,6 +72,8 @@ static SCRIPTED: Registration = Registration {
     missing_state: crate::handler::needs_no_state,
     sealing: None,
     subject: None,
+    redact: &[],
+    schemas: None,
 };
 
 static AGED: Registration = Registration {
@@ -88,6 +90,8 @@ static AGED: Registration = Registration {
     missing_state: crate::handler::needs_no_state,
     sealing: None,
     subject: None,
+    redact: &[],
+    schemas: None,
 };
 
 /// `backoff = "none"`: a transient failure is due again at once.
@@ -105,6 +109,8 @@ static INSTANT: Registration = Registration {
     missing_state: crate::handler::needs_no_state,
     sealing: None,
     subject: None,
+    redact: &[],
+    schemas: None,
 };
 
 fn retrier(store: &Arc<MemoryStore>) -> Retrier<MemoryStore> {
@@ -157,6 +163,8 @@ macro_rules! delegate_required {
                 upgrade(u: crate::store::VersionUpgrade) -> crate::store::BoxFuture<'_, crate::store::StoreResult<i64>>;
                 erase(r: crate::store::EraseRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::Erasure>>;
                 erasures(n: usize) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::store::Erasure>>>;
+                publish_types(t: Vec<crate::catalog::EventTypeInfo>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
+                event_types() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::catalog::EventTypeInfo>>>;
             }
     };
 }
@@ -572,4 +580,18 @@ async fn no_immediate_retry_when_another_attempt_could_outlast_half_the_lease() 
     assert_eq!(status(&store, slow).1, 1);
     assert_eq!(status(&store, id), (Status::Succeeded, 1, None));
     assert_eq!(r.stats().retried_at_once, 0);
+}
+
+/// A starting retrier publishes one catalog record per registered type, under its owner name,
+/// before it claims anything: tools without the handlers' code read it.
+#[tokio::test(start_paused = true)]
+async fn a_starting_retrier_publishes_its_types_into_the_catalog() {
+    let store = Arc::new(MemoryStore::new());
+    let config = RetrierConfig { owner: "worker-7".into(), ..RetrierConfig::default() };
+    let r = retrier(&store).config(config);
+    // A shutdown that has already come: the run starts, publishes, and stops.
+    r.run_until(async {}).await.unwrap();
+    let catalog = store.event_types().await.unwrap();
+    let types: Vec<_> = catalog.iter().map(|i| (i.event_type.as_str(), i.version, i.published_by.as_str())).collect();
+    assert_eq!(types, [("aged", 1, "worker-7"), ("instant", 1, "worker-7"), ("scripted", 1, "worker-7")]);
 }

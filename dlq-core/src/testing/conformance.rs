@@ -1094,6 +1094,39 @@ pub async fn erase_by_subject<S: DeadLetterStore>(s: &S) {
     assert_eq!(s.erasures(1).await.expect("erasures").len(), 1, "the limit");
 }
 
+/// The type catalog keeps one record per event type, every field as published (schemas by
+/// version, redacted pointers, time to the microsecond); a record of the same or a newer version
+/// replaces the stored one, an older version changes nothing (a rolling deploy's old process
+/// starting late), and a batch naming a type twice keeps the newest.
+pub async fn type_catalog_newest_version_wins<S: DeadLetterStore>(s: &S) {
+    use crate::catalog::EventTypeInfo;
+    assert!(s.event_types().await.expect("event_types").is_empty());
+    s.publish_types(Vec::new()).await.expect("nothing to publish");
+    let mut payment = EventTypeInfo::new("payment", 3, "host:1:new");
+    payment.schema = Some(serde_json::json!({"type": "object", "required": ["cents"]}));
+    payment.older_schemas = [(1, serde_json::json!({"type": "object"}))].into();
+    payment.upcast_from = 1;
+    payment.encrypted = true;
+    payment.redact = vec!["/card/number".into(), "/name".into()];
+    let refund = EventTypeInfo::new("refund", 1, "host:1:new");
+    s.publish_types(vec![refund.clone(), payment.clone()]).await.expect("publish");
+    assert_eq!(s.event_types().await.expect("event_types"), [payment.clone(), refund.clone()], "by event type");
+
+    let old = EventTypeInfo::new("payment", 2, "host:2:old");
+    let newer_refund = EventTypeInfo::new("refund", 2, "host:2:old");
+    s.publish_types(vec![old, newer_refund.clone()]).await.expect("publish");
+    assert_eq!(s.event_types().await.expect("event_types"), [payment.clone(), newer_refund.clone()]);
+
+    let mut same = EventTypeInfo::new("payment", 3, "host:3:again");
+    same.upcast_from = 2;
+    let twice = vec![EventTypeInfo::new("card", 2, "a"), EventTypeInfo::new("card", 1, "b"), same.clone()];
+    s.publish_types(twice).await.expect("publish");
+    let catalog = s.event_types().await.expect("event_types");
+    let kept: Vec<_> = catalog.iter().map(|i| (i.event_type.as_str(), i.version, i.published_by.as_str())).collect();
+    assert_eq!(kept, [("card", 2, "a"), ("payment", 3, "host:3:again"), ("refund", 2, "host:2:old")]);
+    assert_eq!(catalog[1], same, "the same version refreshes the whole record");
+}
+
 /// `list` applies every filter field and the limit, newest first, over rows in every status
 /// (succeeded and in-flight rows included, which PostgreSQL keeps out of its operator indexes).
 pub async fn list_filters_newest_first<S: DeadLetterStore>(s: &S) {
@@ -1556,4 +1589,50 @@ pub async fn settle_and_claim_writes_then_claims<S: DeadLetterStore>(s: &S) {
     assert_eq!(report.applied, 1);
     assert!(none.expect("claim").is_empty());
     assert_eq!(get(s, last[0].id()).await.status, Status::Succeeded);
+}
+
+/// `reveal` audits a reveal of an existing row (action `reveal`, the actor and reason, an
+/// empty diff) and refuses an unknown id. A store that cannot audit one ([`Error::Unsupported`],
+/// the default) reveals nothing: skipped.
+pub async fn reveal_is_audited<S: DeadLetterStore>(s: &S) {
+    let id = park(s, letter("payment", 1)).await;
+    let entry = match s.reveal(id, AuditNote::new("alice", "chargeback 118")).await {
+        Err(Error::Unsupported { .. }) => return,
+        other => other.expect("reveal"),
+    };
+    let audit = s.audit(id).await.expect("audit");
+    assert_eq!(audit.len(), 1);
+    let a = &audit[0];
+    assert_eq!((a.id, a.action.as_str(), a.actor.as_str()), (entry, "reveal", "alice"));
+    assert_eq!((a.reason.as_deref(), &a.diff), (Some("chargeback 118"), &json!({})));
+    assert!(matches!(s.reveal(id + 1_000, AuditNote::new("alice", "x")).await, Err(Error::NotFound(_))));
+}
+
+/// A row marked unreadable under its claim counts while that claim is its latest: from any
+/// caller, until a new claim (a retrier holding the key) or an outcome ends it; a stale lease
+/// marks nothing. A store that does not count ([`Error::Unsupported`]) is skipped.
+pub async fn unreadable_rows_are_counted<S: DeadLetterStore>(s: &S) {
+    let zero = match s.count_unreadable().await {
+        Err(Error::Unsupported { .. }) => return,
+        other => other.expect("count_unreadable"),
+    };
+    assert_eq!(zero, 0);
+    let (a, b) = (park(s, letter("sealed", 1)).await, park(s, letter("sealed", 2)).await);
+    let first = s.claim(request(&["sealed"], 10, SHORT, "keyless")).await.expect("claim");
+    assert_eq!(ids(&first).len(), 2);
+    let stale = Lease { id: a, token: Uuid::new_v4() };
+    s.mark_unreadable(vec![stale]).await.expect("mark");
+    assert_eq!(s.count_unreadable().await.expect("count"), 0, "a stale lease marks nothing");
+    s.mark_unreadable(first.iter().map(|c| c.lease).collect()).await.expect("mark");
+    assert_eq!(s.count_unreadable().await.expect("count"), 2);
+    // The lease expires: still counted (no one could open it since).
+    tokio::time::sleep(PAST_SHORT).await;
+    assert_eq!(s.count_unreadable().await.expect("count"), 2);
+    // A retrier with the key claims them again and settles one: neither counts any more.
+    let second = s.claim(request(&["sealed"], 10, LONG, "keyed")).await.expect("claim");
+    assert_eq!(ids(&second).len(), 2);
+    assert_eq!(s.count_unreadable().await.expect("count"), 0);
+    let done = second.iter().find(|c| c.id() == b).expect("b").lease;
+    settle_ok(s, Settlement::Succeeded { lease: done }).await;
+    assert_eq!(s.count_unreadable().await.expect("count"), 0);
 }

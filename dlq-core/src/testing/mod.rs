@@ -239,6 +239,7 @@ macro_rules! __store_conformance_each {
         $crate::__store_conformance_test!($setup patch_rows_patch_each_row_once);
         $crate::__store_conformance_test!($setup purge_by_age);
         $crate::__store_conformance_test!($setup erase_by_subject);
+        $crate::__store_conformance_test!($setup type_catalog_newest_version_wins);
         $crate::__store_conformance_test!($setup list_filters_newest_first);
         $crate::__store_conformance_test!($setup list_keyset_pages_and_other_filters);
         $crate::__store_conformance_test!($setup stats_counts);
@@ -256,6 +257,8 @@ macro_rules! __store_conformance_each {
         $crate::__store_conformance_test!($setup sealed_rows_keep_no_plaintext);
         $crate::__store_conformance_test!($setup sealed_rows_drain_after_rotation);
         $crate::__store_conformance_test!($setup sealed_rows_of_envelope_v1_open);
+        $crate::__store_conformance_test!($setup reveal_is_audited);
+        $crate::__store_conformance_test!($setup unreadable_rows_are_counted);
     };
 }
 

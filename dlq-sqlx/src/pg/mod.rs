@@ -11,6 +11,7 @@
 
 mod admin;
 mod capacity;
+mod catalog;
 mod circuits;
 mod claim;
 mod erase;
@@ -651,6 +652,18 @@ impl DeadLetterStore for PgStore {
         Box::pin(ops::audit_one(self, id))
     }
 
+    fn reveal(&self, id: DlqId, note: AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
+        Box::pin(ops::reveal(self, id, note))
+    }
+
+    fn mark_unreadable(&self, leases: Vec<dlq_core::store::Lease>) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(ops::mark_unreadable(self, leases))
+    }
+
+    fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(ops::count_unreadable(self))
+    }
+
     /// One transaction per batch; a redrive wakes retriers with `NOTIFY` on commit.
     fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {
         Box::pin(ops::apply(self, batch))
@@ -707,6 +720,14 @@ impl DeadLetterStore for PgStore {
 
     fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::Erasure>>> {
         Box::pin(erase::erasures(self, limit))
+    }
+
+    fn publish_types(&self, types: Vec<dlq_core::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(catalog::publish(self, types))
+    }
+
+    fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::EventTypeInfo>>> {
+        Box::pin(catalog::all(self))
     }
 
     fn max_payload_bytes(&self) -> usize {

@@ -175,6 +175,34 @@ pub(crate) async fn audit_one(store: &PgStore, id: i64) -> StoreResult<Option<Au
     row.as_ref().map(audit_entry).transpose().map_err(db)
 }
 
+pub(crate) async fn mark_unreadable(store: &PgStore, leases: Vec<dlq_core::store::Lease>) -> StoreResult<()> {
+    let (ids, tokens): (Vec<DlqId>, Vec<uuid::Uuid>) = leases.into_iter().map(|l| (l.id, l.token)).unzip();
+    sqlx::query(store.inner.sql.mark_unreadable.sql())
+        .bind(ids)
+        .bind(tokens)
+        .execute(&store.inner.pool)
+        .await
+        .map_err(db)?;
+    Ok(())
+}
+
+pub(crate) async fn count_unreadable(store: &PgStore) -> StoreResult<u64> {
+    let n: i64 =
+        sqlx::query_scalar(store.inner.sql.count_unreadable.sql()).fetch_one(&store.inner.pool).await.map_err(db)?;
+    Ok(unsigned(n))
+}
+
+pub(crate) async fn reveal(store: &PgStore, id: DlqId, note: AuditNote) -> StoreResult<i64> {
+    let entry: Option<i64> = sqlx::query_scalar(store.inner.sql.reveal.sql())
+        .bind(id)
+        .bind(actor(&note.actor))
+        .bind(note.reason)
+        .fetch_optional(&store.inner.pool)
+        .await
+        .map_err(db)?;
+    entry.ok_or(dlq_core::Error::NotFound(id))
+}
+
 fn operation(row: &PgRow) -> StoreResult<Operation> {
     let action = row.try_get::<String, _>("action").map_err(db)?.parse::<ActionKind>()?;
     Ok(Operation {

@@ -173,6 +173,12 @@ statements! {
     count_created = "count_created.sql";
     /// One audit entry by id.
     audit_entry = "audit_entry.sql";
+    /// Audit a reveal of one row.
+    reveal = "reveal.sql";
+    /// Mark claimed rows a retrier could not open.
+    mark_unreadable = "mark_unreadable.sql";
+    /// Count the rows whose latest claim could not open them.
+    count_unreadable = "count_unreadable.sql";
     /// Lock the rows of an action batch.
     action_lock = "action_lock.sql";
     /// Redrive locked, checked rows.
@@ -229,6 +235,10 @@ statements! {
     erase = "erase.sql";
     /// The newest erasure records.
     erasures = "erasures.sql";
+    /// Write records of the type catalog; the newest version wins.
+    publish_types = "publish_types.sql";
+    /// The type catalog.
+    event_types = "event_types.sql";
     /// Count the finished rows past retention (what a purge would delete).
     purgeable = "purgeable.sql";
     /// Count every row (for `max_entries`).

@@ -243,6 +243,44 @@ pub(super) async fn insert_audit(
     Ok(done.last_insert_rowid())
 }
 
+/// Marks rows a retrier could not open, under the claim that found them (fenced).
+pub(super) async fn mark_unreadable(pool: &SqlitePool, leases: Vec<dlq_core::store::Lease>) -> StoreResult<()> {
+    let marks: Vec<serde_json::Value> = leases.iter().map(|l| serde_json::json!([l.id, l.token.to_string()])).collect();
+    sqlx::query(
+        "UPDATE dlq_events SET unreadable_token = lease_token WHERE status = 'PROCESSING' \
+         AND EXISTS (SELECT 1 FROM json_each(?1) AS m WHERE json_extract(m.value, '$[0]') = dlq_events.id AND json_extract(m.value, '$[1]') = dlq_events.lease_token)",
+    )
+    .bind(serde_json::Value::Array(marks).to_string())
+    .execute(pool)
+    .await
+    .map_err(sql)?;
+    Ok(())
+}
+
+/// The rows whose latest claim could not open them.
+pub(super) async fn count_unreadable(pool: &SqlitePool) -> StoreResult<u64> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dlq_events WHERE status = 'PROCESSING' AND unreadable_token = lease_token",
+    )
+    .fetch_one(pool)
+    .await
+    .map_err(sql)?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// Audits a reveal of row `id` (`NotFound` for no row).
+pub(super) async fn reveal(pool: &SqlitePool, id: DlqId, note: AuditNote) -> StoreResult<i64> {
+    let mut tx = begin(pool).await?;
+    let found =
+        sqlx::query("SELECT 1 FROM dlq_events WHERE id = ?1").bind(id).fetch_optional(&mut *tx).await.map_err(sql)?;
+    if found.is_none() {
+        return Err(Error::NotFound(id));
+    }
+    let entry = insert_audit(&mut tx, id, "reveal", &note, &serde_json::json!({}), codec::now_micros()).await?;
+    tx.commit().await.map_err(sql)?;
+    Ok(entry)
+}
+
 pub(super) async fn patch(pool: &SqlitePool, request: PatchRequest) -> StoreResult<i64> {
     let PatchRequest { id, payload, note, patch, undo_of } = request;
     payload.check_fits(dlq_core::store::DEFAULT_MAX_PAYLOAD_BYTES)?;

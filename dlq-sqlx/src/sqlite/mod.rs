@@ -4,6 +4,7 @@
 //! [`SqliteStore`] is also re-exported at the crate root.
 
 mod admin;
+mod catalog;
 mod circuits;
 mod codec;
 mod erase;
@@ -383,6 +384,18 @@ impl DeadLetterStore for SqliteStore {
         Box::pin(ops::audit_one(&self.pool, id))
     }
 
+    fn reveal(&self, id: DlqId, note: AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
+        Box::pin(admin::reveal(&self.pool, id, note))
+    }
+
+    fn mark_unreadable(&self, leases: Vec<dlq_core::store::Lease>) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(admin::mark_unreadable(&self.pool, leases))
+    }
+
+    fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(admin::count_unreadable(&self.pool))
+    }
+
     fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {
         Box::pin(async move {
             let redrive = batch.action == ActionKind::Redrive;
@@ -425,6 +438,14 @@ impl DeadLetterStore for SqliteStore {
 
     fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::Erasure>>> {
         Box::pin(erase::erasures(&self.pool, limit))
+    }
+
+    fn publish_types(&self, types: Vec<dlq_core::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(catalog::publish(&self.pool, types))
+    }
+
+    fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::EventTypeInfo>>> {
+        Box::pin(catalog::all(&self.pool))
     }
 
     fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>> {

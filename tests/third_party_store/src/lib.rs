@@ -43,6 +43,8 @@ struct Tables {
     circuits: Vec<Circuit>,
     circuit_log: Vec<CircuitLogEntry>,
     erasures: Vec<Erasure>,
+    /// The type catalog, by event type.
+    catalog: Vec<dlq_core::catalog::EventTypeInfo>,
 }
 
 /// The store: see the crate's docs.
@@ -417,6 +419,15 @@ impl DeadLetterStore for VecStore {
 
     fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>> {
         done(Ok(self.lock().erasures.iter().rev().take(limit).cloned().collect()))
+    }
+
+    fn publish_types(&self, types: Vec<dlq_core::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
+        dlq_core::catalog::merge(&mut self.lock().catalog, types);
+        done(Ok(()))
+    }
+
+    fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::EventTypeInfo>>> {
+        done(Ok(self.lock().catalog.clone()))
     }
 
     fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {

@@ -1,0 +1,160 @@
+//! `dlq redrive --validate`'s counts: how the rows of a selection would decode, per failure
+//! group, before any row moves.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{Admin, Pages};
+use crate::Error;
+use crate::catalog::Verdict;
+use crate::record::{DeadLetter, DlqId, ListFilter};
+
+/// How the rows of one failure group would decode ([`Admin::validation`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct GroupValidation {
+    /// The group's event type.
+    pub event_type: String,
+    /// The group's fingerprint.
+    pub fingerprint: String,
+    /// Rows whose version is the handler's and whose payload decodes as it is.
+    pub as_is: u64,
+    /// Rows of an older version that decode after upcasting.
+    pub after_upcast: u64,
+    /// Rows of a version the handler takes whose payload could not be checked (no schema, or
+    /// encrypted without the key): not refused.
+    pub unchecked: u64,
+    /// Rows that would not decode.
+    pub not: u64,
+    /// The first row that would not decode, and why.
+    pub first_error: Option<(DlqId, String)>,
+    /// The first row that could not be checked, and why.
+    pub first_unchecked: Option<(DlqId, String)>,
+}
+
+/// How the rows of a selection would decode, per failure group ([`Admin::validation`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ValidationReport {
+    /// By event type and fingerprint.
+    pub groups: Vec<GroupValidation>,
+    /// Rows checked.
+    pub checked: u64,
+    /// Whether the walk stopped at its bound with rows left unchecked.
+    pub bounded: bool,
+}
+
+impl ValidationReport {
+    /// Rows that would not decode.
+    pub fn failing(&self) -> u64 {
+        self.groups.iter().map(|g| g.not).sum()
+    }
+
+    /// Whether every checked row would decode (or could not be checked).
+    pub fn passes(&self) -> bool {
+        self.failing() == 0
+    }
+
+    /// Counts `row` as `verdict` says.
+    fn add(&mut self, groups: &mut BTreeMap<(String, String), GroupValidation>, row: &DeadLetter, verdict: Verdict) {
+        self.checked += 1;
+        let key = (row.event_type.clone(), row.failure.fingerprint.clone());
+        let group = groups.entry(key).or_insert_with(|| GroupValidation {
+            event_type: row.event_type.clone(),
+            fingerprint: row.failure.fingerprint.clone(),
+            ..GroupValidation::default()
+        });
+        match verdict {
+            Verdict::AsIs => group.as_is += 1,
+            Verdict::AfterUpcast { .. } => group.after_upcast += 1,
+            Verdict::Unchecked(why) => {
+                group.unchecked += 1;
+                group.first_unchecked.get_or_insert((row.id, why));
+            }
+            Verdict::Not(why) => {
+                group.not += 1;
+                group.first_error.get_or_insert((row.id, why));
+            }
+        }
+    }
+}
+
+impl Admin {
+    /// How `letter` would decode: with a registry, by the real decode (upcast from the row's
+    /// version, then deserialized into the handler's event type); otherwise by the store's type
+    /// catalog ([`with_catalog`](Self::with_catalog)). An encrypted payload is opened in memory
+    /// when this admin holds the key, and is [`Verdict::Unchecked`] otherwise.
+    pub fn verdict(&self, letter: &DeadLetter) -> Verdict {
+        let opened = self.opened_for_check(&letter.event_type, &letter.payload);
+        if let Some(registry) = &self.registry {
+            let reg = match registry.get(&letter.event_type) {
+                Ok(reg) => reg,
+                Err(e) => return Verdict::Not(e.to_string()),
+            };
+            let Some(payload) = opened else {
+                return Verdict::Unchecked("encrypted, and no key here to open it (set DLQ_KEYS)".to_owned());
+            };
+            let upcast = letter.version < reg.version();
+            return match reg.upcast(letter.version, payload).and_then(|p| reg.check_payload(&p)) {
+                Ok(()) if upcast => Verdict::AfterUpcast { checked: true },
+                Ok(()) => Verdict::AsIs,
+                Err(why) => Verdict::Not(why),
+            };
+        }
+        match &self.catalog {
+            Some(catalog) => catalog.verdict(&letter.event_type, letter.version, opened.as_ref()),
+            None => Verdict::Unchecked("no registry and no type catalog to check it by".to_owned()),
+        }
+    }
+
+    /// How the rows `filter` selects would decode, per failure group, checking at most
+    /// `max_rows` of them (`bounded` says when rows were left): `dlq redrive --validate`'s
+    /// counts, taken before any row moves, and the console's.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use dlq_core::admin::Admin;
+    /// use dlq_core::catalog::{Catalog, EventTypeInfo};
+    /// use dlq_core::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "io", "bad".into(), vec![], None);
+    /// for version in [1, 2, 3] {
+    ///     let letter = NewDeadLetter::new("payment", Payload::Json(1.into()), failure.clone()).dead(DeadReason::Permanent);
+    ///     store.park(letter.with_version(version)).await?;
+    /// }
+    /// let mut info = EventTypeInfo::new("payment", 2, "pod-1");
+    /// info.upcast_from = 1;
+    /// let admin = Admin::new(store, "alice").with_catalog(Catalog::new(vec![info]));
+    /// let report = admin.validation(ListFilter::default(), 1_000).await?;
+    /// let group = &report.groups[0];
+    /// assert_eq!((group.unchecked, group.after_upcast, group.not), (1, 1, 1), "no schema; upcast; version 3 is ahead");
+    /// assert!(!report.passes());
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn validation(&self, filter: ListFilter, max_rows: u64) -> Result<ValidationReport, Error> {
+        let mut report = ValidationReport::default();
+        let mut groups = BTreeMap::new();
+        let mut pages = Pages::new(filter, 500);
+        'walk: while let Some(rows) = pages.next(&*self.store).await? {
+            for row in &rows {
+                if report.checked >= max_rows {
+                    report.bounded = true;
+                    break 'walk;
+                }
+                report.add(&mut groups, row, self.verdict(row));
+            }
+        }
+        report.groups = groups.into_values().collect();
+        report
+            .groups
+            .sort_by(|a, b| b.not.cmp(&a.not).then((b.as_is + b.after_upcast).cmp(&(a.as_is + a.after_upcast))));
+        Ok(report)
+    }
+}

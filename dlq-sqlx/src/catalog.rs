@@ -1,0 +1,61 @@
+//! The type catalog's rows (`dlq_event_types`: PostgreSQL migration 0024, SQLite 0011), as
+//! both stores write and read them.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use dlq_core::catalog::EventTypeInfo;
+use serde_json::{Value, json};
+
+/// The records to write: one per event type, the one that wins when a batch names a type twice
+/// (a statement may not write a row twice).
+pub(crate) fn winners(types: Vec<EventTypeInfo>) -> Vec<EventTypeInfo> {
+    let mut winners = Vec::with_capacity(types.len());
+    dlq_core::catalog::merge(&mut winners, types);
+    winners
+}
+
+/// One record as a JSON object with the table's column names.
+pub(crate) fn columns(info: &EventTypeInfo) -> Value {
+    json!({
+        "event_type": info.event_type,
+        "version": info.version,
+        "json_schema": info.schema,
+        "older_schemas": info.older_schemas,
+        "upcast_from": info.upcast_from,
+        "encrypted": info.encrypted,
+        "redact": info.redact,
+        "published_at": info.published_at,
+        "published_by": info.published_by,
+    })
+}
+
+/// The JSON columns of a stored record.
+pub(crate) struct JsonColumns {
+    pub(crate) json_schema: Option<Value>,
+    pub(crate) older_schemas: Value,
+    pub(crate) redact: Value,
+}
+
+/// A stored record from its columns; a column that does not hold what the catalog writes is
+/// reported, not skipped.
+pub(crate) fn record(
+    (event_type, version, upcast_from): (String, i64, i64),
+    json: JsonColumns,
+    encrypted: bool,
+    (published_at, published_by): (DateTime<Utc>, String),
+) -> Result<EventTypeInfo, dlq_core::Error> {
+    let bad = |what: &str, e: &dyn std::fmt::Display| {
+        dlq_core::Error::store(std::io::Error::other(format!("dlq_event_types row `{event_type}`: {what}: {e}")))
+    };
+    let number = |what: &str, n: i64| u32::try_from(n).map_err(|e| bad(what, &e));
+    let mut info = EventTypeInfo::new(event_type.clone(), number("version", version)?, published_by);
+    info.upcast_from = number("upcast_from", upcast_from)?;
+    info.schema = json.json_schema.filter(|s| !s.is_null());
+    info.older_schemas =
+        serde_json::from_value::<BTreeMap<u32, Value>>(json.older_schemas).map_err(|e| bad("older_schemas", &e))?;
+    info.redact = serde_json::from_value(json.redact).map_err(|e| bad("redact", &e))?;
+    info.encrypted = encrypted;
+    info.published_at = published_at;
+    Ok(info)
+}
