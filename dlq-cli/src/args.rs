@@ -287,8 +287,10 @@ pub struct RedriveArgs {
     /// Redrive rows past the loop guard too.
     #[arg(long, conflicts_with = "resume")]
     pub force: bool,
-    /// Refuse rows whose payload does not decode into the handler's event type (in a binary
-    /// that embeds the CLI with its handlers).
+    /// First count, per group, the rows that decode as they are, after upcasting, unchecked and
+    /// not at all, and refuse before any row moves when one would not decode. The stock binary
+    /// checks versions and JSON Schemas by the store's type catalog (published by the
+    /// retriers); a binary that embeds the CLI with its handlers decodes each payload.
     #[arg(long, conflicts_with = "resume")]
     pub validate: bool,
 }

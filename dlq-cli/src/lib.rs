@@ -246,6 +246,10 @@ impl Embedded {
         if let Some(keys) = keys()? {
             admin = admin.keys(keys);
         }
+        if self.registry.is_none() && validates(&cli.command) {
+            let catalog = catalog(admin.store()).await?;
+            admin = admin.with_catalog(catalog);
+        }
         self.verb(cli, &admin, out).await
     }
 
@@ -330,12 +334,31 @@ impl Embedded {
     /// `--validate` needs the handlers (or a validator): a usage error in the plain binary.
     fn can_validate(validate: bool, admin: &Admin) -> Result<(), Failure> {
         if validate && !admin.can_validate() {
-            return Err(Failure::usage(
-                "--validate needs the service's handlers: run the CLI embedded in the service's binary (dlq_cli::Embedded)",
-            ));
+            return Err(Failure::usage("--validate needs the service's handlers or the store's type catalog"));
         }
         Ok(())
     }
+}
+
+/// Whether the command checks payloads: without the handlers (the stock binary) it checks them
+/// by the store's type catalog.
+fn validates(command: &Command) -> bool {
+    match command {
+        Command::Redrive(args) => args.validate,
+        Command::Patch(args) => args.validate,
+        _ => false,
+    }
+}
+
+/// The store's type catalog; an empty one is a usage error that says how it gets filled.
+async fn catalog(store: &std::sync::Arc<dyn dlq_core::DeadLetterStore>) -> Result<dlq_core::catalog::Catalog, Failure> {
+    let catalog = dlq_core::catalog::Catalog::read(&**store).await?;
+    if catalog.is_empty() {
+        return Err(Failure::usage(
+            "--validate checks payloads by the store's type catalog, which is empty: a retrier publishes its event types when it starts (or run the CLI embedded in the service's binary, dlq_cli::Embedded)",
+        ));
+    }
+    Ok(catalog)
 }
 
 /// What clap cannot check: a reason given must say something (an empty one is refused as a

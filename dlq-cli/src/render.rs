@@ -459,6 +459,36 @@ impl Out {
         self.line(format!("purged {n} rows"));
     }
 
+    /// `redrive --validate`'s counts per failure group, with each group's first error.
+    pub(crate) fn validation(&self, report: &dlq_core::admin::ValidationReport) {
+        if self.json {
+            return self.emit(&json!({ "validation": report }));
+        }
+        let mut table =
+            self.table(&["EVENT TYPE", "GROUP", "AS IS", "AFTER UPCAST", "UNCHECKED", "NOT", "FIRST ERROR"]);
+        for g in &report.groups {
+            let first = g.first_error.as_ref().or(g.first_unchecked.as_ref());
+            table.add_row(vec![
+                cell(&g.event_type),
+                cell(&g.fingerprint),
+                Cell::new(g.as_is),
+                Cell::new(g.after_upcast),
+                Cell::new(g.unchecked),
+                Cell::new(g.not),
+                cell(first.map(|(id, why)| format!("#{id}: {why}")).unwrap_or_default()),
+            ]);
+        }
+        self.print_table(&table);
+        self.line(format!(
+            "{} rows checked: {} decode as they are, {} after upcasting, {} unchecked, {} not at all",
+            report.checked,
+            report.groups.iter().map(|g| g.as_is).sum::<u64>(),
+            report.groups.iter().map(|g| g.after_upcast).sum::<u64>(),
+            report.groups.iter().map(|g| g.unchecked).sum::<u64>(),
+            report.failing(),
+        ));
+    }
+
     pub(crate) fn erased(&self, erased: &Erasure) {
         if self.json {
             return self.emit(&json!({ "erased": erased }));
