@@ -249,6 +249,9 @@ impl Embedded {
         if self.registry.is_none() && validates(&cli.command) {
             let catalog = catalog(admin.store()).await?;
             admin = admin.with_catalog(catalog);
+        } else if matches!(&cli.command, Command::Patch(args) if args.dry_run) {
+            // A dry run says how the patched rows would decode when the catalog can tell.
+            admin = admin.with_store_catalog().await?;
         }
         self.verb(cli, &admin, out).await
     }
@@ -264,7 +267,11 @@ impl Embedded {
                 if args.oldest_first {
                     filter = filter.oldest_first();
                 }
-                out.list(&admin.list(filter).await?);
+                if args.undecodable {
+                    out.undecodable(&admin.undecodable(filter, UNDECODABLE_SCAN).await?);
+                } else {
+                    out.list(&admin.list(filter).await?);
+                }
             }
             Command::Show { id } => out.show(&admin.show(*id).await?),
             Command::Redrive(args) => {
@@ -340,12 +347,16 @@ impl Embedded {
     }
 }
 
+/// Rows `dlq ls --undecodable` checks per call at most.
+const UNDECODABLE_SCAN: u64 = 10_000;
+
 /// Whether the command checks payloads: without the handlers (the stock binary) it checks them
 /// by the store's type catalog.
 fn validates(command: &Command) -> bool {
     match command {
         Command::Redrive(args) => args.validate,
         Command::Patch(args) => args.validate,
+        Command::Ls(args) => args.undecodable,
         _ => false,
     }
 }
@@ -355,7 +366,7 @@ async fn catalog(store: &std::sync::Arc<dyn dlq_core::DeadLetterStore>) -> Resul
     let catalog = dlq_core::catalog::Catalog::read(&**store).await?;
     if catalog.is_empty() {
         return Err(Failure::usage(
-            "--validate checks payloads by the store's type catalog, which is empty: a retrier publishes its event types when it starts (or run the CLI embedded in the service's binary, dlq_cli::Embedded)",
+            "--validate (and ls --undecodable) check payloads by the store's type catalog, which is empty: a retrier publishes its event types when it starts (or run the CLI embedded in the service's binary, dlq_cli::Embedded)",
         ));
     }
     Ok(catalog)
