@@ -228,6 +228,12 @@ pub struct LsArgs {
     /// Oldest first.
     #[arg(long)]
     pub oldest_first: bool,
+    /// Only rows that would not decode, with why: by the real decode in a binary that embeds
+    /// the CLI with its handlers, else by the store's type catalog (a version the handler
+    /// cannot take, a payload its version's JSON Schema refuses, a type no process published).
+    /// Checks at most 10000 rows per call (`--after` goes on).
+    #[arg(long)]
+    pub undecodable: bool,
 }
 
 /// Which rows a bulk verb applies to, and how it runs.
@@ -295,8 +301,10 @@ pub struct RedriveArgs {
     /// Redrive rows past the loop guard too.
     #[arg(long, conflicts_with = "resume")]
     pub force: bool,
-    /// Refuse rows whose payload does not decode into the handler's event type (in a binary
-    /// that embeds the CLI with its handlers).
+    /// First count, per group, the rows that decode as they are, after upcasting, unchecked and
+    /// not at all, and refuse before any row moves when one would not decode. The stock binary
+    /// checks versions and JSON Schemas by the store's type catalog (published by the
+    /// retriers); a binary that embeds the CLI with its handlers decodes each payload.
     #[arg(long, conflicts_with = "resume")]
     pub validate: bool,
 }
@@ -326,7 +334,8 @@ pub struct PatchArgs {
     /// An RFC 6902 JSON Patch file, or `-` for standard input (default: edit in `$EDITOR`).
     #[arg(long)]
     pub patch: Option<PathBuf>,
-    /// Print what would change; write nothing.
+    /// Print what would change, and how many patched rows would decode (by the handlers, or
+    /// the store's type catalog when it holds the type); write nothing.
     #[arg(long, requires = "patch")]
     pub dry_run: bool,
     /// With `--group`, rows per transaction (1 to 10000; default 100, or the resumed
@@ -349,6 +358,10 @@ pub struct PatchArgs {
     /// binary that embeds the CLI with its handlers).
     #[arg(long)]
     pub validate: bool,
+    /// With `--group`, only the group's rows parked in this payload version (`dlq ls` shows
+    /// it; rows of other versions are left alone).
+    #[arg(long, requires = "group", value_parser = clap::value_parser!(u32).range(1..))]
+    pub where_version: Option<u32>,
 }
 
 /// Parses a status name, case-insensitively.

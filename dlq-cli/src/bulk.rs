@@ -27,6 +27,9 @@ pub(crate) async fn redrive(admin: &Admin, args: &RedriveArgs, out: &Out) -> Res
             }
         }
         None => {
+            if args.validate {
+                validate_first(admin, &args.bulk, out).await?;
+            }
             let mut plan = BulkPlan::redrive(selection(&args.bulk)?, args.reason.as_deref().unwrap_or_default())
                 .max_redrives(args.max_redrives);
             plan.canary = args.canary;
@@ -38,6 +41,27 @@ pub(crate) async fn redrive(admin: &Admin, args: &RedriveArgs, out: &Out) -> Res
         }
     };
     run(bulk, pacing, out).await
+}
+
+/// `redrive --validate`: how the selected rows would decode, counted per group before any row
+/// moves; the redrive is refused (exit 1, nothing moved) when a row would not decode. In text
+/// the counts are printed either way; in JSON only with the refusal (the redrive's report
+/// follows otherwise).
+async fn validate_first(admin: &Admin, args: &BulkArgs, out: &Out) -> Result<(), Failure> {
+    let mut filter = selection(args)?;
+    filter.status = filter.status.or(Some(dlq_core::Status::FailedPermanently));
+    let report = admin.validation(filter, args.max.unwrap_or(u64::MAX)).await?;
+    if !report.passes() || !out.json {
+        out.validation(&report);
+    }
+    if report.passes() {
+        return Ok(());
+    }
+    Err(Failure::error(format!(
+        "redrive refused by --validate: {} of {} rows would not decode (first errors above); nothing moved",
+        report.failing(),
+        report.checked
+    )))
 }
 
 pub(crate) async fn discard(admin: &Admin, args: &DiscardArgs, out: &Out) -> Result<ExitCode, Failure> {

@@ -251,6 +251,13 @@ impl Embedded {
         if let Some(keys) = keys()? {
             admin = admin.keys(keys);
         }
+        if self.registry.is_none() && validates(&cli.command) {
+            let catalog = catalog(admin.store()).await?;
+            admin = admin.with_catalog(catalog);
+        } else if matches!(&cli.command, Command::Patch(args) if args.dry_run) {
+            // A dry run says how the patched rows would decode when the catalog can tell.
+            admin = admin.with_store_catalog().await?;
+        }
         self.verb(cli, &admin, out).await
     }
 
@@ -265,7 +272,11 @@ impl Embedded {
                 if args.oldest_first {
                     filter = filter.oldest_first();
                 }
-                out.list(&admin.list(filter).await?);
+                if args.undecodable {
+                    out.undecodable(&admin.undecodable(filter, UNDECODABLE_SCAN).await?);
+                } else {
+                    out.list(&admin.list(filter).await?);
+                }
             }
             Command::Show { id, reveal: false, .. } => out.show(&admin.show(*id).await?),
             Command::Show { id, reveal: true, reason } => {
@@ -338,12 +349,35 @@ impl Embedded {
     /// `--validate` needs the handlers (or a validator): a usage error in the plain binary.
     fn can_validate(validate: bool, admin: &Admin) -> Result<(), Failure> {
         if validate && !admin.can_validate() {
-            return Err(Failure::usage(
-                "--validate needs the service's handlers: run the CLI embedded in the service's binary (dlq_cli::Embedded)",
-            ));
+            return Err(Failure::usage("--validate needs the service's handlers or the store's type catalog"));
         }
         Ok(())
     }
+}
+
+/// Rows `dlq ls --undecodable` checks per call at most.
+const UNDECODABLE_SCAN: u64 = 10_000;
+
+/// Whether the command checks payloads: without the handlers (the stock binary) it checks them
+/// by the store's type catalog.
+fn validates(command: &Command) -> bool {
+    match command {
+        Command::Redrive(args) => args.validate,
+        Command::Patch(args) => args.validate,
+        Command::Ls(args) => args.undecodable,
+        _ => false,
+    }
+}
+
+/// The store's type catalog; an empty one is a usage error that says how it gets filled.
+async fn catalog(store: &std::sync::Arc<dyn dlq_core::DeadLetterStore>) -> Result<dlq_core::catalog::Catalog, Failure> {
+    let catalog = dlq_core::catalog::Catalog::read(&**store).await?;
+    if catalog.is_empty() {
+        return Err(Failure::usage(
+            "--validate (and ls --undecodable) check payloads by the store's type catalog, which is empty: a retrier publishes its event types when it starts (or run the CLI embedded in the service's binary, dlq_cli::Embedded)",
+        ));
+    }
+    Ok(catalog)
 }
 
 /// What clap cannot check: a reason given must say something (an empty one is refused as a

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use chrono::{DateTime, Utc};
 use comfy_table::{Cell, Color, ContentArrangement, Table, presets};
 use dlq_core::admin::{BulkReport, CanaryStop, Detail, Page, PatchManyReport, PatchOutcome, StatsReport, json};
+use dlq_core::catalog::Verdict;
 use dlq_core::{CircuitState, DeadLetter, Payload, Status, admin::RetrierHeartbeat, store::Circuit, store::Erasure};
 use serde_json::{Value, json};
 
@@ -277,6 +278,40 @@ impl Out {
         }
     }
 
+    /// `dlq ls --undecodable`: the rows and why each would not decode.
+    pub(crate) fn undecodable(&self, found: &dlq_core::admin::Undecodable) {
+        if self.json {
+            let rows: Vec<Value> = found
+                .rows
+                .iter()
+                .map(|(row, why)| {
+                    let mut row_json = json::row(row);
+                    row_json["undecodable"] = json!(why);
+                    row_json
+                })
+                .collect();
+            return self.emit(&json!({ "rows": rows, "checked": found.checked, "next": found.next }));
+        }
+        let mut table = self.table(&["ID", "STATUS", "EVENT TYPE", "VERSION", "PARKED", "WHY IT WOULD NOT DECODE"]);
+        for (l, why) in &found.rows {
+            table.add_row(vec![
+                cell(l.id),
+                cell(l.status).fg(status_colour(l.status)),
+                cell(&l.event_type),
+                Cell::new(l.version),
+                cell(time(l.created_at)),
+                cell(why),
+            ]);
+        }
+        if !found.rows.is_empty() {
+            self.print_table(&table);
+        }
+        self.line(format!("{} rows checked, {} would not decode", found.checked, found.rows.len()));
+        if let Some(next) = found.next {
+            self.line(format!("more: --after {next}"));
+        }
+    }
+
     pub(crate) fn show(&self, detail: &Detail) {
         if self.json {
             return self.emit(&json::detail(detail));
@@ -430,8 +465,21 @@ impl Out {
             return self.emit(&serde_json::to_value(report).unwrap_or_default());
         }
         self.line(format!("would patch: {} rows", report.patched.len()));
+        let verdicts: Vec<_> = report.patched.iter().filter_map(|r| r.decodes.as_ref()).collect();
+        if !verdicts.is_empty() {
+            let decode = verdicts.iter().filter(|v| matches!(v, Verdict::AsIs | Verdict::AfterUpcast { .. })).count();
+            let not = verdicts.iter().filter(|v| v.fails()).count();
+            self.line(format!(
+                "after the patch: {decode} of {} would decode, {not} would not, {} unchecked",
+                verdicts.len(),
+                verdicts.len() - decode - not
+            ));
+        }
         for row in &report.patched {
             self.line(format!("  {}", row.id));
+            if let Some(Verdict::Not(why) | Verdict::Unchecked(why)) = &row.decodes {
+                self.line(format!("    would not decode: {}", short(why, LINE_MAX)));
+            }
             for change in &row.changes {
                 let value = |v: &Option<Value>| {
                     v.as_ref().map_or_else(|| "(absent)".to_owned(), |v| short(&v.to_string(), CELL_MAX))
@@ -460,6 +508,36 @@ impl Out {
             return self.emit(&json!({ "purged": n }));
         }
         self.line(format!("purged {n} rows"));
+    }
+
+    /// `redrive --validate`'s counts per failure group, with each group's first error.
+    pub(crate) fn validation(&self, report: &dlq_core::admin::ValidationReport) {
+        if self.json {
+            return self.emit(&json!({ "validation": report }));
+        }
+        let mut table =
+            self.table(&["EVENT TYPE", "GROUP", "AS IS", "AFTER UPCAST", "UNCHECKED", "NOT", "FIRST ERROR"]);
+        for g in &report.groups {
+            let first = g.first_error.as_ref().or(g.first_unchecked.as_ref());
+            table.add_row(vec![
+                cell(&g.event_type),
+                cell(&g.fingerprint),
+                Cell::new(g.as_is),
+                Cell::new(g.after_upcast),
+                Cell::new(g.unchecked),
+                Cell::new(g.not),
+                cell(first.map(|(id, why)| format!("#{id}: {why}")).unwrap_or_default()),
+            ]);
+        }
+        self.print_table(&table);
+        self.line(format!(
+            "{} rows checked: {} decode as they are, {} after upcasting, {} unchecked, {} not at all",
+            report.checked,
+            report.groups.iter().map(|g| g.as_is).sum::<u64>(),
+            report.groups.iter().map(|g| g.after_upcast).sum::<u64>(),
+            report.groups.iter().map(|g| g.unchecked).sum::<u64>(),
+            report.failing(),
+        ));
     }
 
     pub(crate) fn erased(&self, erased: &Erasure) {

@@ -25,7 +25,13 @@ pub(crate) async fn patch(admin: &Admin, args: &crate::PatchArgs) -> Result<Repa
     }
     let reason = args.reason.as_deref().unwrap_or_default();
     let rows = match (&args.group, args.id) {
-        (Some(group), _) => ListFilter::default().fingerprint(group).status(Status::FailedPermanently),
+        (Some(group), _) => {
+            let rows = ListFilter::default().fingerprint(group).status(Status::FailedPermanently);
+            match args.where_version {
+                Some(version) => of_version(admin, rows, version).await?,
+                None => rows,
+            }
+        }
         (None, Some(id)) => ListFilter::default().ids([id]),
         (None, None) => return Err(Failure::usage("say which rows: an id, --group FP, or --resume N")),
     };
@@ -51,6 +57,26 @@ pub(crate) async fn patch(admin: &Admin, args: &crate::PatchArgs) -> Result<Repa
         }
         (None, None) => Err(Failure::usage("--group needs --patch FILE")),
     }
+}
+
+/// The rows of `rows` parked in payload `version`, by id (a stored operation keeps its
+/// selection, and the version is not a store filter); none is a "nothing to do" failure.
+async fn of_version(admin: &Admin, rows: ListFilter, version: u32) -> Result<ListFilter, Failure> {
+    let mut ids = Vec::new();
+    let mut page = rows.clone().oldest_first().limit(500);
+    loop {
+        let found = admin.list(page.clone()).await?;
+        ids.extend(found.rows.iter().filter(|r| r.version == version).map(|r| r.id));
+        match found.next {
+            Some(last) => page = page.after(last),
+            None => break,
+        }
+    }
+    if ids.is_empty() {
+        let group = rows.fingerprint.unwrap_or_default();
+        return Err(Failure::nothing(format!("no FAILED_PERMANENTLY row of version {version} in group `{group}`")));
+    }
+    Ok(rows.ids(ids))
 }
 
 /// The patch document in `source`.

@@ -268,7 +268,7 @@ async fn bad_input(db: Db) {
     fails(&db, &["discard", &ids[0].to_string()], 2, "--reason");
     fails(&db, &["undo", "424242"], 1, "audit entry 424242 not found");
     fails(&db, &["redrive", "--resume", "77"], 1, "operation 77 not found");
-    fails(&db, &["redrive", "--all", "--validate"], 2, "--validate needs the service's handlers");
+    fails(&db, &["redrive", "--all", "--validate"], 2, "the store's type catalog, which is empty");
     fails(&db, &["upgrade", "payment", "--reason", "x"], 2, "upgrade needs the service's handlers and their upcasters");
     fails(&db, &["upgrade", "payment", "--reason", " "], 2, "upgrade needs a non-empty --reason");
     std::fs::write(&bad, "not json").unwrap();
@@ -967,8 +967,154 @@ on_both_stores!(
     a_resume_must_name_the_operations_verb,
     numbers_out_of_range_are_refused_before_anything_moves,
     nothing_matched_is_not_success,
-    erase_by_subject
+    erase_by_subject,
+    validate_by_the_type_catalog,
+    undecodable_rows_and_a_patch_by_version
 );
+
+/// The stock binary validates by the type catalog the service's retriers publish: with rows
+/// that would not decode, `redrive --validate` prints the counts per group with the first
+/// error and refuses before any row moves; once the catalog's schema takes them, it redrives.
+async fn validate_by_the_type_catalog(db: Db) {
+    use dlq_core::catalog::EventTypeInfo;
+    let store = db.store().await;
+    seed(&store).await;
+    let ahead = NewDeadLetter::new(
+        "payment",
+        Payload::Json(serde_json::json!({"id": 9, "currency": "EUR"})),
+        failure("Other", "x"),
+    );
+    store.park(ahead.dead(DeadReason::Permanent).with_version(3)).await.unwrap();
+    // Version 2 decodes; version 1 upcasts; its schema wants an ISO 4217 currency.
+    let mut payment = EventTypeInfo::new("payment", 2, "host:1:payments");
+    payment.upcast_from = 1;
+    let strict = serde_json::json!({"type": "object", "required": ["id", "currency"],
+        "properties": {"id": {"type": "integer"}, "currency": {"enum": ["USD", "EUR"]}}});
+    payment.older_schemas = [(1, strict)].into();
+    store.publish_types(vec![payment.clone()]).await.unwrap();
+
+    let out = db
+        .dlq()
+        .args(["redrive", "--all", "--validate", "--reason", "fixed", "--json"])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("redrive refused by --validate: 4 of 4 rows would not decode") && err.contains("nothing moved"),
+        "{err}"
+    );
+    let report = json_of(&out.stdout)["validation"].clone();
+    let groups = report["groups"].as_array().unwrap();
+    let bad = groups.iter().find(|g| g["not"] == 3).expect("the bad-currency group");
+    assert_eq!((bad["as_is"].as_u64(), bad["after_upcast"].as_u64()), (Some(0), Some(0)));
+    let first = bad["first_error"][1].as_str().unwrap();
+    assert!(first.contains("does not match version 1's schema: /currency: \"USD \" is not one of"), "{first}");
+    let ahead = groups.iter().find(|g| g["not"] == 1).expect("the row ahead");
+    assert!(ahead["first_error"][1].as_str().unwrap().contains("version 3 is newer than version 2"), "{ahead}");
+    assert_eq!(run_json(&db, &["stats"])["counts"][0]["failed_permanently"], 4, "nothing moved");
+
+    // In text: the counts table, one row per group.
+    let text =
+        db.dlq().args(["redrive", "--all", "--validate", "--reason", "fixed"]).assert().code(1).get_output().clone();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("AFTER UPCAST")
+            && text.contains("4 rows checked: 0 decode as they are, 0 after upcasting, 0 unchecked, 4 not at all"),
+        "{text}"
+    );
+
+    // A catalog whose version 1 takes any currency: the version-1 rows pass after upcasting,
+    // the row ahead still stops the redrive; without it, the rest move.
+    payment.older_schemas = [(1, serde_json::json!({"type": "object", "required": ["currency"]}))].into();
+    store.publish_types(vec![payment]).await.unwrap();
+    fails(&db, &["redrive", "--all", "--validate", "--reason", "fixed"], 1, "1 of 4 rows would not decode");
+    let report = run_json(
+        &db,
+        &["redrive", "--event-type", "payment", "--kind", "BadCurrency", "--validate", "--reason", "fixed"],
+    );
+    assert_eq!(report["moved"], 3, "{report}");
+}
+
+/// `ls --undecodable` lists, by the type catalog, the rows that would not decode with why;
+/// `patch --where-version` takes only a group's rows of that version, and its dry run says how
+/// many would decode after the patch.
+async fn undecodable_rows_and_a_patch_by_version(db: Db) {
+    use dlq_core::catalog::EventTypeInfo;
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let group = store.get(ids[0]).await.unwrap().unwrap().failure.fingerprint;
+    let bad_currency = failure("BadCurrency", "currency \"USD \" is not ISO 4217");
+    let v2 = Payload::Json(serde_json::json!({"id": 7, "currency": "USD "}));
+    let v2 = store.park(NewDeadLetter::new("payment", v2, bad_currency).dead(DeadReason::Permanent).with_version(2));
+    let v2 = v2.await.unwrap().id;
+    let mut payment = EventTypeInfo::new("payment", 2, "host:1:payments");
+    payment.upcast_from = 1;
+    let currency = serde_json::json!({"type": "object", "required": ["id", "currency"],
+        "properties": {"id": {"type": "integer"}, "currency": {"enum": ["USD", "EUR"]}}});
+    payment.older_schemas = [(1, currency.clone())].into();
+    payment.schema = Some(currency);
+    store.publish_types(vec![payment]).await.unwrap();
+
+    // The three version-1 rows and the version-2 one fail their schema; the raw `refund` row's
+    // type is not in the catalog. Two per page: `next` goes on.
+    let page = run_json(&db, &["ls", "--undecodable", "--oldest-first", "--limit", "2"]);
+    let listed: Vec<_> = page["rows"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    assert_eq!((listed, page["checked"].as_u64()), (ids[..2].to_vec(), Some(2)), "{page}");
+    let why = page["rows"][0]["undecodable"].as_str().unwrap();
+    assert!(why.contains("does not match version 1's schema: /currency"), "{why}");
+    let next = page["next"].as_i64().unwrap().to_string();
+    let rest = run_json(&db, &["ls", "--undecodable", "--oldest-first", "--after", &next]);
+    let rest: Vec<_> = rest["rows"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    assert_eq!(rest, [ids[2], ids[3], v2]);
+    let text = db.dlq().args(["ls", "--undecodable", "--event-type", "refund"]).assert().success().get_output().clone();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("is not in the store's type catalog") && text.contains("1 rows checked, 1 would not decode"),
+        "{text}"
+    );
+
+    // Only version 2 of the group: its dry run says the patched row decodes, and writes nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let fix = dir.path().join("fix.json");
+    std::fs::write(&fix, r#"[{"op": "replace", "path": "/currency", "value": "USD"}]"#).unwrap();
+    let args = ["patch", "--group", &group, "--patch", fix.to_str().unwrap(), "--reason", "trailing space"];
+    let dry = run_json(&db, &[&args[..], &["--where-version", "2", "--dry-run"]].concat());
+    assert_eq!(dry["patched"].as_array().unwrap().len(), 1, "{dry}");
+    assert_eq!(
+        (dry["patched"][0]["id"].as_i64(), &dry["patched"][0]["decodes"]["verdict"]),
+        (Some(v2), &serde_json::json!("as_is"))
+    );
+    let text = db
+        .dlq()
+        .args([&args[..], &["--where-version", "1", "--dry-run"]].concat())
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("would patch: 3 rows") && text.contains("after the patch: 3 of 3 would decode, 0 would not"),
+        "{text}"
+    );
+    fails(
+        &db,
+        &[&args[..], &["--where-version", "5", "--dry-run"]].concat(),
+        4,
+        "no FAILED_PERMANENTLY row of version 5",
+    );
+    fails(&db, &["patch", &ids[0].to_string(), "--where-version", "1", "--reason", "x"], 2, "--group");
+
+    // The run patches only version 2.
+    run_json(&db, &[&args[..], &["--where-version", "2"]].concat());
+    assert_eq!(
+        store.get(v2).await.unwrap().unwrap().payload,
+        Payload::Json(serde_json::json!({"id": 7, "currency": "USD"}))
+    );
+    let untouched = store.get(ids[0]).await.unwrap().unwrap().payload;
+    assert_eq!(untouched, Payload::Json(serde_json::json!({"id": 0, "currency": "USD "})));
+}
 
 /// The subject key of these tests: the service's (installed in this process) and the `dlq`
 /// binary's (`DLQ_SUBJECT_KEY`) must be the same.

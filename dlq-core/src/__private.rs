@@ -38,8 +38,11 @@ pub use chain::{
 };
 
 mod chain;
+mod schema;
+pub use crate::catalog::Schemas;
 pub use ::futures_util::future::BoxFuture;
 pub use ::serde_json::Value;
+pub use schema::{SchemaProbe, ViaJsonSchema, ViaNoSchema, schemas, with_schemas};
 
 use crate::Error;
 use crate::classify::{classify_error, short_type_name};

@@ -9,6 +9,51 @@
 //! and the **newest version wins**: during a rolling deploy, a process still on version 1 that
 //! starts after one on version 2 does not overwrite version 2's record (an equal version
 //! refreshes the record).
+//!
+//! An event type that implements `schemars::JsonSchema` (derive it through the re-export
+//! `dlq_core::schemars`) publishes its JSON Schema, and an upcaster's input type that does
+//! publishes its version's: tools then check each stored payload against its own version's
+//! schema ([`Catalog::verdict`]). Deriving it is optional: a type without it publishes no
+//! schema, and tools check only its rows' versions.
+//!
+//! ```
+//! use dlq_core::catalog::{Catalog, Verdict};
+//! use dlq_core::schemars::JsonSchema;
+//! use dlq_core::{Payload, UpcastError};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize, JsonSchema)]
+//! #[schemars(crate = "dlq_core::schemars")]
+//! struct PaymentV1 { cents: u64 }
+//!
+//! #[derive(Serialize, Deserialize, JsonSchema)]
+//! #[schemars(crate = "dlq_core::schemars")]
+//! struct Payment { cents: u64, currency: String }
+//!
+//! fn v1_to_v2(old: PaymentV1) -> Result<Payment, UpcastError> {
+//!     Ok(Payment { cents: old.cents, currency: "EUR".to_owned() })
+//! }
+//!
+//! #[dlq_core::dead_letter(event_type = "doc-schema", version = 2, upcast = [v1_to_v2])]
+//! async fn handle(payment: Payment) -> Result<(), std::io::Error> { Ok(()) }
+//!
+//! #[derive(Serialize, Deserialize)]
+//! struct Refund { cents: u64 }
+//!
+//! #[dlq_core::dead_letter(event_type = "doc-no-schema")]
+//! async fn refund(refund: Refund) -> Result<(), std::io::Error> { Ok(()) }
+//!
+//! let records = dlq_core::handlers![handle, refund].unwrap().catalog("pod-1");
+//! let catalog = Catalog::new(records);
+//! let with = catalog.get("doc-schema").unwrap();
+//! assert!(with.schema.is_some() && with.older_schemas.contains_key(&1));
+//! assert!(catalog.get("doc-no-schema").unwrap().schema.is_none(), "deriving it is optional");
+//!
+//! let v1 = Payload::Json(serde_json::json!({"cents": 5}));
+//! assert_eq!(catalog.verdict("doc-schema", 1, Some(&v1)), Verdict::AfterUpcast { checked: true });
+//! assert!(catalog.verdict("doc-schema", 2, Some(&v1)).fails(), "version 2 has a currency");
+//! assert!(matches!(catalog.verdict("doc-no-schema", 1, Some(&v1)), Verdict::Unchecked(_)));
+//! ```
 
 use std::collections::BTreeMap;
 

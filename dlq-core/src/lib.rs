@@ -165,6 +165,11 @@ pub use memory::MemoryStore;
 pub use record::{DeadLetter, DeadReason, DlqId, ListFilter, Order, Payload, SourceMeta, Status};
 pub use registry::{Registry, registry};
 pub use retrier::{Retrier, RetrierStats};
+/// The `schemars` crate `#[dead_letter]` takes event types' JSON Schemas from: derive
+/// `dlq_core::schemars::JsonSchema` on an event type (with `#[schemars(crate = "dlq_core::schemars")]`)
+/// and its schema goes into the store's type catalog ([`catalog`]).
+#[cfg(feature = "schemars")]
+pub use schemars;
 pub use store::DeadLetterStore;
 /// The shutdown signal of [`Retrier::run_until`] most services already have (re-exported
 /// from `tokio-util`): pass `token.cancelled_owned()`.

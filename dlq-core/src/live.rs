@@ -609,7 +609,9 @@ impl Dispatcher {
         self
     }
 
-    /// Runs the handler for `event_type` on `bytes`.
+    /// Runs the handler for `event_type` on `bytes`. An event from a broker carries no version:
+    /// it is the handler's current version (a failure parks it in that version). Rows of older
+    /// versions are upcast where they are retried, by the [`Retrier`](crate::Retrier).
     ///
     /// # Errors
     /// The store's error when a failure could not be parked: do not acknowledge the event.

@@ -429,3 +429,145 @@ mod tests {
         assert!(matches!(validate(&schema, &json!([])), Err(SchemaError::Unsupported(_))), "a `$ref` to itself");
     }
 }
+
+/// Against what schemars 1 really derives for typical event types: every payload the type
+/// serializes to is valid, and payloads serde refuses to decode are invalid.
+#[cfg(all(test, feature = "schemars"))]
+mod derived {
+    use std::collections::BTreeMap;
+
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+    use serde_json::json;
+
+    use super::*;
+
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    struct Amount {
+        cents: i64,
+        currency: Currency,
+    }
+
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    enum Currency {
+        #[serde(rename = "EUR")]
+        Eur,
+        #[serde(rename = "USD")]
+        Usd,
+    }
+
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    enum Method {
+        Cash,
+        Card { last4: String, expires: Option<u16> },
+        Wire(String),
+    }
+
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    #[serde(tag = "kind", rename_all = "snake_case")]
+    enum Source {
+        Web { session: String },
+        Batch { file: String, line: u32 },
+    }
+
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct Payment {
+        id: u64,
+        attempt: i32,
+        ratio: f64,
+        note: Option<String>,
+        refund_of: Option<Box<Amount>>,
+        amount: Amount,
+        lines: Vec<Amount>,
+        method: Method,
+        source: Source,
+        labels: BTreeMap<String, u8>,
+        #[serde(default)]
+        flagged: bool,
+    }
+
+    fn schema() -> Value {
+        schemars::schema_for!(Payment).to_value()
+    }
+
+    fn payment(method: Method, source: Source) -> Value {
+        let amount = || Amount { cents: -250, currency: Currency::Usd };
+        serde_json::to_value(Payment {
+            id: u64::MAX,
+            attempt: -3,
+            ratio: 0.5,
+            note: None,
+            refund_of: Some(Box::new(amount())),
+            amount: amount(),
+            lines: vec![amount(), Amount { cents: 0, currency: Currency::Eur }],
+            method,
+            source,
+            labels: BTreeMap::from([("a".to_owned(), 255)]),
+            flagged: true,
+        })
+        .unwrap()
+    }
+
+    fn decodes(value: &Value) -> bool {
+        serde_json::from_value::<Payment>(value.clone()).is_ok()
+    }
+
+    #[test]
+    fn what_the_type_serializes_to_is_valid() {
+        let schema = schema();
+        let card = Method::Card { last4: "4242".to_owned(), expires: Some(2030) };
+        let web = || Source::Web { session: "s".to_owned() };
+        for value in [
+            payment(Method::Cash, web()),
+            payment(card, Source::Batch { file: "f.csv".to_owned(), line: 9 }),
+            payment(Method::Wire("IBAN".to_owned()), web()),
+        ] {
+            assert!(decodes(&value));
+            assert_eq!(validate(&schema, &value), Ok(()), "{value}");
+        }
+        let mut lean = payment(Method::Cash, web());
+        let fields = lean.as_object_mut().unwrap();
+        fields.remove("flagged");
+        fields.remove("note");
+        assert!(decodes(&lean));
+        assert_eq!(validate(&schema, &lean), Ok(()), "optional and defaulted fields may be missing");
+    }
+
+    #[test]
+    fn what_serde_refuses_is_invalid() {
+        let schema = schema();
+        let good = payment(Method::Cash, Source::Web { session: "s".to_owned() });
+        let with = |pointer: &str, new: Value| {
+            let mut value = good.clone();
+            *value.pointer_mut(pointer).unwrap() = new;
+            value
+        };
+        let mut unknown = good.clone();
+        unknown["surprise"] = json!(1);
+        let mut missing = good.clone();
+        missing.as_object_mut().unwrap().remove("amount");
+        for bad in [
+            with("/id", json!(-1)),
+            with("/id", json!("1")),
+            with("/attempt", json!(1.5)),
+            with("/amount/currency", json!("GBP")),
+            with("/lines/1/cents", json!(null)),
+            with("/refund_of", json!({"cents": 1})),
+            with("/method", json!("Cheque")),
+            with("/method", json!({"Card": {"last4": 4242}})),
+            with("/source", json!({"kind": "mail", "session": "s"})),
+            with("/source", json!({"kind": "batch", "file": "f.csv"})),
+            with("/labels/a", json!(256)),
+            unknown,
+            missing,
+        ] {
+            assert!(!decodes(&bad), "serde decodes {bad}");
+            assert!(
+                matches!(validate(&schema, &bad), Err(SchemaError::Invalid(_))),
+                "{bad}: {:?}",
+                validate(&schema, &bad)
+            );
+        }
+    }
+}

@@ -133,6 +133,7 @@ fn glue(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
     let missing_state = missing_state(paths, handler);
     let registration = registration(paths, args, handler);
     let links = upcast::links(paths, args);
+    let schemas = upcast::schemas(paths, args, handler);
     let event_type = &args.event_type;
     quote! {
         #(#cfgs)*
@@ -146,6 +147,7 @@ fn glue(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
             #dispatch
             #missing_state
             #links
+            #schemas
             #registration
         }
 
@@ -298,6 +300,7 @@ fn registration(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
         Some(pointer) => quote!(#p::with_subject(#registration, #pointer)),
         None => registration,
     };
+    let registration = quote!(#p::with_schemas(#registration, Self::__dlq_schemas));
     let registration = match args.redact.as_slice() {
         [] => registration,
         redact => quote!(#p::with_redact(#registration, &[#(#redact),*])),

@@ -36,6 +36,27 @@ pub(crate) fn links(paths: &Paths, args: &Args) -> TokenStream {
     quote!(#(#fns)*)
 }
 
+/// `__dlq_schemas`, in the handler type's inherent impl: the JSON Schema of the handler's event
+/// (its version) and of each link's input type (the version before it), for the types that
+/// implement `schemars::JsonSchema` (autoref specialization: the others give none).
+pub(crate) fn schemas(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
+    let p = &paths.private;
+    let event = &handler.event.ty;
+    let version = proc_macro2::Literal::u32_unsuffixed(args.version);
+    let older = args.upcast.iter().enumerate().map(|(i, path)| {
+        // Link `i` takes version `i + 1` (the chain starts at version 1).
+        let version = proc_macro2::Literal::usize_unsuffixed(i + 1);
+        let link = respan(quote!(#p::Link::of), path.span());
+        quote!((#version, (&&#p::SchemaProbe::input(&#link(#path))).__dlq_schema()))
+    });
+    quote! {
+        fn __dlq_schemas() -> #p::Schemas {
+            use #p::{ViaJsonSchema as _, ViaNoSchema as _};
+            #p::schemas([(#version, (&&#p::SchemaProbe::<#event>::new()).__dlq_schema()), #(#older),*])
+        }
+    }
+}
+
 /// The chain's compile-time check, beside the handler's other assertions.
 pub(crate) fn check(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
     let p = &paths.private;

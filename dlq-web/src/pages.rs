@@ -8,7 +8,9 @@ use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use chrono::{DateTime, Utc};
-use dlq_core::admin::{Admin, BulkPlan, BulkReport, Detail, Pacing, Page, StatsReport};
+use dlq_core::admin::{
+    Admin, BulkPlan, BulkReport, Detail, GroupValidation, Pacing, Page, StatsReport, ValidationReport,
+};
 use dlq_core::{CircuitState, DeadLetter, DlqId, ListFilter, Payload, Status, admin::FailureGroup, store::Circuit};
 use maud::{Markup, html};
 use serde::Deserialize;
@@ -189,6 +191,35 @@ pub(crate) async fn groups(
     Ok(render(view::page(&base, "Failure groups", None, body)))
 }
 
+/// The most rows of a group its page checks for how they would decode.
+const DECODE_CHECK_ROWS: u64 = 500;
+
+/// How a group's rows would decode (by the handlers, or the store's type catalog): the counts
+/// of the rows checked, of `total`, and the first error.
+fn decode_counts(report: &ValidationReport, total: Option<u64>) -> Markup {
+    let sum = |f: fn(&GroupValidation) -> u64| report.groups.iter().map(f).sum::<u64>();
+    let first = report.groups.iter().find_map(|g| g.first_error.as_ref().or(g.first_unchecked.as_ref()));
+    html! {
+        h2 { "Would its rows decode?" }
+        p.muted {
+            "Checked " (report.checked)
+            @if let Some(total) = total { " of " (total) }
+            " rows, by the handlers or the store's type catalog"
+            @if report.bounded { " (at most " (DECODE_CHECK_ROWS) " per look)" }
+            "."
+        }
+        dl.facts {
+            dt { "as they are" } dd { (sum(|g| g.as_is)) }
+            dt { "after upcasting" } dd { (sum(|g| g.after_upcast)) }
+            dt { "unchecked" } dd { (sum(|g| g.unchecked)) }
+            dt { "not at all" } dd { (report.failing()) }
+            @if let Some((id, why)) = first {
+                dt { "first error" } dd { "#" (id) ": " (short(why, REASON_CHARS)) }
+            }
+        }
+    }
+}
+
 /// `GET /groups/{fingerprint}`: the group, its rows, and (with actions) its buttons.
 pub(crate) async fn group(
     State(console): State<Console>,
@@ -228,6 +259,14 @@ async fn group_page(console: Console, base: Base, fingerprint: String, pairs: &[
     let (key, one) = (format!("group:{fingerprint}"), ListFilter::default().fingerprint(&fingerprint).limit(1));
     let compute = || async move { Ok(admin.groups(one).await?) };
     let (found, _) = console.snapshots.get(key, console.options.snapshot_max_age, compute).await?;
+    let admin = console.admin.clone();
+    let rows = ListFilter::default().fingerprint(&fingerprint);
+    let compute = || async move {
+        let admin = admin.with_store_catalog().await?;
+        Ok(if admin.can_judge() { Some(admin.validation(rows, DECODE_CHECK_ROWS).await?) } else { None })
+    };
+    let key = format!("validation:{fingerprint}");
+    let (decodes, _) = console.snapshots.get(key, console.options.snapshot_max_age, compute).await?;
     let page = console.admin.list(filter.clone()).await?;
     if found.is_empty() && page.rows.is_empty() {
         return Err(Failure::new(StatusCode::NOT_FOUND, format!("no failure group `{fingerprint}`")));
@@ -249,6 +288,7 @@ async fn group_page(console: Console, base: Base, fingerprint: String, pairs: &[
                 dt { "sample reason" } dd { pre.reason { (view::text(&g.sample_reason)) } }
             }
         }
+        @if let Some(report) = decodes.as_ref() { (decode_counts(report, found.first().map(|g| g.count))) }
         @if console.options.actions { (group_actions(&base, &fingerprint)) }
         h2 { "Rows" }
         (rows_table(&base, &page, next_page))

@@ -255,6 +255,32 @@ async fn redrive_a_group_with_dry_run_then_confirm(store: Store) {
     );
 }
 
+/// With the store's type catalog, a group's page counts how its rows would decode (checked N
+/// of M) with the first error, escaped; without one it says nothing of it.
+async fn a_group_page_says_how_its_rows_would_decode(store: Store) {
+    use dlq_core::catalog::EventTypeInfo;
+    let (_, hostile, group) = seed(&store).await;
+    let hostile_group = store.get(hostile).await.unwrap().unwrap().failure.fingerprint;
+    let (status, body) = get(&app(&store, Options::default()), &format!("/dlq/groups/{group}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(!body.contains("Would its rows decode?"), "no catalog, no counts");
+
+    let mut payment = EventTypeInfo::new("payment", 2, "host:1:payments");
+    payment.upcast_from = 1;
+    payment.older_schemas = [(1, json!({"type": "object", "properties": {"note": {"enum": ["fine"]}}}))].into();
+    store.publish_types(vec![payment]).await.unwrap();
+    let app = app(&store, Options::default());
+    let (_, body) = get(&app, &format!("/dlq/groups/{group}")).await;
+    assert!(body.contains("Would its rows decode?") && body.contains("Checked 3 of 3 rows"), "{body}");
+    assert!(
+        body.contains("<dt>after upcasting</dt><dd>2</dd>") && body.contains("<dt>not at all</dt><dd>0</dd>"),
+        "{body}"
+    );
+    let (_, body) = get(&app, &format!("/dlq/groups/{hostile_group}")).await;
+    assert!(body.contains("<dt>not at all</dt><dd>1</dd>") && body.contains("is not one of"), "{body}");
+    assert!(!body.contains(XSS_SCRIPT) && body.contains("&lt;script&gt;"), "the first error is escaped: {body}");
+}
+
 async fn discard_needs_a_reason_and_is_audited(store: Store) {
     let (_, hostile, _) = seed(&store).await;
     let app = app(&store, actions());
@@ -1299,6 +1325,7 @@ macro_rules! on_both_stores {
 }
 
 on_both_stores!(
+    a_group_page_says_how_its_rows_would_decode,
     pages_render_with_security_headers,
     list_filters_and_keyset_pages,
     api_reads_and_openapi,

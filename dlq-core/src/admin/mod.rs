@@ -49,7 +49,7 @@ pub use patch::{Change, PatchManyReport, PatchRefusal, RowPatch};
 pub use sealed::RekeyReport;
 pub use stats::{Growth, Orphan, StatsReport, StatusCounts};
 pub use upgrade::UpgradeReport;
-pub use validation::{GroupValidation, ValidationReport};
+pub use validation::{GroupValidation, Undecodable, ValidationReport};
 
 pub use crate::action::{hex, unhex};
 /// The records an operator reads: a row's attempts and audit log, failure groups, counts by

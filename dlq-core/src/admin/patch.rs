@@ -29,6 +29,9 @@ pub struct RowPatch {
     pub id: DlqId,
     /// What would change.
     pub changes: Vec<Change>,
+    /// How the patched row would decode ([`Admin::verdict`]), when this admin can tell (it has
+    /// the handlers or the store's type catalog).
+    pub decodes: Option<crate::catalog::Verdict>,
 }
 
 /// A row a patch does not fit.
@@ -97,9 +100,11 @@ impl Admin {
         while let Some(rows) = pages.next(&*self.store).await? {
             for row in &rows {
                 match self.fit(row, &ops, self.check_patches) {
-                    Ok((_, mut changes)) => {
+                    Ok((new, mut changes)) => {
+                        let decodes =
+                            self.can_judge().then(|| self.verdict(&DeadLetter { payload: new, ..row.clone() }));
                         policy.changes(&row.event_type, &mut changes);
-                        report.patched.push(RowPatch { id: row.id, changes });
+                        report.patched.push(RowPatch { id: row.id, changes, decodes });
                     }
                     Err(why) => report.refused.push(PatchRefusal { id: row.id, reason: why.to_string() }),
                 }

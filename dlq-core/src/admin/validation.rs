@@ -80,6 +80,19 @@ impl ValidationReport {
     }
 }
 
+/// The rows of a selection that would not decode ([`Admin::undecodable`]).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Undecodable {
+    /// The rows that would not decode, in the filter's order, each with why.
+    pub rows: Vec<(DeadLetter, String)>,
+    /// Rows checked.
+    pub checked: u64,
+    /// Where to go on (`ListFilter::after`) when the walk stopped with rows left: `limit`
+    /// rows found, or `max_rows` checked.
+    pub next: Option<DlqId>,
+}
+
 impl Admin {
     /// How `letter` would decode: with a registry, by the real decode (upcast from the row's
     /// version, then deserialized into the handler's event type); otherwise by the store's type
@@ -105,6 +118,80 @@ impl Admin {
         match &self.catalog {
             Some(catalog) => catalog.verdict(&letter.event_type, letter.version, opened.as_ref()),
             None => Verdict::Unchecked("no registry and no type catalog to check it by".to_owned()),
+        }
+    }
+
+    /// This admin, judging rows by the store's type catalog when it has no handlers: the
+    /// catalog read now, kept when it holds a type (a binary without the handlers, such as the
+    /// stock `dlq` and its console, checks by what the retriers published).
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn with_store_catalog(self) -> Result<Self, Error> {
+        if self.registry.is_some() {
+            return Ok(self);
+        }
+        let catalog = crate::catalog::Catalog::read(&*self.store).await?;
+        Ok(if catalog.is_empty() { self } else { self.with_catalog(catalog) })
+    }
+
+    /// Whether it judges rows by the handlers or a type catalog ([`verdict`](Self::verdict)).
+    pub const fn can_judge(&self) -> bool {
+        self.registry.is_some() || self.catalog.is_some()
+    }
+
+    /// The rows `filter` selects (in its order, from its `after`) that would not decode by
+    /// [`verdict`](Self::verdict): at most `filter.limit` of them, checking at most `max_rows`
+    /// rows (`dlq ls --undecodable`).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use dlq_core::admin::Admin;
+    /// use dlq_core::catalog::{Catalog, EventTypeInfo};
+    /// use dlq_core::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "io", "bad".into(), vec![], None);
+    /// for version in [1, 2, 3, 1] {
+    ///     let letter = NewDeadLetter::new("payment", Payload::Json(1.into()), failure.clone()).dead(DeadReason::Permanent);
+    ///     store.park(letter.with_version(version)).await?;
+    /// }
+    /// let admin = Admin::new(store, "alice").with_catalog(Catalog::new(vec![EventTypeInfo::new("payment", 2, "pod-1")]));
+    /// let found = admin.undecodable(ListFilter::default().oldest_first().limit(2), 1_000).await?;
+    /// let versions: Vec<u32> = found.rows.iter().map(|(row, _)| row.version).collect();
+    /// assert_eq!((versions, found.checked), (vec![1, 3], 3), "version 1 is below the chain, 3 ahead");
+    /// assert_eq!(found.next, Some(found.rows[1].0.id), "two found: go on after the second");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn undecodable(&self, filter: ListFilter, max_rows: u64) -> Result<Undecodable, Error> {
+        let want = filter.limit.max(1);
+        let mut found = Undecodable::default();
+        let mut page = filter.limit(500);
+        loop {
+            let rows = self.store.list(page.clone()).await?;
+            let full = rows.len() == page.limit;
+            for row in rows {
+                if found.checked >= max_rows || found.rows.len() >= want {
+                    return Ok(found);
+                }
+                found.checked += 1;
+                found.next = Some(row.id);
+                if let Verdict::Not(why) = self.verdict(&row) {
+                    found.rows.push((row, why));
+                }
+            }
+            match found.next {
+                Some(last) if full => page = page.after(last),
+                _ => {
+                    found.next = None;
+                    return Ok(found);
+                }
+            }
         }
     }
 

@@ -25,3 +25,15 @@ pub async fn store() -> Arc<SqliteStore> {
 pub fn count() -> u64 {
     std::env::args().nth(2).and_then(|n| n.parse().ok()).expect("usage: <program> <sqlite file> <count>")
 }
+
+/// What a build's retrier does: publishes its event types into the store's catalog as `owner`
+/// (what `Retrier::run_until` does first), then retries every due row until none is left.
+///
+/// # Panics
+/// When the store fails: these programs are run by the crate's test.
+pub async fn publish_and_drain(registry: dlq_core::Registry, owner: &str) {
+    let store = store().await;
+    registry.publish(&*store, owner).await.expect("publish the event types");
+    let retrier = dlq_core::Retrier::new(store, registry);
+    while retrier.run_once().await.expect("a batch") > 0 {}
+}

@@ -66,3 +66,51 @@ async fn a_thousand_events_parked_by_two_old_versions_drain_after_the_deploy() {
     }
     store.pool().close().await;
 }
+
+/// The stock `dlq` binary's entry, as `main` runs it, on the SQLite file: its exit code.
+async fn dlq(db: &Path, args: &[&str]) -> std::process::ExitCode {
+    let url = format!("sqlite://{}", db.display());
+    dlq_cli::run([&["dlq", "--database-url", url.as_str()][..], args].concat()).await
+}
+
+async fn count(db: &Path, status: Status) -> usize {
+    let store = SqliteStore::open(db).await.expect("open");
+    let rows = store.list(ListFilter { status: Some(status), limit: 2_000, ..ListFilter::default() }).await;
+    store.pool().close().await;
+    rows.expect("list").len()
+}
+
+#[tokio::test]
+async fn without_the_upcasters_the_redrive_is_refused_by_validate_before_any_row_moves() {
+    let db = TempDb(std::env::temp_dir().join(format!("dlq-redeploy-forgot-{}.db", std::process::id())));
+    drop(std::fs::remove_file(&db.0));
+    run(env!("CARGO_BIN_EXE_payments-v1"), &db.0, Some(60));
+    run(env!("CARGO_BIN_EXE_payments-v2"), &db.0, Some(40));
+    run(env!("CARGO_BIN_EXE_payments-v3-forgot"), &db.0, None);
+    assert_eq!(count(&db.0, Status::FailedPermanently).await, 100, "the mistaken build failed every row");
+
+    let redrive = ["redrive", "--all", "--validate", "--reason", "after the deploy", "--json"];
+    assert_eq!(dlq(&db.0, &redrive).await, std::process::ExitCode::from(1), "refused");
+    assert_eq!(count(&db.0, Status::FailedPermanently).await, 100, "before any row moved");
+    let store = SqliteStore::open(&db.0).await.expect("open");
+    let catalog = store.event_types().await.expect("the catalog");
+    assert_eq!((catalog[0].version, catalog[0].published_by.as_str()), (1, "payments-v3-forgot"));
+    let check = dlq_core::admin::Admin::new(std::sync::Arc::new(store), "test")
+        .with_catalog(dlq_core::catalog::Catalog::new(catalog));
+    let report = check.validation(ListFilter::default(), 1_000).await.expect("the counts");
+    let (not, errors): (u64, Vec<&str>) = (
+        report.groups.iter().map(|g| g.not).sum(),
+        report.groups.iter().filter_map(|g| g.first_error.as_ref()).map(|(_, why)| why.as_str()).collect(),
+    );
+    assert_eq!((report.checked, not), (100, 100), "the counts --validate printed");
+    assert!(errors.iter().any(|why| why.contains("version 2 is newer than version 1")), "{errors:?}");
+    assert!(errors.iter().any(|why| why.contains("missing field `amount_cents`")), "{errors:?}");
+
+    // The right version 3 publishes version 3 (the newest wins) and drains nothing failed; the
+    // same redrive then passes, and version 3 drains every row.
+    run(env!("CARGO_BIN_EXE_payments-v3"), &db.0, None);
+    assert_eq!(count(&db.0, Status::FailedPermanently).await, 100);
+    assert_eq!(dlq(&db.0, &redrive).await, std::process::ExitCode::SUCCESS);
+    run(env!("CARGO_BIN_EXE_payments-v3"), &db.0, None);
+    assert_eq!(count(&db.0, Status::Succeeded).await, 100);
+}

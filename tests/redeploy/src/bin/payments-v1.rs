@@ -3,10 +3,12 @@
 //!
 //! `cargo run --bin payments-v1 -- /tmp/payments.db 600`
 
+use dlq_core::schemars::JsonSchema;
 use dlq_core::{dead_letter, with_store};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(crate = "dlq_core::schemars")]
 struct Payment {
     id: u64,
     cents: i64,

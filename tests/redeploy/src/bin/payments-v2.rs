@@ -4,16 +4,19 @@
 //!
 //! `cargo run --bin payments-v2 -- /tmp/payments.db 400`
 
+use dlq_core::schemars::JsonSchema;
 use dlq_core::{UpcastError, dead_letter, with_store};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(crate = "dlq_core::schemars")]
 struct PaymentV1 {
     id: u64,
     cents: i64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(crate = "dlq_core::schemars")]
 struct Payment {
     id: u64,
     cents: i64,

@@ -4,11 +4,14 @@
 //!
 //! `cargo run --bin payments-v3 -- /tmp/payments.db`
 
-use dlq_core::{Retrier, UpcastError, dead_letter, handlers};
+use dlq_core::schemars::JsonSchema;
+use dlq_core::{UpcastError, dead_letter, handlers};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Its JSON Schema goes into the store's type catalog, for the stock `dlq redrive --validate`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(crate = "dlq_core::schemars")]
 struct Payment {
     id: u64,
     amount_cents: i64,
@@ -36,7 +39,5 @@ async fn handle(payment: Payment) -> Result<(), std::io::Error> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let store = redeploy::store().await;
-    let retrier = Retrier::new(store, handlers![handle].expect("one handler"));
-    while retrier.run_once().await.expect("a batch") > 0 {}
+    redeploy::publish_and_drain(handlers![handle].expect("one handler"), "payments-v3").await;
 }
