@@ -78,8 +78,9 @@
 //! # Embedding
 //! A service ships the CLI inside its own binary (`myservice dlq stats`) with [`Embedded`]:
 //! its handlers are registered there, so `dlq stats` names the expected handler of each
-//! orphaned type, and `redrive --validate` refuses rows whose payload does not deserialize
-//! into their handler's event type (`patch --validate`, a patch that would produce one).
+//! orphaned type, and `redrive --validate` decodes each selected payload into its handler's
+//! event type and refuses the whole redrive, before any row moves, when one would not decode
+//! (`patch --validate`: a patch that would produce such a payload).
 //!
 //! ```no_run
 //! use clap::Parser;
@@ -143,7 +144,8 @@ impl std::fmt::Debug for Embedded {
 
 impl Embedded {
     /// The service's handlers: orphaned types are shown with their expected handler, and
-    /// `--validate` refuses payloads that do not deserialize into their handler's event type.
+    /// `--validate` decodes payloads into their handler's event type (a redrive with a row
+    /// that would not decode is refused before any row moves).
     #[must_use]
     pub fn registry(mut self, registry: Registry) -> Self {
         self.registry = Some(registry);

@@ -1,7 +1,7 @@
 //! `--validate` in a service binary that embeds the CLI with its handlers
 //! (`tests/bin/embedded_cli.rs`, `dlq_cli::Embedded`), on PostgreSQL (`#[sqlx::test]`, a fresh
-//! database): a redrive refuses the rows whose payload does not deserialize into the handler's
-//! event type, and a patch that would produce such a payload is refused whole; `upgrade`
+//! database): a redrive is refused whole, before any row moves, while a selected row's payload
+//! does not deserialize into its handler's event type, and a patch that would produce such a payload is refused whole; `upgrade`
 //! rewrites an event type's old rows in its handler's version.
 
 use std::process::{Command, Output};
@@ -48,16 +48,22 @@ async fn validate_refuses_payloads_the_handler_type_rejects_on_redrive_and_patch
     let unknown = park(&store, "refund", json!({"id": 3})).await;
     let spare = park(&store, "payment", json!({"id": 4, "amount_cents": 1005, "currency": "USD"})).await;
 
-    // A dry run says what validation would refuse, and why.
-    let dry = json_of(&embedded(&url, &["redrive", "--all", "--validate", "--dry-run", "--json"]));
-    assert_eq!(dry["moved_ids"], json!([good, spare]));
-    let refusals = dry["refusals"].as_array().unwrap();
-    assert_eq!((refusals[0]["id"].as_i64(), refusals[0]["reason"].as_str()), (Some(text_amount), Some("invalid")));
-    let why = refusals[0]["message"].as_str().unwrap();
-    assert!(why.contains("does not deserialize into `dlq_embedded::Payment`: invalid type: string \"10.04\""), "{why}");
-    assert_eq!(refusals[1]["id"].as_i64(), Some(unknown));
-    let why = refusals[1]["message"].as_str().unwrap();
-    assert!(why.contains("no handler is registered for event type `refund`; registered: [invoice, payment]"), "{why}");
+    // Validation counts every selected row before any moves and refuses the whole redrive
+    // when one would not decode, a dry run as the real run: exit 1, the counts with the first
+    // error of each group, nothing moved.
+    let dry = embedded(&url, &["redrive", "--all", "--validate", "--dry-run", "--json"]);
+    let stderr = String::from_utf8_lossy(&dry.stderr);
+    assert_eq!(dry.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("redrive refused by --validate: 2 of 4 rows would not decode"), "{stderr}");
+    let counts: Value = serde_json::from_slice(&dry.stdout).expect("the counts, as JSON");
+    let report = counts["validation"].to_string();
+    assert!(report.contains("does not deserialize into `dlq_embedded::Payment`"), "{report}");
+    assert!(report.contains("no handler is registered for event type `refund`"), "{report}");
+    let refused = embedded(&url, &["redrive", "--all", "--validate", "--reason", "try", "--json"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", String::from_utf8_lossy(&refused.stderr));
+    for id in [good, text_amount, unknown, spare] {
+        assert_eq!(store.get(id).await.unwrap().unwrap().status, Status::FailedPermanently, "nothing moved");
+    }
 
     // A patch whose result the handler's type rejects is refused whole: one line, exit 1.
     let dir = std::env::temp_dir().join(format!("dlq-validate-{db}"));
@@ -84,9 +90,11 @@ async fn validate_refuses_payloads_the_handler_type_rejects_on_redrive_and_patch
         &url,
         &["patch", &id, "--patch", repairs.to_str().unwrap(), "--reason", "cents", "--validate", "--json"],
     ));
-    let done = json_of(&embedded(&url, &["redrive", "--all", "--validate", "--reason", "fixed", "--json"]));
+    let still = embedded(&url, &["redrive", "--all", "--validate", "--reason", "fixed", "--json"]);
+    assert_eq!(still.status.code(), Some(1), "the refund row has no handler: still refused whole");
+    let done =
+        json_of(&embedded(&url, &["redrive", "--event-type", "payment", "--validate", "--reason", "fixed", "--json"]));
     assert_eq!(done["moved_ids"], json!([good, text_amount, spare]));
-    assert_eq!(done["refusals"][0]["id"].as_i64(), Some(unknown));
     assert_eq!(store.get(unknown).await.unwrap().unwrap().status, Status::FailedPermanently);
     std::fs::remove_dir_all(&dir).unwrap();
 }
