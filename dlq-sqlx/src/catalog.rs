@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use dlq_core::catalog::EventTypeInfo;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The records to write: one per event type, the one that wins when a batch names a type twice
 /// (a statement may not write a row twice).
@@ -15,9 +15,11 @@ pub(crate) fn winners(types: Vec<EventTypeInfo>) -> Vec<EventTypeInfo> {
     winners
 }
 
-/// One record as a JSON object with the table's column names.
+/// One record as a JSON object with the table's column names (PostgreSQL writes a batch as one
+/// JSON array).
+#[cfg(feature = "postgres")]
 pub(crate) fn columns(info: &EventTypeInfo) -> Value {
-    json!({
+    serde_json::json!({
         "event_type": info.event_type,
         "version": info.version,
         "json_schema": info.schema,
