@@ -69,17 +69,13 @@ const INSERT_AUDIT: &str =
 const PATCH_ROW: &str = "UPDATE dlq_events SET payload = ?2, payload_raw = ?3, payload_truncated = ?4, \
      payload_original_len = ?5, payload_sha256 = ?6, updated_at = ?7 WHERE id = ?1";
 
-/// One slice of a purge: the oldest finished rows past the cutoff `?1`, at most `?2` (the
-/// same set for each statement of the slice's transaction: it holds the write lock).
-macro_rules! purge_slice {
-    () => {
-        "SELECT id FROM dlq_events WHERE status IN ('SUCCEEDED', 'DISCARDED') AND updated_at < ?1 \
-         ORDER BY updated_at, id LIMIT ?2"
-    };
-}
-const PURGE_ATTEMPTS: &str = concat!("DELETE FROM dlq_attempts WHERE dlq_id IN (", purge_slice!(), ")");
-const PURGE_AUDIT: &str = concat!("DELETE FROM dlq_audit WHERE dlq_id IN (", purge_slice!(), ")");
-const PURGE_EVENTS: &str = concat!("DELETE FROM dlq_events WHERE id IN (", purge_slice!(), ")");
+/// One slice of a purge: the oldest finished rows past the cutoff `?1`, at most `?2`; the
+/// slice's deletes then take that list (`?1`, a JSON array).
+const PURGE_SLICE_IDS: &str = "SELECT id FROM dlq_events WHERE status IN ('SUCCEEDED', 'DISCARDED') \
+     AND updated_at < ?1 ORDER BY updated_at, id LIMIT ?2";
+const PURGE_ATTEMPTS: &str = "DELETE FROM dlq_attempts WHERE dlq_id IN (SELECT value FROM json_each(?1))";
+const PURGE_AUDIT: &str = "DELETE FROM dlq_audit WHERE dlq_id IN (SELECT value FROM json_each(?1))";
+const PURGE_EVENTS: &str = "DELETE FROM dlq_events WHERE id IN (SELECT value FROM json_each(?1))";
 
 /// Rows a purge deletes per transaction: SQLite has one writer, and parks wait for the slice
 /// in hand, not for the whole purge.
@@ -332,16 +328,17 @@ pub(super) async fn purge(pool: &SqlitePool, older_than: Duration) -> StoreResul
     let mut total = 0;
     loop {
         let mut tx = begin(pool).await?;
-        for statement in [PURGE_ATTEMPTS, PURGE_AUDIT] {
-            sqlx::query(statement).bind(cutoff).bind(PURGE_SLICE).execute(&mut *tx).await.map_err(sql)?;
-        }
-        let purged = sqlx::query(PURGE_EVENTS)
+        let ids: Vec<i64> = sqlx::query_scalar(PURGE_SLICE_IDS)
             .bind(cutoff)
             .bind(PURGE_SLICE)
-            .execute(&mut *tx)
+            .fetch_all(&mut *tx)
             .await
-            .map_err(sql)?
-            .rows_affected();
+            .map_err(sql)?;
+        let ids = codec::json_list(&ids);
+        for statement in [PURGE_ATTEMPTS, PURGE_AUDIT] {
+            sqlx::query(statement).bind(&ids).execute(&mut *tx).await.map_err(sql)?;
+        }
+        let purged = sqlx::query(PURGE_EVENTS).bind(&ids).execute(&mut *tx).await.map_err(sql)?.rows_affected();
         tx.commit().await.map_err(sql)?;
         total += purged;
         if purged < PURGE_SLICE.unsigned_abs() {
