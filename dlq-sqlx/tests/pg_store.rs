@@ -1142,6 +1142,32 @@ async fn an_interrupted_subject_index_build_is_built_again(pool: PgPool) {
     assert!(valid && definition.contains("(subject) WHERE (subject IS NOT NULL)"), "{definition}");
 }
 
+/// Every dlq function that runs queries plans them with JIT off (migration 0029). On a big table
+/// a generic plan's estimated cost passes `jit_above_cost`, and PostgreSQL compiled the claim
+/// with LLVM on every call: 200 ms a claim at 10 million due rows, for a 1 ms walk.
+/// `CREATE OR REPLACE FUNCTION` drops a function's settings, so a migration that rewrites one
+/// must set it again, and a new function must choose: only the two one-line helpers that
+/// PostgreSQL inlines (a `SET` would stop that) go without.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn every_dlq_function_that_queries_plans_without_jit(pool: PgPool) {
+    let with_jit: Vec<String> = sqlx::query_scalar(
+        "SELECT proname::text FROM pg_proc
+         WHERE pronamespace = current_schema()::regnamespace AND proname LIKE 'dlq\\_%'
+           AND NOT 'jit=off' = ANY(coalesce(proconfig, '{}'))
+         ORDER BY proname",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(with_jit, ["dlq_hour", "dlq_tallied"]);
+    let claim: Vec<String> =
+        sqlx::query_scalar("SELECT unnest(proconfig) FROM pg_proc WHERE proname = 'dlq_claim_pending'")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert!(claim.contains(&"jit=off".to_owned()) && claim.contains(&"enable_sort=off".to_owned()), "{claim:?}");
+}
+
 /// The purge's keyset index (migration 0027) is built CONCURRENTLY as well, and replaces the
 /// one on `updated_at` alone (0028): an interrupted build is dropped and built again.
 #[sqlx::test(migrations = false)]
