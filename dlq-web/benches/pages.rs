@@ -11,6 +11,12 @@
 //! `oneshot`, no network), as `dlq serve` or an embedding service does. The first request of
 //! each page is reported on its own (`first`); then the median and the slowest of 20 more.
 //! `DLQ_BENCH_KEEP=1` keeps the database afterwards, to look at the plans.
+//!
+//! With a `dlq` binary built (`cargo build --release -p dlq-cli`; `DLQ_BENCH_CLI` names another
+//! path), it then times the command line's read verbs on the same rows, each a new process as an
+//! operator runs it (connect, query, render, exit): the first run on its own, then the median and
+//! the slowest of 10 more, over plain TCP and then over the URL as given (TLS where the server
+//! offers it).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -97,6 +103,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         times.sort();
         println!("| {name} | `{path}` | {:.1} | {:.1} | {:.1} |", ms(first), ms(times[RUNS / 2]), ms(times[RUNS - 1]));
     }
+    // A group of FAILED_PERMANENTLY rows, for the redrive's dry run (each group of the fill
+    // holds one status).
+    let dead = store.list(dlq_core::ListFilter::default().status(dlq_core::Status::FailedPermanently).limit(1)).await?;
+    let dead_group = dead.first().map(|row| row.failure.fingerprint.clone()).ok_or("no dead row")?;
+    verbs(&bench_url, id, &group, &dead_group)?;
     drop(conn);
     store.pool().close().await;
     if std::env::var_os("DLQ_BENCH_KEEP").is_none() {
@@ -117,6 +128,69 @@ async fn get(app: &axum::Router, path: &str) -> Result<Duration, Box<dyn std::er
         return Err(format!("GET {path}: {status}").into());
     }
     Ok(took)
+}
+
+/// Times the CLI's read verbs, if a `dlq` binary is there.
+fn verbs(url: &str, id: i64, group: &str, dead_group: &str) -> Result<(), Box<dyn std::error::Error>> {
+    const VERB_RUNS: usize = 10;
+    let cli = match std::env::var_os("DLQ_BENCH_CLI") {
+        Some(path) => std::path::PathBuf::from(path),
+        // This bench runs from target/release/deps; the binary is target/release/dlq.
+        None => std::env::current_exe()?.parent().and_then(std::path::Path::parent).ok_or("no target dir")?.join("dlq"),
+    };
+    if !cli.is_file() {
+        eprintln!("\nno `dlq` binary at {}: CLI verbs not timed (cargo build --release -p dlq-cli)", cli.display());
+        return Ok(());
+    }
+    let id = id.to_string();
+    let verbs: [(&str, Vec<&str>); 7] = [
+        ("stats", vec!["stats"]),
+        ("ls, first page", vec!["ls"]),
+        ("ls, filtered", vec!["ls", "--event-type", "refund", "--status", "PENDING"]),
+        ("ls, one group", vec!["ls", "--group", group]),
+        ("show", vec!["show", &id]),
+        ("workers", vec!["workers"]),
+        ("redrive a group, dry run", vec!["redrive", "--group", dead_group, "--dry-run"]),
+    ];
+    // The URL as given (sslmode `prefer`: TLS where the server offers it, as this server
+    // does), and plain TCP: sqlx 0.9.0 sets no TCP_NODELAY, so each TLS handshake waits on
+    // delayed ACKs (about 95 ms a connection here), which no change in dlq removes.
+    let plain = format!("{url}{}sslmode=disable", if url.contains('?') { '&' } else { '?' });
+    println!();
+    println!(
+        "| verb | command | first, plain TCP (ms) | median (ms) | slowest of {VERB_RUNS} (ms) | first, TLS (ms) | median, TLS (ms) |"
+    );
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: |");
+    for (name, args) in verbs {
+        let run = |url: &str| -> Result<Duration, Box<dyn std::error::Error>> {
+            let started = Instant::now();
+            let out = std::process::Command::new(&cli).arg("--database-url").arg(url).args(&args).output()?;
+            let took = started.elapsed();
+            if !out.status.success() {
+                return Err(format!("dlq {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr)).into());
+            }
+            Ok(took)
+        };
+        let timed = |url: &str| -> Result<(Duration, Vec<Duration>), Box<dyn std::error::Error>> {
+            let first = run(url)?;
+            let mut times = (0..VERB_RUNS).map(|_| run(url)).collect::<Result<Vec<_>, _>>()?;
+            times.sort();
+            Ok((first, times))
+        };
+        let (first, times) = timed(&plain)?;
+        let (first_tls, times_tls) = timed(url)?;
+        let shown: Vec<&str> = args.iter().map(|a| if *a == group || *a == dead_group { "FP" } else { a }).collect();
+        println!(
+            "| {name} | `dlq {}` | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            shown.join(" "),
+            ms(first),
+            ms(times[VERB_RUNS / 2]),
+            ms(times[VERB_RUNS - 1]),
+            ms(first_tls),
+            ms(times_tls[VERB_RUNS / 2]),
+        );
+    }
+    Ok(())
 }
 
 fn ms(d: Duration) -> f64 {
