@@ -253,12 +253,14 @@ impl Embedded {
         if let Some(keys) = keys()? {
             admin = admin.keys(keys);
         }
-        if self.registry.is_none() && validates(&cli.command) {
-            let catalog = catalog(admin.store()).await?;
-            admin = admin.with_catalog(catalog);
-        } else if matches!(&cli.command, Command::Patch(args) if args.dry_run) {
-            // A dry run says how the patched rows would decode when the catalog can tell.
+        // Without the handlers, payloads are judged by the store's type catalog; a patch's dry
+        // run also says how the patched rows would decode when the catalog can tell.
+        let validates = validates(&cli.command);
+        if validates || matches!(&cli.command, Command::Patch(args) if args.dry_run) {
             admin = admin.with_store_catalog().await?;
+        }
+        if validates && !admin.can_judge() {
+            return Err(Failure::usage(EMPTY_CATALOG));
         }
         self.verb(cli, &admin, out).await
     }
@@ -371,16 +373,9 @@ fn validates(command: &Command) -> bool {
     }
 }
 
-/// The store's type catalog; an empty one is a usage error that says how it gets filled.
-async fn catalog(store: &std::sync::Arc<dyn dlq_core::DeadLetterStore>) -> Result<dlq_core::catalog::Catalog, Failure> {
-    let catalog = dlq_core::catalog::Catalog::read(&**store).await?;
-    if catalog.is_empty() {
-        return Err(Failure::usage(
-            "--validate (and ls --undecodable) check payloads by the store's type catalog, which is empty: a retrier publishes its event types when it starts (or run the CLI embedded in the service's binary, dlq_cli::Embedded)",
-        ));
-    }
-    Ok(catalog)
-}
+/// Why `--validate` (or `ls --undecodable`) cannot run without the handlers: the store's type
+/// catalog is empty, and how it gets filled.
+const EMPTY_CATALOG: &str = "--validate (and ls --undecodable) check payloads by the store's type catalog, which is empty: a retrier publishes its event types when it starts (or run the CLI embedded in the service's binary, dlq_cli::Embedded)";
 
 /// What clap cannot check: a reason given must say something (an empty one is refused as a
 /// usage error, before anything is read or written), an event type must be named.
