@@ -477,8 +477,10 @@ impl Out {
         }
         for row in &report.patched {
             self.line(format!("  {}", row.id));
-            if let Some(Verdict::Not(why) | Verdict::Unchecked(why)) = &row.decodes {
-                self.line(format!("    would not decode: {}", short(why, LINE_MAX)));
+            match &row.decodes {
+                Some(Verdict::Not(why)) => self.line(format!("    would not decode: {}", short(why, LINE_MAX))),
+                Some(Verdict::Unchecked(why)) => self.line(format!("    unchecked: {}", short(why, LINE_MAX))),
+                _ => {}
             }
             for change in &row.changes {
                 let value = |v: &Option<Value>| {
