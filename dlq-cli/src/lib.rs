@@ -43,7 +43,7 @@
 //! `--json` prints one JSON document on stdout per verb (errors still go to stderr):
 //! - `stats`: `{at, counts: [{event_type, pending, processing, succeeded, failed_permanently,
 //!   discarded}], groups: [{fingerprint, event_type, kind, sample_reason, sample_id, count,
-//!   first_seen, last_seen}], growth: {last_5m, last_1h}, retriers: [{owner, host, pid,
+//!   first_seen, last_seen}], growth: {last_5m, last_1h, since_5m, since_1h}, retriers: [{owner, host, pid,
 //!   event_types, singleton, started_at, last_seen}], orphans: [{event_type, pending,
 //!   expected_handler}], saturation, capacity: {entries, max_entries, blocks_when_full},
 //!   table: {live_tuples, dead_tuples, autovacuum, last_vacuum}, circuits: [circuit],

@@ -179,9 +179,13 @@ impl Out {
             counts.add_row(row);
         }
         self.print_table(&counts);
+        let growth = &report.growth;
         self.line(format!(
-            "\nparked in the last 5 min: {}, last hour: {}",
-            report.growth.last_5m, report.growth.last_1h
+            "\nparked in the last 5 min: {} (since {}), last hour: {} (since {})",
+            growth.last_5m,
+            growth.since_5m.format("%H:%M UTC"),
+            growth.last_1h,
+            growth.since_1h.format("%H:%M UTC")
         ));
         if let Some(s) = report.saturation {
             self.line(format!("saturation: {:.1}% of max_entries", s * 100.0));

@@ -430,6 +430,7 @@ async fn human_output(db: Db) {
     let ids = seed(&store).await;
     let mut settings = insta::Settings::clone_current();
     settings.add_filter(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", "[time]");
+    settings.add_filter(r"since \d\d:\d\d UTC", "since [minute]");
     settings.add_filter(r"\b[0-9a-f]{16}\b", "[group]");
     settings.add_filter(r"(?m)^(\s*)\d+(\s{2,})", "$1[id]$2");
     settings.bind(|| {

@@ -830,6 +830,101 @@ async fn charts_on_whole_hours_count_parks_without_scanning(pool: PgPool) {
     assert_ne!(expected().await, before);
 }
 
+/// Rows created `minutes` ago (one each), as an `INSERT … SELECT` from an operator or a
+/// backfill would write them: the table's trigger tallies them.
+async fn created_minutes_ago(pool: &PgPool, minutes: &[i32]) {
+    sqlx::query(
+        "INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, fingerprint, created_at)
+         SELECT 'payment', jsonb_build_object('m', m), 'transient', 'io', 'down', 'fp', now() - m * interval '1 minute'
+         FROM unnest($1::int4[]) AS m",
+    )
+    .bind(minutes)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+/// Rows whose `created_at` is at or after `since`, counted from the table.
+async fn created_since(pool: &PgPool, since: chrono::DateTime<chrono::Utc>) -> u64 {
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM dlq_events WHERE created_at >= $1")
+        .bind(since)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    u64::try_from(n).unwrap()
+}
+
+/// Migration 0030: `dlq stats`' and the overview's growth ("parked in the last 5 minutes, the
+/// last hour") are windows of whole minutes summed from the per-minute tally of parks, so a
+/// purge does not lower them, and the fold keeps the last two hours per minute while rounding
+/// older minutes to their hour.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn growth_is_counted_per_minute_from_the_tallies(pool: PgPool) {
+    let store = store(&pool).await;
+    let minutes: Vec<i32> = (0..200).collect();
+    created_minutes_ago(&pool, &minutes).await;
+    store.park(letter("payment", 1)).await.unwrap();
+    let admin = dlq_core::admin::Admin::new(std::sync::Arc::new(store.clone()), "test");
+    let growth = admin.stats(5).await.unwrap().growth;
+    assert_eq!(growth.since_1h.timestamp() % 60, 0, "a minute's start: {growth:?}");
+    assert_eq!(growth.since_1h + chrono::TimeDelta::minutes(55), growth.since_5m);
+    let expected = (created_since(&pool, growth.since_5m).await, created_since(&pool, growth.since_1h).await);
+    assert_eq!((growth.last_5m, growth.last_1h), expected);
+    assert!((6..=7).contains(&expected.0) && (61..=62).contains(&expected.1), "{expected:?}");
+
+    sqlx::query("DELETE FROM dlq_events").execute(&pool).await.unwrap();
+    store.maintain().await.unwrap();
+    let after = admin.stats(5).await.unwrap().growth;
+    if after.since_5m == growth.since_5m {
+        assert_eq!((after.last_5m, after.last_1h), (growth.last_5m, growth.last_1h), "a purged row was parked");
+    }
+    let stored: Vec<(chrono::DateTime<chrono::Utc>, i64)> =
+        sqlx::query_as("SELECT hour, n FROM dlq_parked_hours ORDER BY hour").fetch_all(&pool).await.unwrap();
+    assert_eq!(stored.iter().map(|r| r.1).sum::<i64>(), 201, "the fold keeps every park: {stored:?}");
+    let cut = chrono::Utc::now() - chrono::TimeDelta::hours(2);
+    let rounded = |t: chrono::DateTime<chrono::Utc>| t.timestamp() % 3600 == 0;
+    assert!(stored.iter().filter(|r| r.0 < cut - chrono::TimeDelta::hours(1)).all(|r| rounded(r.0)), "{stored:?}");
+    assert!(stored.iter().filter(|r| r.0 >= cut).any(|r| !rounded(r.0)), "minutes kept: {stored:?}");
+}
+
+/// Migration 0030 on a table parked by the previous release, whose tally holds parks per hour:
+/// the last two hours are recounted per minute from the rows still there, and a row purged
+/// before the upgrade stays counted on its hour, so every hour's total is unchanged.
+#[sqlx::test(migrations = false)]
+async fn an_upgrade_recounts_the_last_two_hours_per_minute(pool: PgPool) {
+    dlq_sqlx::postgres::MIGRATOR.run_to(29, &pool).await.unwrap();
+    let minutes: Vec<i32> = (0..300).step_by(3).collect();
+    created_minutes_ago(&pool, &minutes).await;
+    let purged: Vec<chrono::DateTime<chrono::Utc>> = sqlx::query_scalar(
+        "DELETE FROM dlq_events WHERE created_at > now() - interval '100 minutes' AND id % 2 = 0 RETURNING created_at",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(purged.len() >= 10, "{purged:?}");
+    let hours = || async {
+        let rows: Vec<(chrono::DateTime<chrono::Utc>, i64)> = sqlx::query_as(
+            "SELECT date_bin('1 hour', hour, '1970-01-01 00:00:00+00'), sum(n)::int8 FROM dlq_parked_hours GROUP BY 1 ORDER BY 1",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        rows
+    };
+    let before = hours().await;
+    assert_eq!(before.iter().map(|r| r.1).sum::<i64>(), 100);
+    let store = store(&pool).await; // runs migration 0030
+    assert_eq!(hours().await, before, "every hour's total is kept");
+    let now = chrono::Utc::now().timestamp();
+    let since = chrono::DateTime::from_timestamp(now - now.rem_euclid(60) - 80 * 60, 0).unwrap();
+    let counted: u64 =
+        store.created_histogram(since, Duration::from_secs(81 * 60), 1).await.unwrap().iter().map(|b| b.count).sum();
+    // The purged rows are counted where they stay: on the start of their hour.
+    let hour = |t: chrono::DateTime<chrono::Utc>| t.timestamp() - t.timestamp().rem_euclid(3600);
+    let purged_in_window = purged.iter().filter(|t| hour(**t) >= since.timestamp()).count();
+    assert_eq!(counted, created_since(&pool, since).await + u64::try_from(purged_in_window).unwrap());
+}
+
 /// Migration 0014: the hour a park is charted under is the UTC hour holding it (as 0010 defined
 /// it, in any session time zone and before 1970), computed inline rather than by a SQL-function
 /// call per parked row.
@@ -1159,7 +1254,7 @@ async fn every_dlq_function_that_queries_plans_without_jit(pool: PgPool) {
     .fetch_all(&pool)
     .await
     .unwrap();
-    assert_eq!(with_jit, ["dlq_hour", "dlq_tallied"]);
+    assert_eq!(with_jit, ["dlq_hour", "dlq_minute", "dlq_tallied"]);
     let claim: Vec<String> =
         sqlx::query_scalar("SELECT unnest(proconfig) FROM pg_proc WHERE proname = 'dlq_claim_pending'")
             .fetch_all(&pool)

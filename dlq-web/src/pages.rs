@@ -65,8 +65,14 @@ fn overview_body(base: &Base, stats: &StatsReport) -> Markup {
     html! {
         @for warning in &stats.warnings { p.warn { "⚠ " (view::text(warning)) } }
         section.cards {
-            div.card { span.label { "Parked, last 5 min" } span.big { (stats.growth.last_5m) } }
-            div.card { span.label { "Parked, last hour" } span.big { (stats.growth.last_1h) } }
+            div.card {
+                span.label { "Parked, last 5 min" } span.big { (stats.growth.last_5m) }
+                span.muted { "since " (view::time(stats.growth.since_5m)) }
+            }
+            div.card {
+                span.label { "Parked, last hour" } span.big { (stats.growth.last_1h) }
+                span.muted { "since " (view::time(stats.growth.since_1h)) }
+            }
             div.card { span.label { "Live retriers" } span.big { (stats.retriers.len()) } }
             div.card {
                 span.label { "Saturation" }

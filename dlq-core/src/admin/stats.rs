@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, DurationRound, Utc};
 use serde::Serialize;
 
 use super::Admin;
@@ -41,13 +41,23 @@ impl StatusCounts {
     }
 }
 
-/// Rows parked recently.
+/// Rows parked recently, over windows of whole minutes: each starts at the start of a minute
+/// and runs to the report, so "the last 5 minutes" covers 5 to 6 minutes and says from when.
+///
+/// Whole minutes let a store count them without reading the rows: PostgreSQL sums its
+/// per-minute tally of parks, kept by the table's triggers, so a row counts in the minute it
+/// was parked even when a purge removed it since. Other stores count the rows created in the
+/// window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Growth {
-    /// In the last 5 minutes.
+    /// Parked since [`since_5m`](Self::since_5m).
     pub last_5m: u64,
-    /// In the last hour.
+    /// Parked since [`since_1h`](Self::since_1h).
     pub last_1h: u64,
+    /// The start of the minute 5 minutes before the report.
+    pub since_5m: DateTime<Utc>,
+    /// The start of the minute an hour before the report.
+    pub since_1h: DateTime<Utc>,
 }
 
 /// An event type with `PENDING` rows that no live retrier handles.
@@ -163,7 +173,7 @@ impl Admin {
         }
         let mut groups = groups;
         self.redact_groups(&mut groups).await?;
-        let growth = Growth { last_5m, last_1h };
+        let growth = Growth { last_5m: last_5m.1, last_1h: last_1h.1, since_5m: last_5m.0, since_1h: last_1h.0 };
         let orphans = self.orphans(&counts, &retriers);
         let saturation = capacity.map(|c| c.saturation());
         let mut report = StatsReport {
@@ -184,9 +194,14 @@ impl Admin {
         Ok(report)
     }
 
-    async fn parked_since(&self, at: DateTime<Utc>, minutes: i64) -> Result<u64, Error> {
-        let since = at - chrono::TimeDelta::minutes(minutes);
-        self.store.count(ListFilter::default().since(since).limit(usize::MAX)).await
+    /// The rows parked from the start of the minute `minutes` before `at` to now, as one
+    /// histogram bucket of whole minutes (see [`Growth`]).
+    async fn parked_since(&self, at: DateTime<Utc>, minutes: u32) -> Result<(DateTime<Utc>, u64), Error> {
+        let since =
+            at.duration_trunc(chrono::TimeDelta::minutes(1)).unwrap_or(at) - chrono::TimeDelta::minutes(minutes.into());
+        let window = std::time::Duration::from_secs(60 * u64::from(minutes + 1));
+        let buckets = self.store.created_histogram(since, window, 1).await?;
+        Ok((since, buckets.iter().map(|b| b.count).sum()))
     }
 
     fn orphans(&self, counts: &BTreeMap<String, StatusCounts>, retriers: &[RetrierHeartbeat]) -> Vec<Orphan> {

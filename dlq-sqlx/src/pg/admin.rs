@@ -110,14 +110,11 @@ pub(crate) async fn created_histogram(
     let step = dlq_core::store::histogram_step(step)?;
     #[allow(clippy::cast_precision_loss, reason = "a step of at most a year, in seconds")]
     let seconds = step.num_milliseconds() as f64 / 1000.0;
-    // Whole hours from the start of an hour, within the 31 days dlq_parked_hours keeps (the
-    // console's charts): from those counts; any other window scans the created_at index.
-    let hourly = since.timestamp() % 3600 == 0
-        && since.timestamp_subsec_nanos() == 0
-        && step.num_seconds() % 3600 == 0
-        && step.subsec_nanos() == 0
-        && since > chrono::Utc::now() - chrono::TimeDelta::days(30);
-    let statement = if hourly { &store.inner.sql.parked_histogram } else { &store.inner.sql.created_histogram };
+    let statement = if tallied(since, step, chrono::Utc::now()) {
+        &store.inner.sql.parked_histogram
+    } else {
+        &store.inner.sql.created_histogram
+    };
     let rows: Vec<(String, i32, i64)> = sqlx::query_as(statement.sql())
         .bind(since)
         .bind(seconds)
@@ -132,6 +129,20 @@ pub(crate) async fn created_histogram(
             Some(HistogramBucket::new(event_type, bucket, u64::try_from(count).unwrap_or(0)))
         })
         .collect())
+}
+
+/// Whether dlq_parked_hours answers a histogram from `since` in steps of `step` (migrations
+/// 0010 and 0030): whole hours from an hour's start within the 31 days it keeps (the console's
+/// charts), or whole minutes from a minute's start within the last 90 minutes, which it keeps
+/// per minute for two hours (the growth counts). Any other window scans the created_at index.
+fn tallied(since: chrono::DateTime<chrono::Utc>, step: chrono::TimeDelta, now: chrono::DateTime<chrono::Utc>) -> bool {
+    let on = |unit: i64| {
+        since.timestamp().rem_euclid(unit) == 0
+            && since.timestamp_subsec_nanos() == 0
+            && step.num_seconds() % unit == 0
+            && step.subsec_nanos() == 0
+    };
+    (on(3600) && since > now - chrono::TimeDelta::days(30)) || (on(60) && since >= now - chrono::TimeDelta::minutes(90))
 }
 
 /// Failure groups: from the tallies (migration 0010) when the filter is one of status, event
@@ -314,4 +325,25 @@ pub(crate) async fn drop_oldest(store: &PgStore, n: u64) -> StoreResult<u64> {
         .await
         .map_err(db)?;
     Ok(done.rows_affected())
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{DateTime, TimeDelta, Utc};
+
+    use super::tallied;
+
+    #[test]
+    fn the_tallies_answer_whole_hours_and_recent_whole_minutes() {
+        let now = DateTime::<Utc>::from_timestamp(1_800_000_000 + 1234, 0).unwrap();
+        let minute = DateTime::<Utc>::from_timestamp(1_800_000_000 + 1200, 0).unwrap();
+        let hour = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap(); // on the hour
+        assert!(tallied(hour - TimeDelta::days(29), TimeDelta::hours(1), now), "a chart");
+        assert!(!tallied(hour - TimeDelta::days(31), TimeDelta::hours(1), now), "past what is kept");
+        assert!(tallied(minute - TimeDelta::minutes(60), TimeDelta::minutes(61), now), "the last hour's growth");
+        assert!(!tallied(minute - TimeDelta::minutes(120), TimeDelta::minutes(1), now), "rounded to its hour by now");
+        assert!(!tallied(minute + TimeDelta::seconds(1), TimeDelta::minutes(1), now), "not a minute's start");
+        assert!(!tallied(minute, TimeDelta::seconds(90), now), "not whole minutes");
+        assert!(!tallied(minute, TimeDelta::minutes(1) + TimeDelta::milliseconds(1), now));
+    }
 }
