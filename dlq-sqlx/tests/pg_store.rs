@@ -872,6 +872,14 @@ async fn growth_is_counted_per_minute_from_the_tallies(pool: PgPool) {
     assert_eq!((growth.last_5m, growth.last_1h), expected);
     assert!((6..=7).contains(&expected.0) && (61..=62).contains(&expected.1), "{expected:?}");
 
+    let unfolded: Vec<chrono::DateTime<chrono::Utc>> = sqlx::query_scalar(
+        "SELECT hour FROM dlq_parked_hours WHERE hour < now() - interval '3 hours' AND extract(minute FROM hour) <> 0",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(unfolded.is_empty(), "a backfill's older rows are counted per hour: {unfolded:?}");
+
     sqlx::query("DELETE FROM dlq_events").execute(&pool).await.unwrap();
     store.maintain().await.unwrap();
     let after = admin.stats(5).await.unwrap().growth;

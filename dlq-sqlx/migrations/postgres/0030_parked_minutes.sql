@@ -7,7 +7,8 @@
 -- against this schema (its rows land on their hour, and a growth window that starts inside
 -- that hour does not see them until it is upgraded). Its `hour` column now holds the start of
 -- a row's minute for the last two hours: the park statement and the trigger count by
--- dlq_minute, and the fold rounds rows older than two hours down to their hour. A window of
+-- dlq_minute (the trigger counts a backfill's older rows by hour), and the fold rounds rows
+-- older than two hours down to their hour. A window of
 -- whole hours sums the same rows as before (a minute lies inside its hour); a window of whole
 -- minutes that starts within the last 90 minutes sums only minute rows.
 CREATE FUNCTION dlq_minute(at timestamptz) RETURNS timestamptz
@@ -31,9 +32,16 @@ BEGIN
         INSERT INTO dlq_tallies
         SELECT event_type, dlq_tallied(status), fingerprint, count(*), min(created_at), max(created_at)
         FROM new_rows GROUP BY event_type, dlq_tallied(status), fingerprint;
+        -- A backfill's older rows (the park statement's are all new) are counted per hour.
         INSERT INTO dlq_parked_hours
-        SELECT event_type, dlq_minute(created_at), count(*)
-        FROM new_rows GROUP BY event_type, dlq_minute(created_at);
+        SELECT event_type, at, count(*)
+        FROM (
+            SELECT event_type,
+                   CASE WHEN created_at >= dlq_hour(now() - interval '2 hours') THEN dlq_minute(created_at)
+                        ELSE dlq_hour(created_at) END AS at
+            FROM new_rows
+        ) AS parked
+        GROUP BY event_type, at;
     ELSIF TG_OP = 'DELETE' THEN
         INSERT INTO dlq_tallies
         SELECT event_type, dlq_tallied(status), fingerprint, -count(*), NULL, NULL
