@@ -672,6 +672,75 @@ async fn a_claim_after_a_burst_reads_the_batch_not_every_due_row(pool: PgPool) {
     assert_eq!(ids, oldest);
 }
 
+/// Shared buffers one call of `dlq_claim_pending` from `since` touches (its function scan's,
+/// which include the statements it runs), in a transaction rolled back.
+async fn buffers_of_a_pending_claim(pool: &PgPool, since: Option<chrono::DateTime<chrono::Utc>>) -> (usize, i64) {
+    let mut tx = pool.begin().await.unwrap();
+    let plan: serde_json::Value = sqlx::query_scalar(
+        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM dlq_claim_pending(ARRAY['burst'], 50, $1)",
+    )
+    .bind(since)
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.rollback().await.unwrap();
+    let node = &plan[0]["Plan"];
+    (node["Actual Rows"].as_u64().unwrap() as usize, node["Shared Hit Blocks"].as_i64().unwrap())
+}
+
+/// Migration 0031: a claim starts its walk of the due index at its floor, the `retry_after`
+/// of the last row the previous full batch took, so a drain does not step over the dead
+/// entries of every row claimed since the last vacuum; a row due before the floor is still
+/// claimed, by the next walk from the oldest (after a short claim, or a second).
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_claim_starts_from_its_floor_and_still_finds_a_row_due_before_it(pool: PgPool) {
+    sqlx::query(
+        "INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, fingerprint, retry_after)
+         SELECT 'burst', to_jsonb(g), 'transient', 'io', 'down', 'f', now() - interval '1 hour' + g * interval '1 ms'
+         FROM generate_series(1, 20000) AS g",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    // A drain so far: the oldest 19,900 rows claimed and done, their index entries dead.
+    let floor: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
+        "WITH done AS (
+             UPDATE dlq_events SET status = 'SUCCEEDED' WHERE id IN (
+                 SELECT id FROM dlq_events ORDER BY retry_after, id LIMIT 19900)
+             RETURNING retry_after)
+         SELECT max(retry_after) FROM done",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let (walked_rows, walked) = buffers_of_a_pending_claim(&pool, None).await;
+    let (floored_rows, floored) = buffers_of_a_pending_claim(&pool, Some(floor)).await;
+    assert_eq!((walked_rows, floored_rows), (50, 50));
+    assert!(floored * 5 < walked, "from the floor: {floored} buffers, from the oldest: {walked}");
+
+    // Through the store: a full batch sets the floor, and a row due before it (parked by a
+    // transaction that began before the claim) is claimed once a claim comes back short.
+    let store = store(&pool).await;
+    let first = claim(&store, &["burst"], 50).await;
+    assert_eq!(first.len(), 50);
+    let straggler: i64 = sqlx::query_scalar(
+        "INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, fingerprint, retry_after)
+         VALUES ('burst', '{}', 'transient', 'io', 'down', 'f', now() - interval '2 hours') RETURNING id",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    // From the floor: the other 50, then nothing (a short claim), then from the oldest: the
+    // straggler. (A claim a second after the last walk from the oldest finds it sooner.)
+    let mut claims: Vec<Vec<i64>> = Vec::new();
+    while claims.len() < 4 && !claims.iter().flatten().any(|id| *id == straggler) {
+        claims.push(claim(&store, &["burst"], 50).await.iter().map(|c| c.id()).collect());
+    }
+    let sizes: Vec<usize> = claims.iter().map(Vec::len).collect();
+    assert!(claims.iter().flatten().any(|id| *id == straggler), "claims of {sizes:?}");
+    assert_eq!(claims.iter().map(Vec::len).sum::<usize>(), 51, "claims of {sizes:?}");
+}
+
 /// `stats` and `groups` read the tallies (migration 0010); these are what a scan of the table
 /// says, whatever changed the rows: the store's own calls, an operator's SQL, a fold.
 async fn tallies_match_the_table(store: &dlq_sqlx::PgStore, pool: &PgPool, when: &str) {

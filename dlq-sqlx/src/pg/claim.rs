@@ -1,6 +1,9 @@
 //! Claiming due rows and writing the outcomes of their retries, fenced by lease tokens.
 
 use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
 
 use dlq_core::store::{ClaimCap, ClaimRequest, Claimed, SettleReport, Settlement, StoreResult};
 use sqlx::Row;
@@ -17,9 +20,82 @@ pub(crate) async fn claim(store: &PgStore, request: ClaimRequest) -> StoreResult
     if request.event_types.is_empty() || request.limit == 0 {
         return Ok(Vec::new());
     }
-    claimed_rows(
-        &store.inner.kept_connections.fetch_all(claim_query(store, &request)).await.map_err(dlq_core::Error::store)?,
-    )
+    let since = store.inner.floors.since(&request.event_types, Instant::now());
+    claim_from(store, &request, since).await
+}
+
+/// Claims like [`claim`], the pending rows from the floor `since`.
+async fn claim_from(
+    store: &PgStore,
+    request: &ClaimRequest,
+    since: Option<DateTime<Utc>>,
+) -> StoreResult<Vec<Claimed>> {
+    let rows = store
+        .inner
+        .kept_connections
+        .fetch_all(claim_query(store, request, since))
+        .await
+        .map_err(dlq_core::Error::store)?;
+    let claimed = claimed_rows(&rows)?;
+    store.inner.floors.claimed(&request.event_types, request.limit, &claimed);
+    Ok(claimed)
+}
+
+/// How often a claim walks the due index from its oldest entry whatever its floor: the
+/// longest a row due before the floor waits.
+const FULL_WALK_EVERY: Duration = Duration::from_secs(1);
+
+/// Where the next claim of each set of event types starts its walk of the due index
+/// (migration 0031): the `retry_after` of the newest row the previous claim took, when that
+/// claim took a full batch (so more rows are due after it). A claim that comes back short,
+/// and one claim a second ([`FULL_WALK_EVERY`]), walk from the oldest entry instead, so that
+/// a row due before the floor is claimed within a second: one parked by a transaction that
+/// began before the floor's claim, or left by another retrier's claim that rolled back.
+/// Without it, every claim of a drain stepped over the dead index entries of every row
+/// claimed since the last vacuum.
+#[derive(Debug, Default)]
+pub(crate) struct ClaimFloors(std::sync::Mutex<HashMap<Vec<String>, Floor>>);
+
+#[derive(Debug, Clone, Copy)]
+struct Floor {
+    since: Option<DateTime<Utc>>,
+    walked: Instant,
+}
+
+/// The sets of event types a process keeps floors for; past it they start over (a retrier
+/// claims with one set, or a few while circuits open and close).
+const MAX_FLOORS: usize = 64;
+
+impl ClaimFloors {
+    fn key(event_types: &[String]) -> Vec<String> {
+        let mut key = event_types.to_vec();
+        key.sort_unstable();
+        key.dedup();
+        key
+    }
+
+    /// The floor the next claim of `event_types` starts from at `now` (`None`: the oldest).
+    pub(crate) fn since(&self, event_types: &[String], now: Instant) -> Option<DateTime<Utc>> {
+        let mut floors = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if floors.len() >= MAX_FLOORS {
+            floors.clear();
+        }
+        let floor = floors.entry(Self::key(event_types)).or_insert(Floor { since: None, walked: now });
+        if floor.since.is_some() && now.saturating_duration_since(floor.walked) < FULL_WALK_EVERY {
+            return floor.since;
+        }
+        floor.walked = now;
+        None
+    }
+
+    /// Records what a claim of `event_types` for `limit` rows took.
+    pub(crate) fn claimed(&self, event_types: &[String], limit: usize, claimed: &[Claimed]) {
+        let since = if claimed.len() >= limit { claimed.iter().map(|c| c.retry_after).max() } else { None };
+        let mut floors = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(floor) = floors.get_mut(&Self::key(event_types)) {
+            floor.since = since;
+        }
+    }
 }
 
 /// Claims within `cap` across every process: in one transaction, under the type's advisory
@@ -56,8 +132,10 @@ pub(crate) async fn claim_capped(
         tx.commit().await.map_err(dlq_core::Error::store)?;
         return Ok(Vec::new());
     }
+    let since = store.inner.floors.since(&request.event_types, Instant::now());
     let claimed =
-        claimed_rows(&claim_query(store, &request).fetch_all(&mut *tx).await.map_err(dlq_core::Error::store)?)?;
+        claimed_rows(&claim_query(store, &request, since).fetch_all(&mut *tx).await.map_err(dlq_core::Error::store)?)?;
+    store.inner.floors.claimed(&request.event_types, request.limit, &claimed);
     if cap.starts.is_some() && !claimed.is_empty() {
         sqlx::query(sql.cap_record.sql())
             .bind(&event_type)
@@ -71,12 +149,17 @@ pub(crate) async fn claim_capped(
     Ok(claimed)
 }
 
-/// The claim statement of `request`, every parameter bound.
-fn claim_query<'q>(store: &'q PgStore, request: &'q ClaimRequest) -> Query<'q, sqlx::Postgres, PgArguments> {
+/// The claim statement of `request` from the floor `since`, every parameter bound.
+fn claim_query<'q>(
+    store: &'q PgStore,
+    request: &'q ClaimRequest,
+    since: Option<DateTime<Utc>>,
+) -> Query<'q, sqlx::Postgres, PgArguments> {
     sqlx::query(store.inner.sql.claim_with_limit(request.limit))
         .bind(&request.event_types)
         .bind(micros(request.lease))
         .bind(&request.owner)
+        .bind(since)
 }
 
 /// The claimed rows of a claiming statement's result (a row without a lease token stands for none),
@@ -195,8 +278,9 @@ pub(crate) async fn settle_and_claim(
     if next.event_types.is_empty() || next.limit == 0 {
         return Ok((settle(store, outcomes).await?, Ok(Vec::new())));
     }
-    let Some(query) = write_query(store, &outcomes, Some(&next)) else {
-        return Ok((report(&outcomes, HashMap::new()), claim(store, next).await));
+    let since = store.inner.floors.since(&next.event_types, Instant::now());
+    let Some(query) = write_query(store, &outcomes, Some((&next, since))) else {
+        return Ok((report(&outcomes, HashMap::new()), claim_from(store, &next, since).await));
     };
     let rows = store.inner.kept_connections.fetch_all(query).await.map_err(dlq_core::Error::store)?;
     // One row carries the settled leases (the statement's rank 1; looked for in every row,
@@ -209,16 +293,20 @@ pub(crate) async fn settle_and_claim(
             *written.entry(key).or_default() += 1;
         }
     }
-    Ok((report(&outcomes, written), claimed_rows(&rows)))
+    let claimed = claimed_rows(&rows);
+    if let Ok(claimed) = &claimed {
+        store.inner.floors.claimed(&next.event_types, next.limit, claimed);
+    }
+    Ok((report(&outcomes, written), claimed))
 }
 
 /// The statement that writes `outcomes` (each lease once: the first outcome of a lease is
-/// sent, the others are reported fenced) and, with `next`, claims the next batch, every
-/// parameter bound; `None` when there is nothing to write.
+/// sent, the others are reported fenced) and, with `next`, claims the next batch from its
+/// floor, every parameter bound; `None` when there is nothing to write.
 fn write_query<'q>(
     store: &'q PgStore,
     outcomes: &[Settlement],
-    next: Option<&'q ClaimRequest>,
+    next: Option<(&'q ClaimRequest, Option<DateTime<Utc>>)>,
 ) -> Option<Query<'q, sqlx::Postgres, PgArguments>> {
     let mut seen = HashSet::with_capacity(outcomes.len());
     let unique: Vec<&Settlement> = outcomes.iter().filter(|s| seen.insert(s.lease())).collect();
@@ -228,14 +316,14 @@ fn write_query<'q>(
     let sql = &store.inner.sql;
     let query = if unique.iter().all(|s| matches!(s, Settlement::Succeeded { .. })) {
         let statement = match next {
-            Some(next) => sql.claiming(ClaimStmt::AfterSuccesses, next.limit),
+            Some((next, _)) => sql.claiming(ClaimStmt::AfterSuccesses, next.limit),
             None => sql.succeed.sql(),
         };
         let (ids, tokens): (Vec<i64>, Vec<Uuid>) = unique.iter().map(|s| (s.lease().id, s.lease().token)).unzip();
         sqlx::query(statement).bind(ids).bind(tokens)
     } else {
         let statement = match next {
-            Some(next) => sql.claiming(ClaimStmt::AfterOutcomes, next.limit),
+            Some((next, _)) => sql.claiming(ClaimStmt::AfterOutcomes, next.limit),
             None => sql.settle.sql(),
         };
         let wake = unique.iter().any(|s| s.pending_again()) && store.inner.debounce.notify_now();
@@ -244,7 +332,9 @@ fn write_query<'q>(
         o.bind(sqlx::query(statement), store, wake)
     };
     Some(match next {
-        Some(next) => query.bind(&next.event_types).bind(micros(next.lease)).bind(next.owner.as_str()),
+        Some((next, since)) => {
+            query.bind(&next.event_types).bind(micros(next.lease)).bind(next.owner.as_str()).bind(since)
+        }
         None => query,
     })
 }
@@ -273,4 +363,51 @@ fn record(written: &mut HashMap<(i64, Uuid), u32>, rows: Vec<PgRow>) -> StoreRes
         *written.entry(key).or_default() += 1;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use chrono::{DateTime, TimeDelta, Utc};
+    use dlq_core::store::Claimed;
+    use dlq_core::{DeadLetter, ErrorClass, FailureInfo, Payload};
+
+    use super::{ClaimFloors, FULL_WALK_EVERY};
+
+    fn claimed(due: &[DateTime<Utc>]) -> Vec<Claimed> {
+        let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+        due.iter()
+            .enumerate()
+            .map(|(id, at)| {
+                let mut letter =
+                    DeadLetter::new(id as i64, "payment", Payload::from_bytes(b"{}"), failure.clone(), *at);
+                letter.retry_after = *at;
+                Claimed::of(&letter, uuid::Uuid::nil())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_full_batch_sets_the_floor_and_a_short_one_or_a_second_clears_it() {
+        let floors = ClaimFloors::default();
+        let types = ["refund".to_owned(), "payment".to_owned()];
+        let same = ["payment".to_owned(), "refund".to_owned()];
+        let t0 = Instant::now();
+        let at = Utc::now();
+        assert_eq!(floors.since(&types, t0), None, "the first claim walks from the oldest");
+        floors.claimed(&types, 2, &claimed(&[at, at + TimeDelta::seconds(1)]));
+        let next = t0 + Duration::from_millis(10);
+        assert_eq!(floors.since(&same, next), Some(at + TimeDelta::seconds(1)), "one floor per set of types");
+        assert_eq!(floors.since(&types[..1], next), None, "another set has its own");
+
+        floors.claimed(&types, 3, &claimed(&[at]));
+        assert_eq!(floors.since(&types, next), None, "a short claim: from the oldest again");
+
+        floors.claimed(&types, 1, &claimed(&[at]));
+        assert_eq!(floors.since(&types, next), Some(at));
+        let later = next + FULL_WALK_EVERY;
+        assert_eq!(floors.since(&types, later), None, "once a second, from the oldest");
+        assert_eq!(floors.since(&types, later), Some(at), "the floor is kept for the next claims");
+    }
 }

@@ -284,6 +284,8 @@ struct Inner {
     debounce: Arc<notify::Debounce>,
     capacity: Option<capacity::Capacity>,
     vacuum: std::sync::Mutex<ops::VacuumState>,
+    /// Where the next claim of each set of event types starts its walk of the due index.
+    floors: claim::ClaimFloors,
     /// Connections kept between the statements of a burst (claims, outcomes, parks).
     kept_connections: Arc<kept_connections::KeptConnections>,
     /// The database's address and the schema: whose circuits these are.
@@ -382,6 +384,7 @@ impl PgStore {
                 debounce,
                 capacity,
                 vacuum,
+                floors: claim::ClaimFloors::default(),
                 kept_connections,
                 id,
             }),

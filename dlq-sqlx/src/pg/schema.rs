@@ -264,7 +264,7 @@ statements! {
 /// The `WHERE` clause of a `ListFilter` (see `admin::bind_filter`), shared by the statements
 /// that select by filter.
 const FILTER: &str = include_str!("sql/filter.sql");
-/// The claim's CTEs, with its parameters as `{p1}` to `{p3}`.
+/// The claim's CTEs, with its parameters as `{p1}` to `{p4}`.
 const CLAIM_ROWS: &str = include_str!("sql/claim_rows.sql");
 /// The CTEs that write a mixed batch of outcomes.
 const SETTLE_ROWS: &str = include_str!("sql/settle_rows.sql");
@@ -274,9 +274,9 @@ const SUCCEED_ROWS: &str = include_str!("sql/succeed_rows.sql");
 /// `{woken}` to fill in.
 const SETTLE_CLAIM: &str = include_str!("sql/settle_claim.sql");
 
-/// `claim_rows.sql` with its three parameters numbered from `$first`.
+/// `claim_rows.sql` with its four parameters numbered from `$first`.
 fn claim_rows(first: usize) -> String {
-    (1..=3).fold(CLAIM_ROWS.trim_end().to_owned(), |sql, p| {
+    (1..=4).fold(CLAIM_ROWS.trim_end().to_owned(), |sql, p| {
         sql.replace(&format!("{{p{p}}}"), &format!("${}", first + p - 1))
     })
 }

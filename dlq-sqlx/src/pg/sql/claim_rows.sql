@@ -1,6 +1,7 @@
 -- The claim's CTEs, shared by claim.sql and the statements that write a batch's outcomes and
--- claim the next one (settle_claim.sql). {p1}, {p2}, {p3} are the event
--- types, the lease in microseconds and the owner; the including statement numbers them.
+-- claim the next one (settle_claim.sql). {p1}, {p2}, {p3}, {p4} are the event types, the
+-- lease in microseconds, the owner and the PENDING branch's floor (migration 0031: the
+-- retry_after it starts from, NULL for the oldest); the including statement numbers them.
 -- Due rows: PENDING rows whose retry_after passed, and PROCESSING rows whose lease expired
 -- (their retrier died or stalled), oldest retry_after first. Each branch walks its own
 -- partial index in order: the PENDING branch through dlq_claim_pending() (migration 0007),
@@ -13,7 +14,7 @@
 -- literal ({limit}), not a parameter: with `LIMIT $n` PostgreSQL plans every claim anew
 -- instead of caching one plan.
 pending AS (
-    SELECT id, retry_after FROM {schema}.dlq_claim_pending({p1}::text[], {limit})
+    SELECT id, retry_after FROM {schema}.dlq_claim_pending({p1}::text[], {limit}, {p4}::timestamptz)
 ),
 expired AS (
     SELECT id, retry_after FROM {schema}.dlq_events
