@@ -18,6 +18,10 @@
 //!     then the whole backlog, drained by that many retrier processes (this binary again).
 //!   - `purge`: the backlog as finished rows 30 days old, purged (`PgStore::purge`, as retention
 //!     and `dlq purge` do) while 64 tasks keep parking and the claim probe keeps claiming.
+//!   - `foreign` (not in the default set; `DLQ_INCIDENT_ONLY=foreign`): due rows of a type
+//!     nobody claims (its circuit open, or no retrier handles it), filled a step at a time; at
+//!     each step, the claim of one row of another type parked just before, and a claim of 50
+//!     rows of the unclaimed type.
 //!   - `park_cost` (not in the default set; `DLQ_INCIDENT_ONLY=park_cost`): where a bulk park's
 //!     time goes. One connection inserts `DLQ_COST_ROWS` (100,000) rows 1,000 a statement into
 //!     a bare copy of `dlq_events`, then again after adding its primary key and each of its
@@ -109,7 +113,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 
 fn selected(scenario: &str) -> bool {
     std::env::var("DLQ_INCIDENT_ONLY")
-        .map_or(scenario != "park_cost", |only| only.split(',').any(|s| s.trim() == scenario))
+        .map_or(!matches!(scenario, "park_cost" | "foreign"), |only| only.split(',').any(|s| s.trim() == scenario))
 }
 
 #[allow(clippy::cast_precision_loss, reason = "rates and sizes for a table")]
@@ -802,6 +806,61 @@ async fn park_cost(url: &str) -> Result<()> {
     Ok(())
 }
 
+/// A claim of `event_types` for up to 50 rows, as the retrier makes it; how long it took and
+/// how many rows it claimed.
+async fn timed_claim(store: &PgStore, event_type: &str) -> Result<(Duration, usize)> {
+    let request = ClaimRequest {
+        event_types: vec![event_type.into()],
+        limit: 50,
+        // Longer than the bench: a lease expiring mid-bench would be claimed again.
+        lease: Duration::from_secs(3600),
+        owner: "incident-foreign".into(),
+    };
+    let start = Instant::now();
+    let claimed = store.claim(request).await?;
+    Ok((start.elapsed(), claimed.len()))
+}
+
+/// Due rows of a type nobody claims (its circuit open, or no retrier handles it) in front of
+/// another type's: per step of that backlog, the claim of one row of the other type, parked
+/// just before (median and slowest of 5), and a claim of 50 of the backlog's own type.
+async fn foreign(url: &str, total: u64, step: u64) -> Result<()> {
+    let store = PgStore::connect_with(url, PgConfig::default()).await?;
+    let pool = store.pool().clone();
+    reset(&pool).await?;
+    println!("\n### A claim behind due rows of a type nobody claims\n");
+    println!(
+        "| due rows of the unclaimed type | claim of 1 row of another type, median | slowest of 5 | claim of 50 of the unclaimed type |"
+    );
+    println!("| ---: | ---: | ---: | ---: |");
+    let mut filled = 0;
+    while filled < total {
+        let rows = step.min(total - filled);
+        fill(&pool, "incident", rows, rows, "PENDING", Duration::ZERO).await?;
+        filled += rows;
+        let mut quiet = Vec::new();
+        for n in 0..5 {
+            store.park(letter("incident-quiet", n, Duration::ZERO)).await?;
+            let (took, claimed) = timed_claim(&store, "incident-quiet").await?;
+            if claimed != 1 {
+                return Err(format!("claimed {claimed} quiet rows, expected 1").into());
+            }
+            quiet.push(took);
+        }
+        quiet.sort();
+        let (own, _) = timed_claim(&store, "incident").await?;
+        println!(
+            "| {} | {:.1} ms | {:.1} ms | {:.1} ms |",
+            millions(filled),
+            quiet[2].as_secs_f64() * 1e3,
+            quiet[4].as_secs_f64() * 1e3,
+            own.as_secs_f64() * 1e3
+        );
+    }
+    reset(&pool).await?;
+    Ok(())
+}
+
 async fn parent() -> Result<()> {
     let total = env_u64("DLQ_INCIDENT_ROWS", 10_000_000);
     let step = env_u64("DLQ_INCIDENT_STEP", 1_000_000).clamp(1, total.max(1));
@@ -822,6 +881,9 @@ async fn parent() -> Result<()> {
     }
     if selected("park_cost") {
         park_cost(&url).await?;
+    }
+    if selected("foreign") {
+        foreign(&url, total, step).await?;
     }
     if std::env::var_os("DLQ_BENCH_KEEP").is_none() {
         let db = common::bench_database("dlq_bench_incident")?;

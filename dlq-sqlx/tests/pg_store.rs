@@ -688,10 +688,9 @@ async fn buffers_of_a_pending_claim(pool: &PgPool, since: Option<chrono::DateTim
     (node["Actual Rows"].as_u64().unwrap() as usize, node["Shared Hit Blocks"].as_i64().unwrap())
 }
 
-/// Migration 0031: a claim starts its walk of the due index at its floor, the `retry_after`
-/// of the last row the previous full batch took, so a drain does not step over the dead
-/// entries of every row claimed since the last vacuum; a row due before the floor is still
-/// claimed, by the next walk from the oldest (after a short claim, or a second).
+/// Migration 0031: a claim starts its walk of the due index at its floor, a margin behind the
+/// `retry_after` of the newest row a claim took, so a drain does not step over the dead
+/// entries of every row claimed since the last vacuum.
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn a_claim_starts_from_its_floor_and_still_finds_a_row_due_before_it(pool: PgPool) {
     sqlx::query(
@@ -718,27 +717,31 @@ async fn a_claim_starts_from_its_floor_and_still_finds_a_row_due_before_it(pool:
     assert_eq!((walked_rows, floored_rows), (50, 50));
     assert!(floored * 5 < walked, "from the floor: {floored} buffers, from the oldest: {walked}");
 
-    // Through the store: a full batch sets the floor, and a row due before it (parked by a
-    // transaction that began before the claim) is claimed once a claim comes back short.
+    // Through the store: a claim sets the floor. A row that came due just behind it (parked by
+    // a transaction that began a moment before the claim) is found by the next claims; one
+    // far behind it waits for the periodic walk from the oldest (30 s), so the claims right
+    // after do not find it.
     let store = store(&pool).await;
     let first = claim(&store, &["burst"], 50).await;
     assert_eq!(first.len(), 50);
-    let straggler: i64 = sqlx::query_scalar(
-        "INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, fingerprint, retry_after)
-         VALUES ('burst', '{}', 'transient', 'io', 'down', 'f', now() - interval '2 hours') RETURNING id",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    // From the floor: the other 50, then nothing (a short claim), then from the oldest: the
-    // straggler. (A claim a second after the last walk from the oldest finds it sooner.)
+    let newest = first.iter().map(|c| c.retry_after).max().unwrap();
+    let straggler = |retry_after: chrono::DateTime<chrono::Utc>| {
+        sqlx::query_scalar::<_, i64>(
+            "INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, fingerprint, retry_after)
+             VALUES ('burst', '{}', 'transient', 'io', 'down', 'f', $1) RETURNING id",
+        )
+        .bind(retry_after)
+        .fetch_one(&pool)
+    };
+    let near = straggler(newest - chrono::TimeDelta::milliseconds(100)).await.unwrap();
+    let far = straggler(chrono::Utc::now() - chrono::TimeDelta::hours(2)).await.unwrap();
     let mut claims: Vec<Vec<i64>> = Vec::new();
-    while claims.len() < 4 && !claims.iter().flatten().any(|id| *id == straggler) {
+    while claims.len() < 4 && claims.last().is_none_or(|c| !c.is_empty()) {
         claims.push(claim(&store, &["burst"], 50).await.iter().map(|c| c.id()).collect());
     }
-    let sizes: Vec<usize> = claims.iter().map(Vec::len).collect();
-    assert!(claims.iter().flatten().any(|id| *id == straggler), "claims of {sizes:?}");
-    assert_eq!(claims.iter().map(Vec::len).sum::<usize>(), 51, "claims of {sizes:?}");
+    let ids: Vec<i64> = claims.concat();
+    assert!(ids.contains(&near) && !ids.contains(&far), "{claims:?}");
+    assert_eq!(ids.len(), 51, "the other 50 and the near straggler: {claims:?}");
 }
 
 /// `stats` and `groups` read the tallies (migration 0010); these are what a scan of the table

@@ -1,15 +1,16 @@
 -- The claim's PENDING branch (0007) from a floor: only rows whose retry_after is at or after
 -- `since` (NULL: every due row).
 --
--- A claimed row leaves dlq_events_pending_due, but its entry stays in the index until a
--- vacuum removes it, and the claim walks the index from its oldest entry: in a drain, over
--- every row claimed since the last vacuum. At 20,000 rows a second with a vacuum every 30 s
--- that is hundreds of thousands of dead entries (a thousand leaf pages) stepped over by every
--- claim. A retrier passes the retry_after of the last row its previous full batch took, so
--- its next claim starts there; it walks from the start at least once a second, and whenever
--- a claim comes back short, so that a row due before the floor (parked by a transaction that
--- began before the claim, or left by another retrier's claim that rolled back) waits a
--- second at most. The two-argument function stays for the previous release's retriers.
+-- The claim walked dlq_events_pending_due from its oldest entry. A claimed row's entry stays in
+-- the index until a vacuum, so every claim of a drain stepped over the entries of every row
+-- claimed since the last vacuum (at 20,000 rows a second and a vacuum every 30 s, hundreds of
+-- thousands); and a claim of one type stepped over every due row of the types it did not ask
+-- for, one heap visit each (an open circuit's flood: 3.6 s a claim behind 10 million). A
+-- retrier now passes a floor: a moment before the retry_after of the newest row it claimed
+-- for the same types, so its next claim starts where the rows it has not seen begin. Once
+-- every 30 s it walks from the oldest entry, for a row that came due behind the floor (parked
+-- by a long transaction, or left by another retrier's claim that rolled back). The
+-- two-argument function stays for the previous release's retriers.
 CREATE FUNCTION dlq_claim_pending(event_types text[], batch integer, since timestamptz)
 RETURNS TABLE (id bigint, retry_after timestamptz)
 LANGUAGE plpgsql
