@@ -141,7 +141,17 @@ impl Admin {
         let at = Utc::now();
         // Independent reads: asked together, so the report takes as long as the slowest.
         let store = &self.store;
-        let (rows, groups, last_5m, last_1h, retriers, capacity, table, circuits, sealed_unreadable) = tokio::try_join!(
+        let (
+            rows,
+            groups,
+            (since_5m, last_5m),
+            (since_1h, last_1h),
+            retriers,
+            capacity,
+            table,
+            circuits,
+            sealed_unreadable,
+        ) = tokio::try_join!(
             store.stats(),
             store.groups(ListFilter::default().limit(top)),
             self.parked_since(at, 5),
@@ -173,7 +183,7 @@ impl Admin {
         }
         let mut groups = groups;
         self.redact_groups(&mut groups).await?;
-        let growth = Growth { last_5m: last_5m.1, last_1h: last_1h.1, since_5m: last_5m.0, since_1h: last_1h.0 };
+        let growth = Growth { last_5m, last_1h, since_5m, since_1h };
         let orphans = self.orphans(&counts, &retriers);
         let saturation = capacity.map(|c| c.saturation());
         let mut report = StatsReport {

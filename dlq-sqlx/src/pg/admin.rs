@@ -75,7 +75,7 @@ pub(crate) async fn count(store: &PgStore, filter: ListFilter) -> StoreResult<u6
         && filter
             == ListFilter { since: filter.since, until: filter.until, limit: filter.limit, ..ListFilter::default() };
     let query = if only_time {
-        // Growth over a window: always by the created_at index (see count_created.sql).
+        // A count by creation time alone: always by the created_at index (see count_created.sql).
         sqlx::query(store.inner.sql.count_created.sql()).bind(filter.since).bind(filter.until).bind(limit(filter.limit))
     } else {
         bind_filter(sqlx::query(store.inner.sql.count_matching.sql()), &filter)
