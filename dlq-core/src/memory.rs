@@ -237,7 +237,7 @@ impl Inner {
     }
 
     fn claim(&mut self, req: &ClaimRequest, at: DateTime<Utc>) -> Vec<Claimed> {
-        let mut due: Vec<&Row> = self
+        let due: Vec<&Row> = self
             .rows
             .values()
             .filter(|r| req.event_types.contains(&r.letter.event_type))
@@ -247,8 +247,8 @@ impl Inner {
                 _ => false,
             })
             .collect();
-        due.sort_by_key(|r| (r.letter.retry_after, r.letter.id));
-        let ids: Vec<DlqId> = due.iter().take(req.limit).map(|r| r.letter.id).collect();
+        let due = req.share(due, |r| &r.letter.event_type, |r| (r.letter.retry_after, r.letter.id));
+        let ids: Vec<DlqId> = due.iter().map(|r| r.letter.id).collect();
         ids.into_iter()
             .filter_map(|id| {
                 let row = self.rows.get_mut(&id)?;

@@ -155,7 +155,8 @@ pub type StoreResult<T> = Result<T, Error>;
 ///   stores nothing; the same key under another event type, or a key whose rows all finished
 ///   (`SUCCEEDED`, `DISCARDED`), parks a new row;
 /// - `claim` moves due `PENDING` rows, and `PROCESSING` rows whose lease expired, to
-///   `PROCESSING` with a fresh token, oldest `retry_after` first, skipping rows others hold;
+///   `PROCESSING` with a fresh token, each event type an equal share of the batch, its oldest
+///   `retry_after` first, skipping rows others hold;
 /// - `settle` writes an outcome only while the presented token still holds the row; a stale
 ///   token changes nothing and is reported in [`SettleReport::fenced`];
 /// - [`apply`](Self::apply) and [`patch`](Self::patch), the primitives of operator actions,
@@ -201,8 +202,10 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     fn park_many(&self, letters: Vec<NewDeadLetter>) -> BoxFuture<'_, StoreResult<Vec<Parked>>>;
 
     /// Claims due rows for a retry: of the request's event types, `PENDING` rows whose
-    /// `retry_after` passed and `PROCESSING` rows whose `lease_until` passed, in
-    /// `(retry_after, id)` order, at most `limit`. Each becomes `PROCESSING` under a fresh
+    /// `retry_after` passed and `PROCESSING` rows whose `lease_until` passed, at most `limit`,
+    /// each event type an equal share of them, its oldest first in `(retry_after, id)` order
+    /// (a share a type cannot fill goes to the others: [`ClaimRequest::share`]), so that one
+    /// type's backlog never holds back another type's due rows. Each becomes `PROCESSING` under a fresh
     /// token, with `lease_owner` the request's owner, `lease_until` now + `lease`
     /// (saturating), and `last_attempt_at` and `updated_at` now; it comes back as
     /// [`Claimed::of`] the updated row.

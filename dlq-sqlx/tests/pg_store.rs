@@ -620,12 +620,12 @@ async fn an_original_failure_copied_by_an_earlier_version_is_read_once(pool: PgP
     assert_eq!(from_view, 2);
 }
 
-/// Heap tuples one call of the claim's PENDING branch (`dlq_claim_pending`, migration 0007)
+/// Heap tuples one call of the claim's PENDING branch (`dlq_claim_due`, migrations 0007, 0033)
 /// fetches, read from the session's statistics counters not yet flushed (they may still hold
 /// an earlier call's: the bound below leaves room for that, and is far below every due row).
 async fn tuples_read_by_a_pending_claim(pool: &PgPool, limit: i32) -> (i64, i64, i64) {
     let mut tx = pool.begin().await.unwrap();
-    let claimed: i64 = sqlx::query_scalar("SELECT count(*) FROM dlq_claim_pending(ARRAY['burst'], $1)")
+    let claimed: i64 = sqlx::query_scalar("SELECT count(*) FROM dlq_claim_due(ARRAY['burst'], $1, NULL)")
         .bind(limit)
         .fetch_one(&mut *tx)
         .await
@@ -672,25 +672,36 @@ async fn a_claim_after_a_burst_reads_the_batch_not_every_due_row(pool: PgPool) {
     assert_eq!(ids, oldest);
 }
 
-/// Shared buffers one call of `dlq_claim_pending` from `since` touches (its function scan's,
-/// which include the statements it runs), in a transaction rolled back.
-async fn buffers_of_a_pending_claim(pool: &PgPool, since: Option<chrono::DateTime<chrono::Utc>>) -> (usize, i64) {
+/// Shared buffers one call of `dlq_claim_due` for `event_type` from `since` touches (its
+/// function scan's, which include the statements it runs), in a transaction rolled back. A
+/// call for a type with no rows comes first, so that planning the function's statements on a
+/// new connection is not counted; not a call for the same type, whose walk would mark the
+/// dead index entries it passed, for every later walk to skip.
+async fn buffers_of_a_pending_claim(
+    pool: &PgPool,
+    event_type: &str,
+    since: Option<chrono::DateTime<chrono::Utc>>,
+) -> (usize, i64) {
     let mut tx = pool.begin().await.unwrap();
-    let plan: serde_json::Value = sqlx::query_scalar(
-        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM dlq_claim_pending(ARRAY['burst'], 50, $1)",
-    )
-    .bind(since)
-    .fetch_one(&mut *tx)
-    .await
-    .unwrap();
+    let mut plan = serde_json::Value::Null;
+    for event_type in ["none", event_type] {
+        plan = sqlx::query_scalar(
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM dlq_claim_due(ARRAY[$1], 50, ARRAY[$2])",
+        )
+        .bind(event_type)
+        .bind(since)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    }
     tx.rollback().await.unwrap();
     let node = &plan[0]["Plan"];
     (node["Actual Rows"].as_u64().unwrap() as usize, node["Shared Hit Blocks"].as_i64().unwrap())
 }
 
-/// Migration 0031: a claim starts its walk of the due index at its floor, a margin behind the
-/// `retry_after` of the newest row a claim took, so a drain does not step over the dead
-/// entries of every row claimed since the last vacuum.
+/// Migrations 0031 and 0033: a claim starts its walk of a type's due rows at the type's floor, a
+/// margin behind the `retry_after` of the newest row of the type a claim took, so a drain does
+/// not step over the dead entries of every row claimed since the last vacuum.
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn a_claim_starts_from_its_floor_and_still_finds_a_row_due_before_it(pool: PgPool) {
     sqlx::query(
@@ -712,8 +723,8 @@ async fn a_claim_starts_from_its_floor_and_still_finds_a_row_due_before_it(pool:
     .fetch_one(&pool)
     .await
     .unwrap();
-    let (walked_rows, walked) = buffers_of_a_pending_claim(&pool, None).await;
-    let (floored_rows, floored) = buffers_of_a_pending_claim(&pool, Some(floor)).await;
+    let (walked_rows, walked) = buffers_of_a_pending_claim(&pool, "burst", None).await;
+    let (floored_rows, floored) = buffers_of_a_pending_claim(&pool, "burst", Some(floor)).await;
     assert_eq!((walked_rows, floored_rows), (50, 50));
     assert!(floored * 5 < walked, "from the floor: {floored} buffers, from the oldest: {walked}");
 
@@ -742,6 +753,41 @@ async fn a_claim_starts_from_its_floor_and_still_finds_a_row_due_before_it(pool:
     let ids: Vec<i64> = claims.concat();
     assert!(ids.contains(&near) && !ids.contains(&far), "{claims:?}");
     assert_eq!(ids.len(), 51, "the other 50 and the near straggler: {claims:?}");
+}
+
+/// Migrations 0032 to 0034: each event type's due rows are a range of their own. A claim of
+/// one type reads that type's rows, however many due rows of a type nobody claims (its
+/// circuit open) lie before them (the same range gives `stats` each type's oldest due row);
+/// a claim of both types gives each half of its batch.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_flood_of_one_type_neither_slows_nor_holds_back_another(pool: PgPool) {
+    let park = |event_type: &'static str, rows: i32, ago: &'static str| {
+        sqlx::query(
+            "INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, fingerprint, retry_after)
+             SELECT $1, to_jsonb(g), 'transient', 'io', 'down', 'f', now() - $3::interval + g * interval '1 ms'
+             FROM generate_series(1, $2) AS g",
+        )
+        .bind(event_type)
+        .bind(rows)
+        .bind(ago)
+        .execute(&pool)
+    };
+    park("flood", 20_000, "1 hour").await.unwrap();
+    park("receipt", 60, "1 minute").await.unwrap();
+    let (rows, buffers) = buffers_of_a_pending_claim(&pool, "receipt", None).await;
+    assert_eq!(rows, 50);
+    // A visit or two of each of the 50 rows and the index's descent; a walk past the flood
+    // visited each of its 20,000 rows.
+    assert!(buffers < 1_000, "a claim of 50 behind 20,000 due rows of another type touched {buffers} buffers");
+
+    let store = store(&pool).await;
+    let stats = store.stats().await.unwrap();
+    let oldest = |t: &str| stats.iter().find(|r| r.event_type == t).and_then(|r| r.oldest_due).unwrap();
+    assert!(oldest("flood") < oldest("receipt"), "{stats:?}");
+
+    let both = claim(&store, &["flood", "receipt"], 50).await;
+    let receipts = both.iter().filter(|c| c.event_type == "receipt").count();
+    assert_eq!((both.len(), receipts), (50, 25), "each type half of the batch, the flood's older rows too");
 }
 
 /// `stats` and `groups` read the tallies (migration 0010); these are what a scan of the table
@@ -1336,7 +1382,7 @@ async fn every_dlq_function_that_queries_plans_without_jit(pool: PgPool) {
     .unwrap();
     assert_eq!(with_jit, ["dlq_hour", "dlq_minute", "dlq_tallied"]);
     let claim: Vec<String> =
-        sqlx::query_scalar("SELECT unnest(proconfig) FROM pg_proc WHERE proname = 'dlq_claim_pending'")
+        sqlx::query_scalar("SELECT unnest(proconfig) FROM pg_proc WHERE proname = 'dlq_claim_due'")
             .fetch_all(&pool)
             .await
             .unwrap();

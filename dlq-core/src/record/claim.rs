@@ -32,6 +32,54 @@ pub struct ClaimRequest {
     pub owner: String,
 }
 
+impl ClaimRequest {
+    /// What the claim takes of `due` (rows of the request's event types that are due, in any
+    /// order): at most `limit`, each event type an equal share of them, its oldest first by
+    /// `order` (`(retry_after, id)`); a share a type cannot fill goes to the types with more,
+    /// so one type's backlog never holds back the others' rows. Returned oldest first.
+    ///
+    /// For store implementations: [`DeadLetterStore::claim`](crate::DeadLetterStore::claim)
+    /// shares its batch this way.
+    ///
+    /// ```
+    /// use dlq_core::store::ClaimRequest;
+    /// use std::time::Duration;
+    ///
+    /// let request = ClaimRequest {
+    ///     event_types: vec!["payment".into(), "refund".into()],
+    ///     limit: 2,
+    ///     lease: Duration::from_secs(60),
+    ///     owner: "doc".into(),
+    /// };
+    /// // (event type, retry_after): a payment backlog older than the one due refund.
+    /// let due = vec![("payment", 3), ("payment", 1), ("refund", 9), ("payment", 2)];
+    /// let taken = request.share(due, |r| r.0, |r| r.1);
+    /// assert_eq!(taken, [("payment", 1), ("refund", 9)], "not payments 1 and 2");
+    /// ```
+    pub fn share<T, K: Ord>(&self, due: Vec<T>, event_type: impl Fn(&T) -> &str, order: impl Fn(&T) -> K) -> Vec<T> {
+        let mut by_age: Vec<usize> = (0..due.len()).collect();
+        by_age.sort_by_key(|&i| order(&due[i]));
+        // Each row's rank within its type; taken rank by rank, oldest first within a rank.
+        let mut ranked: Vec<(usize, usize)> = {
+            let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+            by_age
+                .into_iter()
+                .map(|i| {
+                    let rank = seen.entry(event_type(&due[i])).or_default();
+                    *rank += 1;
+                    (*rank, i)
+                })
+                .collect()
+        };
+        ranked.sort_by_key(|&(rank, i)| (rank, order(&due[i])));
+        ranked.truncate(self.limit);
+        let mut taken: Vec<usize> = ranked.into_iter().map(|(_, i)| i).collect();
+        taken.sort_by_key(|&i| order(&due[i]));
+        let mut rows: Vec<Option<T>> = due.into_iter().map(Some).collect();
+        taken.into_iter().filter_map(|i| rows[i].take()).collect()
+    }
+}
+
 /// Limits a claim of one event type keeps across every retrier that shares the store: the
 /// type's `max-concurrent` and `max-rate` (and the ramp after its circuit closes), checked
 /// and recorded by the store in one atomic step, so that however many processes claim, the

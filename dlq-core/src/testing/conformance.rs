@@ -429,6 +429,27 @@ pub async fn claim_limit_and_order<S: DeadLetterStore>(s: &S) {
     assert_eq!(ids(&c), vec![late]);
 }
 
+/// A claim of several event types gives each an equal share of its batch, the type's oldest
+/// due rows; what a type cannot fill goes to the others. A backlog of one type, all of it due
+/// before the other type's rows, does not hold those back.
+pub async fn claim_shares_the_batch_among_event_types<S: DeadLetterStore>(s: &S) {
+    let backlog = s.park_many((0..10).map(|n| letter("payment", n)).collect()).await.expect("park_many");
+    let backlog: Vec<DlqId> = backlog.iter().map(|p| p.id).collect();
+    let refunds = s.park_many((0..3).map(|n| letter("refund", n)).collect()).await.expect("park_many");
+    let refunds: Vec<DlqId> = refunds.iter().map(|p| p.id).collect();
+    let first = s.claim(request(&["payment", "refund"], 4, LONG, "x")).await.expect("claim");
+    let mut got = ids(&first);
+    got.sort_unstable();
+    assert_eq!(got, [backlog[0], backlog[1], refunds[0], refunds[1]], "two of each type, each its oldest");
+    let second = s.claim(request(&["refund", "payment"], 6, LONG, "x")).await.expect("claim");
+    let mut got = ids(&second);
+    got.sort_unstable();
+    let want = [&backlog[2..7], &refunds[2..]].concat();
+    assert_eq!(got, want, "the refund left over gives its share to the payments");
+    let claimed = s.claim(request(&["payment", "payment"], 10, LONG, "x")).await.expect("claim");
+    assert_eq!(ids(&claimed), backlog[7..], "a type asked for twice is claimed once");
+}
+
 /// A lease that expired is claimed again, with a new token; a live one is not.
 pub async fn claim_reclaims_expired_leases<S: DeadLetterStore>(s: &S) {
     let id = park(s, letter("payment", 1)).await;

@@ -219,6 +219,7 @@ macro_rules! __store_conformance_each {
         $crate::__store_conformance_test!($setup concurrent_claims_are_disjoint);
         $crate::__store_conformance_test!($setup claim_only_requested_types);
         $crate::__store_conformance_test!($setup claim_limit_and_order);
+        $crate::__store_conformance_test!($setup claim_shares_the_batch_among_event_types);
         $crate::__store_conformance_test!($setup claim_reclaims_expired_leases);
         $crate::__store_conformance_test!($setup settle_succeeded);
         $crate::__store_conformance_test!($setup settle_retry_not_due_until_delay);

@@ -24,11 +24,11 @@ pub(crate) async fn claim(store: &PgStore, request: ClaimRequest) -> StoreResult
     claim_from(store, &request, since).await
 }
 
-/// Claims like [`claim`], the pending rows from the floor `since`.
+/// Claims like [`claim`], each type's pending rows from its floor in `since`.
 async fn claim_from(
     store: &PgStore,
     request: &ClaimRequest,
-    since: Option<DateTime<Utc>>,
+    since: Vec<Option<DateTime<Utc>>>,
 ) -> StoreResult<Vec<Claimed>> {
     let rows = store
         .inner
@@ -37,7 +37,7 @@ async fn claim_from(
         .await
         .map_err(dlq_core::Error::store)?;
     let claimed = claimed_rows(&rows)?;
-    store.inner.floors.claimed(&request.event_types, &claimed);
+    store.inner.floors.claimed(&claimed);
     Ok(claimed)
 }
 
@@ -49,19 +49,17 @@ const FULL_WALK_EVERY: Duration = Duration::from_secs(30);
 /// this long before the floor's claim is still found by the next claim.
 const FLOOR_MARGIN: chrono::TimeDelta = chrono::TimeDelta::milliseconds(250);
 
-/// Where the next claim of each set of event types starts its walk of the due index
-/// (migration 0031): [`FLOOR_MARGIN`] before the `retry_after` of the newest row a claim of
-/// that set took. Rows come due in `retry_after` order, so what a claim has not seen yet lies
-/// after that point, except a row parked by a transaction that began long before the floor's
-/// claim, or left by another retrier's claim that rolled back: the claim after
-/// [`FULL_WALK_EVERY`] walks from the oldest entry and finds those.
+/// Where the next claim of each event type starts its walk of the type's due rows
+/// (migrations 0031, 0033): [`FLOOR_MARGIN`] before the `retry_after` of the newest row of the
+/// type a claim took. Rows come due in `retry_after` order, so what a claim has not seen yet
+/// lies after that point, except a row parked by a transaction that began long before the
+/// floor's claim, or left by another retrier's claim that rolled back: the claim after
+/// [`FULL_WALK_EVERY`] walks the type from its oldest entry and finds those.
 ///
 /// From the oldest entry, every claim of a drain stepped over the dead index entries of every
-/// row claimed since the last vacuum, and every claim of one type stepped over the due rows
-/// of the types nobody claims (an open circuit's flood), one heap visit each: 3.6 s a claim
-/// behind 10M of them.
+/// row claimed since the last vacuum.
 #[derive(Debug, Default)]
-pub(crate) struct ClaimFloors(std::sync::Mutex<HashMap<Vec<String>, Floor>>);
+pub(crate) struct ClaimFloors(std::sync::Mutex<HashMap<String, Floor>>);
 
 #[derive(Debug, Clone, Copy)]
 struct Floor {
@@ -69,38 +67,41 @@ struct Floor {
     walked: Instant,
 }
 
-/// The sets of event types a process keeps floors for; past it they start over (a retrier
-/// claims with one set, or a few while circuits open and close).
-const MAX_FLOORS: usize = 64;
+/// The event types a process keeps floors for; past it they start over (a retrier claims the
+/// types it has handlers for).
+const MAX_FLOORS: usize = 1024;
 
 impl ClaimFloors {
-    fn key(event_types: &[String]) -> Vec<String> {
-        let mut key = event_types.to_vec();
-        key.sort_unstable();
-        key.dedup();
-        key
-    }
-
-    /// Where the next claim of `event_types` at `now` starts (`None`: the oldest entry).
-    pub(crate) fn since(&self, event_types: &[String], now: Instant) -> Option<DateTime<Utc>> {
+    /// Where the next claim of each of `event_types` at `now` starts, in the same order
+    /// (`None`: the type's oldest entry).
+    pub(crate) fn since(&self, event_types: &[String], now: Instant) -> Vec<Option<DateTime<Utc>>> {
         let mut floors = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if floors.len() >= MAX_FLOORS {
+        if floors.len() + event_types.len() > MAX_FLOORS {
             floors.clear();
         }
-        let floor = floors.entry(Self::key(event_types)).or_insert(Floor { since: None, walked: now });
-        if floor.since.is_some() && now.saturating_duration_since(floor.walked) < FULL_WALK_EVERY {
-            return floor.since.map(|since| since - FLOOR_MARGIN);
-        }
-        floor.walked = now;
-        None
+        event_types
+            .iter()
+            .map(|event_type| {
+                let floor = floors.entry(event_type.clone()).or_insert(Floor { since: None, walked: now });
+                if floor.since.is_some() && now.saturating_duration_since(floor.walked) < FULL_WALK_EVERY {
+                    return floor.since.map(|since| since - FLOOR_MARGIN);
+                }
+                floor.walked = now;
+                None
+            })
+            .collect()
     }
 
-    /// Records the rows a claim of `event_types` took: the floor moves up to the newest.
-    pub(crate) fn claimed(&self, event_types: &[String], claimed: &[Claimed]) {
-        let Some(newest) = claimed.iter().map(|c| c.retry_after).max() else { return };
+    /// Records the rows a claim took: each type's floor moves up to its newest.
+    pub(crate) fn claimed(&self, claimed: &[Claimed]) {
+        if claimed.is_empty() {
+            return;
+        }
         let mut floors = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(floor) = floors.get_mut(&Self::key(event_types)) {
-            floor.since = Some(floor.since.map_or(newest, |since| since.max(newest)));
+        for row in claimed {
+            if let Some(floor) = floors.get_mut(&row.event_type) {
+                floor.since = Some(floor.since.map_or(row.retry_after, |since| since.max(row.retry_after)));
+            }
         }
     }
 }
@@ -142,7 +143,7 @@ pub(crate) async fn claim_capped(
     let since = store.inner.floors.since(&request.event_types, Instant::now());
     let claimed =
         claimed_rows(&claim_query(store, &request, since).fetch_all(&mut *tx).await.map_err(dlq_core::Error::store)?)?;
-    store.inner.floors.claimed(&request.event_types, &claimed);
+    store.inner.floors.claimed(&claimed);
     if cap.starts.is_some() && !claimed.is_empty() {
         sqlx::query(sql.cap_record.sql())
             .bind(&event_type)
@@ -156,11 +157,12 @@ pub(crate) async fn claim_capped(
     Ok(claimed)
 }
 
-/// The claim statement of `request` from the floor `since`, every parameter bound.
+/// The claim statement of `request` from the floors `since` (one per event type), every
+/// parameter bound.
 fn claim_query<'q>(
     store: &'q PgStore,
     request: &'q ClaimRequest,
-    since: Option<DateTime<Utc>>,
+    since: Vec<Option<DateTime<Utc>>>,
 ) -> Query<'q, sqlx::Postgres, PgArguments> {
     sqlx::query(store.inner.sql.claim_with_limit(request.limit))
         .bind(&request.event_types)
@@ -286,7 +288,7 @@ pub(crate) async fn settle_and_claim(
         return Ok((settle(store, outcomes).await?, Ok(Vec::new())));
     }
     let since = store.inner.floors.since(&next.event_types, Instant::now());
-    let Some(query) = write_query(store, &outcomes, Some((&next, since))) else {
+    let Some(query) = write_query(store, &outcomes, Some((&next, since.clone()))) else {
         return Ok((report(&outcomes, HashMap::new()), claim_from(store, &next, since).await));
     };
     let rows = store.inner.kept_connections.fetch_all(query).await.map_err(dlq_core::Error::store)?;
@@ -302,7 +304,7 @@ pub(crate) async fn settle_and_claim(
     }
     let claimed = claimed_rows(&rows);
     if let Ok(claimed) = &claimed {
-        store.inner.floors.claimed(&next.event_types, claimed);
+        store.inner.floors.claimed(claimed);
     }
     Ok((report(&outcomes, written), claimed))
 }
@@ -313,7 +315,7 @@ pub(crate) async fn settle_and_claim(
 fn write_query<'q>(
     store: &'q PgStore,
     outcomes: &[Settlement],
-    next: Option<(&'q ClaimRequest, Option<DateTime<Utc>>)>,
+    next: Option<(&'q ClaimRequest, Vec<Option<DateTime<Utc>>>)>,
 ) -> Option<Query<'q, sqlx::Postgres, PgArguments>> {
     let mut seen = HashSet::with_capacity(outcomes.len());
     let unique: Vec<&Settlement> = outcomes.iter().filter(|s| seen.insert(s.lease())).collect();
@@ -382,13 +384,13 @@ mod tests {
 
     use super::{ClaimFloors, FLOOR_MARGIN, FULL_WALK_EVERY};
 
-    fn claimed(due: &[DateTime<Utc>]) -> Vec<Claimed> {
+    fn claimed(due: &[(&str, DateTime<Utc>)]) -> Vec<Claimed> {
         let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
         due.iter()
             .enumerate()
-            .map(|(id, at)| {
+            .map(|(id, (event_type, at))| {
                 let mut letter =
-                    DeadLetter::new(id as i64, "payment", Payload::from_bytes(b"{}"), failure.clone(), *at);
+                    DeadLetter::new(id as i64, event_type, Payload::from_bytes(b"{}"), failure.clone(), *at);
                 letter.retry_after = *at;
                 Claimed::of(&letter, uuid::Uuid::nil())
             })
@@ -396,28 +398,33 @@ mod tests {
     }
 
     #[test]
-    fn the_floor_follows_the_newest_claimed_row_and_a_walk_from_the_oldest_comes_every_period() {
+    fn each_type_s_floor_follows_its_newest_claimed_row_and_a_walk_from_the_oldest_comes_every_period() {
         let floors = ClaimFloors::default();
         let types = ["refund".to_owned(), "payment".to_owned()];
-        let same = ["payment".to_owned(), "refund".to_owned()];
         let t0 = Instant::now();
         let at = Utc::now();
-        assert_eq!(floors.since(&types, t0), None, "the first claim walks from the oldest");
-        floors.claimed(&types, &claimed(&[at, at + TimeDelta::seconds(1)]));
+        assert_eq!(floors.since(&types, t0), [None, None], "the first claim walks from the oldest");
+        floors.claimed(&claimed(&[("payment", at), ("payment", at + TimeDelta::seconds(1)), ("refund", at)]));
         let next = t0 + Duration::from_millis(10);
         let floor = at + TimeDelta::seconds(1) - FLOOR_MARGIN;
-        assert_eq!(floors.since(&same, next), Some(floor), "one floor per set of types, a margin behind");
-        assert_eq!(floors.since(&types[..1], next), None, "another set has its own");
+        assert_eq!(
+            floors.since(&types, next),
+            [Some(at - FLOOR_MARGIN), Some(floor)],
+            "one floor per type, each a margin behind its own newest row"
+        );
+        assert_eq!(floors.since(&types[1..], next), [Some(floor)], "whatever types are claimed with it");
+        assert_eq!(floors.since(&["receipt".to_owned()], next), [None], "a new type walks from its oldest");
 
-        floors.claimed(&types, &claimed(&[at]));
-        assert_eq!(floors.since(&types, next), Some(floor), "an older row (a straggler) keeps the floor");
-        floors.claimed(&types, &[]);
-        assert_eq!(floors.since(&types, next), Some(floor), "so does a claim of nothing");
-        floors.claimed(&types, &claimed(&[at + TimeDelta::seconds(5)]));
-        assert_eq!(floors.since(&types, next), Some(at + TimeDelta::seconds(5) - FLOOR_MARGIN), "a newer one moves it");
+        floors.claimed(&claimed(&[("payment", at)]));
+        assert_eq!(floors.since(&types[1..], next), [Some(floor)], "an older row (a straggler) keeps the floor");
+        floors.claimed(&[]);
+        assert_eq!(floors.since(&types[1..], next), [Some(floor)], "so does a claim of nothing");
+        floors.claimed(&claimed(&[("payment", at + TimeDelta::seconds(5))]));
+        let moved = at + TimeDelta::seconds(5) - FLOOR_MARGIN;
+        assert_eq!(floors.since(&types, next), [Some(at - FLOOR_MARGIN), Some(moved)], "a newer one moves it");
 
         let later = next + FULL_WALK_EVERY;
-        assert_eq!(floors.since(&types, later), None, "once a period, from the oldest");
-        assert!(floors.since(&types, later).is_some(), "the floor is kept for the next claims");
+        assert_eq!(floors.since(&types, later), [None, None], "once a period, from the oldest");
+        assert!(floors.since(&types, later).iter().all(Option::is_some), "the floors are kept for the next claims");
     }
 }

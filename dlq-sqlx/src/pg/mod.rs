@@ -521,7 +521,8 @@ async fn migrate_on(conn: &mut PgConnection, schema: &str, quoted: &str) -> Resu
 }
 
 /// The indexes a migration builds `CONCURRENTLY` (a build that cannot run in a transaction).
-const CONCURRENT_INDEXES: &[&str] = &["dlq_events_live_dedupe", "dlq_events_subject", "dlq_events_finished_at"];
+const CONCURRENT_INDEXES: &[&str] =
+    &["dlq_events_live_dedupe", "dlq_events_subject", "dlq_events_finished_at", "dlq_events_type_due"];
 
 /// Drops what an interrupted `CREATE INDEX CONCURRENTLY` of a migration left: an INVALID index
 /// that enforces nothing, under the name the migration, not recorded as applied, is about to

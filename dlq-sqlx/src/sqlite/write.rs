@@ -27,12 +27,14 @@ const SELECT_DEDUPED: &str = "SELECT id FROM dlq_events WHERE event_type = ?1 AN
 const INSERT_ATTEMPT: &str = "INSERT INTO dlq_attempts (dlq_id, attempt, outcome, error_class, error_reason, owner, at) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
-/// Due `PENDING` rows and `PROCESSING` rows whose lease expired, of the requested types,
-/// oldest `retry_after` first (one branch per partial index).
-const SELECT_DUE: &str = "SELECT id, retry_after FROM dlq_events \
-     WHERE status = 'PENDING' AND retry_after <= ?2 AND event_type IN (SELECT value FROM json_each(?1)) \
-     UNION ALL \
-     SELECT id, retry_after FROM dlq_events \
+/// One event type's due `PENDING` rows, oldest `retry_after` first (its range of the
+/// `dlq_events_type_due` index, migration 0013).
+const SELECT_DUE: &str = "SELECT id, retry_after, event_type FROM dlq_events \
+     WHERE status = 'PENDING' AND event_type = ?1 AND retry_after <= ?2 \
+     ORDER BY retry_after, id LIMIT ?3";
+
+/// `PROCESSING` rows of the requested types whose lease expired, oldest `retry_after` first.
+const SELECT_EXPIRED: &str = "SELECT id, retry_after, event_type FROM dlq_events \
      WHERE status = 'PROCESSING' AND lease_until <= ?2 AND event_type IN (SELECT value FROM json_each(?1)) \
      ORDER BY retry_after, id LIMIT ?3";
 
@@ -145,9 +147,9 @@ const CAP_COUNTS: &str = "SELECT \
      (SELECT count(*) FROM dlq_events WHERE event_type = ?1 AND status = 'PROCESSING' AND lease_until > ?2), \
      (SELECT coalesce(sum(n), 0) FROM dlq_starts WHERE event_type = ?1 AND at > ?3)";
 
-/// Claims due rows, oldest `retry_after` first, each with a fresh token; within `cap` (for
-/// the one type of the request) across every process sharing the file, when given: the
-/// write transaction (`BEGIN IMMEDIATE`) makes count, claim and record one step.
+/// Claims due rows, each event type a share of the batch, its oldest `retry_after` first,
+/// each with a fresh token; within `cap` (for the one type of the request) across every
+/// process sharing the file, when given: the write transaction (`BEGIN IMMEDIATE`) makes count, claim and record one step.
 pub(super) async fn claim(
     pool: &SqlitePool,
     mut req: ClaimRequest,
@@ -176,15 +178,31 @@ pub(super) async fn claim(
         }
         window_start = cap.window().map(|_| since);
     }
-    let due: Vec<(i64, i64)> = sqlx::query_as(SELECT_DUE)
+    // Up to a batch of each type's oldest due rows, and of the expired leases; the request
+    // shares the batch among the types.
+    let mut due: Vec<(i64, i64, String)> = sqlx::query_as(SELECT_EXPIRED)
         .bind(codec::json_list(&req.event_types))
         .bind(at)
         .bind(codec::limit(req.limit))
         .fetch_all(&mut *tx)
         .await
         .map_err(sql)?;
+    let mut types: Vec<&String> = req.event_types.iter().collect();
+    types.sort_unstable();
+    types.dedup();
+    for event_type in types {
+        let rows: Vec<(i64, i64, String)> = sqlx::query_as(SELECT_DUE)
+            .bind(event_type)
+            .bind(at)
+            .bind(codec::limit(req.limit))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(sql)?;
+        due.extend(rows);
+    }
+    let due = req.share(due, |r| &r.2, |r| (r.1, r.0));
     let mut claimed = Vec::with_capacity(due.len());
-    for (id, _) in due {
+    for (id, ..) in due {
         let token = Uuid::new_v4();
         let row = sqlx::query(CLAIM_ROW)
             .bind(id)

@@ -256,7 +256,7 @@ impl DeadLetterStore for VecStore {
     fn claim(&self, request: ClaimRequest) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
         let now = Utc::now();
         let mut tables = self.lock();
-        let mut due: Vec<&mut Row> = tables
+        let due: Vec<&mut Row> = tables
             .rows
             .iter_mut()
             .filter(|r| request.event_types.contains(&r.letter.event_type))
@@ -266,10 +266,9 @@ impl DeadLetterStore for VecStore {
                 _ => false,
             })
             .collect();
-        due.sort_by_key(|r| (r.letter.retry_after, r.letter.id));
-        let claimed = due
+        let claimed = request
+            .share(due, |r| &r.letter.event_type, |r| (r.letter.retry_after, r.letter.id))
             .into_iter()
-            .take(request.limit)
             .map(|row| {
                 let token = Uuid::new_v4();
                 row.token = Some(token);

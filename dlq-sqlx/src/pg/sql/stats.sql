@@ -1,9 +1,8 @@
 -- Rows by event type and status, from the tallies (migration 0010: no scan of dlq_events),
 -- where rows in flight count as PENDING; the PROCESSING rows are counted apart, by the small
 -- partial index of leases, and taken out of PENDING. With each type's oldest due retry_after
--- of PENDING rows (how long the oldest due row has waited): the first due row of the type in
--- the claim index's order. The CASE keeps the planner on that index (never the event-type
--- one, which would read every pending row of the type).
+-- of PENDING rows (how long the oldest due row has waited): the first entry of the type's range
+-- of the due index (migration 0032), whatever the due rows of other types.
 WITH t AS (
     SELECT event_type, status, sum(n) AS count
     FROM {schema}.dlq_tallies
@@ -27,8 +26,8 @@ FROM c
 LEFT JOIN LATERAL (
     SELECT e.retry_after AS oldest_due
     FROM {schema}.dlq_events AS e
-    WHERE c.status = 'PENDING' AND e.status = 'PENDING' AND e.retry_after <= now()
-      AND CASE WHEN e.event_type = c.event_type THEN true ELSE false END
+    WHERE c.status = 'PENDING' AND e.status = 'PENDING' AND e.event_type = c.event_type
+      AND e.retry_after <= now()
     ORDER BY e.retry_after, e.id
     LIMIT 1
 ) AS d ON true
