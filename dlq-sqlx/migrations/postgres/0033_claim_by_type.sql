@@ -48,18 +48,35 @@ DECLARE
     got integer;
     i integer;
 BEGIN
-    -- Each type once, from the earliest floor given for it.
-    SELECT coalesce(array_agg(t.event_type), '{}'), coalesce(array_agg(t.since), '{}')
-    INTO types, after_at
-    FROM (
-        SELECT u.event_type, min(coalesce(u.since, '-infinity')) AS since
-        FROM unnest(event_types, since) AS u(event_type, since)
-        WHERE u.event_type IS NOT NULL
-        GROUP BY u.event_type
-    ) AS t;
+    IF cardinality(event_types) = 1 AND event_types[1] IS NOT NULL THEN
+        types := event_types;
+        after_at := ARRAY[coalesce(since[1], '-infinity')];
+    ELSE
+        -- Each type once, from the earliest floor given for it.
+        SELECT coalesce(array_agg(t.event_type), '{}'), coalesce(array_agg(t.since), '{}')
+        INTO types, after_at
+        FROM (
+            SELECT u.event_type, min(coalesce(u.since, '-infinity')) AS since
+            FROM unnest(event_types, since) AS u(event_type, since)
+            WHERE u.event_type IS NOT NULL
+            GROUP BY u.event_type
+        ) AS t;
+    END IF;
     after_id := array_fill((-9223372036854775807 - 1)::bigint, ARRAY[cardinality(types)]);
     WHILE remaining > 0 AND cardinality(types) > 0 LOOP
         live := cardinality(types);
+        IF live = 1 THEN
+            -- One type left (a claim of one type: the whole claim): the rest of the batch is its.
+            RETURN QUERY
+            SELECT e.id, e.retry_after, e.event_type
+            FROM dlq_events AS e
+            WHERE e.event_type = types[1] AND e.status = 'PENDING'
+              AND (e.retry_after, e.id) > (after_at[1], after_id[1]) AND e.retry_after <= now()
+            ORDER BY e.retry_after, e.id
+            LIMIT remaining
+            FOR UPDATE SKIP LOCKED;
+            EXIT;
+        END IF;
         -- Fewer rows left than types: one more of each, cut by the claim.
         share := greatest(remaining / live, 1);
         next_types := '{}';
