@@ -18,9 +18,10 @@ SELECT 'bench', p, 'transient', 'io::Error', 'downstream 503', '[\"downstream 50
     'PENDING', 5, now()
 FROM unnest($1::jsonb[]) AS p";
 
+/// The jobs' one type's due rows, in the order of dlq's due index `(event_type, retry_after, id)`.
 const CLAIM: &str = "
 WITH due AS (
-    SELECT id FROM dlq_events WHERE status = 'PENDING' AND retry_after <= now()
+    SELECT id FROM dlq_events WHERE event_type = 'bench' AND status = 'PENDING' AND retry_after <= now()
     ORDER BY retry_after, id LIMIT 50 FOR UPDATE SKIP LOCKED
 )
 UPDATE dlq_events e SET status = 'PROCESSING', lease_until = now() + interval '5 minutes',

@@ -68,9 +68,10 @@ fn payment(id: usize) -> serde_json::Value {
     })
 }
 
+/// One type's due rows, in the order of the due index `(event_type, retry_after, id)`.
 const RAW_CLAIM: &str = "
 WITH due AS (
-    SELECT id FROM dlq_events WHERE status = 'PENDING' AND retry_after <= now()
+    SELECT id FROM dlq_events WHERE event_type = 'bench-noop' AND status = 'PENDING' AND retry_after <= now()
     ORDER BY retry_after, id LIMIT 50 FOR UPDATE SKIP LOCKED
 )
 UPDATE dlq_events e SET status = 'PROCESSING', lease_until = now() + interval '5 minutes',
