@@ -57,26 +57,26 @@ impl ClaimRequest {
     /// assert_eq!(taken, [("payment", 1), ("refund", 9)], "not payments 1 and 2");
     /// ```
     pub fn share<T, K: Ord>(&self, due: Vec<T>, event_type: impl Fn(&T) -> &str, order: impl Fn(&T) -> K) -> Vec<T> {
-        let mut by_age: Vec<usize> = (0..due.len()).collect();
-        by_age.sort_by_key(|&i| order(&due[i]));
-        // Each row's rank within its type; taken rank by rank, oldest first within a rank.
-        let mut ranked: Vec<(usize, usize)> = {
-            let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-            by_age
-                .into_iter()
-                .map(|i| {
-                    let rank = seen.entry(event_type(&due[i])).or_default();
+        let mut due = due;
+        due.sort_by_key(|r| order(r));
+        // Each row's rank within its type, oldest first.
+        let ranks: Vec<usize> = {
+            let mut seen = std::collections::HashMap::new();
+            due.iter()
+                .map(|r| {
+                    let rank = seen.entry(event_type(r)).or_insert(0);
                     *rank += 1;
-                    (*rank, i)
+                    *rank
                 })
                 .collect()
         };
-        ranked.sort_by_key(|&(rank, i)| (rank, order(&due[i])));
+        // Taken rank by rank; the sort is stable, so oldest first within a rank.
+        let mut ranked: Vec<(usize, T)> = ranks.into_iter().zip(due).collect();
+        ranked.sort_by_key(|(rank, _)| *rank);
         ranked.truncate(self.limit);
-        let mut taken: Vec<usize> = ranked.into_iter().map(|(_, i)| i).collect();
-        taken.sort_by_key(|&i| order(&due[i]));
-        let mut rows: Vec<Option<T>> = due.into_iter().map(Some).collect();
-        taken.into_iter().filter_map(|i| rows[i].take()).collect()
+        let mut taken: Vec<T> = ranked.into_iter().map(|(_, r)| r).collect();
+        taken.sort_by_key(|r| order(r));
+        taken
     }
 }
 

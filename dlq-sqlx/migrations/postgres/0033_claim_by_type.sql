@@ -44,9 +44,7 @@ DECLARE
     remaining integer := batch;
     live integer;
     share integer;
-    want integer;
     got integer;
-    i integer;
 BEGIN
     IF cardinality(event_types) = 1 AND event_types[1] IS NOT NULL THEN
         types := event_types;
@@ -83,14 +81,13 @@ BEGIN
         next_at := '{}';
         next_id := '{}';
         FOR i IN 1 .. live LOOP
-            want := share;
             WITH taken AS (
                 SELECT e.id, e.retry_after
                 FROM dlq_events AS e
                 WHERE e.event_type = types[i] AND e.status = 'PENDING'
                   AND (e.retry_after, e.id) > (after_at[i], after_id[i]) AND e.retry_after <= now()
                 ORDER BY e.retry_after, e.id
-                LIMIT want
+                LIMIT share
                 FOR UPDATE SKIP LOCKED
             )
             SELECT array_agg(taken.id ORDER BY taken.retry_after, taken.id),
@@ -105,7 +102,7 @@ BEGIN
                 remaining := remaining - got;
             END IF;
             -- A type that filled its share may have more: it goes on from its last row.
-            IF got = want THEN
+            IF got = share THEN
                 next_types := next_types || types[i];
                 next_at := next_at || got_ats[got];
                 next_id := next_id || got_ids[got];
