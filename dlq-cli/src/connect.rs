@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use dlq_core::DeadLetterStore;
 use dlq_sqlx::{PgConfig, PgStore, SqliteStore};
-use sqlx::Connection as _;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::SqliteConnectOptions;
 
 use crate::Failure;
@@ -32,16 +31,34 @@ pub(crate) fn target(url: &str) -> Result<Target<'_>, Failure> {
     }
 }
 
-/// Opens the store; `migrate` applies the migrations (and creates a missing SQLite file),
-/// otherwise a schema that is missing or behind is an error that says to run `dlq migrate`.
-pub(crate) async fn open(url: &str, schema: &str, migrate: bool) -> Result<Arc<dyn DeadLetterStore>, Failure> {
+/// What the store is opened for, which sizes its pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Use {
+    /// One verb, run once by a new process: one connection. Every connection costs a server
+    /// process that starts with cold caches (and, over TLS, a handshake): `dlq stats`, whose
+    /// reads are asked together, took 50 ms on ten connections and 26 ms on one at 10M rows
+    /// (`docs/BENCHMARKS.md`).
+    Verb,
+    /// The console (`dlq serve`): many requests at once, for as long as it runs.
+    Console,
+}
+
+/// Opens the store for `purpose`; `migrate` applies the migrations (and
+/// creates a missing SQLite file), otherwise a schema that is missing or behind is an error
+/// that says to run `dlq migrate`.
+pub(crate) async fn open(
+    url: &str,
+    schema: &str,
+    migrate: bool,
+    purpose: Use,
+) -> Result<Arc<dyn DeadLetterStore>, Failure> {
     match target(url)? {
-        Target::Postgres(url) => open_pg(url, schema, migrate).await,
+        Target::Postgres(url) => open_pg(url, schema, migrate, purpose).await,
         Target::Sqlite(url) => open_sqlite(url, migrate).await,
     }
 }
 
-async fn open_pg(url: &str, schema: &str, migrate: bool) -> Result<Arc<dyn DeadLetterStore>, Failure> {
+async fn open_pg(url: &str, schema: &str, migrate: bool, purpose: Use) -> Result<Arc<dyn DeadLetterStore>, Failure> {
     dlq_sqlx::postgres::validate_schema(schema).map_err(|e| Failure::usage(dlq_core::admin::one_line(&e)))?;
     let mut options = PgConnectOptions::from_str(url)
         .map_err(|e| Failure::usage(format!("invalid database URL: {}", describe(&e))))?;
@@ -51,16 +68,29 @@ async fn open_pg(url: &str, schema: &str, migrate: bool) -> Result<Arc<dyn DeadL
         options = options.host(bare);
     }
     let at = format!("{host}:{}", options.get_port());
-    // One connection first, so that an unreachable server is reported as what it is
-    // (connection refused, no such database, authentication failed) rather than as a pool
-    // that timed out waiting for a connection.
-    let first = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await;
-    let conn = first
-        .map_err(|_| Failure::error(format!("cannot reach PostgreSQL at {at}: no answer within {CONNECT_TIMEOUT:?}")))?
-        .map_err(|e| Failure::error(format!("cannot reach PostgreSQL at {at}: {}", describe(&e))))?;
-    let _ = sqlx::Connection::close(conn).await;
+    let unreachable = |why: String| Failure::error(format!("cannot reach PostgreSQL at {at}: {why}"));
+    let no_answer = || unreachable(format!("no answer within {CONNECT_TIMEOUT:?}"));
+    // The pool retries a refused connection until its timeout and then says only that it
+    // timed out: a refused or unreachable server is found by a TCP connection that sends
+    // nothing (which PostgreSQL does not log), and the pool's first connection, kept for the
+    // verb, reports the rest (no such database, authentication failed) as the server says it.
+    // (A host that starts with `/` is a directory of Unix sockets, as `socket` is.)
+    if options.get_socket().is_none() && !options.get_host().starts_with('/') {
+        let probe = tokio::net::TcpStream::connect((options.get_host(), options.get_port()));
+        tokio::time::timeout(CONNECT_TIMEOUT, probe)
+            .await
+            .map_err(|_| no_answer())?
+            .map_err(|e| unreachable(describe_io(&e)))?;
+    }
+    // A verb's connection is seconds old when reused: no ping before each statement.
+    let pool = match purpose {
+        Use::Verb => PgPoolOptions::new().max_connections(1).test_before_acquire(false),
+        Use::Console => PgPoolOptions::new().max_connections(10),
+    };
+    let pool = pool.acquire_timeout(CONNECT_TIMEOUT).connect_lazy_with(options);
+    let first = tokio::time::timeout(CONNECT_TIMEOUT, pool.acquire()).await.map_err(|_| no_answer())?;
+    drop(first.map_err(|e| unreachable(describe(&e)))?);
     let config = PgConfig::default().schema(schema).run_migrations(false).park_timeout(CONNECT_TIMEOUT);
-    let pool = PgPoolOptions::new().max_connections(10).acquire_timeout(CONNECT_TIMEOUT).connect_lazy_with(options);
     let store = PgStore::from_pool(pool, config).await.map_err(|e| Failure::error(dlq_core::admin::one_line(&e)))?;
     if migrate {
         dlq_sqlx::postgres::migrate(store.pool(), schema)

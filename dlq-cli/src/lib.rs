@@ -237,7 +237,8 @@ impl Embedded {
         usage(&cli.command)?;
         let migrate = matches!(cli.command, Command::Migrate);
         connect::target(url)?;
-        let store = connect::open(url, &cli.schema, migrate).await?;
+        let purpose = if matches!(cli.command, Command::Serve(_)) { connect::Use::Console } else { connect::Use::Verb };
+        let store = connect::open(url, &cli.schema, migrate, purpose).await?;
         // Every verb masks what the handlers redact: the embedding service's registry says it,
         // and the store's type catalog (what the retriers published) says it to every binary.
         let mut admin = Admin::new(store, actor(cli.actor.as_deref()));

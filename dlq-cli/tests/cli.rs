@@ -1273,6 +1273,29 @@ async fn missing_migrations_and_read_only_roles_get_one_clear_line() {
     let _ = Std::new("psql").args([&pg_base(), "-qc", &format!("DROP ROLE IF EXISTS {role}")]).output();
 }
 
+/// A verb runs on one connection: `dlq stats`, which asks for its nine figures together, works
+/// for a role that the server allows a single connection.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_verb_needs_one_connection() {
+    let pg = Db::postgres().await;
+    pg.dlq().arg("migrate").assert().success();
+    seed(&pg.store().await).await;
+    let role = format!("dlq_one_{}", pg.pg.as_ref().unwrap().1);
+    let pool = sqlx::PgPool::connect(&pg.url).await.unwrap();
+    for statement in [
+        format!("CREATE ROLE {role} LOGIN CONNECTION LIMIT 1"),
+        format!("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&pool).await.unwrap();
+    }
+    pool.close().await;
+    let one = Db { url: pg.url.replacen("postgres@", &format!("{role}@"), 1), pg: None, _dir: None };
+    let out = one.dlq().args(["stats", "--json"]).assert().success().get_output().clone();
+    assert!(json_of(&out.stdout)["counts"].as_array().is_some_and(|c| !c.is_empty()), "the figures are there");
+    drop(pg);
+    let _ = Std::new("psql").args([&pg_base(), "-qc", &format!("DROP ROLE IF EXISTS {role}")]).output();
+}
+
 // ---- canary: a real retrier in this process, over the same database as the `dlq` binary ----
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
