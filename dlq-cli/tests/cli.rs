@@ -1257,19 +1257,31 @@ async fn missing_migrations_and_read_only_roles_get_one_clear_line() {
     pg.dlq().arg("migrate").assert().success();
     let store = pg.store().await;
     let ids = seed(&store).await;
-    let role = format!("dlq_ro_{}", pg.pg.as_ref().unwrap().1);
-    let pool = sqlx::PgPool::connect(&pg.url).await.unwrap();
-    for statement in
-        [format!("CREATE ROLE {role} LOGIN"), format!("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")]
-    {
-        sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&pool).await.unwrap();
-    }
-    let read_only = pg.url.replacen("postgres@", &format!("{role}@"), 1);
-    let ro = Db { url: read_only, pg: None, _dir: None };
+    let (ro, role) = read_only_role(&pg, "dlq_ro", "").await;
     ro.dlq().arg("stats").assert().success();
     fails(&ro, &["discard", &ids[0].to_string(), "--reason", "x"], 1, "permission denied");
-    drop(pool);
     drop(pg);
+    drop_role(&role);
+}
+
+/// A role of `pg`'s server that may only read the dlq tables (`options`: more of `CREATE
+/// ROLE`'s), named after the database; the database as that role, and the role's name.
+async fn read_only_role(pg: &Db, prefix: &str, options: &str) -> (Db, String) {
+    let role = format!("{prefix}_{}", pg.pg.as_ref().unwrap().1);
+    let pool = sqlx::PgPool::connect(&pg.url).await.unwrap();
+    for statement in [
+        format!("CREATE ROLE {role} LOGIN {options}"),
+        format!("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&pool).await.unwrap();
+    }
+    pool.close().await;
+    let url = pg.url.replacen("postgres@", &format!("{role}@"), 1);
+    (Db { url, pg: None, _dir: None }, role)
+}
+
+/// Drops a role of [`read_only_role`] (after its database).
+fn drop_role(role: &str) {
     let _ = Std::new("psql").args([&pg_base(), "-qc", &format!("DROP ROLE IF EXISTS {role}")]).output();
 }
 
@@ -1280,20 +1292,11 @@ async fn a_verb_needs_one_connection() {
     let pg = Db::postgres().await;
     pg.dlq().arg("migrate").assert().success();
     seed(&pg.store().await).await;
-    let role = format!("dlq_one_{}", pg.pg.as_ref().unwrap().1);
-    let pool = sqlx::PgPool::connect(&pg.url).await.unwrap();
-    for statement in [
-        format!("CREATE ROLE {role} LOGIN CONNECTION LIMIT 1"),
-        format!("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}"),
-    ] {
-        sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&pool).await.unwrap();
-    }
-    pool.close().await;
-    let one = Db { url: pg.url.replacen("postgres@", &format!("{role}@"), 1), pg: None, _dir: None };
+    let (one, role) = read_only_role(&pg, "dlq_one", "CONNECTION LIMIT 1").await;
     let out = one.dlq().args(["stats", "--json"]).assert().success().get_output().clone();
     assert!(json_of(&out.stdout)["counts"].as_array().is_some_and(|c| !c.is_empty()), "the figures are there");
     drop(pg);
-    let _ = Std::new("psql").args([&pg_base(), "-qc", &format!("DROP ROLE IF EXISTS {role}")]).output();
+    drop_role(&role);
 }
 
 // ---- canary: a real retrier in this process, over the same database as the `dlq` binary ----

@@ -56,8 +56,12 @@ impl ClaimRequest {
     /// let taken = request.share(due, |r| r.0, |r| r.1);
     /// assert_eq!(taken, [("payment", 1), ("refund", 9)], "not payments 1 and 2");
     /// ```
-    pub fn share<T, K: Ord>(&self, due: Vec<T>, event_type: impl Fn(&T) -> &str, order: impl Fn(&T) -> K) -> Vec<T> {
-        let mut due = due;
+    pub fn share<T, K: Ord>(
+        &self,
+        mut due: Vec<T>,
+        event_type: impl Fn(&T) -> &str,
+        order: impl Fn(&T) -> K,
+    ) -> Vec<T> {
         due.sort_by_key(|r| order(r));
         // Each row's rank within its type, oldest first.
         let ranks: Vec<usize> = {
