@@ -36,8 +36,8 @@ pub(crate) fn target(url: &str) -> Result<Target<'_>, Failure> {
 pub(crate) enum Use {
     /// One verb, run once by a new process: one connection. Every connection costs a server
     /// process that starts with cold caches (and, over TLS, a handshake): `dlq stats`, whose
-    /// reads are asked together, took 50 ms on ten connections and 26 ms on one at 10M rows
-    /// (`docs/BENCHMARKS.md`).
+    /// reads are asked together, took 49–68 ms (median) on up to ten connections and 37 ms on
+    /// one at 10M rows (`docs/BENCHMARKS.md`).
     Verb,
     /// The console (`dlq serve`): many requests at once, for as long as it runs.
     Console,
