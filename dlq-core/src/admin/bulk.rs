@@ -2,7 +2,7 @@
 //! with the operation and its cursor stored so that any machine can resume it; rate limit,
 //! `max`, loop guard, validation, canary.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,6 +65,15 @@ pub struct BulkPlan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patch: Option<serde_json::Value>,
 }
+
+/// The most rows a dry run reads at a time (a real run moves [`BulkPlan::batch`] rows a
+/// transaction; a dry run holds no lock). Reading a group of 250,000 rows 100 at a time took
+/// 2.5 s at 10M rows, 1,000 at a time 1.7 s.
+const DRY_RUN_PAGE: usize = 1_000;
+
+/// The payload bytes a dry run's page may hold, judged by the page before: payloads may be
+/// megabytes each, and a preview must not take more memory than the run it previews.
+const DRY_RUN_BYTES: usize = 16 << 20;
 
 /// The default loop guard: a row may be redriven at most this many times without `force`.
 pub const DEFAULT_MAX_REDRIVES: u32 = 3;
@@ -481,6 +490,8 @@ struct Run {
     batches: u64,
     /// Rows this run moved.
     this_run: u64,
+    /// A dry run's next page: `batch` rows first, then as many as [`DRY_RUN_BYTES`] allows.
+    page: usize,
 }
 
 impl Bulk<'_> {
@@ -629,6 +640,9 @@ impl Bulk<'_> {
             let rows = self.admin.store.list(filter).await?;
             let Some(last) = rows.last().map(|r| r.id) else { break OperationState::Done };
             let moved = self.apply_batch(&mut run, &rows, last).await?;
+            if self.op.is_none() {
+                run.page = self.dry_page(&rows);
+            }
             if let Some(pacer) = &mut pacer {
                 pacer.moved(tokio::time::Instant::now(), moved.len() as u64);
             }
@@ -680,18 +694,34 @@ impl Bulk<'_> {
             canary_stop: None,
             cursor,
         };
-        Run { report, batches: 0, this_run: 0 }
+        Run { report, batches: 0, this_run: 0, page: self.plan.batch.max(1) }
     }
 
     /// How many rows the next batch lists: the canary's rows first, then `batch`, within
-    /// `max` (the pacer may shrink it further).
+    /// `max` (the pacer may shrink it further). A dry run reads its pages ([`dry_page`]): it
+    /// has no canary to wait on and no transaction to keep short.
+    ///
+    /// [`dry_page`]: Self::dry_page
     fn next_size(&self, run: &Run) -> usize {
         let size = match self.plan.canary.map(|c| c.max(1) as u64) {
+            _ if self.op.is_none() => run.page,
             Some(canary) if run.this_run < canary => usize::try_from(canary - run.this_run).unwrap_or(usize::MAX),
             _ => self.plan.batch.max(1),
         };
         let left = self.plan.max.map_or(u64::MAX, |max| max.saturating_sub(run.report.moved));
         size.min(usize::try_from(left).unwrap_or(usize::MAX))
+    }
+
+    /// A dry run's next page after `rows`: as many rows of their mean payload size as
+    /// [`DRY_RUN_BYTES`] holds, from `batch` up to [`DRY_RUN_PAGE`] (or `batch`, if larger).
+    fn dry_page(&self, rows: &[DeadLetter]) -> usize {
+        let bytes: usize = rows
+            .iter()
+            .map(|r| r.payload.len_within(DRY_RUN_BYTES).unwrap_or(DRY_RUN_BYTES))
+            .fold(0, usize::saturating_add);
+        let mean = (bytes / rows.len().max(1)).max(1);
+        let floor = self.plan.batch.max(1);
+        (DRY_RUN_BYTES / mean).clamp(floor, floor.max(DRY_RUN_PAGE))
     }
 
     /// Validates and applies (or, dry, classifies) one batch; returns the ids moved.
@@ -794,6 +824,7 @@ impl Bulk<'_> {
     fn classify(&self, rows: &[DeadLetter], ids: &[DlqId]) -> (Vec<DlqId>, Vec<Refusal>) {
         let mut moved = Vec::new();
         let mut refused = Vec::new();
+        let ids: HashSet<DlqId> = ids.iter().copied().collect();
         for row in rows.iter().filter(|r| ids.contains(&r.id)) {
             let truncated = row.payload.is_truncated();
             match refusal(self.plan.action, row.status, truncated, row.redrive_count, self.plan.max_redrives) {
@@ -991,6 +1022,29 @@ mod tests {
         let report = admin.dry_run(plan).unwrap().run(Pacing::default(), |_| ControlFlow::Continue(())).await.unwrap();
         assert_eq!(report.moved, 3);
         assert_eq!(started.elapsed(), Duration::ZERO, "no virtual time passed");
+    }
+
+    /// A dry run reads `batch` rows, then pages as large as their payloads allow: up to
+    /// 1,000 small rows, and no more than 16 MiB of payloads.
+    #[tokio::test]
+    async fn a_dry_run_reads_pages_as_large_as_its_payloads_allow() {
+        let pages = |timeline: Timeline| timeline.into_iter().map(|(_, n)| n).collect::<Vec<_>>();
+        let (_, admin) = dead(2_500).await;
+        let (report, timeline) = timed(admin.dry_run(BulkPlan::redrive(ListFilter::default(), "try")).unwrap()).await;
+        assert_eq!((report.moved, report.moved_ids.len()), (2_500, 2_500));
+        assert_eq!(pages(timeline), [100, 1_000, 1_000, 400]);
+
+        let store = Arc::new(MemoryStore::new());
+        for _ in 0..150 {
+            let failure = FailureInfo::new(ErrorClass::Permanent, "E", "down".into(), vec![], None);
+            let big = Payload::Json("x".repeat(256 << 10).into()); // 262,146 bytes: 63 a page
+            store.park(NewDeadLetter::new("payment", big, failure).dead(DeadReason::Permanent)).await.unwrap();
+        }
+        let admin = Admin::new(Arc::clone(&store) as Arc<dyn DeadLetterStore>, "alice");
+        let plan = BulkPlan::redrive(ListFilter::default(), "try").batch(10);
+        let (report, timeline) = timed(admin.dry_run(plan).unwrap()).await;
+        assert_eq!(report.moved, 150);
+        assert_eq!(pages(timeline), [10, 63, 63, 14]);
     }
 
     /// A rate out of bounds is refused before a row moves (1e-300 rows/s once overflowed the
