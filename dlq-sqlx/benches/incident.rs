@@ -14,8 +14,9 @@
 //!     path; the store group-commits), each event ~170 bytes; a 65th task parks 100 due letters
 //!     a second and a claim probe claims them, 50 at a time, every 500 ms.
 //!   - `park_many`: 4 tasks, each `park_many` of 1,000 letters a call (a consumer's batch).
-//!   - `drain`: for each count in `DLQ_INCIDENT_DRAINERS` (`1,2,4`), a burst of 20,000 due rows,
-//!     then the whole backlog, drained by that many retrier processes (this binary again).
+//!   - `drain`: for each count in `DLQ_INCIDENT_DRAINERS` (`1,2,4`), three bursts of 20,000 due
+//!     rows (the median is the burst rate), then the whole backlog, drained by that many retrier
+//!     processes (this binary again), timed from when each has started its retrier.
 //!   - `purge`: the backlog as finished rows 30 days old, purged (`PgStore::purge`, as retention
 //!     and `dlq purge` do) while 64 tasks keep parking and the claim probe keeps claiming.
 //!   - `foreign` (not in the default set; `DLQ_INCIDENT_ONLY=foreign`): due rows of a type
@@ -84,7 +85,9 @@ fn letter(event_type: &str, id: u64, delay: Duration) -> NewDeadLetter {
 
 /// Rows for the drain and purge scenarios, in one statement per step, shaped as the retrier
 /// bench's fill (a burst of parks leaves them so): `$1` event type, ids `$2..=$3`, status `$4`,
-/// last changed `$5` seconds ago.
+/// last changed `$5` seconds ago. They came due 100 µs apart, as the parks of an incident at
+/// 10k events/s do, the last a second ago: a claim's floor is a time, and a million rows due at
+/// one instant would be a million rows behind every floor.
 const FILL: &str = "
 INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, error_chain, fingerprint,
     status, max_retries, retry_after, updated_at)
@@ -92,7 +95,7 @@ SELECT $1, jsonb_build_object('id', g, 'amount_cents', 1299, 'currency', 'EUR', 
         'merchant', 'a merchant with a reasonably long name, as they come'),
     'transient', 'io::Error', 'ledger unavailable (503) for payment ' || g,
     jsonb_build_array('ledger unavailable (503) for payment ' || g), '0123456789abcdef',
-    $4, 240, now() - interval '1 second', now() - $5 * interval '1 second'
+    $4, 240, now() - interval '1 second' - ($3 - g) * interval '100 microseconds', now() - $5 * interval '1 second'
 FROM generate_series($2::int8, $3::int8) AS g";
 
 /// The rows are counted by the highest id: ids are never reused, `reset` restarts them, and
@@ -428,7 +431,8 @@ async fn child(url: &str) -> Result<()> {
         let stats = retrier.stats();
         writeln!(out, "{} {}", stats.succeeded, stats.store_errors)?;
         out.flush()?;
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Often enough that a 20,000-row burst (under a second) is timed to about 1 %.
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     shutdown.cancel();
     running.await??;
@@ -439,12 +443,15 @@ async fn child(url: &str) -> Result<()> {
 struct Drainers {
     children: Vec<Child>,
     counts: Vec<Arc<AtomicU64>>,
+    /// Children that have reported at least once: connected, their retrier started.
+    running: Arc<AtomicU64>,
 }
 
 impl Drainers {
     fn start(url: &str, n: usize) -> Result<Self> {
         let mut children = Vec::new();
         let mut counts = Vec::new();
+        let running = Arc::new(AtomicU64::new(0));
         for _ in 0..n {
             let mut child = Command::new(std::env::current_exe()?)
                 .env(CHILD, url)
@@ -454,9 +461,13 @@ impl Drainers {
             let count = Arc::new(AtomicU64::new(0));
             let stdout = child.stdout.take().ok_or("child without stdout")?;
             std::thread::spawn({
-                let count = count.clone();
+                let (count, running) = (count.clone(), running.clone());
                 move || {
-                    for line in BufReader::new(stdout).lines().map_while(std::io::Result::ok) {
+                    let mut lines = BufReader::new(stdout).lines().map_while(std::io::Result::ok).peekable();
+                    if lines.peek().is_some() {
+                        running.fetch_add(1, Ordering::Relaxed);
+                    }
+                    for line in lines {
                         if let Some(n) = line.split_whitespace().next().and_then(|n| n.parse().ok()) {
                             count.store(n, Ordering::Relaxed);
                         }
@@ -466,7 +477,7 @@ impl Drainers {
             children.push(child);
             counts.push(count);
         }
-        Ok(Self { children, counts })
+        Ok(Self { children, counts, running })
     }
 
     fn succeeded(&self) -> u64 {
@@ -489,6 +500,14 @@ impl Drainers {
 /// Runs `drainers` children until `rows` succeeded; returns when each step completed.
 async fn drain_once(url: &str, rows: u64, step: u64, drainers: usize) -> Result<Vec<Duration>> {
     let children = Drainers::start(url, drainers)?;
+    // The clock starts once every process has connected and started its retrier.
+    let spawned = Instant::now();
+    while children.running.load(Ordering::Relaxed) < drainers as u64 {
+        if spawned.elapsed() > Duration::from_secs(60) {
+            return Err("a drain child did not start".into());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     let start = Instant::now();
     let mut marks = Vec::new();
     loop {
@@ -505,7 +524,7 @@ async fn drain_once(url: &str, rows: u64, step: u64, drainers: usize) -> Result<
         if start.elapsed() > Duration::from_secs(3600) {
             return Err("the drain stalled".into());
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     children.stop()?;
     Ok(marks)
@@ -520,16 +539,21 @@ async fn drains(url: &str, total: u64, step: u64) -> Result<()> {
         .map(|n| n.trim().parse())
         .collect::<std::result::Result<_, _>>()?;
     for n in counts {
-        reset(&pool).await?;
-        fill(&pool, "incident-drain", 20_000, 20_000, "PENDING", Duration::ZERO).await?;
-        let burst = drain_once(url, 20_000, 20_000, n).await?;
-        let burst_rate = per_sec(20_000, burst[0]);
+        // The burst takes under a second: the median of three.
+        let mut bursts = Vec::new();
+        for _ in 0..3 {
+            reset(&pool).await?;
+            fill(&pool, "incident-drain", 20_000, 20_000, "PENDING", Duration::ZERO).await?;
+            bursts.push(per_sec(20_000, drain_once(url, 20_000, 20_000, n).await?[0]));
+        }
+        bursts.sort_by(f64::total_cmp);
+        let burst_rate = bursts[1];
         reset(&pool).await?;
         let filled = fill(&pool, "incident-drain", total, step, "PENDING", Duration::ZERO).await?;
         let marks = drain_once(url, total, step, n).await?;
         let all = marks.last().copied().unwrap_or_default();
         println!(
-            "\n### Drain of {} due rows by {n} retrier process{} (filled in {:.0} s; drained in {:.0} s, {:.1}k rows/s; burst of 20,000: {:.1}k rows/s)\n",
+            "\n### Drain of {} due rows by {n} retrier process{} (filled in {:.0} s; drained in {:.0} s, {:.1}k rows/s; burst of 20,000, median of 3: {:.1}k rows/s)\n",
             millions(total),
             if n == 1 { "" } else { "es" },
             filled.as_secs_f64(),
