@@ -703,10 +703,13 @@ impl Bulk<'_> {
     ///
     /// [`dry_page`]: Self::dry_page
     fn next_size(&self, run: &Run) -> usize {
-        let size = match self.plan.canary.map(|c| c.max(1) as u64) {
-            _ if self.op.is_none() => run.page,
-            Some(canary) if run.this_run < canary => usize::try_from(canary - run.this_run).unwrap_or(usize::MAX),
-            _ => self.plan.batch.max(1),
+        let size = if self.op.is_none() {
+            run.page
+        } else {
+            match self.plan.canary.map(|c| c.max(1) as u64) {
+                Some(canary) if run.this_run < canary => usize::try_from(canary - run.this_run).unwrap_or(usize::MAX),
+                _ => self.plan.batch.max(1),
+            }
         };
         let left = self.plan.max.map_or(u64::MAX, |max| max.saturating_sub(run.report.moved));
         size.min(usize::try_from(left).unwrap_or(usize::MAX))
