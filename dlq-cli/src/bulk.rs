@@ -94,7 +94,7 @@ pub(crate) async fn patch(
             }
         }
         (Some(plan), None) => {
-            if admin.store().count(plan.filter.clone().limit(1)).await? == 0 {
+            if !admin.selects_any(&plan.filter).await? {
                 let group = plan.filter.fingerprint.as_deref().unwrap_or_default();
                 return Err(Failure::nothing(format!("no FAILED_PERMANENTLY row in group `{group}`")));
             }
@@ -128,7 +128,7 @@ async fn prepare<'a>(admin: &'a Admin, mut plan: BulkPlan, args: &BulkArgs) -> R
     }
     plan.max = args.max;
     plan.rate = args.rate;
-    if admin.store().count(plan.filter.clone().limit(1)).await? == 0 {
+    if !admin.selects_any(&plan.filter).await? {
         return Err(Failure::nothing(unmatched(&plan, args)));
     }
     Ok(if args.dry_run { admin.dry_run(plan)? } else { admin.start(plan).await? })

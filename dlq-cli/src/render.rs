@@ -151,7 +151,7 @@ impl Out {
 
     /// JSON as it is: its escaping keeps controls out of the terminal.
     fn emit(&self, value: &Value) {
-        self.raw(&serde_json::to_string_pretty(value).unwrap_or_default());
+        self.raw(&json::to_text(value, true));
     }
 
     /// A warning line, in yellow on a terminal.

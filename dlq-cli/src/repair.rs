@@ -37,6 +37,11 @@ pub(crate) async fn patch(admin: &Admin, args: &crate::PatchArgs) -> Result<Repa
     };
     let batch = args.batch.unwrap_or(100);
     match (&args.patch, args.id) {
+        // One row's dry run: refused as the real patch would be, every value shown masked.
+        (Some(source), Some(id)) if args.dry_run => {
+            let one = admin.patch_dry_run(id, &json(source)?).await?;
+            Ok(Repaired::Many(PatchManyReport { patched: vec![one], refused: Vec::new() }))
+        }
         (Some(source), _) if args.dry_run => {
             Ok(Repaired::Many(admin.patch_preview(rows, &json(source)?, batch).await?))
         }

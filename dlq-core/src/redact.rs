@@ -303,6 +303,52 @@ impl Policy {
         scrub_failure(&secrets, &mut detail.letter.failure);
     }
 
+    /// Whether the reason `letter` shows an operator (masked as [`letter`](Self::letter)
+    /// masks it) contains `needle`: what a reason filter matches, so that no filter tells a
+    /// right guess at a redacted value from a wrong one.
+    ///
+    /// ```
+    /// use dlq_core::{DeadLetter, ErrorClass, FailureInfo, Payload, redact::Policy};
+    /// let policy = Policy::default().redact("payment", ["/pan"]);
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "Declined", "card 4111111111111111 declined".into(), vec![], None);
+    /// let payload = Payload::Json(serde_json::json!({"pan": "4111111111111111"}));
+    /// let row = DeadLetter::new(7, "payment", payload, failure, chrono::Utc::now());
+    /// assert!(!policy.shows_reason(&row, "card 4111"), "a guess finds nothing");
+    /// assert!(policy.shows_reason(&row, "declined"));
+    /// ```
+    pub fn shows_reason(&self, letter: &crate::DeadLetter, needle: &str) -> bool {
+        if self.pointers(&letter.event_type).is_empty() {
+            return letter.failure.reason.contains(needle);
+        }
+        let mut shown = letter.clone();
+        self.letter(&mut shown);
+        shown.failure.reason.contains(needle)
+    }
+
+    /// `text`, a message that may quote a row's payload (a validation error, a refusal, an
+    /// audit reason), scrubbed of the values `event_type` redacts in each of `payloads` (the
+    /// row's, and a patch's result): what every message that quotes stored text passes
+    /// through before an operator reads it.
+    ///
+    /// ```
+    /// use dlq_core::{Payload, redact::Policy};
+    /// let policy = Policy::default().redact("payment", ["/pan"]);
+    /// let stored = Payload::Json(serde_json::json!({"pan": "4111111111111111"}));
+    /// let why = r#"invalid type: string "4111111111111111", expected u64"#;
+    /// assert_eq!(policy.scrub("payment", &[&stored], why), r#"invalid type: string "[redacted]", expected u64"#);
+    /// ```
+    pub fn scrub<'a>(&self, event_type: &str, payloads: &[&Payload], text: &'a str) -> Cow<'a, str> {
+        if self.pointers(event_type).is_empty() {
+            return Cow::Borrowed(text);
+        }
+        let mut secrets = Secrets::default();
+        for payload in payloads {
+            secrets.extend(self.shown(event_type, payload).1);
+        }
+        let secrets = secrets.finish();
+        Cow::Owned(secrets.scrub(text).into_owned())
+    }
+
     /// `payload` of `event_type` as an operator sees it ([`payload`]).
     pub fn shown(&self, event_type: &str, payload: &Payload) -> (Payload, Secrets) {
         match self.pointers(event_type) {

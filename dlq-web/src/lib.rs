@@ -76,6 +76,7 @@ mod log;
 mod openapi;
 mod operations;
 mod pages;
+mod reply;
 mod security;
 mod snapshot;
 mod view;
@@ -414,40 +415,72 @@ impl Console {
 pub fn router(admin: Admin, options: Options) -> Router {
     let body_limit = options.body_limit;
     let console = Console { admin, options: Arc::new(options), snapshots: Arc::default(), runs: Arc::default() };
-    Router::new()
-        .route("/", get(pages::overview))
-        .route("/groups", get(pages::groups))
-        .route("/groups/{fingerprint}", get(pages::group))
-        .route("/groups/{fingerprint}/patch", post(pages::group_patch))
-        .route("/group", get(pages::group_by_query))
-        .route("/group/patch", post(pages::group_patch_by_query))
-        .route("/events", get(pages::events))
-        .route("/events/{id}", get(pages::detail))
-        .route("/events/{id}/edit", post(pages::edit))
-        .route("/events/{id}/reveal", post(pages::reveal))
-        .route("/redrive", post(pages::redrive))
-        .route("/discard", post(pages::discard))
-        .route("/audit/{audit_id}/undo", post(pages::undo))
-        .route("/erase", get(erase::page).post(erase::erase))
-        .route("/operations/{id}", get(operations::page))
-        .route("/operations/{id}/resume", post(operations::resume))
-        .route("/assets/console.css", get(view::stylesheet))
-        .route("/charts/parked.svg", get(chart::parked))
-        .route("/api/stats", get(api::stats))
-        .route("/api/groups", get(api::groups))
-        .route("/api/events", get(api::events))
-        .route("/api/events/{id}", get(api::detail))
-        .route("/api/events/{id}/patch", post(api::patch))
-        .route("/api/events/{id}/reveal", post(api::reveal))
-        .route("/api/redrive", post(api::redrive))
-        .route("/api/discard", post(api::discard))
-        .route("/api/audit/{audit_id}/undo", post(api::undo))
-        .route("/api/openapi.json", get(openapi::document))
+    table()
+        .into_iter()
+        .fold(Router::new(), |router, (_, path, handler)| router.route(path, handler))
         .fallback(pages::not_found)
         .layer(axum::middleware::from_fn_with_state(console.clone(), security::guard))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::map_response(security::headers))
         .with_state(console)
+}
+
+/// One route of the console: its method and its path (relative to where the router is
+/// nested; `{id}`-style segments are parameters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Route {
+    /// `GET` or `POST`.
+    pub method: &'static str,
+    /// The path, e.g. `/events/{id}`.
+    pub path: &'static str,
+}
+
+/// Every route [`router`] serves (the router is built from the same table): what a test that
+/// must reach every page walks, so that no new page escapes it (the redaction tests prove no
+/// route shows a masked value).
+///
+/// ```
+/// let routes = dlq_web::routes();
+/// assert!(routes.iter().any(|r| (r.method, r.path) == ("GET", "/events/{id}")));
+/// ```
+pub fn routes() -> Vec<Route> {
+    table().into_iter().map(|(method, path, _)| Route { method, path }).collect()
+}
+
+/// The routes with their handlers, one line a method.
+fn table() -> Vec<(&'static str, &'static str, axum::routing::MethodRouter<Console>)> {
+    vec![
+        ("GET", "/", get(pages::overview)),
+        ("GET", "/groups", get(pages::groups)),
+        ("GET", "/groups/{fingerprint}", get(pages::group)),
+        ("POST", "/groups/{fingerprint}/patch", post(pages::group_patch)),
+        ("GET", "/group", get(pages::group_by_query)),
+        ("POST", "/group/patch", post(pages::group_patch_by_query)),
+        ("GET", "/events", get(pages::events)),
+        ("GET", "/events/{id}", get(pages::detail)),
+        ("POST", "/events/{id}/edit", post(pages::edit)),
+        ("POST", "/events/{id}/reveal", post(pages::reveal)),
+        ("POST", "/redrive", post(pages::redrive)),
+        ("POST", "/discard", post(pages::discard)),
+        ("POST", "/audit/{audit_id}/undo", post(pages::undo)),
+        ("GET", "/erase", get(erase::page)),
+        ("POST", "/erase", post(erase::erase)),
+        ("GET", "/operations/{id}", get(operations::page)),
+        ("POST", "/operations/{id}/resume", post(operations::resume)),
+        ("GET", "/assets/console.css", get(view::stylesheet)),
+        ("GET", "/charts/parked.svg", get(chart::parked)),
+        ("GET", "/api/stats", get(api::stats)),
+        ("GET", "/api/groups", get(api::groups)),
+        ("GET", "/api/events", get(api::events)),
+        ("GET", "/api/events/{id}", get(api::detail)),
+        ("POST", "/api/events/{id}/patch", post(api::patch)),
+        ("POST", "/api/events/{id}/reveal", post(api::reveal)),
+        ("POST", "/api/redrive", post(api::redrive)),
+        ("POST", "/api/discard", post(api::discard)),
+        ("POST", "/api/audit/{audit_id}/undo", post(api::undo)),
+        ("GET", "/api/openapi.json", get(openapi::document)),
+    ]
 }
 
 /// The crate's README, its page on crates.io: its examples run as doctests.

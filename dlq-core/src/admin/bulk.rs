@@ -637,8 +637,8 @@ impl Bulk<'_> {
                 size = size.min(usize::try_from(room).unwrap_or(usize::MAX));
             }
             let filter = self.plan.filter.clone().oldest_first().after(run.report.cursor).limit(size);
-            let rows = self.admin.store.list(filter).await?;
-            let Some(last) = rows.last().map(|r| r.id) else { break OperationState::Done };
+            let super::Selected { rows, last, full } = self.admin.select(&filter).await?;
+            let Some(last) = last else { break OperationState::Done };
             let moved = self.apply_batch(&mut run, &rows, last).await?;
             if self.op.is_none() {
                 run.page = self.dry_page(&rows);
@@ -668,7 +668,7 @@ impl Bulk<'_> {
                 break OperationState::Stopped;
             }
             // A short page is the end of the selection: done without waiting for another slot.
-            if rows.len() < size {
+            if !full {
                 break OperationState::Done;
             }
         };
@@ -735,6 +735,14 @@ impl Bulk<'_> {
             self.move_batch(run, rows, last).await?
         };
         refused.sort_by_key(|r| r.id);
+        // A refusal's message may quote the row's payload (a validation error): shown scrubbed.
+        let policy = self.admin.redaction().await?;
+        for refusal in &mut refused {
+            let (Refused::Invalid { message } | Refused::Unfit { message }) = &mut refusal.why else { continue };
+            if let Some(row) = rows.iter().find(|r| r.id == refusal.id) {
+                *message = policy.scrub(&row.event_type, &[&row.payload], message).into_owned();
+            }
+        }
         let r = &mut run.report;
         r.cursor = last;
         r.moved += moved.len() as u64;

@@ -7,6 +7,37 @@ use serde_json::{Value, json};
 use super::{Detail, PatchOutcome};
 use crate::record::{DeadLetter, Payload};
 
+/// `value` as JSON text that is safe to print on a terminal and means the same document:
+/// every [`is_hazard`](super::is_hazard) character (DEL, C1 controls such as U+009B, bidi
+/// overrides such as U+202E, which serde_json leaves raw) written as its `\uXXXX` escape. A
+/// hazard can only stand inside a JSON string, where the escape is the character itself, so
+/// a parser reads back exactly the value. What `dlq … --json` prints and the console's JSON
+/// API answers.
+///
+/// ```
+/// let value = serde_json::json!({"reason": "a\u{9b}2Jb\u{202e}c"});
+/// let text = dlq_core::admin::json::to_text(&value, false);
+/// assert_eq!(text, r#"{"reason":"a\u009b2Jb\u202ec"}"#);
+/// assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), value);
+/// ```
+pub fn to_text<T: serde::Serialize + ?Sized>(value: &T, pretty: bool) -> String {
+    let text = if pretty { serde_json::to_string_pretty(value) } else { serde_json::to_string(value) };
+    // Serializing a `Value` or a derived report cannot fail; an error still prints as JSON.
+    let text = text.unwrap_or_else(|e| json!({ "error": e.to_string() }).to_string());
+    if !text.chars().any(super::is_hazard) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if super::is_hazard(c) {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A payload as a JSON value: the document, or raw bytes as their lossy UTF-8 text; a
 /// sealed payload as [`shown_payload`](crate::sealed::shown_payload) says, never its
 /// ciphertext.
