@@ -6,7 +6,7 @@
 
 use std::process::{Command as Std, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use assert_cmd::Command;
@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod common;
-use common::Db;
+use common::{Db, pg_base};
 
 fn failure(kind: &str, reason: &str) -> FailureInfo {
     let chain = vec![reason.to_owned(), "caused by: the POS firmware".to_owned()];

@@ -283,10 +283,10 @@ impl Policy {
     /// attempts' reasons scrubbed, and each audit entry's payloads (a patch's before and
     /// after) masked, the values a patch wrote at a redacted field masked, and every text
     /// scrubbed.
-    pub fn detail(&self, detail: &mut crate::admin::Detail) {
+    pub fn detail(&self, detail: &mut crate::admin::Detail) -> Secrets {
         let pointers = self.pointers(&detail.letter.event_type).to_vec();
         if pointers.is_empty() {
-            return;
+            return Secrets::default();
         }
         let mut secrets = self.letter(&mut detail.letter);
         for entry in &mut detail.audit {
@@ -301,28 +301,7 @@ impl Policy {
             scrub_value(&secrets, &mut entry.diff);
         }
         scrub_failure(&secrets, &mut detail.letter.failure);
-    }
-
-    /// Whether the reason `letter` shows an operator (masked as [`letter`](Self::letter)
-    /// masks it) contains `needle`: what a reason filter matches, so that no filter tells a
-    /// right guess at a redacted value from a wrong one.
-    ///
-    /// ```
-    /// use dlq_core::{DeadLetter, ErrorClass, FailureInfo, Payload, redact::Policy};
-    /// let policy = Policy::default().redact("payment", ["/pan"]);
-    /// let failure = FailureInfo::new(ErrorClass::Permanent, "Declined", "card 4111111111111111 declined".into(), vec![], None);
-    /// let payload = Payload::Json(serde_json::json!({"pan": "4111111111111111"}));
-    /// let row = DeadLetter::new(7, "payment", payload, failure, chrono::Utc::now());
-    /// assert!(!policy.shows_reason(&row, "card 4111"), "a guess finds nothing");
-    /// assert!(policy.shows_reason(&row, "declined"));
-    /// ```
-    pub fn shows_reason(&self, letter: &crate::DeadLetter, needle: &str) -> bool {
-        if self.pointers(&letter.event_type).is_empty() {
-            return letter.failure.reason.contains(needle);
-        }
-        let mut shown = letter.clone();
-        self.letter(&mut shown);
-        shown.failure.reason.contains(needle)
+        secrets
     }
 
     /// `text`, a message that may quote a row's payload (a validation error, a refusal, an
@@ -399,16 +378,16 @@ impl Policy {
     }
 
     /// A failure group as an operator sees it: its sample reason scrubbed of the values of
-    /// its sample row (`sample`); [`MASK`] whole when the sample row is gone (its values
-    /// cannot be found) or is not JSON.
-    pub fn group(&self, group: &mut crate::admin::FailureGroup, sample: Option<&crate::DeadLetter>) {
-        let pointers = self.pointers(&group.event_type);
-        if pointers.is_empty() {
+    /// its sample row (`sample`, with its audit log: the values its patches replaced too);
+    /// [`MASK`] whole when the sample row is gone (its values cannot be found) or is not JSON.
+    pub fn group(&self, group: &mut crate::admin::FailureGroup, sample: Option<&crate::admin::Detail>) {
+        if self.pointers(&group.event_type).is_empty() {
             return;
         }
-        group.sample_reason = match sample.map(|row| &row.payload) {
-            Some(payload @ Payload::Json(_)) => {
-                self.shown(&group.event_type, payload).1.scrub(&group.sample_reason).into_owned()
+        group.sample_reason = match sample {
+            Some(sample) if matches!(sample.letter.payload, Payload::Json(_)) => {
+                let secrets = self.detail(&mut sample.clone());
+                secrets.scrub(&group.sample_reason).into_owned()
             }
             _ => MASK.to_owned(),
         };

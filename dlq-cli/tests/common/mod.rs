@@ -14,8 +14,8 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 /// A database for one test: a SQLite temp file or a PostgreSQL database, dropped at the end.
 pub struct Db {
     pub url: String,
-    pg: Option<(String, String)>,
-    _dir: Option<tempfile::TempDir>,
+    pub pg: Option<(String, String)>,
+    pub _dir: Option<tempfile::TempDir>,
 }
 
 pub fn pg_base() -> String {

@@ -854,9 +854,9 @@ impl Bulk<'_> {
             let mut waiting = Vec::new();
             let mut failures = Vec::new();
             for &id in moved {
-                let Some(mut now) = self.admin.store.get(id).await? else { continue };
+                let Some(now) = self.admin.store.get(id).await? else { continue };
                 // The reason is shown: scrubbed of the row's redacted values.
-                self.admin.redaction().await?.letter(&mut now);
+                let now = self.admin.shown_row(&*self.admin.redaction().await?, now).await?;
                 match outcome(&now) {
                     Outcome::Waiting => waiting.push(id),
                     Outcome::Succeeded => {}

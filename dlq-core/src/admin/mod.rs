@@ -408,32 +408,50 @@ impl Admin {
     /// # Errors
     /// The store's error.
     pub async fn list(&self, filter: ListFilter) -> Result<Page, Error> {
-        let Selected { mut rows, last, full } = self.select(&filter).await?;
+        let Selected { rows, last, full } = self.select(&filter).await?;
         let policy = self.redaction().await?;
-        for row in &mut rows {
-            policy.letter(row);
+        let mut shown = Vec::with_capacity(rows.len());
+        for row in rows {
+            shown.push(self.shown_row(&policy, row).await?);
         }
-        Ok(Page { rows, next: last.filter(|_| full) })
+        Ok(Page { rows: shown, next: last.filter(|_| full) })
+    }
+
+    /// `row` as an operator is shown it in a list: masked as [`show`](Self::show) masks it.
+    /// A row of a type that redacts is masked with its audit log's payloads too: its error
+    /// texts may quote a value a patch has since replaced, which only the audit log still
+    /// holds (one more read per such row; other rows cost nothing).
+    pub(crate) async fn shown_row(&self, policy: &crate::redact::Policy, row: DeadLetter) -> Result<DeadLetter, Error> {
+        if policy.pointers(&row.event_type).is_empty() {
+            return Ok(row);
+        }
+        let audit = self.store.audit(row.id).await?;
+        let mut detail = Detail { letter: row, attempts: Vec::new(), audit };
+        policy.detail(&mut detail);
+        Ok(detail.letter)
     }
 
     /// One page of the rows `filter` selects, as stored, for every read and bulk walk of the
     /// admin layer: the door between the store and what an operator is shown. A reason filter
-    /// matches the reason as an operator is shown it ([`Policy::shows_reason`]): the store
-    /// matches the stored text, and a row whose match falls on a redacted value is dropped
-    /// here, so a guess at a masked card number finds nothing.
-    ///
-    /// [`Policy::shows_reason`]: crate::redact::Policy::shows_reason
+    /// matches the reason as an operator is shown it (masked as in a list): the store matches
+    /// the stored text, and a row whose match falls on a redacted value is dropped here, so a
+    /// guess at a masked card number finds nothing.
     pub(crate) async fn select(&self, filter: &ListFilter) -> Result<Selected, Error> {
-        let mut rows = self.store.list(filter.clone()).await?;
+        let rows = self.store.list(filter.clone()).await?;
         let last = rows.last().map(|r| r.id);
         let full = rows.len() >= filter.limit;
-        if let Some(needle) = filter.reason.as_deref() {
-            let policy = self.redaction().await?;
-            if !policy.is_empty() {
-                rows.retain(|row| policy.shows_reason(row, needle));
+        let Some(needle) = filter.reason.as_deref() else { return Ok(Selected { rows, last, full }) };
+        let policy = self.redaction().await?;
+        if policy.is_empty() {
+            return Ok(Selected { rows, last, full });
+        }
+        let mut kept = Vec::with_capacity(rows.len());
+        for row in rows {
+            if self.shown_row(&policy, row.clone()).await?.failure.reason.contains(needle) {
+                kept.push(row);
             }
         }
-        Ok(Selected { rows, last, full })
+        Ok(Selected { rows: kept, last, full })
     }
 
     /// Whether `filter` selects any row an operator can see match it ([`select`]): a bulk

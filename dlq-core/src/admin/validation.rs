@@ -175,7 +175,7 @@ impl Admin {
         let policy = self.redaction().await?;
         loop {
             let super::Selected { rows, last, full } = self.select(&page).await?;
-            for mut row in rows {
+            for row in rows {
                 if found.checked >= max_rows || found.rows.len() >= want {
                     return Ok(found);
                 }
@@ -184,8 +184,8 @@ impl Admin {
                 if let Verdict::Not(why) = self.verdict(&row) {
                     // Shown as every row is: masked, and the verdict (which may quote the
                     // payload's values) scrubbed of what the row's type redacts.
-                    let secrets = policy.letter(&mut row);
-                    found.rows.push((row, secrets.scrub(&why).into_owned()));
+                    let why = policy.scrub(&row.event_type, &[&row.payload], &why).into_owned();
+                    found.rows.push((self.shown_row(&policy, row).await?, why));
                 }
             }
             match last {
