@@ -123,3 +123,30 @@ async fn no_verb_shows_a_redacted_value_and_no_filter_tells_a_guess() {
         }
     }
 }
+
+/// `--json` is printed straight to terminals (`dlq show 4 --json`): a C1 control (U+009B, the
+/// one-byte CSI) or a bidi override (U+202E) in stored text leaves as its `\u` escape, and the
+/// document still parses to the stored text exactly.
+#[tokio::test(flavor = "multi_thread")]
+async fn json_output_escapes_c1_controls_and_bidi_overrides() {
+    use dlq_core::{ErrorClass, FailureInfo, Payload, store::NewDeadLetter};
+    let db = Db::sqlite().await;
+    let hostile = "a\u{9b}2J b\u{202e}fdp.exe c\u{85}d\u{7f}";
+    let failure = FailureInfo::new(ErrorClass::Permanent, "Hostile", hostile.to_owned(), vec![hostile.into()], None);
+    let payload = Payload::Json(serde_json::json!({ "note": hostile }));
+    let id = db.store().await.park(NewDeadLetter::new("hostile", payload, failure)).await.unwrap().id;
+    for args in
+        [vec!["show".to_owned(), id.to_string(), "--json".to_owned()], vec!["ls".to_owned(), "--json".to_owned()]]
+    {
+        let out = db.dlq().args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        for c in ['\u{9b}', '\u{202e}', '\u{85}', '\u{7f}'] {
+            assert!(!text.contains(c), "dlq {args:?} printed {c:?} raw: {text}");
+        }
+        assert!(text.contains(r"\u009b") && text.contains(r"\u202e"), "{text}");
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let reason = if args[0] == "show" { &doc["error_reason"] } else { &doc["rows"][0]["error_reason"] };
+        assert_eq!(reason, hostile, "the escape is the character itself");
+    }
+}
