@@ -371,7 +371,15 @@ pub(crate) async fn publish_once<S: DeadLetterStore + ?Sized>(store: &S, reg: &c
         return;
     }
     let owner = format!("{}:{}:live", crate::record::host_name(), std::process::id());
-    if publish_or_warn(store, vec![EventTypeInfo::of(reg, &owner)]).await {
+    let done = match store.publish_types(vec![EventTypeInfo::of(reg, &owner)]).await {
+        // A store without a catalog: nothing to publish, now or later.
+        Ok(()) | Err(crate::Error::Unsupported { .. }) => true,
+        Err(error) => {
+            tracing::warn!(%error, event_type = reg.event_type, "could not publish the event type into the store's catalog; will try again at its next park");
+            false
+        }
+    };
+    if done {
         if let Ok(mut set) = published.lock() {
             set.insert(key);
         }
