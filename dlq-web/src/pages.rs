@@ -280,8 +280,9 @@ async fn group_page(console: Console, base: Base, fingerprint: String, pairs: &[
     let mut filter = filter::parse(pairs)?;
     filter.fingerprint = Some(fingerprint.clone());
     let admin = console.admin.clone();
-    let (key, one) = (format!("group:{fingerprint}"), ListFilter::default().fingerprint(&fingerprint).limit(1));
-    let compute = || async move { Ok(admin.groups(one).await?) };
+    // A fingerprint hashes the error, not the event type: one per type that shares it.
+    let (key, all) = (format!("group:{fingerprint}"), ListFilter::default().fingerprint(&fingerprint).limit(100));
+    let compute = || async move { Ok(admin.groups(all).await?) };
     let (found, _) = console.snapshots.get(key, console.options.snapshot_max_age, compute).await?;
     let admin = console.admin.clone();
     let checked = fingerprint.clone();
@@ -305,10 +306,11 @@ async fn group_page(console: Console, base: Base, fingerprint: String, pairs: &[
         @if let Some(g) = found.first() {
             dl.facts {
                 dt { "kind" } dd { code { (view::line(&g.kind)) } }
-                dt { "event type" } dd { (view::line(&g.event_type)) }
-                dt { "pending or dead rows" } dd { (g.count) }
-                dt { "first seen" } dd { (view::time(g.first_seen)) }
-                dt { "last seen" } dd { (view::time(g.last_seen)) }
+                dt { @if found.len() > 1 { "event types" } @else { "event type" } }
+                dd { @for (n, t) in found.iter().enumerate() { @if n > 0 { ", " } (view::line(&t.event_type)) } }
+                dt { "pending or dead rows" } dd { (found.iter().map(|t| t.count).sum::<u64>()) }
+                dt { "first seen" } dd { (view::time(found.iter().map(|t| t.first_seen).min().unwrap_or(g.first_seen))) }
+                dt { "last seen" } dd { (view::time(found.iter().map(|t| t.last_seen).max().unwrap_or(g.last_seen))) }
                 dt { "sample reason" } dd { pre.reason { (view::text(&g.sample_reason)) } }
             }
         }

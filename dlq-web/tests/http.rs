@@ -284,20 +284,27 @@ async fn a_group_page_says_how_its_rows_would_decode(store: Store) {
     assert!(!body.contains(XSS_SCRIPT) && body.contains("&lt;script&gt;"), "the first error is escaped: {body}");
 }
 
-/// A group whose rows were partly discarded: its page checked every row of its fingerprint,
-/// whatever their status, and set that against the pending and dead rows alone ("Checked 3 of
-/// 1 rows"). It checks what it counts now: the rows a redrive would hand to the handler.
+/// A group whose rows were partly discarded, and whose error another event type shares (a
+/// fingerprint hashes the error, not the type): its page checked every row of the
+/// fingerprint, whatever their status, and set that against one type's pending and dead rows
+/// ("Checked 4 of 1 rows"). It checks what it counts now, the rows a redrive would hand to a
+/// handler, and counts them over every type.
 async fn a_group_page_counts_only_the_rows_it_checked(store: Store) {
     use dlq_core::catalog::EventTypeInfo;
     let (ids, _, group) = seed(&store).await;
+    let mut refund = dead("BadCurrency", "currency \"USD \" unknown", json!({"n": 9}));
+    refund.event_type = "refund".into();
+    let refund = store.park(refund).await.unwrap().id;
+    assert_eq!(store.get(refund).await.unwrap().unwrap().failure.fingerprint, group, "one fingerprint, two types");
     store.publish_types(vec![EventTypeInfo::new("payment", 1, "host:1:payments")]).await.unwrap();
     let admin = Admin::new(store.clone(), "alice");
     admin.discard(dlq_core::ListFilter::default().ids([ids[0], ids[1]]), "dropped").await.unwrap();
     let (status, body) = get(&app(&store, Options::default()), &format!("/dlq/groups/{group}")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert!(!body.contains("Checked 3"), "the discarded rows are not checked: {body}");
-    assert!(body.contains("Checked all 1 of its pending or dead rows"), "{body}");
-    assert!(body.contains("<dt>pending or dead rows</dt><dd>1</dd>"), "{body}");
+    assert!(!body.contains("Checked 4"), "the discarded rows are not checked: {body}");
+    assert!(body.contains("Checked all 2 of its pending or dead rows"), "{body}");
+    assert!(body.contains("<dt>pending or dead rows</dt><dd>2</dd>"), "{body}");
+    assert!(body.contains("<dt>event types</dt><dd>payment, refund</dd>"), "{body}");
 }
 
 async fn discard_needs_a_reason_and_is_audited(store: Store) {
