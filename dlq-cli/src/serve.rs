@@ -253,7 +253,7 @@ pub(crate) async fn run(admin: Admin, args: &ServeArgs) -> Result<(), Failure> {
              DLQ_WEB_TOKEN to keep one"
         );
     }
-    axum::serve(listener, app)
+    axum::serve(dlq_web::HardenedListener::new(listener), app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })

@@ -158,7 +158,7 @@ fn a_foreign_host_is_refused_without_a_token() {
 /// needs no token (probes carry none) and answers a `Host` that is an IP address (load
 /// balancers and kubelets probe by address) or the console's own name, with a token too;
 /// another name is a 421. It and `/metrics` carry the console's security headers, and their
-/// refusals a body.
+/// refusals a body, hyper's own refusals included.
 #[test]
 fn health_answers_addresses_and_own_names_with_the_console_headers() {
     let (_dir, url) = migrated_sqlite();
@@ -189,6 +189,10 @@ fn health_answers_addresses_and_own_names_with_the_console_headers() {
     stream.read_to_string(&mut text).unwrap();
     assert!(text.starts_with("HTTP/1.1 405") && text.contains("content-security-policy"), "{text}");
     assert!(text.ends_with("405 Method Not Allowed\n"), "a refusal has a body: {text}");
+    // Past hyper's own limit (a 64 KiB target), refused before any route: a body and the headers too.
+    let (code, text) = request(&open.addr, &format!("/healthz?{}", "a".repeat(70_000)), "");
+    assert_eq!(code, 414, "{text}");
+    assert!(text.contains("content-security-policy") && text.contains("path and query"), "{text}");
 }
 
 /// `--token a` was accepted for `0.0.0.0`. A public bind takes a token of 128 bits or more;

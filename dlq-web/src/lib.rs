@@ -79,6 +79,7 @@ mod erase;
 mod error;
 mod extract;
 mod filter;
+mod listener;
 mod log;
 mod openapi;
 mod operations;
@@ -95,6 +96,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
 use dlq_core::admin::Admin;
+pub use listener::{Hardened, HardenedListener};
 pub use operations::Background;
 pub use security::{MAX_HEADER_BYTES, MAX_HEADERS, MAX_URI_BYTES};
 
@@ -486,7 +488,8 @@ pub fn router(admin: Admin, options: Options) -> Router {
 /// The HTTP server in front keeps limits of its own, answered before any route: hyper, which
 /// `axum::serve` runs, refuses a request target past 64 KiB, a head past about 400 KiB or more
 /// than 100 header fields, and malformed HTTP, with a bare status line and no body. The
-/// console's limits are below them, so that an oversized request meets the console's answer.
+/// console's limits are below them, so that an oversized request meets the console's answer;
+/// serve through a [`HardenedListener`] to give hyper's own refusals a body and the headers.
 ///
 /// ```
 /// let beside = axum::Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));

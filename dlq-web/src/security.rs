@@ -63,13 +63,21 @@ pub(crate) async fn limits(request: Request, next: Next) -> Response {
 pub(crate) async fn headers(response: Response) -> Response {
     let mut response = with_body(response);
     let h = response.headers_mut();
-    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    for (name, value) in HEADERS {
+        h.insert(name, HeaderValue::from_static(value));
+    }
     h.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
     response
 }
+
+/// The security headers of every response (with `Cache-Control: no-store` unless a route
+/// set its own).
+pub(crate) const HEADERS: [(header::HeaderName, &str); 4] = [
+    (header::CONTENT_SECURITY_POLICY, CSP),
+    (header::X_FRAME_OPTIONS, "DENY"),
+    (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    (header::REFERRER_POLICY, "same-origin"),
+];
 
 /// An error response as it is when it has a body; else with its status as a line of text.
 fn with_body(response: Response) -> Response {

@@ -703,13 +703,41 @@ async fn refusals_have_a_body_and_the_security_headers() {
     assert_eq!(headers[header::CONTENT_TYPE], "application/json");
     assert!(serde_json::from_str::<Value>(&body).unwrap()["error"].as_str().unwrap().contains("limit"), "{body}");
 
+    // Over a socket: the console's limits, and past hyper's own (a 70 KB target, 101 header
+    // fields, a request line that is not HTTP) the listener's answer, each with a body and the
+    // headers.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(axum::serve(listener, app).into_future());
+    tokio::spawn(axum::serve(dlq_web::HardenedListener::new(listener), app).into_future());
     let (code, head, body) = over_tcp(addr, "GET", &format!("/dlq/events?reason={}", "d".repeat(20_000)), "").await;
     assert_eq!(code, 414, "{head}");
     assert!(head.to_lowercase().contains("content-security-policy: default-src 'none'"), "{head}");
     assert!(body.contains("path and query"), "{body}");
+    let fields: String = (0..101).map(|n| format!("x-pad-{n}: 1\r\n")).collect();
+    for (what, request, status) in [
+        (
+            "a 70 KB target",
+            format!("GET /dlq/events?reason={} HTTP/1.1\r\nHost: {addr}\r\n\r\n", "e".repeat(70_000)),
+            414,
+        ),
+        ("101 header fields", format!("GET /dlq/events HTTP/1.1\r\nHost: {addr}\r\n{fields}\r\n"), 431),
+        ("not HTTP", "GET /dlq HTTP/1.1\r\nHost\r\n\r\n".to_owned(), 400),
+    ] {
+        let text = tokio::task::spawn_blocking(move || {
+            use std::io::{Read, Write};
+            let mut stream = std::net::TcpStream::connect(addr).unwrap();
+            stream.write_all(request.as_bytes()).unwrap();
+            let mut text = String::new();
+            stream.read_to_string(&mut text).unwrap();
+            text
+        })
+        .await
+        .unwrap();
+        assert!(text.starts_with(&format!("HTTP/1.1 {status} ")), "{what}: {text}");
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains("content-security-policy: default-src 'none'") && head.contains("x-frame-options: DENY"));
+        assert!(body.starts_with(&status.to_string()) && body.len() > 20, "{what}: a body that says why: {text}");
+    }
 }
 
 /// `Origin: null` (a sandboxed frame, a `data:` page, a redirect from another site) names no
