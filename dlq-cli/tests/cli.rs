@@ -915,7 +915,8 @@ on_both_stores!(
     nothing_matched_is_not_success,
     erase_by_subject,
     validate_by_the_type_catalog,
-    undecodable_rows_and_a_patch_by_version
+    undecodable_rows_and_a_patch_by_version,
+    an_unreadable_payload_breaks_no_verb
 );
 
 /// The stock binary validates by the type catalog the service's retriers publish: with rows
@@ -1060,6 +1061,79 @@ async fn undecodable_rows_and_a_patch_by_version(db: Db) {
     );
     let untouched = store.get(ids[0]).await.unwrap().unwrap().payload;
     assert_eq!(untouched, Payload::Json(serde_json::json!({"id": 0, "currency": "USD "})));
+}
+
+/// Payloads (and an error chain and headers) that the database accepts and serde cannot read:
+/// every list, page, dry run, `--validate` and `rekey` goes on past them and reports them, and
+/// `show`, `redrive`, `discard` and `patch` work on such a row. Each verb once exited 1 with
+/// "error occurred while decoding column 3: number out of range".
+async fn an_unreadable_payload_breaks_no_verb(db: Db) {
+    use dlq_core::catalog::EventTypeInfo;
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let mut bad = Vec::new();
+    for json in db.unreadable_json() {
+        let letter = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({})), failure("Odd", "odd event"));
+        let id = store.park(letter.dead(DeadReason::Permanent)).await.unwrap().id;
+        db.sql(format!("UPDATE dlq_events SET payload = {json} WHERE id = {id}")).await;
+        bad.push(id);
+    }
+    let far = &db.unreadable_json()[0];
+    db.sql(format!("UPDATE dlq_events SET error_chain = {far}, source_headers = {far} WHERE id = {}", ids[0])).await;
+    let mut payment = EventTypeInfo::new("payment", 1, "host:1:payments");
+    payment.schema = Some(serde_json::json!({"type": "object"}));
+    store.publish_types(vec![payment]).await.unwrap();
+
+    for args in [&["ls"][..], &["ls", "--oldest-first"], &["stats"], &["ls", "--undecodable"]] {
+        db.dlq().args(args).assert().success();
+    }
+    let listed = run_json(&db, &["ls", "--oldest-first"]);
+    let listed: Vec<i64> = listed["rows"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    assert!(bad.iter().all(|id| listed.contains(id)), "{listed:?}");
+    let found = run_json(&db, &["ls", "--undecodable", "--event-type", "payment"]);
+    let found = found["rows"].as_array().unwrap();
+    assert_eq!(
+        found.iter().map(|r| r["id"].as_i64().unwrap()).collect::<Vec<_>>(),
+        bad.iter().rev().copied().collect::<Vec<_>>()
+    );
+    assert!(found.iter().all(|r| r["undecodable"].as_str().unwrap().contains("not JSON")), "{found:?}");
+    for id in &bad {
+        let shown = run_json(&db, &["show", &id.to_string()]);
+        let note = shown["payload_note"].as_str().unwrap_or_default();
+        assert!(note.starts_with("not JSON that serde can read") || note.starts_with("not UTF-8"), "{shown}");
+        assert!(shown["payload_raw_hex"].is_string(), "{shown}");
+        let text = db.dlq().args(["show", &id.to_string()]).assert().success().get_output().stdout.clone();
+        assert!(String::from_utf8_lossy(&text).contains("note: not "), "{}", String::from_utf8_lossy(&text));
+    }
+    let shown = run_json(&db, &["show", &ids[0].to_string()]);
+    assert!(shown["error_chain"][0].as_str().unwrap().contains("not JSON serde reads"), "{shown}");
+
+    // Dry runs and checks over all rows.
+    let dry = run_json(&db, &["redrive", "--all", "--dry-run", "--reason", "r"]);
+    assert!(dry.to_string().contains(&bad[0].to_string()), "{dry}");
+    run_json(&db, &["discard", "--all", "--dry-run", "--reason", "r"]);
+    let out = db.dlq().args(["redrive", "--all", "--validate", "--reason", "r", "--json"]).assert().code(1);
+    let out = out.get_output().clone();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("would not decode"), "{out:?}");
+    let report = json_of(&out.stdout)["validation"].to_string();
+    assert!(report.contains("the payload is not JSON"), "{report}");
+    let keys = format!("k1:{}", base64_of_nines());
+    let mut rekey = db.dlq();
+    rekey.args(["rekey", "--reason", "rotate", "--json"]).env("DLQ_KEYS", keys).env("DLQ_ACTIVE_KEY", "k1");
+    assert_eq!(json_of(&rekey.assert().success().get_output().stdout)["rekeyed"], serde_json::json!([]));
+
+    // The row's own verbs.
+    let (first, second, third) = (bad[0].to_string(), bad[1].to_string(), bad[bad.len() - 1].to_string());
+    run_json(&db, &["redrive", &first, "--reason", "retry it"]);
+    assert_eq!(store.get(bad[0]).await.unwrap().unwrap().status, Status::Pending);
+    run_json(&db, &["discard", &second, "--reason", "junk"]);
+    assert_eq!(store.get(bad[1]).await.unwrap().unwrap().status, Status::Discarded);
+    let editor = "sh -c 'printf %s \"{\\\"n\\\": 1}\" > \"$1\"' editor";
+    db.dlq().args(["patch", &third, "--reason", "repaired"]).env("EDITOR", editor).assert().success();
+    assert_eq!(
+        store.get(bad[bad.len() - 1]).await.unwrap().unwrap().payload,
+        Payload::Json(serde_json::json!({"n": 1}))
+    );
 }
 
 /// The subject key of these tests: the service's (installed in this process) and the `dlq`
