@@ -1529,6 +1529,10 @@ async fn unreadable_rows_break_no_page(store: Store, bad: Vec<DlqId>) {
     assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
     finished_operation(&app, &headers).await;
     assert_eq!(store.get(bad[1]).await.unwrap().unwrap().status, Status::Discarded);
+    let whole = json!({"payload": {"n": 1}, "reason": "repaired"});
+    let (status, _, body) = send(&app, api_post(&format!("/dlq/api/events/{}/patch", bad[0]), &whole)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(store.get(bad[0]).await.unwrap().unwrap().payload, Payload::Json(json!({"n": 1})));
 }
 
 #[tokio::test]
