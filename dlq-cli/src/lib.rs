@@ -56,7 +56,7 @@
 //!   error_reason, fingerprint, retry_count, max_retries, redrive_count, retry_after,
 //!   created_at, updated_at}` (`version`: the version of the event's contract the payload is
 //!   written in);
-//! - `show`: a row plus `{payload, payload_raw_hex, payload_truncated, payload_original_len,
+//! - `show`: a row plus `{payload, payload_raw_hex, payload_note, payload_truncated, payload_original_len,
 //!   payload_sha256, error_chain, stacktrace, source, lease_owner, dedupe_key, attempts:
 //!   [{attempt, outcome, error_class, error_reason, owner, at}], audit: [{id, action, actor,
 //!   reason, diff, at}]}`;

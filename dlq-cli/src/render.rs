@@ -663,9 +663,12 @@ fn payload_text(payload: &Payload) -> String {
     }
     match payload {
         Payload::Json(value) => serde_json::to_string_pretty(value).unwrap_or_default(),
-        Payload::Raw { bytes, .. } => {
+        Payload::Raw { bytes, truncated } => {
             let text = String::from_utf8_lossy(bytes);
-            format!("raw bytes ({}):\nhex:  {}\ntext: {text}", bytes.len(), dlq_core::admin::hex(bytes))
+            // Why it is raw (the summary's "truncated" line says it for a cut payload).
+            let note = payload.raw_note().filter(|_| truncated.is_none()).map(|n| format!("note: {n}\n"));
+            let hex = dlq_core::admin::hex(bytes);
+            format!("raw bytes ({}):\n{}hex:  {hex}\ntext: {text}", bytes.len(), note.unwrap_or_default())
         }
     }
 }

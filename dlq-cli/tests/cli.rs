@@ -915,7 +915,8 @@ on_both_stores!(
     nothing_matched_is_not_success,
     erase_by_subject,
     validate_by_the_type_catalog,
-    undecodable_rows_and_a_patch_by_version
+    undecodable_rows_and_a_patch_by_version,
+    an_unreadable_payload_breaks_no_verb
 );
 
 /// The stock binary validates by the type catalog the service's retriers publish: with rows
@@ -1060,6 +1061,191 @@ async fn undecodable_rows_and_a_patch_by_version(db: Db) {
     );
     let untouched = store.get(ids[0]).await.unwrap().unwrap().payload;
     assert_eq!(untouched, Payload::Json(serde_json::json!({"id": 0, "currency": "USD "})));
+}
+
+/// Payloads (and an error chain and headers) that the database accepts and serde cannot read:
+/// every list, page, dry run, `--validate` and `rekey` goes on past them and reports them, and
+/// `show`, `redrive`, `discard` and `patch` work on such a row. Each verb once exited 1 with
+/// "error occurred while decoding column 3: number out of range".
+async fn an_unreadable_payload_breaks_no_verb(db: Db) {
+    use dlq_core::catalog::EventTypeInfo;
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let mut bad = Vec::new();
+    for json in db.unreadable_json() {
+        let letter = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({})), failure("Odd", "odd event"));
+        let id = store.park(letter.dead(DeadReason::Permanent)).await.unwrap().id;
+        db.sql(format!("UPDATE dlq_events SET payload = {json} WHERE id = {id}")).await;
+        bad.push(id);
+    }
+    let far = &db.unreadable_json()[0];
+    db.sql(format!("UPDATE dlq_events SET error_chain = {far}, source_headers = {far} WHERE id = {}", ids[0])).await;
+    let mut payment = EventTypeInfo::new("payment", 1, "host:1:payments");
+    payment.schema = Some(serde_json::json!({"type": "object"}));
+    store.publish_types(vec![payment]).await.unwrap();
+
+    for args in [&["ls"][..], &["ls", "--oldest-first"], &["stats"], &["ls", "--undecodable"]] {
+        db.dlq().args(args).assert().success();
+    }
+    let listed = run_json(&db, &["ls", "--oldest-first"]);
+    let listed: Vec<i64> = listed["rows"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    assert!(bad.iter().all(|id| listed.contains(id)), "{listed:?}");
+    let found = run_json(&db, &["ls", "--undecodable", "--event-type", "payment"]);
+    let found = found["rows"].as_array().unwrap();
+    assert_eq!(
+        found.iter().map(|r| r["id"].as_i64().unwrap()).collect::<Vec<_>>(),
+        bad.iter().rev().copied().collect::<Vec<_>>()
+    );
+    assert!(found.iter().all(|r| r["undecodable"].as_str().unwrap().contains("not JSON")), "{found:?}");
+    for id in &bad {
+        let shown = run_json(&db, &["show", &id.to_string()]);
+        let note = shown["payload_note"].as_str().unwrap_or_default();
+        assert!(note.starts_with("not JSON that serde can read") || note.starts_with("not UTF-8"), "{shown}");
+        assert!(shown["payload_raw_hex"].is_string(), "{shown}");
+        let text = db.dlq().args(["show", &id.to_string()]).assert().success().get_output().stdout.clone();
+        assert!(String::from_utf8_lossy(&text).contains("note: not "), "{}", String::from_utf8_lossy(&text));
+    }
+    let shown = run_json(&db, &["show", &ids[0].to_string()]);
+    assert!(shown["error_chain"][0].as_str().unwrap().contains("not JSON serde reads"), "{shown}");
+
+    // Dry runs and checks over all rows.
+    let dry = run_json(&db, &["redrive", "--all", "--dry-run", "--reason", "r"]);
+    assert!(dry.to_string().contains(&bad[0].to_string()), "{dry}");
+    run_json(&db, &["discard", "--all", "--dry-run", "--reason", "r"]);
+    let out = db.dlq().args(["redrive", "--all", "--validate", "--reason", "r", "--json"]).assert().code(1);
+    let out = out.get_output().clone();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("would not decode"), "{out:?}");
+    let report = json_of(&out.stdout)["validation"].to_string();
+    assert!(report.contains("the payload is not JSON"), "{report}");
+    let keys = format!("k1:{}", base64_of_nines());
+    let mut rekey = db.dlq();
+    rekey.args(["rekey", "--reason", "rotate", "--json"]).env("DLQ_KEYS", keys).env("DLQ_ACTIVE_KEY", "k1");
+    assert_eq!(json_of(&rekey.assert().success().get_output().stdout)["rekeyed"], serde_json::json!([]));
+
+    // The row's own verbs.
+    let (first, second, third) = (bad[0].to_string(), bad[1].to_string(), bad[bad.len() - 1].to_string());
+    run_json(&db, &["redrive", &first, "--reason", "retry it"]);
+    assert_eq!(store.get(bad[0]).await.unwrap().unwrap().status, Status::Pending);
+    run_json(&db, &["discard", &second, "--reason", "junk"]);
+    assert_eq!(store.get(bad[1]).await.unwrap().unwrap().status, Status::Discarded);
+    let editor = "sh -c 'printf %s \"{\\\"n\\\": 1}\" > \"$1\"' editor";
+    db.dlq().args(["patch", &third, "--reason", "repaired"]).env("EDITOR", editor).assert().success();
+    assert_eq!(
+        store.get(bad[bad.len() - 1]).await.unwrap().unwrap().payload,
+        Payload::Json(serde_json::json!({"n": 1}))
+    );
+}
+
+/// JSON text PostgreSQL's `jsonb` accepts, of every kind serde may not read: numbers outside
+/// `f64` (`1e400`, `-1e400`, `1e-400`, integers of hundreds of digits), nesting past 128 (up
+/// to 3,000), control, C1 and bidi characters, long strings (no U+0000: `jsonb` refuses it).
+fn jsonb_text() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    let number = prop_oneof![
+        any::<i64>().prop_map(|n| n.to_string()),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| serde_json::to_string(&f).unwrap()),
+        prop::sample::select(vec!["1e400", "-1e400", "1e-400", "1.5E+308", "-0.0e-5000"]).prop_map(str::to_owned),
+        (1..500usize, any::<bool>()).prop_map(|(n, neg)| format!("{}9{}", if neg { "-" } else { "" }, "8".repeat(n))),
+        (300..3000u32, any::<bool>()).prop_map(|(e, neg)| format!("1.25e{}{e}", if neg { "-" } else { "" })),
+    ];
+    let odd =
+        ['\u{1}', '\u{1b}', '\n', '\u{7f}', '\u{9b}', '\u{202e}', '\u{2066}', '\u{feff}', 'a', 'é', '💳', '"', '\\'];
+    let text = prop_oneof![
+        any::<String>().prop_map(|s| s.replace('\0', "")),
+        prop::collection::vec(prop::sample::select(odd.to_vec()), 0..40).prop_map(String::from_iter),
+        (10_000..100_000usize).prop_map(|n| "é\u{202e}x".repeat(n / 3)),
+    ];
+    let string = text.prop_map(|s| serde_json::to_string(&s).unwrap());
+    let leaf =
+        prop_oneof![4 => number, 4 => string.clone(), 1 => Just("true".to_owned()), 1 => Just("null".to_owned())];
+    let tree = leaf.prop_recursive(3, 24, 5, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(|items| format!("[{}]", items.join(", "))),
+            prop::collection::vec((string.clone(), inner), 0..5).prop_map(|fields| {
+                let fields: Vec<String> = fields.into_iter().map(|(k, v)| format!("{k}: {v}")).collect();
+                format!("{{{}}}", fields.join(", "))
+            }),
+        ]
+    });
+    let depth = prop_oneof![Just(0usize), 100..140usize, 140..3000usize];
+    (tree, depth, any::<bool>()).prop_map(|(tree, depth, objects)| {
+        let (open, close) = if objects { ("{\"a\": ", "}") } else { ("[", "]") };
+        format!("{}{tree}{}", open.repeat(depth), close.repeat(depth))
+    })
+}
+
+/// Every read of the console that shows row `id` (or its group `fp`), as pages and the API.
+fn console_reads(id: DlqId, fp: &str) -> Vec<String> {
+    let reads = ["/dlq", "/dlq/groups", "/dlq/events", "/dlq/api/stats", "/dlq/api/groups", "/dlq/api/events"];
+    let mut reads: Vec<String> = reads.into_iter().map(str::to_owned).collect();
+    reads.extend([format!("/dlq/groups/{fp}"), format!("/dlq/events/{id}"), format!("/dlq/api/events/{id}")]);
+    reads
+}
+
+/// Stores arbitrary `jsonb` that PostgreSQL accepts ([`jsonb_text`]) and runs every read verb,
+/// bulk dry run, `--validate`, `rekey`, and the console's pages and API over it: none fails,
+/// and each row is listed and shown (raw, with a note, when serde cannot read its text).
+#[tokio::test(flavor = "multi_thread")]
+async fn arbitrary_jsonb_breaks_no_read() {
+    use proptest::test_runner::{Config, TestRunner};
+    use tower::ServiceExt as _;
+    let db = Db::postgres().await;
+    let store = db.store().await;
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let mut catalog = dlq_core::catalog::EventTypeInfo::new("payment", 1, "host:1:payments");
+    catalog.schema = Some(serde_json::json!({}));
+    store.publish_types(vec![catalog]).await.unwrap();
+    let console = axum::Router::new().nest(
+        "/dlq",
+        dlq_web::router(dlq_core::admin::Admin::new(store.clone(), "console"), dlq_web::Options::default()),
+    );
+    let keys = format!("k1:{}", base64_of_nines());
+    let runtime = tokio::runtime::Handle::current();
+    let config = Config { cases: 4, max_shrink_iters: 16, failure_persistence: None, ..Config::default() };
+    let docs = proptest::collection::vec(jsonb_text(), 4);
+    let check = |docs: Vec<String>| {
+        runtime.block_on(async {
+            let mut rows = Vec::new();
+            for doc in docs {
+                let letter = NewDeadLetter::new("payment", Payload::Json(Value::Null), failure("Odd", "odd event"));
+                let id = store.park(letter.dead(DeadReason::Permanent)).await.unwrap().id;
+                let update = "UPDATE dlq_events SET payload = $1::jsonb WHERE id = $2 RETURNING payload::text";
+                let text: String = sqlx::query_scalar(update).bind(doc).bind(id).fetch_one(&pool).await.unwrap();
+                rows.push((id, serde_json::from_str::<Value>(&text).is_ok()));
+            }
+            for args in [&["ls"][..], &["ls", "--oldest-first"], &["ls", "--undecodable"], &["stats"]] {
+                db.dlq().args(args).assert().success();
+            }
+            let listed = run_json(&db, &["ls", "--limit", "10000"]).to_string();
+            let undecodable = run_json(&db, &["ls", "--undecodable", "--limit", "10000"]).to_string();
+            for &(id, readable) in &rows {
+                assert!(listed.contains(&format!("\"id\":{id},")), "{id} listed");
+                assert_eq!(undecodable.contains(&format!("\"id\":{id},")), !readable, "{id} in ls --undecodable");
+                let shown = run_json(&db, &["show", &id.to_string()]);
+                assert_eq!(shown["payload_note"].is_string(), !readable, "{id}: {}", shown["payload_note"]);
+                db.dlq().args(["show", &id.to_string()]).assert().success();
+                let fp = shown["fingerprint"].as_str().unwrap();
+                for uri in console_reads(id, fp) {
+                    let request = axum::http::Request::get(&uri).header("host", "localhost:8080");
+                    let response = console.clone().oneshot(request.body(axum::body::Body::empty()).unwrap()).await;
+                    assert_eq!(response.unwrap().status(), axum::http::StatusCode::OK, "{uri}");
+                }
+            }
+            run_json(&db, &["redrive", "--all", "--dry-run", "--reason", "r"]);
+            run_json(&db, &["discard", "--all", "--dry-run", "--reason", "r"]);
+            let mut validate = db.dlq();
+            validate.args(["redrive", "--all", "--validate", "--dry-run", "--reason", "r", "--json"]);
+            let out = validate.output().unwrap();
+            let report = json_of(&out.stdout)["validation"].clone();
+            let failing: u64 = report["groups"].as_array().unwrap().iter().map(|g| g["not"].as_u64().unwrap()).sum();
+            assert_eq!(out.status.code(), Some(if failing == 0 { 0 } else { 1 }), "{out:?}");
+            let mut rekey = db.dlq();
+            rekey.args(["rekey", "--reason", "rotate", "--json"]).env("DLQ_KEYS", &keys).env("DLQ_ACTIVE_KEY", "k1");
+            rekey.assert().success();
+        });
+        Ok(())
+    };
+    tokio::task::block_in_place(|| TestRunner::new(config).run(&docs, check)).unwrap();
 }
 
 /// The subject key of these tests: the service's (installed in this process) and the `dlq`

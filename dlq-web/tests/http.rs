@@ -1610,3 +1610,83 @@ async fn redacted_fields_stay_masked_until_an_audited_reveal() {
     assert!(send(&app, page).await.2.contains("Reveal (audited)"));
     assert!(!get(&app, &format!("/dlq/events/{id}")).await.1.contains("Reveal (audited)"));
 }
+
+/// One dead `payment` row per stored payload, each with the `UPDATE` that gives it that
+/// payload (as a client other than dlq could write it: JSON the database accepts and serde
+/// cannot read).
+async fn park_for(store: &Store, payloads: &[&str]) -> Vec<(DlqId, String)> {
+    let mut rows = Vec::new();
+    for payload in payloads {
+        let id = store.park(dead("Odd", "odd event", json!({}))).await.unwrap().id;
+        rows.push((id, format!("UPDATE dlq_events SET payload = {payload} WHERE id = {id}")));
+    }
+    rows
+}
+
+/// Rows whose stored payload serde cannot read (a number outside `f64`, nesting past 128,
+/// invalid UTF-8 on SQLite): every page and API answer lists and shows them (the detail says
+/// why it is raw), and the row's redrive and discard work. They once answered 500.
+async fn unreadable_rows_break_no_page(store: Store, bad: Vec<DlqId>) {
+    let (ids, _, _) = seed(&store).await;
+    let fp = store.get(bad[0]).await.unwrap().unwrap().failure.fingerprint;
+    let app = app(&store, actions());
+    for id in &bad {
+        for uri in every_read(*id, &fp).iter().chain([&"/dlq/events?status=FAILED_PERMANENTLY&limit=2".to_owned()]) {
+            let (status, body) = get(&app, uri).await;
+            assert_eq!(status, StatusCode::OK, "{uri}: {body}");
+        }
+        let (_, page) = get(&app, &format!("/dlq/events/{id}")).await;
+        assert!(page.contains("Why: not "), "{page}");
+        let (_, detail) = get(&app, &format!("/dlq/api/events/{id}")).await;
+        let note = serde_json::from_str::<Value>(&detail).unwrap()["payload_note"].clone();
+        assert!(note.as_str().is_some_and(|n| n.starts_with("not ")), "{detail}");
+    }
+    let (_, page) = get(&app, "/dlq/events?limit=100").await;
+    assert!(bad.iter().all(|id| listed(&page).contains(id)), "{page}");
+    let (_, api) = get(&app, "/dlq/api/events?limit=100").await;
+    let api: Value = serde_json::from_str(&api).unwrap();
+    let rows = api["rows"].as_array().or(api.as_array()).unwrap().clone();
+    assert_eq!(rows.len(), ids.len() + 1 + bad.len(), "{api}");
+
+    // A dry run of the group, then the row's own actions.
+    let (status, _, body) = send(&app, form("/dlq/redrive", &format!("group={fp}&reason=check"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let one = json!({"filter": {"ids": [bad[0]]}, "reason": "retry it"});
+    let (status, _, body) = send(&app, api_post("/dlq/api/redrive", &one)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(store.get(bad[0]).await.unwrap().unwrap().status, Status::Pending);
+    let (status, headers, body) =
+        send(&app, form("/dlq/discard", &format!("id={}&reason=junk&confirm=1", bad[1]))).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    finished_operation(&app, &headers).await;
+    assert_eq!(store.get(bad[1]).await.unwrap().unwrap().status, Status::Discarded);
+    let whole = json!({"payload": {"n": 1}, "reason": "repaired"});
+    let (status, _, body) = send(&app, api_post(&format!("/dlq/api/events/{}/patch", bad[0]), &whole)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(store.get(bad[0]).await.unwrap().unwrap().payload, Payload::Json(json!({"n": 1})));
+}
+
+#[tokio::test]
+async fn unreadable_rows_break_no_page_sqlite() {
+    let store = dlq_sqlx::SqliteStore::in_memory().await.expect("SQLite store");
+    let pool = store.pool().clone();
+    let store: Store = Arc::new(store);
+    let deep = format!("'{}{}'", "[".repeat(900), "]".repeat(900));
+    let rows = park_for(&store, &[r#"'{"n": 1e400}'"#, &deep, "CAST(X'7B226E223A2022FF227D' AS TEXT)"]).await;
+    for (_, update) in &rows {
+        sqlx::query(sqlx::AssertSqlSafe(update.clone())).execute(&pool).await.unwrap();
+    }
+    unreadable_rows_break_no_page(store, rows.into_iter().map(|(id, _)| id).collect()).await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn unreadable_rows_break_no_page_pg(pool: sqlx::PgPool) {
+    let store: Store =
+        Arc::new(dlq_sqlx::PgStore::from_pool(pool.clone(), dlq_sqlx::PgConfig::default()).await.expect("PgStore"));
+    let rows = park_for(&store, &[r#"'{"n": 1e400}'::jsonb"#, "(repeat('[', 10000) || repeat(']', 10000))::jsonb"]);
+    let rows = rows.await;
+    for (_, update) in &rows {
+        sqlx::query(sqlx::AssertSqlSafe(update.clone())).execute(&pool).await.unwrap();
+    }
+    unreadable_rows_break_no_page(store, rows.into_iter().map(|(id, _)| id).collect()).await;
+}

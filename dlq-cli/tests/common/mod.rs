@@ -51,6 +51,31 @@ impl Db {
         }
     }
 
+    /// Runs one statement as a client other than dlq: what the tools must read back, though
+    /// dlq never writes it.
+    pub async fn sql(&self, statement: String) {
+        if self.pg.is_some() {
+            let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
+            sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&pool).await.unwrap();
+        } else {
+            let pool = sqlx::SqlitePool::connect(&self.url).await.unwrap();
+            sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&pool).await.unwrap();
+        }
+    }
+
+    /// JSON documents the database accepts and serde cannot read, as SQL expressions: a
+    /// number outside `f64`, nesting past serde's limit of 128 (SQLite's own limit is 1,000),
+    /// and on SQLite a string of invalid UTF-8.
+    pub fn unreadable_json(&self) -> Vec<String> {
+        if self.pg.is_some() {
+            let deep = "(repeat('[', 10000) || repeat(']', 10000))::jsonb";
+            vec![r#"'{"n": 1e400}'::jsonb"#.into(), deep.into(), r#"'[-1e400, 1e-400]'::jsonb"#.into()]
+        } else {
+            let deep = format!("'{}{}'", "[".repeat(900), "]".repeat(900));
+            vec![r#"'{"n": 1e400}'"#.into(), deep, r#"CAST(X'7B226E223A2022FF227D' AS TEXT)"#.into()]
+        }
+    }
+
     pub fn dlq(&self) -> Command {
         let mut cmd = Command::cargo_bin("dlq").unwrap();
         cmd.env("DATABASE_URL", &self.url).env("NO_COLOR", "1").env("USER", "oncall").env_remove("DLQ_SUBJECT_KEY");

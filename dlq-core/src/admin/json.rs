@@ -78,7 +78,8 @@ pub fn row(l: &DeadLetter) -> Value {
     })
 }
 
-/// A row in full: [`row`] plus `{payload, payload_raw_hex, payload_truncated,
+/// A row in full: [`row`] plus `{payload, payload_raw_hex, payload_note (why the payload is raw
+/// bytes, [`Payload::raw_note`]), payload_truncated,
 /// payload_original_len, payload_sha256, encrypted_with (the key id of a sealed row), error_chain, stacktrace, source, lease_owner,
 /// dedupe_key, attempts: [{attempt, outcome, error_class, error_reason, owner, at}], audit:
 /// [{id, action, actor, reason, diff, at}]}`.
@@ -91,7 +92,8 @@ pub fn detail(detail: &Detail) -> Value {
     };
     let encrypted_with = crate::sealed::sealed_key(&l.payload);
     let extra = json!({
-        "payload": payload(&l.payload), "payload_raw_hex": raw_hex, "encrypted_with": encrypted_with,
+        "payload": payload(&l.payload), "payload_raw_hex": raw_hex, "payload_note": l.payload.raw_note(),
+        "encrypted_with": encrypted_with,
         "payload_truncated": truncation.is_some(),
         "payload_original_len": truncation.as_ref().map(|t| t.original_len),
         "payload_sha256": truncation.map(|t| t.original_sha256),
