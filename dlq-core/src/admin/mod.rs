@@ -454,10 +454,9 @@ impl Admin {
         Ok(Selected { rows: kept, last, full })
     }
 
-    /// Whether `filter` selects any row an operator can see match it ([`select`]): a bulk
-    /// verb's "nothing matched" check, which must not tell a masked value's guess apart.
-    ///
-    /// [`select`]: Self::select
+    /// Whether `filter` selects any row an operator can see match it (a reason filter
+    /// matching the masked text, as [`list`](Self::list) matches it): a bulk verb's "nothing
+    /// matched" check, which must not tell a masked value's guess apart.
     ///
     /// # Errors
     /// The store's.
