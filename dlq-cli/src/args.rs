@@ -20,7 +20,8 @@ Exit codes:
   141  the output was closed (dlq ls | head): stopped quietly; --resume continues
 
 Text read from the store is shown with control characters replaced by '.', cut to 60
-characters (…) in tables; `dlq show` has a row's fields whole, --json has everything exactly.";
+characters (…) in tables; `dlq show` has a row's fields whole, --json has everything exactly
+(control characters and bidi overrides as \\u escapes).";
 
 /// The most rows a batch, a canary, a page or a top list may hold.
 pub(crate) const MAX_ROWS: u64 = 10_000;

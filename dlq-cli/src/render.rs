@@ -27,7 +27,8 @@ pub(crate) struct Out {
 /// override or isolate (which reorder what is shown) becomes `.`; in one-line fields, a
 /// newline, carriage return or tab becomes a space. So no stored row can clear the screen,
 /// retitle the window, write the clipboard, plant a link or fake a line. Every table cell
-/// and every human line goes through it; `--json` output is exact (JSON escapes controls).
+/// and every human line goes through it; `--json` output is exact, every hazard written as its
+/// `\u` escape ([`json::to_text`]).
 pub(crate) fn neutralize(text: &str, newlines: bool) -> Cow<'_, str> {
     let unsafe_char = |c: char| dlq_core::admin::is_hazard(c) || (!newlines && matches!(c, '\n' | '\r' | '\t'));
     if !text.chars().any(unsafe_char) {
