@@ -1730,3 +1730,71 @@ async fn redacted_fields_never_show_without_an_audited_reveal() {
         ("reveal", "oncall", Some("chargeback 118"))
     );
 }
+
+/// `dlq patch ID` in `$EDITOR`: the file is private (0600) in `TMPDIR`, and gone whatever
+/// ends the edit: the editor's end, SIGTERM to dlq (exit 143), Ctrl-C to the terminal's whole
+/// process group (the editor dies of it: exit 130); nothing is written. With no editor and no
+/// terminal, dlq says to pass `--patch` or set `EDITOR` (exit 2) instead of starting vi.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_edit_file_is_private_and_never_left_behind() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let db = Db::sqlite().await;
+    let store = db.store().await;
+    let id = seed(&store).await[0];
+    let unchanged = store.get(id).await.unwrap().unwrap().payload;
+    let (tmp, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (told, never) = (work.path().join("told"), work.path().join("never"));
+    for fifo in [&told, &never] {
+        assert!(Std::new("mkfifo").arg(fifo).status().unwrap().success());
+    }
+    // An editor that says which file it edits, then waits for a line nobody writes.
+    let editor = work.path().join("editor");
+    let script = "#!/bin/sh\nexec 2>/dev/null\nprintf '%s' \"$1\" > \"$TOLD\"\nread line < \"$NEVER\"\n";
+    std::fs::write(&editor, script).unwrap();
+    std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let left = || std::fs::read_dir(tmp.path()).unwrap().count();
+    for (signal, group, code) in [("-TERM", false, 143), ("-INT", true, 130)] {
+        let child = Std::new(assert_cmd::cargo::cargo_bin("dlq"))
+            .args(["patch", &id.to_string(), "--reason", "edited"])
+            .env("DATABASE_URL", &db.url)
+            .env("TMPDIR", tmp.path())
+            .env("EDITOR", &editor)
+            .env_remove("VISUAL")
+            .env("TOLD", &told)
+            .env("NEVER", &never)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let told = told.clone();
+        let file = tokio::task::spawn_blocking(move || std::fs::read_to_string(told).unwrap()).await.unwrap();
+        let mode = |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let path = std::path::Path::new(&file);
+        assert_eq!((mode(path), mode(path.parent().unwrap())), (0o600, 0o700), "{file}: private");
+        let pid = child.id().to_string();
+        let target = if group { format!("-{pid}") } else { pid.clone() };
+        assert!(Std::new("kill").args([signal, "--", &target]).status().unwrap().success());
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+        let _ = Std::new("kill").args(["-KILL", "--", &format!("-{pid}")]).stderr(Stdio::null()).status();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{signal}: {err} {:?}", out.status);
+        assert!(err.contains("nothing written"), "{signal}: {err}");
+        assert!(!path.exists() && left() == 0, "{signal}: {file} left behind");
+        assert_eq!(store.get(id).await.unwrap().unwrap().payload, unchanged);
+    }
+    let mut edit = db.dlq();
+    edit.args(["patch", &id.to_string(), "--reason", "edited"]).env("TMPDIR", tmp.path());
+    edit.env("EDITOR", "sed -i -e 's/USD /EUR/'").env_remove("VISUAL").assert().success();
+    assert_eq!(left(), 0, "removed after the edit");
+    let edited = Payload::Json(serde_json::json!({"id": 0, "currency": "EUR"}));
+    assert_eq!(store.get(id).await.unwrap().unwrap().payload, edited);
+    let mut none = db.dlq();
+    none.args(["patch", &id.to_string(), "--reason", "x"]).env_remove("EDITOR").env_remove("VISUAL");
+    let out = none.timeout(Duration::from_secs(60)).assert().code(2).get_output().clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("pass --patch FILE") && err.contains("set EDITOR"), "{err}");
+    assert!(out.stdout.is_empty(), "no editor wrote to the output");
+}
