@@ -338,7 +338,8 @@ pub struct PatchArgs {
     /// each row audited; rows the patch does not fit are refused with the reason.
     #[arg(long, visible_alias = "fingerprint", conflicts_with = "id", requires = "patch")]
     pub group: Option<String>,
-    /// An RFC 6902 JSON Patch file, or `-` for standard input (default: edit in `$EDITOR`).
+    /// An RFC 6902 JSON Patch file, or `-` for standard input (default: edit the payload in
+    /// `$VISUAL`, `$EDITOR`, or vi on a terminal; a private file, removed after).
     #[arg(long)]
     pub patch: Option<PathBuf>,
     /// Print what would change, and how many patched rows would decode (by the handlers, or

@@ -25,7 +25,7 @@
 //! | 1 | error: unknown id, store unreachable or not migrated, patch that does not apply, permission denied, a resume whose verb is not the operation's, a declined purge, … (one line on stderr) |
 //! | 2 | usage: unknown flag, malformed or out-of-range filter, number, duration, rate or URL, an id below 1, an empty `--reason`; `purge` without `--yes` and no terminal to ask on; `patch ID` without `--patch`, with neither `EDITOR` nor `VISUAL` set and no terminal (one line on stderr, bar clap's usage text for a flag or verb it does not know) |
 //! | 3 | a canary stopped the redrive: its rows failed again (or had no outcome in time); the rest stay parked, `--resume` continues |
-//! | 4 | nothing matched: `redrive`, `discard` or `patch --group` selected no row; a list of ids holds one no row has (each such id named, nothing done to the others); `pause`/`resume` or an `--event-type` filter (`ls`, `redrive`, `discard`, `rekey`) named an event type nothing knows (no row, circuit, live retrier, catalog record or handler has it); nothing was done or stored ("nothing matched: …" on stderr) |
+//! | 4 | nothing matched: `redrive`, `discard` or `patch --group` selected no row; a list of ids holds one no row has (each such id named, nothing done to the others); `pause`/`resume` or an `--event-type` filter (`ls`, `redrive`, `discard`, `rekey`) named an event type nothing knows (no row, circuit, live retrier, catalog record or handler has it), `upgrade` one the embedding binary has no handler for; nothing was done or stored ("nothing matched: …" on stderr) |
 //! | 130 | interrupted (Ctrl-C): a bulk verb stopped after its batch in flight; `--resume` continues |
 //! | 141 | the output was closed (`dlq ls \| head`): the verb stopped quietly, as a tool killed by SIGPIPE; a bulk verb stopped at a batch boundary, `--resume` continues |
 //!
@@ -543,6 +543,10 @@ impl Failure {
 
 impl From<Error> for Failure {
     fn from(err: Error) -> Self {
+        // A type this binary has no handler for (`upgrade`): nothing done, as the table says.
+        if matches!(err, Error::UnknownEventType { .. }) {
+            return Self::nothing(dlq_core::admin::one_line(&err));
+        }
         let mut message = dlq_core::admin::one_line(&err);
         if message.contains("permission denied") {
             message.push_str(" (this verb writes: the database role needs write rights on the dlq tables)");
