@@ -16,7 +16,7 @@ Exit codes:
        purge without --yes off a terminal; patch with no --patch, no EDITOR and no terminal
   3    a canary stopped the redrive (the rest stay parked; --resume continues)
   4    nothing matched: no row selected, an id no row has (named; nothing done to the
-       others), or an unknown --event-type (no row, circuit, retrier, handler or catalog
+       others), or an unknown event type (no row, circuit, retrier, handler or catalog
        record has it); nothing done
   130  interrupted (Ctrl-C): stopped after the batch in flight; --resume continues
   141  the output was closed (dlq ls | head): stopped quietly; --resume continues
