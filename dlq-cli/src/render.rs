@@ -603,15 +603,20 @@ impl Out {
 }
 
 fn ids_text(ids: &[i64]) -> String {
-    const SHOWN: usize = 20;
     if ids.is_empty() {
         return String::new();
     }
+    format!(" ({})", id_list(ids))
+}
+
+/// Ids as `1, 2, 3`: the first 20, then how many more.
+pub(crate) fn id_list(ids: &[i64]) -> String {
+    const SHOWN: usize = 20;
     let mut text: Vec<String> = ids.iter().take(SHOWN).map(ToString::to_string).collect();
     if ids.len() > SHOWN {
         text.push(format!("… {} more", ids.len() - SHOWN));
     }
-    format!(" ({})", text.join(", "))
+    text.join(", ")
 }
 
 fn summary(l: &DeadLetter) -> Vec<(String, String)> {

@@ -857,7 +857,7 @@ async fn nothing_matched_is_not_success(db: Db) {
         &db,
         &["pause", "nosuchtype", "--reason", "x"],
         4,
-        "nothing matched: no row, circuit, live retrier or handler has event type `nosuchtype`",
+        "nothing matched: unknown event type `nosuchtype`: no row, circuit, live retrier, catalog record or handler has it",
     );
     fails(&db, &["resume", "nosuchtype"], 4, "nothing matched");
     let dir = tempfile::tempdir().unwrap();
@@ -879,6 +879,110 @@ async fn nothing_matched_is_not_success(db: Db) {
     fails(&db, &["purge", "--older-than", "0s"], 2, "pass --yes to confirm (no terminal to ask on)");
     assert_eq!(store.count(ListFilter::default().status(Status::Discarded)).await.unwrap(), 2, "nothing purged");
     db.dlq().args(["purge", "--older-than", "0s", "--yes"]).assert().success().stdout("purged 2 rows\n");
+}
+
+/// A row of type `done` that succeeded: claimed and settled as a retrier would.
+async fn succeeded(store: &Arc<dyn DeadLetterStore>) -> DlqId {
+    use dlq_core::store::{ClaimRequest, Settlement};
+    let id = store.park(NewDeadLetter::new("done", Payload::Json(1.into()), failure("E", "down"))).await.unwrap().id;
+    let request =
+        ClaimRequest { event_types: vec!["done".into()], limit: 1, lease: Duration::from_secs(60), owner: "t".into() };
+    let claimed = store.claim(request).await.unwrap();
+    store.settle(vec![Settlement::Succeeded { lease: claimed[0].lease }]).await.unwrap();
+    id
+}
+
+/// An `--event-type` nothing knows exits 4 on every verb that takes one, saying so; a type
+/// only the catalog knows is known (no rows: an empty list, exit 0).
+async fn an_unknown_event_type_exits_4_on_every_verb(db: Db) {
+    let store = db.store().await;
+    seed(&store).await;
+    let unknown = "nothing matched: unknown event type `no-such-type`: no row, circuit, live retrier, catalog record or handler has it";
+    for verb in [
+        &["ls"][..],
+        &["ls", "--oldest-first"],
+        &["redrive", "--reason", "x"],
+        &["redrive", "--dry-run"],
+        &["discard", "--reason", "x"],
+        &["discard", "--reason", "x", "--dry-run"],
+        &["rekey", "--reason", "x"],
+    ] {
+        fails(&db, &[verb, &["--event-type", "no-such-type"]].concat(), 4, unknown);
+    }
+    let catalog = dlq_core::catalog::EventTypeInfo::new("invoice", 1, "host:1:invoices");
+    store.publish_types(vec![catalog]).await.unwrap();
+    assert_eq!(run_json(&db, &["ls", "--event-type", "invoice"])["rows"], serde_json::json!([]));
+    fails(&db, &["redrive", "--event-type", "invoice"], 4, "nothing matched: no FAILED_PERMANENTLY row matches");
+}
+
+/// A list of ids with one no row has is refused whole, dry or not, naming the unknown ids
+/// (exit 4): nothing moves; ids below 1 are usage errors (exit 2) on every verb taking ids.
+async fn unknown_ids_and_ids_below_one_are_named(db: Db) {
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let (a, b) = (ids[0].to_string(), ids[1].to_string());
+    let want = format!("nothing matched: no row with ids 999998, 999999 (of {a}, {b}, 999998, 999999): nothing done");
+    for verb in [&["redrive", "--reason", "x"][..], &["redrive", "--dry-run"], &["discard", "--reason", "x"]] {
+        fails(&db, &[verb, &[&a, &b, "999998", "999999"]].concat(), 4, &want);
+    }
+    fails(&db, &["discard", &a, "999999", "--reason", "x", "--dry-run"], 4, "no row with id 999999 (of");
+    assert_eq!(store.count(ListFilter::default().status(Status::FailedPermanently)).await.unwrap(), 3);
+    assert!(store.operation(1).await.unwrap().is_none(), "no operation stored");
+    let fix = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(fix.path(), r#"[{"op": "add", "path": "/x", "value": 1}]"#).unwrap();
+    let fix = fix.path().to_str().unwrap();
+    for args in [
+        &["redrive", "0", "--reason", "x"][..],
+        &["redrive", &a, "-1"],
+        &["discard", "-5", "--reason", "x"],
+        &["show", "0"],
+        &["patch", "0", "--patch", fix, "--reason", "x"],
+        &["undo", "-1"],
+    ] {
+        fails(&db, args, 2, "is not an id: ids are whole numbers from 1");
+    }
+}
+
+/// A dry run exits as its real run would and says nothing moved: a patch that does not fit
+/// its one row exits 1 both ways, an unknown row too; a redrive's dry run prints no "moved".
+async fn a_dry_run_answers_as_its_run_would(db: Db) {
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let id = ids[0].to_string();
+    let bad = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(bad.path(), r#"[{"op": "remove", "path": "/nope"}]"#).unwrap();
+    let bad = bad.path().to_str().unwrap();
+    for dry in [&[][..], &["--dry-run"]] {
+        fails(&db, &[&["patch", &id, "--patch", bad, "--reason", "x"], dry].concat(), 1, "patch does not apply");
+        fails(&db, &[&["patch", "999999", "--patch", bad, "--reason", "x"], dry].concat(), 1, "999999 not found");
+    }
+    let out = db.dlq().args(["redrive", "--all", "--dry-run", "--batch", "1"]).assert().success().get_output().clone();
+    let (said, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(said.starts_with("would redrive: 3 rows"), "{said}");
+    assert!(err.contains("read 1: 1 would redrive, 0 would be refused"), "{err}");
+    assert!(!err.contains("moved") && !said.contains("moved"), "a dry run moves nothing: {err}{said}");
+    assert_eq!(store.count(ListFilter::default().status(Status::FailedPermanently)).await.unwrap(), 3);
+}
+
+/// `discard` takes dead and pending rows only: a SUCCEEDED one is refused with its status,
+/// dry run and real run alike, and stays SUCCEEDED.
+async fn discard_refuses_rows_that_are_not_dead_or_pending(db: Db) {
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let done = succeeded(&store).await;
+    let (dead, pending, done_id) = (ids[0].to_string(), ids[3].to_string(), done.to_string());
+    let refused = serde_json::json!([{ "id": done, "reason": "status", "status": "SUCCEEDED" }]);
+    let dry = run_json(&db, &["discard", &dead, &pending, &done_id, "--reason", "x", "--dry-run"]);
+    assert_eq!((&dry["moved_ids"], &dry["refusals"]), (&serde_json::json!([ids[0], ids[3]]), &refused));
+    let all = run_json(&db, &["discard", "--all", "--reason", "x", "--dry-run"]);
+    assert_eq!((&all["moved_ids"], &all["refusals"]), (&serde_json::json!(ids), &refused));
+    let text = db.dlq().args(["discard", &done_id, "--reason", "x", "--dry-run"]).assert().success();
+    let text = String::from_utf8_lossy(&text.get_output().stdout).into_owned();
+    assert!(text.contains(&format!("refused {done}: status is SUCCEEDED")), "{text}");
+    let real = run_json(&db, &["discard", &dead, &pending, &done_id, "--reason", "x"]);
+    assert_eq!((&real["moved_ids"], &real["refusals"]), (&serde_json::json!([ids[0], ids[3]]), &refused));
+    assert_eq!(store.get(done).await.unwrap().unwrap().status, Status::Succeeded);
+    assert!(store.audit(done).await.unwrap().is_empty(), "nothing written to the refused row");
 }
 
 macro_rules! on_both_stores {
@@ -916,7 +1020,11 @@ on_both_stores!(
     erase_by_subject,
     validate_by_the_type_catalog,
     undecodable_rows_and_a_patch_by_version,
-    an_unreadable_payload_breaks_no_verb
+    an_unreadable_payload_breaks_no_verb,
+    an_unknown_event_type_exits_4_on_every_verb,
+    unknown_ids_and_ids_below_one_are_named,
+    a_dry_run_answers_as_its_run_would,
+    discard_refuses_rows_that_are_not_dead_or_pending
 );
 
 /// The stock binary validates by the type catalog the service's retriers publish: with rows
@@ -1860,4 +1968,72 @@ async fn redacted_fields_never_show_without_an_audited_reveal() {
         (last.action.as_str(), last.actor.as_str(), last.reason.as_deref()),
         ("reveal", "oncall", Some("chargeback 118"))
     );
+}
+
+/// `dlq patch ID` in `$EDITOR`: the file is private (0600) in `TMPDIR`, and gone whatever
+/// ends the edit: the editor's end, SIGTERM to dlq (exit 143), Ctrl-C to the terminal's whole
+/// process group (the editor dies of it: exit 130); nothing is written. With no editor and no
+/// terminal, dlq says to pass `--patch` or set `EDITOR` (exit 2) instead of starting vi.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_edit_file_is_private_and_never_left_behind() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let db = Db::sqlite().await;
+    let store = db.store().await;
+    let id = seed(&store).await[0];
+    let unchanged = store.get(id).await.unwrap().unwrap().payload;
+    let (tmp, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (told, never) = (work.path().join("told"), work.path().join("never"));
+    for fifo in [&told, &never] {
+        assert!(Std::new("mkfifo").arg(fifo).status().unwrap().success());
+    }
+    // An editor that says which file it edits, then waits for a line nobody writes.
+    let editor = work.path().join("editor");
+    let script = "#!/bin/sh\nexec 2>/dev/null\nprintf '%s' \"$1\" > \"$TOLD\"\nread line < \"$NEVER\"\n";
+    std::fs::write(&editor, script).unwrap();
+    std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let left = || std::fs::read_dir(tmp.path()).unwrap().count();
+    for (signal, group, code) in [("-TERM", false, 143), ("-INT", true, 130)] {
+        let child = Std::new(assert_cmd::cargo::cargo_bin("dlq"))
+            .args(["patch", &id.to_string(), "--reason", "edited"])
+            .env("DATABASE_URL", &db.url)
+            .env("TMPDIR", tmp.path())
+            .env("EDITOR", &editor)
+            .env_remove("VISUAL")
+            .env("TOLD", &told)
+            .env("NEVER", &never)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let told = told.clone();
+        let file = tokio::task::spawn_blocking(move || std::fs::read_to_string(told).unwrap()).await.unwrap();
+        let mode = |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let path = std::path::Path::new(&file);
+        assert_eq!((mode(path), mode(path.parent().unwrap())), (0o600, 0o700), "{file}: private");
+        let pid = child.id().to_string();
+        let target = if group { format!("-{pid}") } else { pid.clone() };
+        assert!(Std::new("kill").args([signal, "--", &target]).status().unwrap().success());
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+        let _ = Std::new("kill").args(["-KILL", "--", &format!("-{pid}")]).stderr(Stdio::null()).status();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{signal}: {err} {:?}", out.status);
+        assert!(err.contains("nothing written"), "{signal}: {err}");
+        assert!(!path.exists() && left() == 0, "{signal}: {file} left behind");
+        assert_eq!(store.get(id).await.unwrap().unwrap().payload, unchanged);
+    }
+    let mut edit = db.dlq();
+    edit.args(["patch", &id.to_string(), "--reason", "edited"]).env("TMPDIR", tmp.path());
+    edit.env("EDITOR", "sed -i -e 's/USD /EUR/'").env_remove("VISUAL").assert().success();
+    assert_eq!(left(), 0, "removed after the edit");
+    let edited = Payload::Json(serde_json::json!({"id": 0, "currency": "EUR"}));
+    assert_eq!(store.get(id).await.unwrap().unwrap().payload, edited);
+    let mut none = db.dlq();
+    none.args(["patch", &id.to_string(), "--reason", "x"]).env_remove("EDITOR").env_remove("VISUAL");
+    let out = none.timeout(Duration::from_secs(60)).assert().code(2).get_output().clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("pass --patch FILE") && err.contains("set EDITOR"), "{err}");
+    assert!(out.stdout.is_empty(), "no editor wrote to the output");
 }

@@ -248,6 +248,11 @@ impl BulkPlan {
     }
 
     fn check(&self) -> Result<(), Error> {
+        // Rows are numbered from 1 and a run walks ids above its cursor (0 at the start): an id
+        // of 0 or less would be passed over without a word.
+        if let Some(id) = self.filter.ids.iter().find(|id| **id < 1) {
+            return Err(Error::Invalid(format!("{id} is not an id: ids are whole numbers from 1")));
+        }
         if let Some(rate) = self.rate {
             Self::check_rate(rate).map_err(Error::Invalid)?;
         }
@@ -462,6 +467,47 @@ impl Admin {
         self.check_plan(&plan)?;
         self.store.set_operation_state(operation, OperationState::Running).await?;
         Ok(Bulk { admin: self, plan, op: Some(op), stop: None })
+    }
+
+    /// The ids of `ids` no row has, each once, in the order given: a bulk verb given a list
+    /// of ids names them and does nothing (`dlq redrive 1 2 999` refuses the whole list), so
+    /// that a mistyped id is never passed over while the rest move.
+    ///
+    /// # Errors
+    /// The store's error.
+    ///
+    /// ```
+    /// use dlq_core::admin::Admin;
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+    /// use std::sync::Arc;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "E", "bad".into(), vec![], None);
+    /// let id = store.park(NewDeadLetter::new("payment", Payload::Json(1.into()), failure)).await?.id;
+    /// let admin = Admin::new(store, "alice");
+    /// assert_eq!(admin.unknown_ids(&[id, 999, id, 999]).await?, [999]);
+    /// assert!(admin.unknown_ids(&[id]).await?.is_empty());
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn unknown_ids(&self, ids: &[DlqId]) -> Result<Vec<DlqId>, Error> {
+        let mut seen = HashSet::new();
+        let ids: Vec<DlqId> = ids.iter().copied().filter(|id| seen.insert(*id)).collect();
+        let mut unknown = Vec::new();
+        for chunk in ids.chunks(DRY_RUN_PAGE) {
+            let all = ListFilter::default().ids(chunk.iter().copied()).limit(chunk.len());
+            if self.store.count(all).await? == chunk.len() as u64 {
+                continue;
+            }
+            // Some are missing: which, one count each (only on the way to a refusal).
+            for &id in chunk {
+                if self.store.count(ListFilter::default().ids([id]).limit(1)).await? == 0 {
+                    unknown.push(id);
+                }
+            }
+        }
+        Ok(unknown)
     }
 
     /// What `plan` would move and refuse, changing nothing.
@@ -1228,6 +1274,22 @@ mod tests {
         assert!(
             matches!(&report.refusals[0].why, Refused::Unfit { message } if message.starts_with("patch does not apply"))
         );
+    }
+
+    /// A plan naming an id of 0 or less is refused, dry or not: a run walks ids above its
+    /// cursor, so such an id was passed over without a word.
+    #[tokio::test]
+    async fn ids_below_one_are_refused_not_passed_over() {
+        let (store, admin) = dead(1).await;
+        for id in [0, -1, i64::MIN] {
+            let plan = BulkPlan::redrive(ListFilter::default().ids([1, id]), "x");
+            let err = admin.dry_run(plan.clone()).unwrap_err();
+            assert_eq!(err.to_string(), format!("{id} is not an id: ids are whole numbers from 1"));
+            assert!(admin.start(plan).await.is_err());
+            assert!(admin.discard(ListFilter::default().ids([id]), "x").await.is_err());
+        }
+        assert_eq!(dead_rows(&store).await, 1);
+        assert!(store.operation(1).await.unwrap().is_none(), "nothing stored");
     }
 
     /// Plans stored before the rate existed still resume (unpaced).

@@ -809,8 +809,8 @@ impl Admin {
         self.run_to_end(BulkPlan::redrive(filter, reason)).await
     }
 
-    /// Discards every row `filter` selects but `PROCESSING` and `DISCARDED` ones, to the last
-    /// one: the shorthand of [`start`](Self::start)`(`[`BulkPlan::discard`]`(filter, reason))`
+    /// Discards every `PENDING` and `FAILED_PERMANENTLY` row `filter` selects (any other is
+    /// refused, as [`refusal`](crate::store::refusal) says), to the last one: the shorthand of [`start`](Self::start)`(`[`BulkPlan::discard`]`(filter, reason))`
     /// run unpaced to its end, walking every matching row as [`redrive`](Self::redrive) does
     /// (the filter's `limit` is no cap), each audited with this admin's actor and `reason`.
     ///
