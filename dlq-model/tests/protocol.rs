@@ -51,12 +51,25 @@ fn holds(name: &str, protocol: Protocol, reached: &[&'static str]) {
 fn caught(protocol: Protocol, promise: &'static str) {
     let mutation = protocol.mutation.expect("a mutation");
     let started = Instant::now();
-    // Breadth first on one thread: the first counterexample found is a shortest one.
-    let checker = protocol.checker().finish_when(HasDiscoveries::AnyOf([promise].into())).spawn_bfs().join();
-    eprintln!("{mutation:?}: {} unique states, {:.1?}", checker.unique_state_count(), started.elapsed());
-    let path = checker.discovery(promise);
-    assert!(path.is_some(), "{mutation:?}: no counterexample to {promise:?}");
-    eprintln!("{mutation:?} breaks {promise:?}:\n{}", path.expect("found"));
+    // Deepened one step at a time, so that the counterexample shown is a shortest one
+    // (stateright keeps the last path it found for a property, not the first).
+    for depth in 1..=40 {
+        let checker = protocol
+            .clone()
+            .checker()
+            .target_max_depth(depth)
+            .finish_when(HasDiscoveries::AnyOf([promise].into()))
+            .spawn_bfs()
+            .join();
+        if let Some(path) = checker.discovery(promise) {
+            eprintln!("{mutation:?} breaks {promise:?} ({:.1?}):\n{path}", started.elapsed());
+            return;
+        }
+        if checker.max_depth() < depth {
+            break; // every state seen: no deeper path exists
+        }
+    }
+    panic!("{mutation:?}: no counterexample to {promise:?}");
 }
 
 #[test]
@@ -143,6 +156,11 @@ fn an_asynchronous_erasure_is_caught() {
 #[test]
 fn a_decide_off_by_one_is_caught() {
     caught(Protocol::retries().mutated(Mutation::RetriesOffByOne), RETRY_COUNT_BOUNDED);
+}
+
+#[test]
+fn a_decide_off_by_one_overruns_the_crash_allowance() {
+    caught(Protocol::retries().mutated(Mutation::RetriesOffByOne), RUNS_BOUNDED);
 }
 
 #[test]
