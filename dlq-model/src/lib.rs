@@ -154,18 +154,15 @@ impl Protocol {
         Self { events: 1, lost_commits: 2, ..Self::retries() }
     }
 
-    /// One event, one retrier, two processes running `operation` (each may crash or lose a
-    /// batch's reply once, in all), with purge.
+    /// One event, two retriers (a crash, a stall), two processes running `operation` (a
+    /// crash or a lost batch reply, in all), a database crash, with purge.
     pub const fn operators(operation: Operation) -> Self {
         Self {
             events: 1,
             redeliveries: 0,
-            retriers: 1,
             operators: 2,
             operation: Some(operation),
             max_retries: 1,
-            retrier_crashes: 0,
-            stalls: 0,
             operator_crashes: 1,
             lost_park_replies: 0,
             purge: true,
