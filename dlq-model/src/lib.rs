@@ -113,6 +113,10 @@ pub struct Protocol {
     /// Whether the liveness check runs: from any state, retriers alone may be left to run
     /// (it doubles the states).
     pub liveness: bool,
+    /// Whether retriers are kept in order (they are alike: half the states or fewer). A
+    /// driver that follows a path with real retriers turns it off, so that an action's
+    /// retrier is the same one at every step.
+    pub symmetry: bool,
     /// The rule broken, if any.
     pub mutation: Option<Mutation>,
 }
@@ -137,6 +141,7 @@ impl Protocol {
             purge: false,
             erase: false,
             liveness: false,
+            symmetry: true,
             mutation: None,
         }
     }

@@ -270,8 +270,8 @@ impl State {
     }
 
     /// Renumbers the lease tokens 1, 2, … in their order, so that states that differ only
-    /// in spent tokens are one state.
-    fn canonical(&mut self) {
+    /// in spent tokens are one state; with `symmetry`, sorts the retriers.
+    fn canonical(&mut self, symmetry: bool) {
         let mut tokens: Vec<u8> = Vec::new();
         for db in std::iter::once(&self.durable).chain(&self.unflushed) {
             for row in &db.rows {
@@ -300,13 +300,16 @@ impl State {
         }
         self.next_token = tokens.len() as u8 + 1;
         // Retriers are alike (nothing reads a lease's owner): their order is no state.
-        self.retriers.sort_unstable();
+        if symmetry {
+            self.retriers.sort_unstable();
+        }
     }
 }
 
 impl Protocol {
-    /// The outcome the retrier's `decide` writes for a run.
-    const fn decide(&self, run: Run, retry_count: u8) -> Outcome {
+    /// The outcome the retrier's `decide` writes for a run of a row claimed with
+    /// `retry_count`.
+    pub const fn decide(&self, run: Run, retry_count: u8) -> Outcome {
         match run {
             Run::Succeeded => Outcome::Succeeded,
             Run::Permanent => Outcome::Dead,
@@ -626,7 +629,7 @@ impl Model for Protocol {
             Action::DbCrash { keep } => Self::crash(&mut state, keep),
             Action::Quiesce => state.quiet = true,
         }
-        state.canonical();
+        state.canonical(self.symmetry);
         Some(state)
     }
 
