@@ -357,3 +357,10 @@ where
 pub(crate) const fn no_crash(protocol: Protocol) -> Protocol {
     Protocol { db_crashes: 0, symmetry: false, ..protocol }
 }
+
+/// A configuration a store on the wall clock can follow: no lease expires (no stall, and no
+/// retrier crash to leave a lease behind).
+#[allow(dead_code, reason = "`MemoryStore` follows the expiries too")]
+pub(crate) const fn wall_clock(protocol: Protocol) -> Protocol {
+    Protocol { stalls: 0, retrier_crashes: 0, ..no_crash(protocol) }
+}
