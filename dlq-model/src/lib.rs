@@ -18,8 +18,9 @@
 //!   everything else durably; a crash loses any suffix of the asynchronous commits made since
 //!   the last durable one, up to [`Protocol::lost_commits`] of them.
 //!
-//! [`Protocol::properties`] states the promises of `docs/DESIGN.md`; [`Mutation`] breaks the
-//! protocol one rule at a time, and the tests assert that the checker finds each break.
+//! Its properties (`Model::properties`, named by the constants below) state the promises of
+//! `docs/DESIGN.md`; [`Mutation`] breaks the protocol one rule at a time, and the tests
+//! assert that the checker finds each break.
 //!
 //! ```
 //! use dlq_model::Protocol;
