@@ -1,5 +1,5 @@
 //! Explores one configuration and prints its state count, its time and what it reached:
-//! `cargo run -p dlq-model --example states -- retries` (or `liveness`, `lost-commits`, `redrive`, `discard`,
+//! `cargo run -p dlq-model --example states -- retries` (or `liveness`, `lost-commits`, `two-consumers`, `redrive`, `discard`,
 //! `patch`, `retention`; none: the smallest).
 use std::time::Instant;
 
@@ -16,6 +16,7 @@ fn main() {
         "retention" => Protocol::retention(),
         "liveness" => Protocol::liveness(),
         "lost-commits" => Protocol::lost_commits(),
+        "two-consumers" => Protocol::two_consumers(),
         _ => Protocol::smoke(),
     };
     let started = Instant::now();

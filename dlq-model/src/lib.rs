@@ -86,6 +86,9 @@ pub struct Protocol {
     /// How many times event 0 is delivered again after its first park (the others are
     /// delivered once).
     pub redeliveries: u8,
+    /// Whether event 0 is also delivered to a second consumer, which parks it beside the
+    /// first (two parkers of one key at once).
+    pub second_consumer: bool,
     /// Retriers.
     pub retriers: u8,
     /// Processes running (resuming) the stored operation.
@@ -129,6 +132,7 @@ impl Protocol {
         Self {
             events: 2,
             redeliveries: 1,
+            second_consumer: false,
             retriers: 2,
             operators: 0,
             operation: None,
@@ -158,6 +162,12 @@ impl Protocol {
     /// outcomes).
     pub const fn lost_commits() -> Self {
         Self { events: 1, lost_commits: 2, ..Self::retries() }
+    }
+
+    /// One event parked by two consumers at once (one of them delivered it twice), two
+    /// retriers with a crash and a stall, a database crash.
+    pub const fn two_consumers() -> Self {
+        Self { events: 1, second_consumer: true, ..Self::retries() }
     }
 
     /// One event, two retriers (a crash, a stall), two processes running `operation` (a

@@ -204,7 +204,7 @@ pub struct State {
     pub durable: Db,
     /// The tables after each asynchronous commit not flushed yet, oldest first.
     pub unflushed: Vec<Db>,
-    /// The parkers, one per event.
+    /// The parkers, one per event (and a second one of event 0 with `second_consumer`).
     pub parkers: Vec<Parker>,
     /// The retriers.
     pub retriers: Vec<Retrier>,
@@ -536,7 +536,10 @@ impl Model for Protocol {
         vec![State {
             durable: Db::new(),
             unflushed: Vec::new(),
-            parkers: (0..self.events).map(parker).collect(),
+            parkers: (0..self.events)
+                .map(parker)
+                .chain(self.second_consumer.then(|| Parker { left: 1, ..parker(0) }))
+                .collect(),
             retriers: vec![Retrier::Idle; usize::from(self.retriers)],
             operators: vec![Operator::Start; usize::from(self.operators)],
             next_token: 1,

@@ -19,6 +19,11 @@ async fn the_memory_store_follows_retries() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_memory_store_follows_two_consumers() {
+    agree("two consumers", no_crash(Protocol::two_consumers()), true, usize::MAX, store).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_memory_store_follows_a_redrive() {
     agree("redrive", no_crash(Protocol::operators(Operation::Redrive)), true, usize::MAX, store).await;
 }

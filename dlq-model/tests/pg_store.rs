@@ -42,6 +42,7 @@ async fn the_pg_store_follows_the_model() {
         .expect("PostgreSQL at DATABASE_URL (set it, or start one at 127.0.0.1:5432)");
     let configurations = [
         ("retries", wall_clock(Protocol { events: 1, ..Protocol::retries() })),
+        ("two consumers", wall_clock(Protocol::two_consumers())),
         ("redrive", wall_clock(Protocol::operators(Operation::Redrive))),
         ("discard", wall_clock(Protocol::operators(Operation::Discard))),
         ("patch", wall_clock(Protocol::operators(Operation::Patch))),

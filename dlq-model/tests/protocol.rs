@@ -88,6 +88,11 @@ fn a_crash_losing_two_commits_keeps_every_promise() {
 }
 
 #[test]
+fn two_consumers_parking_one_event_keep_every_promise() {
+    holds("two consumers", Protocol::two_consumers(), &[SOME_FENCED, SOME_LOST_COMMIT, SOME_REPARK]);
+}
+
+#[test]
 fn a_redrive_keeps_every_promise() {
     holds("redrive", Protocol::operators(Operation::Redrive), &[SOME_CONFLICT, SOME_MOVE, SOME_LOST_COMMIT]);
 }

@@ -21,6 +21,11 @@ async fn the_sqlite_store_follows_retries() {
 }
 
 #[tokio::test]
+async fn the_sqlite_store_follows_two_consumers() {
+    agree("two consumers", wall_clock(Protocol::two_consumers()), false, 200, store).await;
+}
+
+#[tokio::test]
 async fn the_sqlite_store_follows_a_redrive() {
     agree("redrive", wall_clock(Protocol::operators(Operation::Redrive)), false, 200, store).await;
 }
