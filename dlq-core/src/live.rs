@@ -386,6 +386,9 @@ async fn park_sealed(
     sealing: Option<Sealing>,
     keys: Option<&KeyRing>,
 ) -> Result<Parked, Error> {
+    if letter.subject.is_some() {
+        crate::subject::remember_check(store).await;
+    }
     let (letter, cut) = crate::sealed::seal_letter(letter, sealing, keys, store.max_payload_bytes())?;
     let mut parked = park_observed(store, letter).await?;
     parked.truncated |= cut && !parked.deduplicated;
@@ -789,6 +792,18 @@ mod tests {
             down()
         }
         fn erasures(&self, _: usize) -> BoxFuture<'_, StoreResult<Vec<crate::store::Erasure>>> {
+            down()
+        }
+        fn subject_key_check(&self, _: crate::store::KeyCheck) -> BoxFuture<'_, StoreResult<crate::store::KeyCheck>> {
+            down()
+        }
+        fn count_subject(&self, _: crate::store::SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
+            down()
+        }
+        fn version_schemas(&self) -> BoxFuture<'_, StoreResult<Vec<crate::catalog::VersionSchema>>> {
+            down()
+        }
+        fn accept_schema(&self, _: crate::catalog::VersionSchema) -> BoxFuture<'_, StoreResult<()>> {
             down()
         }
         fn audit_entry(&self, _: i64) -> BoxFuture<'_, StoreResult<Option<crate::admin::AuditEntry>>> {
