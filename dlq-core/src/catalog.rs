@@ -431,11 +431,15 @@ impl VersionSchema {
 
 impl EventTypeInfo {
     /// The schemas this record publishes, one per version: its own version's and the older
-    /// ones', with its time and publisher.
+    /// ones', with its time and publisher. A schema that takes any JSON (`true`, `{}`: an
+    /// upcaster on `serde_json::Value`) says nothing of a shape and is left out.
     pub fn version_schemas(&self) -> Vec<VersionSchema> {
         let own = self.schema.iter().map(|schema| (self.version, schema));
         let schemas = own.chain(self.older_schemas.iter().map(|(v, s)| (*v, s)));
+        let anything = shape_digest(&Value::Object(serde_json::Map::new()));
+        let any = |schema: &Value| *schema == Value::Bool(true) || shape_digest(schema) == anything;
         schemas
+            .filter(|(_, schema)| !any(schema))
             .map(|(version, schema)| VersionSchema {
                 first_published_at: self.published_at,
                 published_at: self.published_at,
@@ -446,7 +450,8 @@ impl EventTypeInfo {
 }
 
 /// The SHA-256, in hex, of a JSON Schema's shape: the schema with its annotations (`title`,
-/// `description`, `$comment` strings, `examples` arrays) removed, written with sorted keys.
+/// `description`, `$comment`, `$schema` strings, `examples` arrays) removed, written with
+/// sorted keys.
 /// Two schemas of one struct under two names (`Payment`, `PaymentV1`), or with other doc
 /// comments, have the same digest; any change to a field, a type or a requirement changes it.
 pub fn shape_digest(schema: &Value) -> String {
@@ -460,7 +465,7 @@ pub fn shape_digest(schema: &Value) -> String {
                 for key in keys {
                     let value = &map[key];
                     let annotation = match key.as_str() {
-                        "title" | "description" | "$comment" => value.is_string(),
+                        "title" | "description" | "$comment" | "$schema" => value.is_string(),
                         "examples" => value.is_array(),
                         _ => false,
                     };

@@ -1183,12 +1183,17 @@ pub async fn type_catalog_keeps_every_shape_of_a_version<S: DeadLetterStore>(s: 
     let mut v2 = record(2, "payments-v2", 10);
     v2.schema = Some(json!({"type": "object", "required": ["cents", "currency"]}));
     v2.older_schemas = [(1, json!({"title": "PaymentV1", "type": "object", "required": ["cents"]}))].into();
+    let mut v3 = record(3, "payments-v3", 5);
+    // Upcasters on `serde_json::Value`: schemas that take any JSON, no shape.
+    let any_value = json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "AnyValue"});
+    v3.older_schemas = [(1, json!(true)), (2, any_value)].into();
+    s.publish_types(vec![v3]).await.expect("publish");
     s.publish_types(vec![v1]).await.expect("publish");
     s.publish_types(vec![v2]).await.expect("publish");
     let mut forgot = record(1, "payments-v3", 20);
     forgot.schema = Some(json!({"type": "object", "required": ["amount_cents"]}));
     s.publish_types(vec![forgot.clone()]).await.expect("publish");
-    assert_eq!(s.event_types().await.expect("event_types")[0].version, 2, "the newest version's record stays");
+    assert_eq!(s.event_types().await.expect("event_types")[0].version, 3, "the newest version's record stays");
 
     let stored = s.version_schemas().await.expect("version_schemas");
     let seen: Vec<_> =
