@@ -454,6 +454,16 @@ impl EventTypeInfo {
 /// sorted keys.
 /// Two schemas of one struct under two names (`Payment`, `PaymentV1`), or with other doc
 /// comments, have the same digest; any change to a field, a type or a requirement changes it.
+///
+/// ```
+/// use dlq_core::catalog::shape_digest;
+/// use serde_json::json;
+///
+/// let a = json!({"title": "Payment", "properties": {"title": {"type": "string"}}});
+/// let b = json!({"title": "PaymentV1", "description": "old", "properties": {"title": {"type": "string"}}});
+/// assert_eq!(shape_digest(&a), shape_digest(&b));
+/// assert_ne!(shape_digest(&a), shape_digest(&json!({"properties": {"title": {"type": "integer"}}})));
+/// ```
 pub fn shape_digest(schema: &Value) -> String {
     use sha2::{Digest, Sha256};
     fn shape(value: &Value, out: &mut String) {
@@ -598,6 +608,21 @@ pub(crate) fn check_versions(
 /// version is added, a known one is marked published again (time and publisher): what
 /// [`DeadLetterStore::publish_types`] does with the versions' schemas, for stores that keep the
 /// catalog in memory.
+///
+/// ```
+/// use dlq_core::catalog::{EventTypeInfo, VersionSchema, accept_schema, merge_schemas};
+/// use serde_json::json;
+///
+/// let mut v1 = EventTypeInfo::new("payment", 1, "payments-v1");
+/// v1.schema = Some(json!({"required": ["cents"]}));
+/// let mut forgot = EventTypeInfo::new("payment", 1, "payments-v3");
+/// forgot.schema = Some(json!({"required": ["amount_cents"]}));
+/// let mut stored = Vec::new();
+/// merge_schemas(&mut stored, &[v1.clone(), forgot, v1]);
+/// assert_eq!(stored.len(), 2, "two shapes of version 1, the first its contract");
+/// accept_schema(&mut stored, VersionSchema::new("payment", 1, json!({"required": ["amount_cents"]}), "ops"));
+/// assert_eq!(stored.len(), 1);
+/// ```
 pub fn merge_schemas(stored: &mut Vec<VersionSchema>, published: &[EventTypeInfo]) {
     for schema in published.iter().flat_map(EventTypeInfo::version_schemas) {
         let same = |s: &&mut VersionSchema| {

@@ -14,8 +14,9 @@
 //! lacks one does not compile (the subject key's check value and the count before an erasure,
 //! [`subject_key_check`](DeadLetterStore::subject_key_check) and
 //! [`count_subject`](DeadLetterStore::count_subject), among them); so are the type catalog's
-//! ([`publish_types`](DeadLetterStore::publish_types), [`event_types`](DeadLetterStore::event_types)),
-//! which the stock CLI validates payloads with. Of the methods with a default, the conformance
+//! ([`publish_types`](DeadLetterStore::publish_types), [`event_types`](DeadLetterStore::event_types),
+//! [`version_schemas`](DeadLetterStore::version_schemas), [`accept_schema`](DeadLetterStore::accept_schema)),
+//! which the stock CLI validates payloads with and a retrier checks its versions against. Of the methods with a default, the conformance
 //! kit accepts these defaults as they are: `settle_and_claim`, `count`, `count_purgeable`,
 //! `created_histogram`, `claim_capped` with `supports_claim_capped` (its test is skipped), `try_lock_singleton`
 //! (skipped), `maintain`, `table_health`, `max_payload_bytes`, `capacity` and `store_id`. It
