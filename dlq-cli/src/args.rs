@@ -12,15 +12,19 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0    success (a purge with nothing old enough to delete too)
   1    error (one line on stderr)
-  2    usage: a bad flag, number, duration, rate or URL, an empty --reason; purge without
-       --yes off a terminal
+  2    usage: a bad flag, number, duration, rate or URL, an id below 1, an empty --reason;
+       purge without --yes off a terminal; patch with no --patch, no EDITOR and no terminal
   3    a canary stopped the redrive (the rest stay parked; --resume continues)
-  4    nothing matched: no row selected, or an unknown event type; nothing done
+  4    nothing matched: no row selected, an id no row has (named; nothing done to the
+       others), or an unknown event type (no row, circuit, retrier, handler or catalog
+       record has it); nothing done
   130  interrupted (Ctrl-C): stopped after the batch in flight; --resume continues
   141  the output was closed (dlq ls | head): stopped quietly; --resume continues
+A --dry-run exits with the code its real run would.
 
 Text read from the store is shown with control characters replaced by '.', cut to 60
-characters (…) in tables; `dlq show` has a row's fields whole, --json has everything exactly.";
+characters (…) in tables; `dlq show` has a row's fields whole, --json has everything exactly
+(control characters and bidi overrides as \\u escapes).";
 
 /// The most rows a batch, a canary, a page or a top list may hold.
 pub(crate) const MAX_ROWS: u64 = 10_000;
@@ -61,6 +65,7 @@ pub enum Command {
     /// fields its type redacts masked, unless `--reveal`).
     Show {
         /// The row's id.
+        #[arg(value_parser = row_id, allow_negative_numbers = true)]
         id: DlqId,
         /// Shows the row whole: its redacted fields, and its encrypted payload and error
         /// opened with DLQ_KEYS (or DLQ_KEYS_FILE); audited (action `reveal`) first.
@@ -79,6 +84,7 @@ pub enum Command {
     /// Restores the payload a patch replaced.
     Undo {
         /// The patch's audit entry id (from `dlq show`).
+        #[arg(value_parser = row_id, allow_negative_numbers = true)]
         audit_id: i64,
         /// Why (default: "undo of audit entry N").
         #[arg(long)]
@@ -239,7 +245,9 @@ pub struct LsArgs {
 /// Which rows a bulk verb applies to, and how it runs.
 #[derive(Debug, Args)]
 pub struct BulkArgs {
-    /// Row ids (or use filters, or `--all`).
+    /// Row ids (or use filters, or `--all`): an id no row has refuses the whole list, naming
+    /// it (exit 4), so nothing is done.
+    #[arg(value_parser = row_id, allow_negative_numbers = true)]
     pub ids: Vec<DlqId>,
     /// The filters.
     #[command(flatten)]
@@ -324,14 +332,15 @@ pub struct DiscardArgs {
 #[derive(Debug, Args)]
 pub struct PatchArgs {
     /// The row's id (or `--group`, or `--resume`).
-    #[arg(required_unless_present_any = ["group", "resume"])]
+    #[arg(required_unless_present_any = ["group", "resume"], value_parser = row_id, allow_negative_numbers = true)]
     pub id: Option<DlqId>,
     /// Every FAILED_PERMANENTLY row of this failure group (fingerprint, from `dlq stats`), as a
     /// stored operation run batch by batch like `dlq redrive` (paced, Ctrl-C-able, resumable),
     /// each row audited; rows the patch does not fit are refused with the reason.
     #[arg(long, visible_alias = "fingerprint", conflicts_with = "id", requires = "patch")]
     pub group: Option<String>,
-    /// An RFC 6902 JSON Patch file, or `-` for standard input (default: edit in `$EDITOR`).
+    /// An RFC 6902 JSON Patch file, or `-` for standard input (default: edit the payload in
+    /// `$VISUAL`, `$EDITOR`, or vi on a terminal; a private file, removed after).
     #[arg(long)]
     pub patch: Option<PathBuf>,
     /// Print what would change, and how many patched rows would decode (by the handlers, or
@@ -362,6 +371,16 @@ pub struct PatchArgs {
     /// it; rows of other versions are left alone).
     #[arg(long, requires = "group", value_parser = clap::value_parser!(u32).range(1..))]
     pub where_version: Option<u32>,
+}
+
+/// A row's (or an audit entry's) id: a whole number from 1. The stores number rows from 1 and
+/// every selection walks ids above 0, so 0 or less would select nothing, silently.
+fn row_id(text: &str) -> Result<DlqId, String> {
+    match text.trim().parse::<DlqId>() {
+        Ok(id) if id >= 1 => Ok(id),
+        Ok(id) => Err(format!("{id} is not an id: ids are whole numbers from 1")),
+        Err(e) => Err(format!("`{text}` is not an id: {e}")),
+    }
 }
 
 /// Parses a status name, case-insensitively.
@@ -459,5 +478,8 @@ mod tests {
         assert_eq!(parse_canary_wait("0s").unwrap_err(), "a canary's wait must be from 1s to 1day");
         assert!(parse_canary_wait("500000000y").is_err() && parse_canary_wait("2h").is_ok());
         assert!(parse_age("0s").is_ok() && parse_age("200y").unwrap_err().contains("the age must be"));
+        assert_eq!(row_id("7"), Ok(7));
+        assert_eq!(row_id("0").unwrap_err(), "0 is not an id: ids are whole numbers from 1");
+        assert!(row_id("-3").unwrap_err().contains("-3 is not an id") && row_id("x").is_err());
     }
 }

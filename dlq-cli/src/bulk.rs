@@ -13,7 +13,7 @@ use dlq_core::store::ActionKind;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::args::{BulkArgs, DiscardArgs, PatchArgs, RedriveArgs};
-use crate::render::Out;
+use crate::render::{Out, id_list};
 use crate::{Failure, exit};
 
 pub(crate) async fn redrive(admin: &Admin, args: &RedriveArgs, out: &Out) -> Result<ExitCode, Failure> {
@@ -27,6 +27,7 @@ pub(crate) async fn redrive(admin: &Admin, args: &RedriveArgs, out: &Out) -> Res
             }
         }
         None => {
+            known_ids(admin, &args.bulk).await?;
             if args.validate {
                 validate_first(admin, &args.bulk, out).await?;
             }
@@ -79,6 +80,7 @@ pub(crate) async fn discard(admin: &Admin, args: &DiscardArgs, out: &Out) -> Res
     let bulk = match args.bulk.resume {
         Some(op) => overrides(admin.resume_as(op, ActionKind::Discard).await?, &args.bulk),
         None => {
+            known_ids(admin, &args.bulk).await?;
             let plan = BulkPlan::discard(selection(&args.bulk)?, args.reason.as_deref().unwrap_or_default());
             prepare(admin, plan, &args.bulk).await?
         }
@@ -105,7 +107,7 @@ pub(crate) async fn patch(
             }
         }
         (Some(plan), None) => {
-            if admin.store().count(plan.filter.clone().limit(1)).await? == 0 {
+            if !admin.selects_any(&plan.filter).await? {
                 let group = plan.filter.fingerprint.as_deref().unwrap_or_default();
                 return Err(Failure::nothing(format!("no FAILED_PERMANENTLY row in group `{group}`")));
             }
@@ -131,6 +133,19 @@ fn selection(args: &BulkArgs) -> Result<dlq_core::ListFilter, Failure> {
     args.selection().ok_or_else(|| Failure::usage("say which rows: ids, a filter (e.g. --group FP), or --all"))
 }
 
+/// Every id named must be a row's: an unknown one refuses the whole list, naming each
+/// unknown id, before anything is checked, stored or moved (exit 4), so that a typo in a list
+/// is never passed over while the rest move.
+async fn known_ids(admin: &Admin, args: &BulkArgs) -> Result<(), Failure> {
+    let unknown = admin.unknown_ids(&args.ids).await?;
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let of = if args.ids.len() > 1 { format!(" (of {})", id_list(&args.ids)) } else { String::new() };
+    let what = if unknown.len() == 1 { "id" } else { "ids" };
+    Err(Failure::nothing(format!("no row with {what} {}{of}: nothing done", id_list(&unknown))))
+}
+
 /// The plan, checked to select at least one row (a selection that matches nothing is
 /// refused before any operation is stored), then stored, or dry.
 async fn prepare<'a>(admin: &'a Admin, mut plan: BulkPlan, args: &BulkArgs) -> Result<Bulk<'a>, Failure> {
@@ -139,7 +154,7 @@ async fn prepare<'a>(admin: &'a Admin, mut plan: BulkPlan, args: &BulkArgs) -> R
     }
     plan.max = args.max;
     plan.rate = args.rate;
-    if admin.store().count(plan.filter.clone().limit(1)).await? == 0 {
+    if !admin.selects_any(&plan.filter).await? {
         return Err(Failure::nothing(unmatched(&plan, args)));
     }
     Ok(if args.dry_run { admin.dry_run(plan)? } else { admin.start(plan).await? })
@@ -147,9 +162,8 @@ async fn prepare<'a>(admin: &'a Admin, mut plan: BulkPlan, args: &BulkArgs) -> R
 
 /// What selected nothing, in the words of the command line.
 fn unmatched(plan: &BulkPlan, args: &BulkArgs) -> String {
-    let ids = |ids: &[i64]| ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
     if !args.ids.is_empty() {
-        return format!("no row with id {}", ids(&args.ids));
+        return format!("no row with id {} matches the other filters", id_list(&args.ids));
     }
     let f = &args.filter;
     let mut by = Vec::new();
@@ -194,11 +208,26 @@ async fn run(bulk: Bulk<'_>, pacing: Pacing, out: &Out) -> Result<ExitCode, Fail
         }
     };
     let progress = Progress::new(out);
-    let moved = if bulk.plan().action == ActionKind::Patch { "patched" } else { "moved" };
+    // A dry run moves nothing, and its progress says so.
+    let (dry, action) = (bulk.operation().is_none(), bulk.plan().action);
+    let line = |p: &BulkProgress| match (dry, action) {
+        (true, action) => format!(
+            "read {}: {} would {}, {} would be refused (cursor {})",
+            p.batch,
+            p.moved,
+            action.as_str(),
+            p.refused,
+            p.cursor
+        ),
+        (false, action) => {
+            let moved = if action == ActionKind::Patch { "patched" } else { "moved" };
+            format!("batch {}: {} {moved}, {} refused (cursor {})", p.batch, p.moved, p.refused, p.cursor)
+        }
+    };
     let report = bulk
         .stop_on(token.clone())
         .run(pacing, |p| {
-            progress.show(p, moved, out);
+            progress.show(&line(p), out);
             // A closed output (`dlq redrive … 2>&1 | head`) stops the run here, between
             // batches, as Ctrl-C does: the operation stays resumable.
             if out.failed().is_some() {
@@ -277,9 +306,9 @@ impl Progress {
         Self::Bar(bar)
     }
 
-    /// Progress after a batch; `moved` names what happened to the rows (`moved`, `patched`).
-    fn show(&self, p: &BulkProgress, moved: &str, out: &Out) {
-        let line = format!("batch {}: {} {moved}, {} refused (cursor {})", p.batch, p.moved, p.refused, p.cursor);
+    /// Progress after a batch, in one line.
+    fn show(&self, line: &str, out: &Out) {
+        let line = line.to_owned();
         match self {
             Self::Bar(bar) => bar.set_message(line),
             Self::Lines => out.err_line(&line),

@@ -23,11 +23,14 @@
 //! | --- | --- |
 //! | 0 | done (a purge with nothing old enough to delete too) |
 //! | 1 | error: unknown id, store unreachable or not migrated, patch that does not apply, permission denied, a resume whose verb is not the operation's, a declined purge, … (one line on stderr) |
-//! | 2 | usage: unknown flag, malformed or out-of-range filter, number, duration, rate or URL, an empty `--reason`; `purge` without `--yes` and no terminal to ask on (one line on stderr, bar clap's usage text for a flag or verb it does not know) |
+//! | 2 | usage: unknown flag, malformed or out-of-range filter, number, duration, rate or URL, an id below 1, an empty `--reason`; `purge` without `--yes` and no terminal to ask on; `patch ID` without `--patch`, with neither `EDITOR` nor `VISUAL` set and no terminal (one line on stderr, bar clap's usage text for a flag or verb it does not know) |
 //! | 3 | a canary stopped the redrive: its rows failed again (or had no outcome in time); the rest stay parked, `--resume` continues |
-//! | 4 | nothing matched: `redrive`, `discard` or `patch --group` selected no row, `pause`/`resume` named an event type nothing knows; nothing was done or stored ("nothing matched: …" on stderr) |
+//! | 4 | nothing matched: `redrive`, `discard` or `patch --group` selected no row; a list of ids holds one no row has (each such id named, nothing done to the others); `pause`/`resume` or an `--event-type` filter (`ls`, `redrive`, `discard`, `rekey`) named an event type nothing knows (no row, circuit, live retrier, catalog record or handler has it), `upgrade` one the embedding binary has no handler for; nothing was done or stored ("nothing matched: …" on stderr) |
 //! | 130 | interrupted (Ctrl-C): a bulk verb stopped after its batch in flight; `--resume` continues |
 //! | 141 | the output was closed (`dlq ls \| head`): the verb stopped quietly, as a tool killed by SIGPIPE; a bulk verb stopped at a batch boundary, `--resume` continues |
+//!
+//! A `--dry-run` exits with the code its real run would (a patch that does not fit its one
+//! row: 1), and prints nothing that says a row moved.
 //!
 //! Text read from the store (event types, reasons, payloads, headers, …) is shown with
 //! control characters and bidi overrides replaced by `.`, so no stored row can move the
@@ -56,7 +59,7 @@
 //!   error_reason, fingerprint, retry_count, max_retries, redrive_count, retry_after,
 //!   created_at, updated_at}` (`version`: the version of the event's contract the payload is
 //!   written in);
-//! - `show`: a row plus `{payload, payload_raw_hex, payload_truncated, payload_original_len,
+//! - `show`: a row plus `{payload, payload_raw_hex, payload_note, payload_truncated, payload_original_len,
 //!   payload_sha256, error_chain, stacktrace, source, lease_owner, dedupe_key, attempts:
 //!   [{attempt, outcome, error_class, error_reason, owner, at}], audit: [{id, action, actor,
 //!   reason, diff, at}]}`;
@@ -267,6 +270,9 @@ impl Embedded {
     }
 
     async fn verb(&self, cli: &Cli, admin: &Admin, out: &render::Out) -> Result<ExitCode, Failure> {
+        if let Some(event_type) = event_type_filter(&cli.command) {
+            Self::known_type(admin, event_type).await?;
+        }
         match &cli.command {
             Command::Stats { top } => out.stats(&admin.stats(*top).await?),
             Command::Ls(args) => {
@@ -296,6 +302,7 @@ impl Embedded {
                 Self::can_validate(args.validate, admin)?;
                 match repair::patch(admin, args).await? {
                     repair::Repaired::One(outcome) => out.patched(&outcome),
+                    // One row's dry run (`Admin::patch_dry_run`) fails as its real run would.
                     repair::Repaired::Many(report) if report.patched.is_empty() && report.refused.is_empty() => {
                         let group = args.group.as_deref().unwrap_or_default();
                         return Err(Failure::nothing(format!("no FAILED_PERMANENTLY row in group `{group}`")));
@@ -344,14 +351,15 @@ impl Embedded {
         Ok(ExitCode::SUCCESS)
     }
 
-    /// A type to pause or resume must be known (rows, a circuit, a retrier or a handler):
-    /// a misspelt type would be paused to no effect.
+    /// A type to pause or resume, or an `--event-type` filter, must be known (rows, a
+    /// circuit, a retrier, a catalog record or a handler): a misspelt type would be paused to
+    /// no effect, or listed as if it had no rows.
     async fn known_type(admin: &Admin, event_type: &str) -> Result<(), Failure> {
         if event_type.trim().is_empty() || admin.knows_type(event_type).await? {
             return Ok(());
         }
         Err(Failure::nothing(format!(
-            "no row, circuit, live retrier or handler has event type `{event_type}` (`dlq stats` lists the types)"
+            "unknown event type `{event_type}`: no row, circuit, live retrier, catalog record or handler has it (`dlq stats` lists the types)"
         )))
     }
 
@@ -362,6 +370,18 @@ impl Embedded {
         }
         Ok(())
     }
+}
+
+/// The `--event-type` a verb filters by, when it names one.
+fn event_type_filter(command: &Command) -> Option<&str> {
+    let filter = match command {
+        Command::Ls(args) => &args.filter,
+        Command::Redrive(args) => &args.bulk.filter,
+        Command::Discard(args) => &args.bulk.filter,
+        Command::Rekey { filter, .. } => filter,
+        _ => return None,
+    };
+    filter.event_type.as_deref()
 }
 
 /// Rows `dlq ls --undecodable` checks per call at most.
@@ -519,6 +539,10 @@ impl Failure {
 
 impl From<Error> for Failure {
     fn from(err: Error) -> Self {
+        // A type this binary has no handler for (`upgrade`): nothing done, as the table says.
+        if matches!(err, Error::UnknownEventType { .. }) {
+            return Self::nothing(dlq_core::admin::one_line(&err));
+        }
         let mut message = dlq_core::admin::one_line(&err);
         if message.contains("permission denied") {
             message.push_str(" (this verb writes: the database role needs write rights on the dlq tables)");

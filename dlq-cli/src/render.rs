@@ -27,7 +27,8 @@ pub(crate) struct Out {
 /// override or isolate (which reorder what is shown) becomes `.`; in one-line fields, a
 /// newline, carriage return or tab becomes a space. So no stored row can clear the screen,
 /// retitle the window, write the clipboard, plant a link or fake a line. Every table cell
-/// and every human line goes through it; `--json` output is exact (JSON escapes controls).
+/// and every human line goes through it; `--json` output is exact, every hazard written as its
+/// `\u` escape ([`json::to_text`]).
 pub(crate) fn neutralize(text: &str, newlines: bool) -> Cow<'_, str> {
     let unsafe_char = |c: char| dlq_core::admin::is_hazard(c) || (!newlines && matches!(c, '\n' | '\r' | '\t'));
     if !text.chars().any(unsafe_char) {
@@ -151,7 +152,7 @@ impl Out {
 
     /// JSON as it is: its escaping keeps controls out of the terminal.
     fn emit(&self, value: &Value) {
-        self.raw(&serde_json::to_string_pretty(value).unwrap_or_default());
+        self.raw(&json::to_text(value, true));
     }
 
     /// A warning line, in yellow on a terminal.
@@ -605,15 +606,20 @@ impl Out {
 }
 
 fn ids_text(ids: &[i64]) -> String {
-    const SHOWN: usize = 20;
     if ids.is_empty() {
         return String::new();
     }
+    format!(" ({})", id_list(ids))
+}
+
+/// Ids as `1, 2, 3`: the first 20, then how many more.
+pub(crate) fn id_list(ids: &[i64]) -> String {
+    const SHOWN: usize = 20;
     let mut text: Vec<String> = ids.iter().take(SHOWN).map(ToString::to_string).collect();
     if ids.len() > SHOWN {
         text.push(format!("… {} more", ids.len() - SHOWN));
     }
-    format!(" ({})", text.join(", "))
+    text.join(", ")
 }
 
 fn summary(l: &DeadLetter) -> Vec<(String, String)> {
@@ -666,9 +672,12 @@ fn payload_text(payload: &Payload) -> String {
     }
     match payload {
         Payload::Json(value) => serde_json::to_string_pretty(value).unwrap_or_default(),
-        Payload::Raw { bytes, .. } => {
+        Payload::Raw { bytes, truncated } => {
             let text = String::from_utf8_lossy(bytes);
-            format!("raw bytes ({}):\nhex:  {}\ntext: {text}", bytes.len(), dlq_core::admin::hex(bytes))
+            // Why it is raw (the summary's "truncated" line says it for a cut payload).
+            let note = payload.raw_note().filter(|_| truncated.is_none()).map(|n| format!("note: {n}\n"));
+            let hex = dlq_core::admin::hex(bytes);
+            format!("raw bytes ({}):\n{}hex:  {hex}\ntext: {text}", bytes.len(), note.unwrap_or_default())
         }
     }
 }

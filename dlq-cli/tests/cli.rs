@@ -6,7 +6,7 @@
 
 use std::process::{Command as Std, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use assert_cmd::Command;
@@ -17,76 +17,8 @@ use dlq_core::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-static NEXT: AtomicU32 = AtomicU32::new(0);
-
-/// A database for one test: a SQLite temp file or a PostgreSQL database, dropped at the end.
-struct Db {
-    url: String,
-    pg: Option<(String, String)>,
-    _dir: Option<tempfile::TempDir>,
-}
-
-fn pg_base() -> String {
-    std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-fn with_database(base: &str, name: &str) -> String {
-    let (head, _) = base.rsplit_once('/').unwrap();
-    format!("{head}/{name}")
-}
-
-impl Db {
-    async fn sqlite() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("dlq.db").display());
-        Self { url, pg: None, _dir: Some(dir) }
-    }
-
-    async fn postgres() -> Self {
-        let base = pg_base();
-        let name = format!("dlq_cli_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        let admin = sqlx::PgPool::connect(&base).await.expect("PostgreSQL at DATABASE_URL");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await.unwrap();
-        Self { url: with_database(&base, &name), pg: Some((base, name)), _dir: None }
-    }
-
-    /// The store, migrated.
-    async fn store(&self) -> Arc<dyn DeadLetterStore> {
-        if self.pg.is_some() {
-            Arc::new(dlq_sqlx::PgStore::connect(&self.url).await.unwrap())
-        } else {
-            Arc::new(dlq_sqlx::SqliteStore::connect(&format!("{}?mode=rwc", self.url)).await.unwrap())
-        }
-    }
-
-    /// Runs one SQL statement on the database (a row no store would write).
-    async fn execute(&self, statement: &'static str) {
-        if self.pg.is_some() {
-            let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
-            sqlx::query(statement).execute(&pool).await.unwrap();
-            pool.close().await;
-        } else {
-            let pool = sqlx::SqlitePool::connect(&self.url).await.unwrap();
-            sqlx::query(statement).execute(&pool).await.unwrap();
-            pool.close().await;
-        }
-    }
-
-    fn dlq(&self) -> Command {
-        let mut cmd = Command::cargo_bin("dlq").unwrap();
-        cmd.env("DATABASE_URL", &self.url).env("NO_COLOR", "1").env("USER", "oncall").env_remove("DLQ_SUBJECT_KEY");
-        cmd
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        if let Some((base, name)) = self.pg.take() {
-            let _ =
-                Std::new("psql").args([&base, "-qc", &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")]).output();
-        }
-    }
-}
+mod common;
+use common::{Db, pg_base};
 
 fn failure(kind: &str, reason: &str) -> FailureInfo {
     let chain = vec![reason.to_owned(), "caused by: the POS firmware".to_owned()];
@@ -925,7 +857,7 @@ async fn nothing_matched_is_not_success(db: Db) {
         &db,
         &["pause", "nosuchtype", "--reason", "x"],
         4,
-        "nothing matched: no row, circuit, live retrier or handler has event type `nosuchtype`",
+        "nothing matched: unknown event type `nosuchtype`: no row, circuit, live retrier, catalog record or handler has it",
     );
     fails(&db, &["resume", "nosuchtype"], 4, "nothing matched");
     let dir = tempfile::tempdir().unwrap();
@@ -947,6 +879,110 @@ async fn nothing_matched_is_not_success(db: Db) {
     fails(&db, &["purge", "--older-than", "0s"], 2, "pass --yes to confirm (no terminal to ask on)");
     assert_eq!(store.count(ListFilter::default().status(Status::Discarded)).await.unwrap(), 2, "nothing purged");
     db.dlq().args(["purge", "--older-than", "0s", "--yes"]).assert().success().stdout("purged 2 rows\n");
+}
+
+/// A row of type `done` that succeeded: claimed and settled as a retrier would.
+async fn succeeded(store: &Arc<dyn DeadLetterStore>) -> DlqId {
+    use dlq_core::store::{ClaimRequest, Settlement};
+    let id = store.park(NewDeadLetter::new("done", Payload::Json(1.into()), failure("E", "down"))).await.unwrap().id;
+    let request =
+        ClaimRequest { event_types: vec!["done".into()], limit: 1, lease: Duration::from_secs(60), owner: "t".into() };
+    let claimed = store.claim(request).await.unwrap();
+    store.settle(vec![Settlement::Succeeded { lease: claimed[0].lease }]).await.unwrap();
+    id
+}
+
+/// An `--event-type` nothing knows exits 4 on every verb that takes one, saying so; a type
+/// only the catalog knows is known (no rows: an empty list, exit 0).
+async fn an_unknown_event_type_exits_4_on_every_verb(db: Db) {
+    let store = db.store().await;
+    seed(&store).await;
+    let unknown = "nothing matched: unknown event type `no-such-type`: no row, circuit, live retrier, catalog record or handler has it";
+    for verb in [
+        &["ls"][..],
+        &["ls", "--oldest-first"],
+        &["redrive", "--reason", "x"],
+        &["redrive", "--dry-run"],
+        &["discard", "--reason", "x"],
+        &["discard", "--reason", "x", "--dry-run"],
+        &["rekey", "--reason", "x"],
+    ] {
+        fails(&db, &[verb, &["--event-type", "no-such-type"]].concat(), 4, unknown);
+    }
+    let catalog = dlq_core::catalog::EventTypeInfo::new("invoice", 1, "host:1:invoices");
+    store.publish_types(vec![catalog]).await.unwrap();
+    assert_eq!(run_json(&db, &["ls", "--event-type", "invoice"])["rows"], serde_json::json!([]));
+    fails(&db, &["redrive", "--event-type", "invoice"], 4, "nothing matched: no FAILED_PERMANENTLY row matches");
+}
+
+/// A list of ids with one no row has is refused whole, dry or not, naming the unknown ids
+/// (exit 4): nothing moves; ids below 1 are usage errors (exit 2) on every verb taking ids.
+async fn unknown_ids_and_ids_below_one_are_named(db: Db) {
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let (a, b) = (ids[0].to_string(), ids[1].to_string());
+    let want = format!("nothing matched: no row with ids 999998, 999999 (of {a}, {b}, 999998, 999999): nothing done");
+    for verb in [&["redrive", "--reason", "x"][..], &["redrive", "--dry-run"], &["discard", "--reason", "x"]] {
+        fails(&db, &[verb, &[&a, &b, "999998", "999999"]].concat(), 4, &want);
+    }
+    fails(&db, &["discard", &a, "999999", "--reason", "x", "--dry-run"], 4, "no row with id 999999 (of");
+    assert_eq!(store.count(ListFilter::default().status(Status::FailedPermanently)).await.unwrap(), 3);
+    assert!(store.operation(1).await.unwrap().is_none(), "no operation stored");
+    let fix = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(fix.path(), r#"[{"op": "add", "path": "/x", "value": 1}]"#).unwrap();
+    let fix = fix.path().to_str().unwrap();
+    for args in [
+        &["redrive", "0", "--reason", "x"][..],
+        &["redrive", &a, "-1"],
+        &["discard", "-5", "--reason", "x"],
+        &["show", "0"],
+        &["patch", "0", "--patch", fix, "--reason", "x"],
+        &["undo", "-1"],
+    ] {
+        fails(&db, args, 2, "is not an id: ids are whole numbers from 1");
+    }
+}
+
+/// A dry run exits as its real run would and says nothing moved: a patch that does not fit
+/// its one row exits 1 both ways, an unknown row too; a redrive's dry run prints no "moved".
+async fn a_dry_run_answers_as_its_run_would(db: Db) {
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let id = ids[0].to_string();
+    let bad = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(bad.path(), r#"[{"op": "remove", "path": "/nope"}]"#).unwrap();
+    let bad = bad.path().to_str().unwrap();
+    for dry in [&[][..], &["--dry-run"]] {
+        fails(&db, &[&["patch", &id, "--patch", bad, "--reason", "x"], dry].concat(), 1, "patch does not apply");
+        fails(&db, &[&["patch", "999999", "--patch", bad, "--reason", "x"], dry].concat(), 1, "999999 not found");
+    }
+    let out = db.dlq().args(["redrive", "--all", "--dry-run", "--batch", "1"]).assert().success().get_output().clone();
+    let (said, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(said.starts_with("would redrive: 3 rows"), "{said}");
+    assert!(err.contains("read 1: 1 would redrive, 0 would be refused"), "{err}");
+    assert!(!err.contains("moved") && !said.contains("moved"), "a dry run moves nothing: {err}{said}");
+    assert_eq!(store.count(ListFilter::default().status(Status::FailedPermanently)).await.unwrap(), 3);
+}
+
+/// `discard` takes dead and pending rows only: a SUCCEEDED one is refused with its status,
+/// dry run and real run alike, and stays SUCCEEDED.
+async fn discard_refuses_rows_that_are_not_dead_or_pending(db: Db) {
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let done = succeeded(&store).await;
+    let (dead, pending, done_id) = (ids[0].to_string(), ids[3].to_string(), done.to_string());
+    let refused = serde_json::json!([{ "id": done, "reason": "status", "status": "SUCCEEDED" }]);
+    let dry = run_json(&db, &["discard", &dead, &pending, &done_id, "--reason", "x", "--dry-run"]);
+    assert_eq!((&dry["moved_ids"], &dry["refusals"]), (&serde_json::json!([ids[0], ids[3]]), &refused));
+    let all = run_json(&db, &["discard", "--all", "--reason", "x", "--dry-run"]);
+    assert_eq!((&all["moved_ids"], &all["refusals"]), (&serde_json::json!(ids), &refused));
+    let text = db.dlq().args(["discard", &done_id, "--reason", "x", "--dry-run"]).assert().success();
+    let text = String::from_utf8_lossy(&text.get_output().stdout).into_owned();
+    assert!(text.contains(&format!("refused {done}: status is SUCCEEDED")), "{text}");
+    let real = run_json(&db, &["discard", &dead, &pending, &done_id, "--reason", "x"]);
+    assert_eq!((&real["moved_ids"], &real["refusals"]), (&serde_json::json!([ids[0], ids[3]]), &refused));
+    assert_eq!(store.get(done).await.unwrap().unwrap().status, Status::Succeeded);
+    assert!(store.audit(done).await.unwrap().is_empty(), "nothing written to the refused row");
 }
 
 macro_rules! on_both_stores {
@@ -983,7 +1019,12 @@ on_both_stores!(
     nothing_matched_is_not_success,
     erase_by_subject,
     validate_by_the_type_catalog,
-    undecodable_rows_and_a_patch_by_version
+    undecodable_rows_and_a_patch_by_version,
+    an_unreadable_payload_breaks_no_verb,
+    an_unknown_event_type_exits_4_on_every_verb,
+    unknown_ids_and_ids_below_one_are_named,
+    a_dry_run_answers_as_its_run_would,
+    discard_refuses_rows_that_are_not_dead_or_pending
 );
 
 /// The stock binary validates by the type catalog the service's retriers publish: with rows
@@ -1135,6 +1176,191 @@ async fn undecodable_rows_and_a_patch_by_version(db: Db) {
     assert_eq!(untouched, Payload::Json(serde_json::json!({"id": 0, "currency": "USD "})));
 }
 
+/// Payloads (and an error chain and headers) that the database accepts and serde cannot read:
+/// every list, page, dry run, `--validate` and `rekey` goes on past them and reports them, and
+/// `show`, `redrive`, `discard` and `patch` work on such a row. Each verb once exited 1 with
+/// "error occurred while decoding column 3: number out of range".
+async fn an_unreadable_payload_breaks_no_verb(db: Db) {
+    use dlq_core::catalog::EventTypeInfo;
+    let store = db.store().await;
+    let ids = seed(&store).await;
+    let mut bad = Vec::new();
+    for json in db.unreadable_json() {
+        let letter = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({})), failure("Odd", "odd event"));
+        let id = store.park(letter.dead(DeadReason::Permanent)).await.unwrap().id;
+        db.sql(format!("UPDATE dlq_events SET payload = {json} WHERE id = {id}")).await;
+        bad.push(id);
+    }
+    let far = &db.unreadable_json()[0];
+    db.sql(format!("UPDATE dlq_events SET error_chain = {far}, source_headers = {far} WHERE id = {}", ids[0])).await;
+    let mut payment = EventTypeInfo::new("payment", 1, "host:1:payments");
+    payment.schema = Some(serde_json::json!({"type": "object"}));
+    store.publish_types(vec![payment]).await.unwrap();
+
+    for args in [&["ls"][..], &["ls", "--oldest-first"], &["stats"], &["ls", "--undecodable"]] {
+        db.dlq().args(args).assert().success();
+    }
+    let listed = run_json(&db, &["ls", "--oldest-first"]);
+    let listed: Vec<i64> = listed["rows"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    assert!(bad.iter().all(|id| listed.contains(id)), "{listed:?}");
+    let found = run_json(&db, &["ls", "--undecodable", "--event-type", "payment"]);
+    let found = found["rows"].as_array().unwrap();
+    assert_eq!(
+        found.iter().map(|r| r["id"].as_i64().unwrap()).collect::<Vec<_>>(),
+        bad.iter().rev().copied().collect::<Vec<_>>()
+    );
+    assert!(found.iter().all(|r| r["undecodable"].as_str().unwrap().contains("not JSON")), "{found:?}");
+    for id in &bad {
+        let shown = run_json(&db, &["show", &id.to_string()]);
+        let note = shown["payload_note"].as_str().unwrap_or_default();
+        assert!(note.starts_with("not JSON that serde can read") || note.starts_with("not UTF-8"), "{shown}");
+        assert!(shown["payload_raw_hex"].is_string(), "{shown}");
+        let text = db.dlq().args(["show", &id.to_string()]).assert().success().get_output().stdout.clone();
+        assert!(String::from_utf8_lossy(&text).contains("note: not "), "{}", String::from_utf8_lossy(&text));
+    }
+    let shown = run_json(&db, &["show", &ids[0].to_string()]);
+    assert!(shown["error_chain"][0].as_str().unwrap().contains("not JSON serde reads"), "{shown}");
+
+    // Dry runs and checks over all rows.
+    let dry = run_json(&db, &["redrive", "--all", "--dry-run", "--reason", "r"]);
+    assert!(dry.to_string().contains(&bad[0].to_string()), "{dry}");
+    run_json(&db, &["discard", "--all", "--dry-run", "--reason", "r"]);
+    let out = db.dlq().args(["redrive", "--all", "--validate", "--reason", "r", "--json"]).assert().code(1);
+    let out = out.get_output().clone();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("would not decode"), "{out:?}");
+    let report = json_of(&out.stdout)["validation"].to_string();
+    assert!(report.contains("the payload is not JSON"), "{report}");
+    let keys = format!("k1:{}", base64_of_nines());
+    let mut rekey = db.dlq();
+    rekey.args(["rekey", "--reason", "rotate", "--json"]).env("DLQ_KEYS", keys).env("DLQ_ACTIVE_KEY", "k1");
+    assert_eq!(json_of(&rekey.assert().success().get_output().stdout)["rekeyed"], serde_json::json!([]));
+
+    // The row's own verbs.
+    let (first, second, third) = (bad[0].to_string(), bad[1].to_string(), bad[bad.len() - 1].to_string());
+    run_json(&db, &["redrive", &first, "--reason", "retry it"]);
+    assert_eq!(store.get(bad[0]).await.unwrap().unwrap().status, Status::Pending);
+    run_json(&db, &["discard", &second, "--reason", "junk"]);
+    assert_eq!(store.get(bad[1]).await.unwrap().unwrap().status, Status::Discarded);
+    let editor = "sh -c 'printf %s \"{\\\"n\\\": 1}\" > \"$1\"' editor";
+    db.dlq().args(["patch", &third, "--reason", "repaired"]).env("EDITOR", editor).assert().success();
+    assert_eq!(
+        store.get(bad[bad.len() - 1]).await.unwrap().unwrap().payload,
+        Payload::Json(serde_json::json!({"n": 1}))
+    );
+}
+
+/// JSON text PostgreSQL's `jsonb` accepts, of every kind serde may not read: numbers outside
+/// `f64` (`1e400`, `-1e400`, `1e-400`, integers of hundreds of digits), nesting past 128 (up
+/// to 3,000), control, C1 and bidi characters, long strings (no U+0000: `jsonb` refuses it).
+fn jsonb_text() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    let number = prop_oneof![
+        any::<i64>().prop_map(|n| n.to_string()),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| serde_json::to_string(&f).unwrap()),
+        prop::sample::select(vec!["1e400", "-1e400", "1e-400", "1.5E+308", "-0.0e-5000"]).prop_map(str::to_owned),
+        (1..500usize, any::<bool>()).prop_map(|(n, neg)| format!("{}9{}", if neg { "-" } else { "" }, "8".repeat(n))),
+        (300..3000u32, any::<bool>()).prop_map(|(e, neg)| format!("1.25e{}{e}", if neg { "-" } else { "" })),
+    ];
+    let odd =
+        ['\u{1}', '\u{1b}', '\n', '\u{7f}', '\u{9b}', '\u{202e}', '\u{2066}', '\u{feff}', 'a', 'é', '💳', '"', '\\'];
+    let text = prop_oneof![
+        any::<String>().prop_map(|s| s.replace('\0', "")),
+        prop::collection::vec(prop::sample::select(odd.to_vec()), 0..40).prop_map(String::from_iter),
+        (10_000..100_000usize).prop_map(|n| "é\u{202e}x".repeat(n / 3)),
+    ];
+    let string = text.prop_map(|s| serde_json::to_string(&s).unwrap());
+    let leaf =
+        prop_oneof![4 => number, 4 => string.clone(), 1 => Just("true".to_owned()), 1 => Just("null".to_owned())];
+    let tree = leaf.prop_recursive(3, 24, 5, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(|items| format!("[{}]", items.join(", "))),
+            prop::collection::vec((string.clone(), inner), 0..5).prop_map(|fields| {
+                let fields: Vec<String> = fields.into_iter().map(|(k, v)| format!("{k}: {v}")).collect();
+                format!("{{{}}}", fields.join(", "))
+            }),
+        ]
+    });
+    let depth = prop_oneof![Just(0usize), 100..140usize, 140..3000usize];
+    (tree, depth, any::<bool>()).prop_map(|(tree, depth, objects)| {
+        let (open, close) = if objects { ("{\"a\": ", "}") } else { ("[", "]") };
+        format!("{}{tree}{}", open.repeat(depth), close.repeat(depth))
+    })
+}
+
+/// Every read of the console that shows row `id` (or its group `fp`), as pages and the API.
+fn console_reads(id: DlqId, fp: &str) -> Vec<String> {
+    let reads = ["/dlq", "/dlq/groups", "/dlq/events", "/dlq/api/stats", "/dlq/api/groups", "/dlq/api/events"];
+    let mut reads: Vec<String> = reads.into_iter().map(str::to_owned).collect();
+    reads.extend([format!("/dlq/groups/{fp}"), format!("/dlq/events/{id}"), format!("/dlq/api/events/{id}")]);
+    reads
+}
+
+/// Stores arbitrary `jsonb` that PostgreSQL accepts ([`jsonb_text`]) and runs every read verb,
+/// bulk dry run, `--validate`, `rekey`, and the console's pages and API over it: none fails,
+/// and each row is listed and shown (raw, with a note, when serde cannot read its text).
+#[tokio::test(flavor = "multi_thread")]
+async fn arbitrary_jsonb_breaks_no_read() {
+    use proptest::test_runner::{Config, TestRunner};
+    use tower::ServiceExt as _;
+    let db = Db::postgres().await;
+    let store = db.store().await;
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let mut catalog = dlq_core::catalog::EventTypeInfo::new("payment", 1, "host:1:payments");
+    catalog.schema = Some(serde_json::json!({}));
+    store.publish_types(vec![catalog]).await.unwrap();
+    let console = axum::Router::new().nest(
+        "/dlq",
+        dlq_web::router(dlq_core::admin::Admin::new(store.clone(), "console"), dlq_web::Options::default()),
+    );
+    let keys = format!("k1:{}", base64_of_nines());
+    let runtime = tokio::runtime::Handle::current();
+    let config = Config { cases: 4, max_shrink_iters: 16, failure_persistence: None, ..Config::default() };
+    let docs = proptest::collection::vec(jsonb_text(), 4);
+    let check = |docs: Vec<String>| {
+        runtime.block_on(async {
+            let mut rows = Vec::new();
+            for doc in docs {
+                let letter = NewDeadLetter::new("payment", Payload::Json(Value::Null), failure("Odd", "odd event"));
+                let id = store.park(letter.dead(DeadReason::Permanent)).await.unwrap().id;
+                let update = "UPDATE dlq_events SET payload = $1::jsonb WHERE id = $2 RETURNING payload::text";
+                let text: String = sqlx::query_scalar(update).bind(doc).bind(id).fetch_one(&pool).await.unwrap();
+                rows.push((id, serde_json::from_str::<Value>(&text).is_ok()));
+            }
+            for args in [&["ls"][..], &["ls", "--oldest-first"], &["ls", "--undecodable"], &["stats"]] {
+                db.dlq().args(args).assert().success();
+            }
+            let listed = run_json(&db, &["ls", "--limit", "10000"]).to_string();
+            let undecodable = run_json(&db, &["ls", "--undecodable", "--limit", "10000"]).to_string();
+            for &(id, readable) in &rows {
+                assert!(listed.contains(&format!("\"id\":{id},")), "{id} listed");
+                assert_eq!(undecodable.contains(&format!("\"id\":{id},")), !readable, "{id} in ls --undecodable");
+                let shown = run_json(&db, &["show", &id.to_string()]);
+                assert_eq!(shown["payload_note"].is_string(), !readable, "{id}: {}", shown["payload_note"]);
+                db.dlq().args(["show", &id.to_string()]).assert().success();
+                let fp = shown["fingerprint"].as_str().unwrap();
+                for uri in console_reads(id, fp) {
+                    let request = axum::http::Request::get(&uri).header("host", "localhost:8080");
+                    let response = console.clone().oneshot(request.body(axum::body::Body::empty()).unwrap()).await;
+                    assert_eq!(response.unwrap().status(), axum::http::StatusCode::OK, "{uri}");
+                }
+            }
+            run_json(&db, &["redrive", "--all", "--dry-run", "--reason", "r"]);
+            run_json(&db, &["discard", "--all", "--dry-run", "--reason", "r"]);
+            let mut validate = db.dlq();
+            validate.args(["redrive", "--all", "--validate", "--dry-run", "--reason", "r", "--json"]);
+            let out = validate.output().unwrap();
+            let report = json_of(&out.stdout)["validation"].clone();
+            let failing: u64 = report["groups"].as_array().unwrap().iter().map(|g| g["not"].as_u64().unwrap()).sum();
+            assert_eq!(out.status.code(), Some(if failing == 0 { 0 } else { 1 }), "{out:?}");
+            let mut rekey = db.dlq();
+            rekey.args(["rekey", "--reason", "rotate", "--json"]).env("DLQ_KEYS", &keys).env("DLQ_ACTIVE_KEY", "k1");
+            rekey.assert().success();
+        });
+        Ok(())
+    };
+    tokio::task::block_in_place(|| TestRunner::new(config).run(&docs, check)).unwrap();
+}
+
 /// The subject key of these tests: the service's (installed in this process) and the `dlq`
 /// binary's (`DLQ_SUBJECT_KEY`) must be the same.
 const SUBJECT_KEY: &str = "the cli tests' subject key, thirty-two bytes or more";
@@ -1194,7 +1420,7 @@ async fn erase_by_subject(db: Db) {
     assert!(stdout.starts_with("erased 1 rows of subject ") && !stdout.contains("customer-7"), "{stdout}");
 
     // A stored count out of range is shown as such, never as another number.
-    db.execute("UPDATE dlq_erasures SET erased_rows = -1").await;
+    db.sql("UPDATE dlq_erasures SET erased_rows = -1".to_owned()).await;
     let records = db.dlq().args(["erasures"]).assert().success().get_output().stdout.clone();
     let records = String::from_utf8(records).unwrap();
     assert_eq!(records.matches("invalid (-1)").count(), 2, "{records}");
@@ -1764,4 +1990,72 @@ async fn redacted_fields_never_show_without_an_audited_reveal() {
         (last.action.as_str(), last.actor.as_str(), last.reason.as_deref()),
         ("reveal", "oncall", Some("chargeback 118"))
     );
+}
+
+/// `dlq patch ID` in `$EDITOR`: the file is private (0600) in `TMPDIR`, and gone whatever
+/// ends the edit: the editor's end, SIGTERM to dlq (exit 143), Ctrl-C to the terminal's whole
+/// process group (the editor dies of it: exit 130); nothing is written. With no editor and no
+/// terminal, dlq says to pass `--patch` or set `EDITOR` (exit 2) instead of starting vi.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_edit_file_is_private_and_never_left_behind() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let db = Db::sqlite().await;
+    let store = db.store().await;
+    let id = seed(&store).await[0];
+    let unchanged = store.get(id).await.unwrap().unwrap().payload;
+    let (tmp, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (told, never) = (work.path().join("told"), work.path().join("never"));
+    for fifo in [&told, &never] {
+        assert!(Std::new("mkfifo").arg(fifo).status().unwrap().success());
+    }
+    // An editor that says which file it edits, then waits for a line nobody writes.
+    let editor = work.path().join("editor");
+    let script = "#!/bin/sh\nexec 2>/dev/null\nprintf '%s' \"$1\" > \"$TOLD\"\nread line < \"$NEVER\"\n";
+    std::fs::write(&editor, script).unwrap();
+    std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let left = || std::fs::read_dir(tmp.path()).unwrap().count();
+    for (signal, group, code) in [("-TERM", false, 143), ("-INT", true, 130)] {
+        let child = Std::new(assert_cmd::cargo::cargo_bin("dlq"))
+            .args(["patch", &id.to_string(), "--reason", "edited"])
+            .env("DATABASE_URL", &db.url)
+            .env("TMPDIR", tmp.path())
+            .env("EDITOR", &editor)
+            .env_remove("VISUAL")
+            .env("TOLD", &told)
+            .env("NEVER", &never)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let told = told.clone();
+        let file = tokio::task::spawn_blocking(move || std::fs::read_to_string(told).unwrap()).await.unwrap();
+        let mode = |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let path = std::path::Path::new(&file);
+        assert_eq!((mode(path), mode(path.parent().unwrap())), (0o600, 0o700), "{file}: private");
+        let pid = child.id().to_string();
+        let target = if group { format!("-{pid}") } else { pid.clone() };
+        assert!(Std::new("kill").args([signal, "--", &target]).status().unwrap().success());
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+        let _ = Std::new("kill").args(["-KILL", "--", &format!("-{pid}")]).stderr(Stdio::null()).status();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{signal}: {err} {:?}", out.status);
+        assert!(err.contains("nothing written"), "{signal}: {err}");
+        assert!(!path.exists() && left() == 0, "{signal}: {file} left behind");
+        assert_eq!(store.get(id).await.unwrap().unwrap().payload, unchanged);
+    }
+    let mut edit = db.dlq();
+    edit.args(["patch", &id.to_string(), "--reason", "edited"]).env("TMPDIR", tmp.path());
+    edit.env("EDITOR", "sed -i -e 's/USD /EUR/'").env_remove("VISUAL").assert().success();
+    assert_eq!(left(), 0, "removed after the edit");
+    let edited = Payload::Json(serde_json::json!({"id": 0, "currency": "EUR"}));
+    assert_eq!(store.get(id).await.unwrap().unwrap().payload, edited);
+    let mut none = db.dlq();
+    none.args(["patch", &id.to_string(), "--reason", "x"]).env_remove("EDITOR").env_remove("VISUAL");
+    let out = none.timeout(Duration::from_secs(60)).assert().code(2).get_output().clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("pass --patch FILE") && err.contains("set EDITOR"), "{err}");
+    assert!(out.stdout.is_empty(), "no editor wrote to the output");
 }

@@ -1,6 +1,7 @@
 //! `dlq serve` end to end: the binary on a SQLite file, spoken to over plain HTTP/1.1: the
-//! console, `/metrics`, `/healthz`, the token, the refusal of a foreign `Host` without one,
-//! and the refusal to bind a public address without one.
+//! console, `/metrics`, `/healthz` and its `Host` rule, the token, the refusal of a foreign
+//! `Host` without one, a public bind's strong token (given or made), and reveal by a header
+//! the proxy in front sets.
 
 #![allow(clippy::unwrap_used, reason = "tests")]
 
@@ -11,6 +12,8 @@ use std::process::{Child, Command, Stdio};
 struct Server {
     child: Child,
     addr: String,
+    /// What it prints after its address line.
+    stderr: BufReader<std::process::ChildStderr>,
 }
 
 impl Drop for Server {
@@ -41,10 +44,27 @@ fn serve_on(url: &str, bind: &str, args: &[&str]) -> Server {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap()).read_line(&mut line).unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    stderr.read_line(&mut line).unwrap();
     let addr = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).unwrap_or_default().to_owned();
     assert!(!addr.is_empty(), "no address in {line:?}");
-    Server { child, addr }
+    Server { child, addr, stderr }
+}
+
+/// One `POST` of a JSON body to `addr` with `extra` header lines; the code and the text.
+fn post_json(addr: &str, path: &str, body: &str, extra: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n{extra}\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let code = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (code, text)
 }
 
 /// One request; the status line's code and the whole response text.
@@ -129,19 +149,121 @@ fn a_foreign_host_is_refused_without_a_token() {
             assert_eq!(request_to(&server.addr, &own, path, "").0, 200, "{path} as {own}");
         }
     }
-    assert_eq!(request_to(&server.addr, "attacker.example", "/healthz", "").0, 200, "probes name no secret");
     let locked = serve(&url, &["--token", "s3cret"]);
     let (code, _) = request_to(&locked.addr, "dlq.example.com", "/api/stats", "Authorization: Bearer s3cret\r\n");
     assert_eq!(code, 200, "with a token, the token guards");
 }
 
+/// `/healthz` answered any `Host`, so a page rebinding its name to the console read it. It
+/// needs no token (probes carry none) and answers a `Host` that is an IP address (load
+/// balancers and kubelets probe by address) or the console's own name, with a token too;
+/// another name is a 421. It and `/metrics` carry the console's security headers, and their
+/// refusals a body, hyper's own refusals included.
 #[test]
-fn a_public_address_needs_a_token() {
+fn health_answers_addresses_and_own_names_with_the_console_headers() {
     let (_dir, url) = migrated_sqlite();
-    let out = dlq(&url).args(["serve", "--bind", "0.0.0.0:0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("needs a token") && stderr.contains("DLQ_WEB_TOKEN"), "{stderr}");
+    let port = |server: &Server| server.addr.rsplit(':').next().unwrap().to_owned();
+    let open = serve(&url, &[]);
+    let locked = serve(&url, &["--token", "s3cret"]);
+    for server in [&open, &locked] {
+        let p = port(server);
+        for foreign in ["attacker.example".to_owned(), format!("attacker.example:{p}"), format!("10.0.0.7.nip.io:{p}")]
+        {
+            let (code, text) = request_to(&server.addr, &foreign, "/healthz", "");
+            assert_eq!(code, 421, "{foreign}: {text}");
+            assert!(text.contains("health probe") && text.contains("content-security-policy"), "{text}");
+        }
+        for probe in ["10.0.0.7:8080".to_owned(), "10.0.0.7".into(), "[fd00::7]:80".into(), format!("localhost:{p}")] {
+            let (code, text) = request_to(&server.addr, &probe, "/healthz", "");
+            assert_eq!(code, 200, "{probe}: {text}");
+            assert!(
+                text.contains("content-security-policy: default-src 'none'") && text.contains("x-frame-options: DENY")
+            );
+        }
+    }
+    let (code, text) = request(&open.addr, "/metrics", "");
+    assert!(code == 200 && text.contains("x-content-type-options: nosniff"), "{text}");
+    let mut stream = TcpStream::connect(&open.addr).unwrap();
+    write!(stream, "DELETE /healthz HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", open.addr).unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 405") && text.contains("content-security-policy"), "{text}");
+    assert!(text.ends_with("405 Method Not Allowed\n"), "a refusal has a body: {text}");
+    // Past hyper's own limit (a 64 KiB target), refused before any route: a body and the headers too.
+    let (code, text) = request(&open.addr, &format!("/healthz?{}", "a".repeat(70_000)), "");
+    assert_eq!(code, 414, "{text}");
+    assert!(text.contains("content-security-policy") && text.contains("path and query"), "{text}");
+}
+
+/// `--token a` was accepted for `0.0.0.0`. A public bind takes a token of 128 bits or more;
+/// without one, `dlq serve` makes one and prints it once, after its address line.
+#[test]
+fn a_public_address_needs_a_strong_token_or_gets_one() {
+    let (_dir, url) = migrated_sqlite();
+    for weak in ["a", "s3cret", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"] {
+        // Its first line: the refusal, or (were the token taken) the address it serves on.
+        let mut child = dlq(&url)
+            .args(["serve", "--bind", "0.0.0.0:0", "--token", weak])
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stderr.take().unwrap()).read_line(&mut line).unwrap();
+        if line.contains("dlq console on") {
+            let _ = child.kill();
+        }
+        let status = child.wait().unwrap();
+        assert!(line.contains("128 bits") && status.code() == Some(2), "{weak}: {status}: {line}");
+    }
+    let mut server = serve_on(&url, "0.0.0.0:0", &[]);
+    let mut line = String::new();
+    server.stderr.read_line(&mut line).unwrap();
+    let token = line.split("token is ").nth(1).and_then(|rest| rest.split(' ').next()).unwrap_or_default().to_owned();
+    assert!(token.len() == 64 && token.bytes().all(|b| b.is_ascii_hexdigit()), "{line}");
+    assert_eq!(request(&server.addr, "/api/stats", "").0, 401, "the made token guards the console");
+    let bearer = format!("Authorization: Bearer {token}\r\n");
+    assert_eq!(request(&server.addr, "/api/stats", &bearer).0, 200);
+    let strong = serve_on(&url, "0.0.0.0:0", &["--token", "3f9c2a7e81d04b6f95e2c7a18d3b60f4"]);
+    let authorized = "Authorization: Bearer 3f9c2a7e81d04b6f95e2c7a18d3b60f4\r\n";
+    assert_eq!(request(&strong.addr, "/api/stats", authorized).0, 200);
+}
+
+/// The stock `dlq serve` could never reveal. With `--reveal-header NAME=VALUE` a request that
+/// carries that header once, as the proxy in front sets it, reveals a row whole after an
+/// audit entry naming the operator `--actor-header` gives; any other request stays masked.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_proxy_header_grants_an_audited_reveal() {
+    use dlq_core::DeadLetterStore as _;
+    const CARD: &str = "4111-1111-1111-1111";
+    let (_dir, url) = migrated_sqlite();
+    let store = dlq_sqlx::SqliteStore::connect(&url).await.unwrap();
+    let mut info = dlq_core::catalog::EventTypeInfo::new("serve-redacted", 1, "test");
+    info.redact = vec!["/card".into()];
+    store.publish_types(vec![info]).await.unwrap();
+    let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::Permanent, "declined", "no".into(), vec![], None);
+    let payload = dlq_core::Payload::Json(serde_json::json!({"id": 1, "card": CARD}));
+    let letter = dlq_core::store::NewDeadLetter::new("serve-redacted", payload, failure);
+    let id = store.park(letter.dead(dlq_core::DeadReason::Permanent)).await.unwrap().id;
+
+    let args = ["--reveal-header", "X-Dlq-Role=reveal", "--actor-header", "X-Forwarded-User"];
+    let server = serve(&url, &args);
+    let path = format!("/api/events/{id}/reveal");
+    let body = r#"{"reason": "chargeback 118"}"#;
+    let (code, shown) = request(&server.addr, &format!("/api/events/{id}"), "X-Forwarded-User: carol\r\n");
+    assert!(code == 200 && !shown.contains(CARD) && shown.contains("[redacted]"), "{shown}");
+    for refused in ["", "X-Dlq-Role: viewer\r\n", "X-Dlq-Role: reveal\r\nX-Dlq-Role: viewer\r\n"] {
+        let (code, text) = post_json(&server.addr, &path, body, refused);
+        assert!(code == 403 && !text.contains(CARD), "{refused:?}: {text}");
+    }
+    assert!(store.audit(id).await.unwrap().is_empty(), "nothing revealed, nothing audited");
+    let (code, text) = post_json(&server.addr, &path, body, "X-Dlq-Role: reveal\r\nX-Forwarded-User: carol\r\n");
+    assert!(code == 200 && text.contains(CARD), "{text}");
+    let last = store.audit(id).await.unwrap().pop().unwrap();
+    assert_eq!((last.action.as_str(), last.actor.as_str()), ("reveal", "carol"));
+
+    let out = dlq(&url).args(["serve", "--reveal-header", "X-Dlq-Role"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "no value: a usage error");
 }
 
 /// `--bind localhost:PORT` once failed as "invalid socket address syntax": a name is

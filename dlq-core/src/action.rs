@@ -15,7 +15,8 @@ use crate::record::{AuditNote, DlqId, Payload, Status};
 pub enum ActionKind {
     /// `FAILED_PERMANENTLY → PENDING`, due now, retry count reset, redrive count + 1.
     Redrive,
-    /// Anything but `PROCESSING` and `DISCARDED` → `DISCARDED`.
+    /// `PENDING` or `FAILED_PERMANENTLY` → `DISCARDED`: a row being retried, finished or
+    /// already discarded is refused.
     Discard,
     /// One RFC 6902 JSON Patch on the payload of each row but `PROCESSING` and `SUCCEEDED`
     /// ones, the status unchanged ([`DeadLetterStore::patch_rows`]).
@@ -147,6 +148,8 @@ pub struct BatchReport {
 /// assert_eq!(refusal(ActionKind::Redrive, Status::FailedPermanently, false, 3, Some(3)), Some(Refused::RedriveLimit { count: 3 }));
 /// assert_eq!(refusal(ActionKind::Redrive, Status::FailedPermanently, true, 0, None), Some(Refused::TooLarge));
 /// assert_eq!(refusal(ActionKind::Discard, Status::Processing, false, 0, None), Some(Refused::Status { status: Status::Processing }));
+/// assert_eq!(refusal(ActionKind::Discard, Status::Succeeded, false, 0, None), Some(Refused::Status { status: Status::Succeeded }));
+/// assert_eq!(refusal(ActionKind::Discard, Status::Pending, false, 0, None), None);
 /// ```
 pub fn refusal(
     action: ActionKind,
@@ -161,7 +164,7 @@ pub fn refusal(
         ActionKind::Redrive if max_redrives.is_some_and(|max| redrive_count >= max) => {
             Some(Refused::RedriveLimit { count: redrive_count })
         }
-        ActionKind::Discard if matches!(status, Status::Processing | Status::Discarded) => {
+        ActionKind::Discard if !matches!(status, Status::Pending | Status::FailedPermanently) => {
             Some(Refused::Status { status })
         }
         ActionKind::Patch if matches!(status, Status::Processing | Status::Succeeded) => {

@@ -9,7 +9,7 @@ use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration, Runner};
 use crate::record::{DeadReason, DlqId, NewDeadLetter, Parked, Payload, SourceMeta};
 use crate::registry::Registry;
-use crate::sealed::{KeyRing, Sealing};
+use crate::sealed::KeyRing;
 use crate::store::DeadLetterStore;
 
 /// Why an annotated handler returned `Err`: the caller can always tell whether the event is
@@ -380,15 +380,22 @@ fn current_keys() -> Option<Arc<KeyRing>> {
 
 /// Seals `letter` when its type is encrypted, then parks it ([`park_observed`]); a payload
 /// cut to fit once sealed is reported [`Parked::truncated`] as a store reports one it cut.
+/// The first park of `reg`'s type into `store` in this process publishes the type's catalog
+/// record first ([`crate::catalog::publish_once`]): the tools mask what the type redacts from
+/// its first row on, whether or not a retrier has started.
 async fn park_sealed(
     store: &dyn DeadLetterStore,
     letter: NewDeadLetter,
-    sealing: Option<Sealing>,
+    reg: Option<&Registration>,
     keys: Option<&KeyRing>,
 ) -> Result<Parked, Error> {
     if letter.subject.is_some() {
         crate::subject::remember_check(store).await;
     }
+    if let Some(reg) = reg {
+        crate::catalog::publish_once(store, reg).await;
+    }
+    let sealing = reg.and_then(|r| r.sealing);
     let (letter, cut) = crate::sealed::seal_letter(letter, sealing, keys, store.max_payload_bytes())?;
     let mut parked = park_observed(store, letter).await?;
     parked.truncated |= cut && !parked.deduplicated;
@@ -456,7 +463,7 @@ pub(crate) async fn park_failure<E>(
     let parked = async {
         let store = current_store()?;
         let letter = Scope::apply_current(letter_for(reg, payload?, failure));
-        park_sealed(&*store, letter, reg.sealing, keys.as_deref()).await
+        park_sealed(&*store, letter, Some(reg), keys.as_deref()).await
     };
     match parked.await {
         Ok(p) if p.truncated => {
@@ -708,7 +715,7 @@ impl Dispatcher {
                 (letter, failure)
             }
         };
-        self.park(letter.with_source(source), dedupe_key, failure, reg.sealing).await
+        self.park(letter.with_source(source), dedupe_key, failure, Some(reg)).await
     }
 
     async fn park(
@@ -716,12 +723,12 @@ impl Dispatcher {
         mut letter: NewDeadLetter,
         key: Option<String>,
         failure: FailureInfo,
-        sealing: Option<Sealing>,
+        reg: Option<&Registration>,
     ) -> Result<Dispatched, Error> {
         letter.dedupe_key = key;
         let dead_reason = letter.dead_reason;
         let keys = self.keys.clone().or_else(crate::sealed::installed_keys);
-        let parked = park_sealed(&*self.store, letter, sealing, keys.as_deref()).await?;
+        let parked = park_sealed(&*self.store, letter, reg, keys.as_deref()).await?;
         Ok(if parked.truncated {
             Dispatched::TooLarge { id: parked.id, failure }
         } else {

@@ -283,10 +283,10 @@ impl Policy {
     /// attempts' reasons scrubbed, and each audit entry's payloads (a patch's before and
     /// after) masked, the values a patch wrote at a redacted field masked, and every text
     /// scrubbed.
-    pub fn detail(&self, detail: &mut crate::admin::Detail) {
+    pub fn detail(&self, detail: &mut crate::admin::Detail) -> Secrets {
         let pointers = self.pointers(&detail.letter.event_type).to_vec();
         if pointers.is_empty() {
-            return;
+            return Secrets::default();
         }
         let mut secrets = self.letter(&mut detail.letter);
         for entry in &mut detail.audit {
@@ -301,6 +301,31 @@ impl Policy {
             scrub_value(&secrets, &mut entry.diff);
         }
         scrub_failure(&secrets, &mut detail.letter.failure);
+        secrets
+    }
+
+    /// `text`, a message that may quote a row's payload (a validation error, a refusal, an
+    /// audit reason), scrubbed of the values `event_type` redacts in each of `payloads` (the
+    /// row's, and a patch's result): what every message that quotes stored text passes
+    /// through before an operator reads it.
+    ///
+    /// ```
+    /// use dlq_core::{Payload, redact::Policy};
+    /// let policy = Policy::default().redact("payment", ["/pan"]);
+    /// let stored = Payload::Json(serde_json::json!({"pan": "4111111111111111"}));
+    /// let why = r#"invalid type: string "4111111111111111", expected u64"#;
+    /// assert_eq!(policy.scrub("payment", &[&stored], why), r#"invalid type: string "[redacted]", expected u64"#);
+    /// ```
+    pub fn scrub<'a>(&self, event_type: &str, payloads: &[&Payload], text: &'a str) -> Cow<'a, str> {
+        if self.pointers(event_type).is_empty() {
+            return Cow::Borrowed(text);
+        }
+        let mut secrets = Secrets::default();
+        for payload in payloads {
+            secrets.extend(self.shown(event_type, payload).1);
+        }
+        let secrets = secrets.finish();
+        Cow::Owned(secrets.scrub(text).into_owned())
     }
 
     /// `payload` of `event_type` as an operator sees it ([`payload`]).
@@ -353,16 +378,16 @@ impl Policy {
     }
 
     /// A failure group as an operator sees it: its sample reason scrubbed of the values of
-    /// its sample row (`sample`); [`MASK`] whole when the sample row is gone (its values
-    /// cannot be found) or is not JSON.
-    pub fn group(&self, group: &mut crate::admin::FailureGroup, sample: Option<&crate::DeadLetter>) {
-        let pointers = self.pointers(&group.event_type);
-        if pointers.is_empty() {
+    /// its sample row (`sample`, with its audit log: the values its patches replaced too);
+    /// [`MASK`] whole when the sample row is gone (its values cannot be found) or is not JSON.
+    pub fn group(&self, group: &mut crate::admin::FailureGroup, sample: Option<&crate::admin::Detail>) {
+        if self.pointers(&group.event_type).is_empty() {
             return;
         }
-        group.sample_reason = match sample.map(|row| &row.payload) {
-            Some(payload @ Payload::Json(_)) => {
-                self.shown(&group.event_type, payload).1.scrub(&group.sample_reason).into_owned()
+        group.sample_reason = match sample {
+            Some(sample) if matches!(sample.letter.payload, Payload::Json(_)) => {
+                let secrets = self.detail(&mut sample.clone());
+                secrets.scrub(&group.sample_reason).into_owned()
             }
             _ => MASK.to_owned(),
         };

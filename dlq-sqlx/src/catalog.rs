@@ -71,15 +71,19 @@ pub(crate) fn columns(info: &EventTypeInfo) -> Value {
     })
 }
 
-/// The JSON columns of a stored record.
+/// The JSON columns of a stored record, as read: a schema that serde cannot read (a number
+/// outside `f64`, nesting past its recursion limit) is `None`, as if none was published, so
+/// rows of its type are reported unchecked rather than failing every read of the catalog; a
+/// redaction list that cannot be read is `Err` (masking never weakens silently).
 pub(crate) struct JsonColumns {
     pub(crate) json_schema: Option<Value>,
-    pub(crate) older_schemas: Value,
-    pub(crate) redact: Value,
+    /// `None`: none to read.
+    pub(crate) older_schemas: Option<Value>,
+    pub(crate) redact: Result<Value, String>,
 }
 
 /// A stored record from its columns; a column that does not hold what the catalog writes is
-/// reported, not skipped.
+/// reported, not skipped (except schemas serde cannot read, see [`JsonColumns`]).
 pub(crate) fn record(
     (event_type, version, upcast_from): (String, i64, i64),
     json: JsonColumns,
@@ -93,9 +97,11 @@ pub(crate) fn record(
     let mut info = EventTypeInfo::new(event_type.clone(), number("version", version)?, published_by);
     info.upcast_from = number("upcast_from", upcast_from)?;
     info.schema = json.json_schema.filter(|s| !s.is_null());
-    info.older_schemas =
-        serde_json::from_value::<BTreeMap<u32, Value>>(json.older_schemas).map_err(|e| bad("older_schemas", &e))?;
-    info.redact = serde_json::from_value(json.redact).map_err(|e| bad("redact", &e))?;
+    if let Some(older) = json.older_schemas {
+        info.older_schemas =
+            serde_json::from_value::<BTreeMap<u32, Value>>(older).map_err(|e| bad("older_schemas", &e))?;
+    }
+    info.redact = serde_json::from_value(json.redact.map_err(|e| bad("redact", &e))?).map_err(|e| bad("redact", &e))?;
     info.encrypted = encrypted;
     info.published_at = published_at;
     Ok(info)

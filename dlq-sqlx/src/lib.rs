@@ -69,6 +69,8 @@ mod catalog;
 #[cfg(feature = "postgres")]
 mod pg;
 mod redact;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod stored_json;
 
 #[cfg(feature = "postgres")]
 pub mod postgres;

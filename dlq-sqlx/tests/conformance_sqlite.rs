@@ -253,3 +253,42 @@ async fn operations_of_the_previous_release_are_kept_when_patch_joins_the_action
     assert!(refused.is_err(), "{refused:?}");
     store.pool().close().await;
 }
+
+/// JSON that SQLite's `json_valid` accepts and serde cannot read (`1e400`, invalid UTF-8 in a
+/// string; here written by another client) is read as its text: the payload raw, for a list
+/// and a claim; the error chain one line that says why, no headers, an audit diff its text, a
+/// catalog schema none. Each once failed with "error occurred while decoding column".
+#[tokio::test]
+async fn json_that_serde_cannot_read_is_read_as_its_text() {
+    use dlq_core::store::{ClaimRequest, NewDeadLetter};
+    use dlq_core::{ErrorClass, FailureInfo, ListFilter, Payload};
+    let store = SqliteStore::in_memory().await.expect("SQLite store");
+    let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+    let letter = NewDeadLetter::new("odd", Payload::Json(serde_json::json!(1)), failure).retry(Default::default(), 5);
+    let id = store.park(letter).await.unwrap().id;
+    let odd = r#"UPDATE dlq_events SET payload = CAST(X'7B226E223A2022FF227D' AS TEXT), error_chain = '[1e400]',
+        source_headers = '{"h": 1e400}' WHERE id = ?"#;
+    sqlx::query(odd).bind(id).execute(store.pool()).await.unwrap();
+    let audit = "INSERT INTO dlq_audit (dlq_id, action, actor, diff, at) VALUES (?, 'patch', 'sql', '[1e400]', 0)";
+    sqlx::query(audit).bind(id).execute(store.pool()).await.unwrap();
+    store.publish_types(vec![dlq_core::catalog::EventTypeInfo::new("odd", 2, "host:1")]).await.unwrap();
+    let schemas = r#"UPDATE dlq_event_types SET json_schema = '{"maximum": 1e400}', older_schemas = '{"1": [1e400]}'"#;
+    sqlx::query(schemas).execute(store.pool()).await.unwrap();
+
+    let text = b"{\"n\": \"\xff\"}".to_vec();
+    let row = store.list(ListFilter::default()).await.unwrap().remove(0);
+    assert_eq!(row.payload, Payload::Raw { bytes: text.clone(), truncated: None });
+    assert!(row.payload.raw_note().unwrap().starts_with("not UTF-8"));
+    assert!(row.failure.chain[0].contains("not JSON serde reads: number out of range"), "{:?}", row.failure.chain);
+    assert!(row.source.headers.is_empty());
+    assert_eq!(store.audit(id).await.unwrap().remove(0).diff, serde_json::json!("[1e400]"));
+    let catalog = store.event_types().await.unwrap();
+    assert_eq!((catalog[0].schema.as_ref(), catalog[0].older_schemas.len()), (None, 0), "no schema to check by");
+    let request = ClaimRequest {
+        event_types: vec!["odd".into()],
+        limit: 1,
+        lease: std::time::Duration::from_secs(60),
+        owner: "w".into(),
+    };
+    assert_eq!(store.claim(request).await.unwrap()[0].payload, Payload::Raw { bytes: text, truncated: None });
+}

@@ -411,3 +411,36 @@ async fn a_redelivery_finds_the_row_of_a_park_that_timed_out_and_landed(pool: Pg
     assert_eq!(again.dlq_id(), Some(landed[0]), "the redelivery found the row that landed");
     assert_eq!(rows(pool).await, landed, "one row, not two");
 }
+
+/// JSON that `jsonb` holds and serde cannot read (`1e400`, here written by another client) is
+/// read as its text: a claim gets the payload raw (the retrier then parks it dead
+/// `undecodable`) rather than failing its whole batch; the row's error chain says why it
+/// cannot be shown, its headers are none, an audit diff is its text, and a catalog schema that
+/// cannot be read is none. Each once failed with "error occurred while decoding column".
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn jsonb_that_serde_cannot_read_is_read_as_its_text(pool: PgPool) {
+    let store = store(&pool).await;
+    let id = store.park(letter("odd", 1)).await.unwrap().id;
+    let far = r#"UPDATE dlq_events SET payload = '{"n": 1e400}', error_chain = '[1e400]', source_headers = '{"h": 1e400}'
+        WHERE id = $1"#;
+    sqlx::query(far).bind(id).execute(&pool).await.unwrap();
+    let audit = "INSERT INTO dlq_audit (dlq_id, action, actor, diff) VALUES ($1, 'patch', 'sql', '[1e400]')";
+    sqlx::query(audit).bind(id).execute(&pool).await.unwrap();
+    store.publish_types(vec![dlq_core::catalog::EventTypeInfo::new("odd", 2, "host:1")]).await.unwrap();
+    let schemas = r#"UPDATE dlq_event_types SET json_schema = '{"maximum": 1e400}', older_schemas = '{"1": [1e400]}'"#;
+    sqlx::query(schemas).execute(&pool).await.unwrap();
+
+    let far_text = format!("{{\"n\": 1{}}}", "0".repeat(400)).into_bytes();
+    let row = store.list(ListFilter::default()).await.unwrap().remove(0);
+    assert_eq!(row.payload, Payload::Raw { bytes: far_text.clone(), truncated: None });
+    assert!(row.payload.raw_note().unwrap().starts_with("not JSON that serde can read: number out of range"));
+    assert!(row.failure.chain[0].contains("not JSON serde reads: number out of range"), "{:?}", row.failure.chain);
+    assert!(row.source.headers.is_empty());
+    let diff = store.audit(id).await.unwrap().remove(0).diff;
+    assert_eq!(diff, serde_json::json!(format!("[1{}]", "0".repeat(400))));
+    let catalog = store.event_types().await.unwrap();
+    assert_eq!((catalog[0].schema.as_ref(), catalog[0].older_schemas.len()), (None, 0), "no schema to check by");
+
+    let claimed = claim(&store, &["odd"], 10).await;
+    assert_eq!(claimed[0].payload, Payload::Raw { bytes: far_text, truncated: None });
+}

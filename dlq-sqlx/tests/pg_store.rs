@@ -532,7 +532,10 @@ async fn a_success_stays_in_the_history_through_a_refused_patch_and_discard(pool
     assert!(matches!(refused, Err(dlq_core::Error::InvalidState { .. })), "{refused:?}");
     let after_patch = store.attempts(id).await.unwrap();
     assert_eq!(after_patch, before, "the success keeps its time and is recorded once");
-    assert_eq!(ops.discard(ListFilter::default().ids([id]), "done twice").await.unwrap().moved_ids, vec![id]);
+    // Nor is it discarded: it is not dead, it succeeded.
+    let discard = ops.discard(ListFilter::default().ids([id]), "done twice").await.unwrap();
+    assert_eq!(discard.refusals[0].why, Refused::Status { status: Status::Succeeded });
+    assert_eq!(store.get(id).await.unwrap().unwrap().status, Status::Succeeded);
     assert_eq!(summary(store.attempts(id).await.unwrap()), expected);
 }
 

@@ -4,7 +4,7 @@
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use axum::Json;
+use crate::reply::Json;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

@@ -1,6 +1,6 @@
 //! Failures as responses: an HTML page for the pages, `{"error": "..."}` for the API.
 
-use axum::Json;
+use crate::reply::Json;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use maud::{DOCTYPE, html};

@@ -50,14 +50,21 @@
 //! Closed by default: read-only unless [`Options::allow_actions`]; every mutating request is a
 //! `POST` whose `Origin` (or `Referer`) must name the same host, except JSON requests without
 //! one (a browser cannot send those cross-site without a CORS preflight, which the console
-//! never grants); every response carries a `Content-Security-Policy` that allows no script at
-//! all, `X-Frame-Options: DENY` and `X-Content-Type-Options: nosniff`; request bodies are
-//! limited ([`Options::body_limit`]); with [`Options::token`] every request must carry the
-//! token (compared in constant time). Every string from the database goes through maud, which
+//! never grants; `Origin: null`, an opaque origin, is refused like a foreign one); every
+//! response, refusals included, carries a `Content-Security-Policy` that allows no script at
+//! all, `X-Frame-Options: DENY` and `X-Content-Type-Options: nosniff`, and every refusal a
+//! short body that says why; request bodies are limited ([`Options::body_limit`], 413), and so
+//! are request heads ([`MAX_URI_BYTES`], 414; [`MAX_HEADERS`], [`MAX_HEADER_BYTES`], 431: see
+//! [`harden`] for the server's own limits past them); with [`Options::token`] every request
+//! must carry the token (compared in constant time). Every string from the database goes through maud, which
 //! escapes it, and every value put in a link is percent-encoded. Its control characters (a
 //! terminal's escapes, C1) and bidi overrides show as escapes (`\u001b`, `\u202e`), never as
 //! they are; in tables and the charts' legend a long value is cut with `…`, and shown whole on
 //! the row's page. The JSON API answers every refusal as `{"error": "..."}`.
+//!
+//! A health probe beside the console (`dlq serve`'s `/healthz`) needs no token, and answers
+//! a `Host` that is an IP address (load balancers and kubelets probe by address) or a name the
+//! console answers to without a token; any other name is a 421 ([`Options::accepts_probe`]).
 //!
 //! # Logs
 //! Through `tracing` (target `dlq_web`): each action (redrive, discard, patch, edit, undo,
@@ -72,10 +79,12 @@ mod erase;
 mod error;
 mod extract;
 mod filter;
+mod listener;
 mod log;
 mod openapi;
 mod operations;
 mod pages;
+mod reply;
 mod security;
 mod snapshot;
 mod view;
@@ -88,7 +97,9 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
 use dlq_core::admin::Admin;
+pub use listener::{Hardened, HardenedListener};
 pub use operations::Background;
+pub use security::{MAX_HEADER_BYTES, MAX_HEADERS, MAX_URI_BYTES};
 
 /// Names the operator of a request, for the audit log: the embedding service's auth layer
 /// (a header it sets, an extension it inserts) tells who is acting. `None` keeps the
@@ -319,6 +330,25 @@ impl Options {
         self.token.is_some() || host.is_some_and(|host| security::host_allowed(host, self.bound, &self.hosts))
     }
 
+    /// Whether a health probe (`dlq serve`'s `/healthz`, which needs no token) with this
+    /// `Host` is answered: a `Host` that is an IP address, with any port (load balancers and
+    /// kubelets probe by address; a page of another site can make the browser send only its
+    /// own name, never an address, so DNS rebinding cannot read through it), or a name the
+    /// console answers to without a token ([`Options::bound_to`], [`Options::allow_host`],
+    /// loopback names). A token does not widen it: a probe carries none.
+    ///
+    /// ```
+    /// let options = dlq_web::Options::default().token("s3cret").allow_host("dlq.internal.example");
+    /// assert!(options.accepts_probe(Some("10.0.0.7:8080")));
+    /// assert!(options.accepts_probe(Some("[fd00::7]:8080")));
+    /// assert!(options.accepts_probe(Some("dlq.internal.example:8080")));
+    /// assert!(!options.accepts_probe(Some("attacker.example:8080")));
+    /// assert!(!options.accepts_probe(None));
+    /// ```
+    pub fn accepts_probe(&self, host: Option<&str>) -> bool {
+        host.is_some_and(|host| security::probe_host_allowed(host, self.bound, &self.hosts))
+    }
+
     /// Whether a request with these headers and this query carries the console's token in one
     /// of the forms the console takes (`Authorization: Bearer TOKEN`, the `dlq_token` cookie,
     /// `?token=TOKEN`; compared in constant time); true when no token is set. What the console
@@ -414,40 +444,93 @@ impl Console {
 pub fn router(admin: Admin, options: Options) -> Router {
     let body_limit = options.body_limit;
     let console = Console { admin, options: Arc::new(options), snapshots: Arc::default(), runs: Arc::default() };
-    Router::new()
-        .route("/", get(pages::overview))
-        .route("/groups", get(pages::groups))
-        .route("/groups/{fingerprint}", get(pages::group))
-        .route("/groups/{fingerprint}/patch", post(pages::group_patch))
-        .route("/group", get(pages::group_by_query))
-        .route("/group/patch", post(pages::group_patch_by_query))
-        .route("/events", get(pages::events))
-        .route("/events/{id}", get(pages::detail))
-        .route("/events/{id}/edit", post(pages::edit))
-        .route("/events/{id}/reveal", post(pages::reveal))
-        .route("/redrive", post(pages::redrive))
-        .route("/discard", post(pages::discard))
-        .route("/audit/{audit_id}/undo", post(pages::undo))
-        .route("/erase", get(erase::page).post(erase::erase))
-        .route("/operations/{id}", get(operations::page))
-        .route("/operations/{id}/resume", post(operations::resume))
-        .route("/assets/console.css", get(view::stylesheet))
-        .route("/charts/parked.svg", get(chart::parked))
-        .route("/api/stats", get(api::stats))
-        .route("/api/groups", get(api::groups))
-        .route("/api/events", get(api::events))
-        .route("/api/events/{id}", get(api::detail))
-        .route("/api/events/{id}/patch", post(api::patch))
-        .route("/api/events/{id}/reveal", post(api::reveal))
-        .route("/api/redrive", post(api::redrive))
-        .route("/api/discard", post(api::discard))
-        .route("/api/audit/{audit_id}/undo", post(api::undo))
-        .route("/api/openapi.json", get(openapi::document))
+    let router = table()
+        .into_iter()
+        .fold(Router::new(), |router, (_, path, handler)| router.route(path, handler))
         .fallback(pages::not_found)
         .layer(axum::middleware::from_fn_with_state(console.clone(), security::guard))
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(axum::middleware::map_response(security::headers))
-        .with_state(console)
+        .with_state(console);
+    harden(router)
+}
+
+/// The console's edge around `app`: requests past its head limits ([`MAX_URI_BYTES`] a 414,
+/// [`MAX_HEADERS`] or [`MAX_HEADER_BYTES`] a 431) refused with a line saying which, and every
+/// response, refusals included, with the console's security headers (and a one-line body when
+/// an error has none). [`router`] has it; wrap the routes a service serves beside the console
+/// in it too (`dlq serve` does, for `/metrics` and `/healthz`).
+///
+/// The HTTP server in front keeps limits of its own, answered before any route: hyper, which
+/// `axum::serve` runs, refuses a request target past 64 KiB, a head past about 400 KiB or more
+/// than 100 header fields, and malformed HTTP, with a bare status line and no body. The
+/// console's limits are below them, so that an oversized request meets the console's answer;
+/// serve through a [`HardenedListener`] to give hyper's own refusals a body and the headers.
+///
+/// ```
+/// let beside = axum::Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));
+/// let app: axum::Router = dlq_web::harden(beside);
+/// # let _ = app;
+/// ```
+pub fn harden(app: Router) -> Router {
+    app.layer(axum::middleware::from_fn(security::limits)).layer(axum::middleware::map_response(security::headers))
+}
+
+/// One route of the console: its method and its path (relative to where the router is
+/// nested; `{id}`-style segments are parameters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Route {
+    /// `GET` or `POST`.
+    pub method: &'static str,
+    /// The path, e.g. `/events/{id}`.
+    pub path: &'static str,
+}
+
+/// Every route [`router`] serves (the router is built from the same table): what a test that
+/// must reach every page walks, so that no new page escapes it (the redaction tests prove no
+/// route shows a masked value).
+///
+/// ```
+/// let routes = dlq_web::routes();
+/// assert!(routes.iter().any(|r| (r.method, r.path) == ("GET", "/events/{id}")));
+/// ```
+pub fn routes() -> Vec<Route> {
+    table().into_iter().map(|(method, path, _)| Route { method, path }).collect()
+}
+
+/// The routes with their handlers, one line a method.
+fn table() -> Vec<(&'static str, &'static str, axum::routing::MethodRouter<Console>)> {
+    vec![
+        ("GET", "/", get(pages::overview)),
+        ("GET", "/groups", get(pages::groups)),
+        ("GET", "/groups/{fingerprint}", get(pages::group)),
+        ("POST", "/groups/{fingerprint}/patch", post(pages::group_patch)),
+        ("GET", "/group", get(pages::group_by_query)),
+        ("POST", "/group/patch", post(pages::group_patch_by_query)),
+        ("GET", "/events", get(pages::events)),
+        ("GET", "/events/{id}", get(pages::detail)),
+        ("POST", "/events/{id}/edit", post(pages::edit)),
+        ("POST", "/events/{id}/reveal", post(pages::reveal)),
+        ("POST", "/redrive", post(pages::redrive)),
+        ("POST", "/discard", post(pages::discard)),
+        ("POST", "/audit/{audit_id}/undo", post(pages::undo)),
+        ("GET", "/erase", get(erase::page)),
+        ("POST", "/erase", post(erase::erase)),
+        ("GET", "/operations/{id}", get(operations::page)),
+        ("POST", "/operations/{id}/resume", post(operations::resume)),
+        ("GET", "/assets/console.css", get(view::stylesheet)),
+        ("GET", "/charts/parked.svg", get(chart::parked)),
+        ("GET", "/api/stats", get(api::stats)),
+        ("GET", "/api/groups", get(api::groups)),
+        ("GET", "/api/events", get(api::events)),
+        ("GET", "/api/events/{id}", get(api::detail)),
+        ("POST", "/api/events/{id}/patch", post(api::patch)),
+        ("POST", "/api/events/{id}/reveal", post(api::reveal)),
+        ("POST", "/api/redrive", post(api::redrive)),
+        ("POST", "/api/discard", post(api::discard)),
+        ("POST", "/api/audit/{audit_id}/undo", post(api::undo)),
+        ("GET", "/api/openapi.json", get(openapi::document)),
+    ]
 }
 
 /// The crate's README, its page on crates.io: its examples run as doctests.

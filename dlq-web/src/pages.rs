@@ -200,19 +200,37 @@ pub(crate) async fn groups(
 /// The most rows of a group its page checks for how they would decode.
 const DECODE_CHECK_ROWS: u64 = 500;
 
+/// How a group's pending and dead rows would decode (the rows a redrive would hand to the
+/// handler again): its `PENDING` rows, then its `FAILED_PERMANENTLY` ones, at most
+/// [`DECODE_CHECK_ROWS`] in all.
+async fn group_validation(admin: &Admin, fingerprint: &str) -> Result<ValidationReport, dlq_core::Error> {
+    let mut report = ValidationReport::default();
+    for status in [Status::Pending, Status::FailedPermanently] {
+        let rows = ListFilter::default().fingerprint(fingerprint).status(status);
+        let part = admin.validation(rows, DECODE_CHECK_ROWS - report.checked).await?;
+        report.checked += part.checked;
+        report.bounded |= part.bounded;
+        report.groups.extend(part.groups);
+    }
+    Ok(report)
+}
+
 /// How a group's rows would decode (by the handlers, or the store's type catalog): the counts
-/// of the rows checked, of `total`, and the first error.
-fn decode_counts(report: &ValidationReport, total: Option<u64>) -> Markup {
+/// of the rows checked, all of them or the first [`DECODE_CHECK_ROWS`] (counted by the same
+/// walk: never against a figure read at another time), and the first error.
+fn decode_counts(report: &ValidationReport) -> Markup {
     let sum = |f: fn(&GroupValidation) -> u64| report.groups.iter().map(f).sum::<u64>();
     let first = report.groups.iter().find_map(|g| g.first_error.as_ref().or(g.first_unchecked.as_ref()));
     html! {
         h2 { "Would its rows decode?" }
         p.muted {
-            "Checked " (report.checked)
-            @if let Some(total) = total { " of " (total) }
-            " rows, by the handlers or the store's type catalog"
-            @if report.bounded { " (at most " (DECODE_CHECK_ROWS) " per look)" }
-            "."
+            @if report.bounded {
+                "Checked its first " (report.checked) " pending or dead rows (at most " (DECODE_CHECK_ROWS)
+                " per look; it holds more)"
+            } @else {
+                "Checked all " (report.checked) " of its pending or dead rows"
+            }
+            ", by the handlers or the store's type catalog."
         }
         dl.facts {
             dt { "as they are" } dd { (sum(|g| g.as_is)) }
@@ -262,14 +280,15 @@ async fn group_page(console: Console, base: Base, fingerprint: String, pairs: &[
     let mut filter = filter::parse(pairs)?;
     filter.fingerprint = Some(fingerprint.clone());
     let admin = console.admin.clone();
-    let (key, one) = (format!("group:{fingerprint}"), ListFilter::default().fingerprint(&fingerprint).limit(1));
-    let compute = || async move { Ok(admin.groups(one).await?) };
+    // A fingerprint hashes the error, not the event type: one per type that shares it.
+    let (key, all) = (format!("group:{fingerprint}"), ListFilter::default().fingerprint(&fingerprint).limit(100));
+    let compute = || async move { Ok(admin.groups(all).await?) };
     let (found, _) = console.snapshots.get(key, console.options.snapshot_max_age, compute).await?;
     let admin = console.admin.clone();
-    let rows = ListFilter::default().fingerprint(&fingerprint);
+    let checked = fingerprint.clone();
     let compute = || async move {
         let admin = admin.with_store_catalog().await?;
-        Ok(if admin.can_judge() { Some(admin.validation(rows, DECODE_CHECK_ROWS).await?) } else { None })
+        Ok(if admin.can_judge() { Some(group_validation(&admin, &checked).await?) } else { None })
     };
     let key = format!("validation:{fingerprint}");
     let (decodes, _) = console.snapshots.get(key, console.options.snapshot_max_age, compute).await?;
@@ -287,14 +306,15 @@ async fn group_page(console: Console, base: Base, fingerprint: String, pairs: &[
         @if let Some(g) = found.first() {
             dl.facts {
                 dt { "kind" } dd { code { (view::line(&g.kind)) } }
-                dt { "event type" } dd { (view::line(&g.event_type)) }
-                dt { "rows" } dd { (g.count) }
-                dt { "first seen" } dd { (view::time(g.first_seen)) }
-                dt { "last seen" } dd { (view::time(g.last_seen)) }
+                dt { @if found.len() > 1 { "event types" } @else { "event type" } }
+                dd { @for (n, t) in found.iter().enumerate() { @if n > 0 { ", " } (view::line(&t.event_type)) } }
+                dt { "pending or dead rows" } dd { (found.iter().map(|t| t.count).sum::<u64>()) }
+                dt { "first seen" } dd { (view::time(found.iter().map(|t| t.first_seen).min().unwrap_or(g.first_seen))) }
+                dt { "last seen" } dd { (view::time(found.iter().map(|t| t.last_seen).max().unwrap_or(g.last_seen))) }
                 dt { "sample reason" } dd { pre.reason { (view::text(&g.sample_reason)) } }
             }
         }
-        @if let Some(report) = decodes.as_ref() { (decode_counts(report, found.first().map(|g| g.count))) }
+        @if let Some(report) = decodes.as_ref() { (decode_counts(report)) }
         @if console.options.actions { (group_actions(&base, &fingerprint)) }
         h2 { "Rows" }
         (rows_table(&base, &page, next_page))

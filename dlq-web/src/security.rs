@@ -21,15 +21,77 @@ pub(crate) const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'sel
 /// The cookie `?token=` sets, so a browser can use a console that requires a token.
 const TOKEN_COOKIE: &str = "dlq_token";
 
-/// Adds the security headers to every response.
-pub(crate) async fn headers(mut response: Response) -> Response {
+/// The longest request target (path and query) the console reads: 8 KiB; a longer one is a
+/// 414 that says so. Its own links stay far below it.
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+
+/// The most bytes of request header fields (names and values) the console reads: 32 KiB; more
+/// is a 431 that says so.
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+
+/// The most request header fields the console reads: 64; more is a 431 that says so.
+pub const MAX_HEADERS: usize = 64;
+
+/// Refuses a request whose target or header fields are past the console's limits
+/// ([`MAX_URI_BYTES`], [`MAX_HEADER_BYTES`], [`MAX_HEADERS`]) with a short body saying which
+/// (JSON under `/api/`), before anything else reads it.
+pub(crate) async fn limits(request: Request, next: Next) -> Response {
+    let original = request.extensions().get::<axum::extract::OriginalUri>().map(|o| &o.0);
+    let uri = original.unwrap_or(request.uri());
+    let target = uri.path_and_query().map_or(uri.path().len(), |pq| pq.as_str().len());
+    let wants_json = crate::extract::is_api(request.uri().path());
+    if target > MAX_URI_BYTES {
+        let why =
+            format!("the request's path and query are {target} bytes, past this console's limit of {MAX_URI_BYTES}");
+        return Failure::new(StatusCode::URI_TOO_LONG, why).respond(wants_json);
+    }
+    let headers = request.headers();
+    let bytes: usize = headers.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
+    if headers.len() > MAX_HEADERS || bytes > MAX_HEADER_BYTES {
+        let why = format!(
+            "the request has {} header fields of {bytes} bytes, past this console's limit of {MAX_HEADERS} fields \
+             and {MAX_HEADER_BYTES} bytes",
+            headers.len()
+        );
+        return Failure::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, why).respond(wants_json);
+    }
+    next.run(request).await
+}
+
+/// Adds the security headers to every response, and a one-line body (its status) to an error
+/// answered without one (a bare 405 of a route beside the console).
+pub(crate) async fn headers(response: Response) -> Response {
+    let mut response = with_body(response);
     let h = response.headers_mut();
-    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    for (name, value) in HEADERS {
+        h.insert(name, HeaderValue::from_static(value));
+    }
     h.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
     response
+}
+
+/// The security headers of every response (with `Cache-Control: no-store` unless a route
+/// set its own).
+pub(crate) const HEADERS: [(header::HeaderName, &str); 4] = [
+    (header::CONTENT_SECURITY_POLICY, CSP),
+    (header::X_FRAME_OPTIONS, "DENY"),
+    (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    (header::REFERRER_POLICY, "same-origin"),
+];
+
+/// An error response as it is when it has a body; else with its status as a line of text.
+fn with_body(response: Response) -> Response {
+    use axum::body::HttpBody as _;
+    let status = response.status();
+    let empty = response.body().size_hint().exact() == Some(0);
+    if !(empty && (status.is_client_error() || status.is_server_error())) {
+        return response;
+    }
+    let (mut parts, _) = response.into_parts();
+    let line = format!("{} {}\n", status.as_u16(), status.canonical_reason().unwrap_or("error"));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    Response::from_parts(parts, axum::body::Body::from(line))
 }
 
 /// Checks the `Host` (without a token) or the token, then (for anything but `GET`/`HEAD`)
@@ -138,6 +200,19 @@ pub(crate) fn host_allowed(host: &str, bound: Option<SocketAddr>, allowed: &[Str
     })
 }
 
+/// `Host` `host` may ask a health probe: an IP address, any port (load balancers and
+/// kubelets probe by address; a page of another site can only send its own name, never an
+/// address, so no DNS rebinding reads through it), or a name [`host_allowed`] allows.
+pub(crate) fn probe_host_allowed(host: &str, bound: Option<SocketAddr>, allowed: &[String]) -> bool {
+    let Some((name, _)) = split_host(host) else { return false };
+    let bare = name.strip_prefix('[').and_then(|n| n.strip_suffix(']'));
+    let ip = match bare {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => name.parse::<std::net::Ipv4Addr>().is_ok(),
+    };
+    ip || host_allowed(host, bound, allowed)
+}
+
 /// `name[:port]` or `[v6]:port` into the name (brackets kept) and the port; `None` when
 /// malformed (an empty name, a port that is not a number, a bare IPv6 address).
 fn split_host(host: &str) -> Option<(&str, Option<u16>)> {
@@ -200,25 +275,28 @@ fn remember_token(response: &mut Response, token: &str) {
 }
 
 /// A mutating request must come from the console's own origin: its `Origin` (or, without
-/// one, its `Referer`) names the `Host` it was sent to. A request with neither is accepted
+/// one, its `Referer`) names the `Host` it was sent to; `Origin: null` (an opaque origin)
+/// names none and is refused like any foreign one. A request with neither is accepted
 /// only as JSON, which a browser sends cross-site only after a CORS preflight the console
 /// never answers.
 pub(crate) fn same_origin(headers: &HeaderMap) -> Result<(), String> {
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let origin = headers
-        .get(header::ORIGIN)
-        .or_else(|| headers.get(header::REFERER))
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| *v != "null");
+    let origin = headers.get(header::ORIGIN).or_else(|| headers.get(header::REFERER));
     match origin {
         Some(origin) => {
+            let origin = origin.to_str().unwrap_or("(not text)");
             let authority = origin.split_once("://").map_or("", |(_, rest)| rest);
             let authority = authority.split(['/', '?', '#']).next().unwrap_or_default();
-            if !host.is_empty() && authority.eq_ignore_ascii_case(host) {
-                Ok(())
-            } else {
-                Err(format!("cross-origin request refused: it comes from `{origin}`, not from this console"))
+            if !host.is_empty() && !authority.is_empty() && authority.eq_ignore_ascii_case(host) {
+                return Ok(());
             }
+            let origin: String = origin.chars().take(200).collect();
+            let opaque = if origin == "null" {
+                " (an opaque origin: a sandboxed frame, a file, a data: URL or a redirect from another site)"
+            } else {
+                ""
+            };
+            Err(format!("cross-origin request refused: it comes from `{origin}`{opaque}, not from this console"))
         }
         None if is_json(headers) => Ok(()),
         None => Err("request refused: a form post must carry an Origin or Referer header naming this console".into()),
@@ -251,6 +329,9 @@ mod tests {
         assert!(same_origin(&headers(&[("host", "h:1"), ("origin", "http://evil.example")])).is_err());
         assert!(same_origin(&headers(&[("host", "h:1"), ("origin", "http://h:1.evil.example")])).is_err());
         assert!(same_origin(&headers(&[("host", "h:1"), ("origin", "null")])).is_err());
+        let null_json = headers(&[("host", "h:1"), ("origin", "null"), ("content-type", "application/json")]);
+        assert!(same_origin(&null_json).unwrap_err().contains("opaque origin"), "null is a foreign origin");
+        assert!(same_origin(&headers(&[("host", ""), ("origin", "http://")])).is_err());
         assert!(same_origin(&headers(&[("host", "h:1")])).is_err());
         assert!(same_origin(&headers(&[("host", "h:1"), ("content-type", "application/json")])).is_ok());
     }
@@ -286,6 +367,19 @@ mod tests {
         assert!(host_allowed("ops.example:8443", Some(bound), &allowed));
         assert!(!host_allowed("ops.example:8444", Some(bound), &allowed));
         assert!(!host_allowed("x.dlq.example", Some(bound), &allowed));
+    }
+
+    #[test]
+    fn probes_come_by_address_or_by_the_consoles_names() {
+        let bound: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        for ok in ["10.0.0.7:8080", "10.0.0.7", "192.168.1.2:31000", "[fd00::7]:8080", "localhost:8080"] {
+            assert!(probe_host_allowed(ok, Some(bound), &[]), "{ok}");
+        }
+        for refused in ["attacker.example", "attacker.example:8080", "10.0.0.7.nip.io:8080", "[fd00::7", "fd00::7", ""]
+        {
+            assert!(!probe_host_allowed(refused, Some(bound), &[]), "{refused}");
+        }
+        assert!(probe_host_allowed("dlq.internal:1", Some(bound), &["dlq.internal".to_owned()]));
     }
 
     #[test]

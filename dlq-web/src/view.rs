@@ -212,6 +212,9 @@ pub(crate) fn payload(payload: &Payload) -> Markup {
                 }
             }
             p { "Raw bytes (" (bytes.len()) "), not JSON:" }
+            @if let (None, Some(note)) = (truncated, payload.raw_note()) {
+                p.warn { "Why: " (note) }
+            }
             h3 { "Hex" }
             pre.hex { (hex(bytes)) }
             h3 { "Text (lossy UTF-8)" }

@@ -255,8 +255,8 @@ async fn redrive_a_group_with_dry_run_then_confirm(store: Store) {
     );
 }
 
-/// With the store's type catalog, a group's page counts how its rows would decode (checked N
-/// of M) with the first error, escaped; without one it says nothing of it.
+/// With the store's type catalog, a group's page counts how its rows would decode (all N of
+/// its pending or dead rows checked) with the first error, escaped; without one it says nothing of it.
 async fn a_group_page_says_how_its_rows_would_decode(store: Store) {
     use dlq_core::catalog::EventTypeInfo;
     let (_, hostile, group) = seed(&store).await;
@@ -271,7 +271,10 @@ async fn a_group_page_says_how_its_rows_would_decode(store: Store) {
     store.publish_types(vec![payment]).await.unwrap();
     let app = app(&store, Options::default());
     let (_, body) = get(&app, &format!("/dlq/groups/{group}")).await;
-    assert!(body.contains("Would its rows decode?") && body.contains("Checked 3 of 3 rows"), "{body}");
+    assert!(
+        body.contains("Would its rows decode?") && body.contains("Checked all 3 of its pending or dead rows"),
+        "{body}"
+    );
     assert!(
         body.contains("<dt>after upcasting</dt><dd>2</dd>") && body.contains("<dt>not at all</dt><dd>0</dd>"),
         "{body}"
@@ -279,6 +282,29 @@ async fn a_group_page_says_how_its_rows_would_decode(store: Store) {
     let (_, body) = get(&app, &format!("/dlq/groups/{hostile_group}")).await;
     assert!(body.contains("<dt>not at all</dt><dd>1</dd>") && body.contains("is not one of"), "{body}");
     assert!(!body.contains(XSS_SCRIPT) && body.contains("&lt;script&gt;"), "the first error is escaped: {body}");
+}
+
+/// A group whose rows were partly discarded, and whose error another event type shares (a
+/// fingerprint hashes the error, not the type): its page checked every row of the
+/// fingerprint, whatever their status, and set that against one type's pending and dead rows
+/// ("Checked 4 of 1 rows"). It checks what it counts now, the rows a redrive would hand to a
+/// handler, and counts them over every type.
+async fn a_group_page_counts_only_the_rows_it_checked(store: Store) {
+    use dlq_core::catalog::EventTypeInfo;
+    let (ids, _, group) = seed(&store).await;
+    let mut refund = dead("BadCurrency", "currency \"USD \" unknown", json!({"n": 9}));
+    refund.event_type = "refund".into();
+    let refund = store.park(refund).await.unwrap().id;
+    assert_eq!(store.get(refund).await.unwrap().unwrap().failure.fingerprint, group, "one fingerprint, two types");
+    store.publish_types(vec![EventTypeInfo::new("payment", 1, "host:1:payments")]).await.unwrap();
+    let admin = Admin::new(store.clone(), "alice");
+    admin.discard(dlq_core::ListFilter::default().ids([ids[0], ids[1]]), "dropped").await.unwrap();
+    let (status, body) = get(&app(&store, Options::default()), &format!("/dlq/groups/{group}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(!body.contains("Checked 4"), "the discarded rows are not checked: {body}");
+    assert!(body.contains("Checked all 2 of its pending or dead rows"), "{body}");
+    assert!(body.contains("<dt>pending or dead rows</dt><dd>2</dd>"), "{body}");
+    assert!(body.contains("<dt>event types</dt><dd>payment, refund</dd>"), "{body}");
 }
 
 async fn discard_needs_a_reason_and_is_audited(store: Store) {
@@ -631,6 +657,110 @@ async fn foreign_hosts_are_refused_without_a_token(store: Store) {
     with_token.headers_mut().insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
     assert_eq!(send(&locked, with_token).await.0, StatusCode::OK);
     assert_eq!(send(&locked, to_host(api(), "attacker.example:8080")).await.0, StatusCode::UNAUTHORIZED);
+}
+
+/// A request past the console's head limits (a long query, too many or too large header
+/// fields) or its body limit is refused with a body that says which limit, JSON under
+/// `/api/`, and the same security headers as every page; over a real socket too (hyper
+/// answers only past its own, larger limits).
+#[tokio::test]
+async fn refusals_have_a_body_and_the_security_headers() {
+    let store: Store = Arc::new(dlq_sqlx::SqliteStore::in_memory().await.unwrap());
+    let (ids, _, _) = seed(&store).await;
+    let app = app(&store, actions().body_limit(1024));
+    let long = "a".repeat(dlq_web::MAX_URI_BYTES);
+    let many = |mut request: Request<Body>| {
+        for n in 0..dlq_web::MAX_HEADERS {
+            request
+                .headers_mut()
+                .insert(format!("x-pad-{n}").parse::<header::HeaderName>().unwrap(), "1".parse().unwrap());
+        }
+        request
+    };
+    let mut large = get_request("/dlq/events");
+    large.headers_mut().insert("x-pad", "b".repeat(dlq_web::MAX_HEADER_BYTES).parse().unwrap());
+    let edit = form(&format!("/dlq/events/{}/edit", ids[0]), &format!("payload={}&reason=x", "c".repeat(4096)));
+    for (what, request, status, says) in [
+        (
+            "a long query",
+            get_request(&format!("/dlq/events?reason={long}")),
+            StatusCode::URI_TOO_LONG,
+            "path and query",
+        ),
+        ("a long API query", get_request(&format!("/dlq/api/events?reason={long}")), StatusCode::URI_TOO_LONG, "limit"),
+        ("many header fields", many(get_request("/dlq/events")), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "fields"),
+        ("large header fields", large, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "bytes"),
+        ("a large body", edit, StatusCode::PAYLOAD_TOO_LARGE, "limit"),
+    ] {
+        let (got, headers, body) = send(&app, request).await;
+        assert_eq!(got, status, "{what}: {body}");
+        assert!(body.contains(says) && body.len() < 2_000, "{what}: a short body that says why: {body}");
+        assert!(headers[header::CONTENT_SECURITY_POLICY].to_str().unwrap().contains("default-src 'none'"), "{what}");
+        assert_eq!(headers[header::X_FRAME_OPTIONS], "DENY", "{what}");
+        assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{what}");
+    }
+    let (_, headers, body) = send(&app, get_request(&format!("/dlq/api/events?reason={long}"))).await;
+    assert_eq!(headers[header::CONTENT_TYPE], "application/json");
+    assert!(serde_json::from_str::<Value>(&body).unwrap()["error"].as_str().unwrap().contains("limit"), "{body}");
+
+    // Over a socket: the console's limits, and past hyper's own (a 70 KB target, 101 header
+    // fields, a request line that is not HTTP) the listener's answer, each with a body and the
+    // headers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(axum::serve(dlq_web::HardenedListener::new(listener), app).into_future());
+    let (code, head, body) = over_tcp(addr, "GET", &format!("/dlq/events?reason={}", "d".repeat(20_000)), "").await;
+    assert_eq!(code, 414, "{head}");
+    assert!(head.to_lowercase().contains("content-security-policy: default-src 'none'"), "{head}");
+    assert!(body.contains("path and query"), "{body}");
+    let fields: String = (0..101).map(|n| format!("x-pad-{n}: 1\r\n")).collect();
+    for (what, request, status) in [
+        (
+            "a 70 KB target",
+            format!("GET /dlq/events?reason={} HTTP/1.1\r\nHost: {addr}\r\n\r\n", "e".repeat(70_000)),
+            414,
+        ),
+        ("101 header fields", format!("GET /dlq/events HTTP/1.1\r\nHost: {addr}\r\n{fields}\r\n"), 431),
+        ("not HTTP", "GET /dlq HTTP/1.1\r\nHost\r\n\r\n".to_owned(), 400),
+    ] {
+        let text = tokio::task::spawn_blocking(move || {
+            use std::io::{Read, Write};
+            let mut stream = std::net::TcpStream::connect(addr).unwrap();
+            stream.write_all(request.as_bytes()).unwrap();
+            let mut text = String::new();
+            stream.read_to_string(&mut text).unwrap();
+            text
+        })
+        .await
+        .unwrap();
+        assert!(text.starts_with(&format!("HTTP/1.1 {status} ")), "{what}: {text}");
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains("content-security-policy: default-src 'none'") && head.contains("x-frame-options: DENY"));
+        assert!(body.starts_with(&status.to_string()) && body.len() > 20, "{what}: a body that says why: {text}");
+    }
+}
+
+/// `Origin: null` (a sandboxed frame, a `data:` page, a redirect from another site) names no
+/// origin: a JSON request carrying it is refused like any foreign origin, not taken for a
+/// request without one, and a form post likewise; nothing moves.
+#[tokio::test]
+async fn origin_null_is_refused_like_a_foreign_origin() {
+    let store: Store = Arc::new(dlq_sqlx::SqliteStore::in_memory().await.unwrap());
+    let (ids, _, group) = seed(&store).await;
+    let app = app(&store, actions());
+    let mut api = api_post("/dlq/api/discard", &json!({"filter": {"ids": [ids[0]]}, "reason": "from null"}));
+    api.headers_mut().insert(header::ORIGIN, "null".parse().unwrap());
+    let (status, _, body) = send(&app, api).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(body.contains("cross-origin request refused"), "{body}");
+    let mut page = form("/dlq/discard", &format!("group={group}&reason=null&confirm=1"));
+    page.headers_mut().insert(header::ORIGIN, "null".parse().unwrap());
+    assert_eq!(send(&app, page).await.0, StatusCode::FORBIDDEN);
+    for id in &ids {
+        assert_eq!(store.get(*id).await.unwrap().unwrap().status, Status::FailedPermanently, "nothing moved");
+    }
+    let same = api_post("/dlq/api/discard", &json!({"filter": {"ids": [ids[0]]}, "reason": "no origin, JSON"}));
+    assert_eq!(send(&app, same).await.0, StatusCode::OK, "JSON without an Origin still passes");
 }
 
 /// Text as maud escapes it in HTML.
@@ -1348,6 +1478,7 @@ macro_rules! on_both_stores {
 
 on_both_stores!(
     a_group_page_says_how_its_rows_would_decode,
+    a_group_page_counts_only_the_rows_it_checked,
     pages_render_with_security_headers,
     list_filters_and_keyset_pages,
     api_reads_and_openapi,
@@ -1501,4 +1632,84 @@ async fn redacted_fields_stay_masked_until_an_audited_reveal() {
     page.headers_mut().insert("x-roles", "reveal".parse().unwrap());
     assert!(send(&app, page).await.2.contains("Reveal (audited)"));
     assert!(!get(&app, &format!("/dlq/events/{id}")).await.1.contains("Reveal (audited)"));
+}
+
+/// One dead `payment` row per stored payload, each with the `UPDATE` that gives it that
+/// payload (as a client other than dlq could write it: JSON the database accepts and serde
+/// cannot read).
+async fn park_for(store: &Store, payloads: &[&str]) -> Vec<(DlqId, String)> {
+    let mut rows = Vec::new();
+    for payload in payloads {
+        let id = store.park(dead("Odd", "odd event", json!({}))).await.unwrap().id;
+        rows.push((id, format!("UPDATE dlq_events SET payload = {payload} WHERE id = {id}")));
+    }
+    rows
+}
+
+/// Rows whose stored payload serde cannot read (a number outside `f64`, nesting past 128,
+/// invalid UTF-8 on SQLite): every page and API answer lists and shows them (the detail says
+/// why it is raw), and the row's redrive and discard work. They once answered 500.
+async fn unreadable_rows_break_no_page(store: Store, bad: Vec<DlqId>) {
+    let (ids, _, _) = seed(&store).await;
+    let fp = store.get(bad[0]).await.unwrap().unwrap().failure.fingerprint;
+    let app = app(&store, actions());
+    for id in &bad {
+        for uri in every_read(*id, &fp).iter().chain([&"/dlq/events?status=FAILED_PERMANENTLY&limit=2".to_owned()]) {
+            let (status, body) = get(&app, uri).await;
+            assert_eq!(status, StatusCode::OK, "{uri}: {body}");
+        }
+        let (_, page) = get(&app, &format!("/dlq/events/{id}")).await;
+        assert!(page.contains("Why: not "), "{page}");
+        let (_, detail) = get(&app, &format!("/dlq/api/events/{id}")).await;
+        let note = serde_json::from_str::<Value>(&detail).unwrap()["payload_note"].clone();
+        assert!(note.as_str().is_some_and(|n| n.starts_with("not ")), "{detail}");
+    }
+    let (_, page) = get(&app, "/dlq/events?limit=100").await;
+    assert!(bad.iter().all(|id| listed(&page).contains(id)), "{page}");
+    let (_, api) = get(&app, "/dlq/api/events?limit=100").await;
+    let api: Value = serde_json::from_str(&api).unwrap();
+    let rows = api["rows"].as_array().or(api.as_array()).unwrap().clone();
+    assert_eq!(rows.len(), ids.len() + 1 + bad.len(), "{api}");
+
+    // A dry run of the group, then the row's own actions.
+    let (status, _, body) = send(&app, form("/dlq/redrive", &format!("group={fp}&reason=check"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let one = json!({"filter": {"ids": [bad[0]]}, "reason": "retry it"});
+    let (status, _, body) = send(&app, api_post("/dlq/api/redrive", &one)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(store.get(bad[0]).await.unwrap().unwrap().status, Status::Pending);
+    let (status, headers, body) =
+        send(&app, form("/dlq/discard", &format!("id={}&reason=junk&confirm=1", bad[1]))).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    finished_operation(&app, &headers).await;
+    assert_eq!(store.get(bad[1]).await.unwrap().unwrap().status, Status::Discarded);
+    let whole = json!({"payload": {"n": 1}, "reason": "repaired"});
+    let (status, _, body) = send(&app, api_post(&format!("/dlq/api/events/{}/patch", bad[0]), &whole)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(store.get(bad[0]).await.unwrap().unwrap().payload, Payload::Json(json!({"n": 1})));
+}
+
+#[tokio::test]
+async fn unreadable_rows_break_no_page_sqlite() {
+    let store = dlq_sqlx::SqliteStore::in_memory().await.expect("SQLite store");
+    let pool = store.pool().clone();
+    let store: Store = Arc::new(store);
+    let deep = format!("'{}{}'", "[".repeat(900), "]".repeat(900));
+    let rows = park_for(&store, &[r#"'{"n": 1e400}'"#, &deep, "CAST(X'7B226E223A2022FF227D' AS TEXT)"]).await;
+    for (_, update) in &rows {
+        sqlx::query(sqlx::AssertSqlSafe(update.clone())).execute(&pool).await.unwrap();
+    }
+    unreadable_rows_break_no_page(store, rows.into_iter().map(|(id, _)| id).collect()).await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn unreadable_rows_break_no_page_pg(pool: sqlx::PgPool) {
+    let store: Store =
+        Arc::new(dlq_sqlx::PgStore::from_pool(pool.clone(), dlq_sqlx::PgConfig::default()).await.expect("PgStore"));
+    let rows = park_for(&store, &[r#"'{"n": 1e400}'::jsonb"#, "(repeat('[', 10000) || repeat(']', 10000))::jsonb"]);
+    let rows = rows.await;
+    for (_, update) in &rows {
+        sqlx::query(sqlx::AssertSqlSafe(update.clone())).execute(&pool).await.unwrap();
+    }
+    unreadable_rows_break_no_page(store, rows.into_iter().map(|(id, _)| id).collect()).await;
 }

@@ -132,6 +132,13 @@ async fn upgrade_rewrites_old_rows_in_the_handlers_version_and_audits_each(pool:
         assert_eq!(store.get(id).await.unwrap().unwrap().version, version);
         assert!(store.audit(id).await.unwrap().is_empty(), "row {id} is left as it is");
     }
+    // A type the binary has no handler for is an unknown event type: exit 4, nothing done.
+    for dry in [&[][..], &["--dry-run"]] {
+        let unknown = embedded(&url, &[&["upgrade", "no-such-type", "--reason", "x"], dry].concat());
+        let stderr = String::from_utf8_lossy(&unknown.stderr);
+        assert_eq!(unknown.status.code(), Some(4), "{stderr}");
+        assert!(stderr.contains("nothing matched: no handler is registered for event type `no-such-type`"), "{stderr}");
+    }
     let text = embedded(&url, &["upgrade", "invoice", "--reason", "again"]);
     assert_eq!(text.status.code(), Some(0));
     let text = String::from_utf8_lossy(&text.stdout);

@@ -154,3 +154,26 @@ async fn redacted_values_reach_no_log_span_or_operator_read_until_revealed() {
         ("reveal", "erin", Some("chargeback 118"))
     );
 }
+
+/// A service that parks but runs no retrier (or runs it elsewhere, or later): its first park
+/// of a type publishes the type's catalog record, so a tool without the handlers (the stock
+/// `dlq`, the console) masks that first row, and a reason filter cannot guess at it.
+#[tokio::test]
+async fn the_live_path_publishes_what_its_type_redacts_before_any_retrier_starts() {
+    let store = Arc::new(MemoryStore::new());
+    let event = Charge { id: 1, card: Card { number: PAN.into() }, email: EMAIL.into() };
+    let id = Scope::new().store(store.clone()).run(charge(event)).await.unwrap_err().dlq_id().unwrap();
+    let catalog = store.event_types().await.unwrap();
+    let record = catalog.iter().find(|t| t.event_type == "e2e-redacted-charge").expect("published on the first park");
+    assert_eq!(record.redact, ["/card/number", "/email"]);
+
+    // No registry: what the store's catalog says is all this admin knows.
+    let admin = Admin::new(store.clone(), "erin");
+    let detail = admin.show(id).await.unwrap();
+    assert_hidden("show without the handlers", &dlq_core::admin::json::detail(&detail).to_string());
+    for guess in [PAN, "card 4000-0027", "for dave"] {
+        let page = admin.list(ListFilter::default().reason_contains(guess)).await.unwrap();
+        assert!(page.rows.is_empty(), "a reason filter matches the masked text, not {guess:?}");
+    }
+    assert_eq!(admin.list(ListFilter::default().reason_contains("gateway refused")).await.unwrap().rows.len(), 1);
+}

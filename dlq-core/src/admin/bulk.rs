@@ -248,6 +248,11 @@ impl BulkPlan {
     }
 
     fn check(&self) -> Result<(), Error> {
+        // Rows are numbered from 1 and a run walks ids above its cursor (0 at the start): an id
+        // of 0 or less would be passed over without a word.
+        if let Some(id) = self.filter.ids.iter().find(|id| **id < 1) {
+            return Err(Error::Invalid(format!("{id} is not an id: ids are whole numbers from 1")));
+        }
         if let Some(rate) = self.rate {
             Self::check_rate(rate).map_err(Error::Invalid)?;
         }
@@ -464,6 +469,47 @@ impl Admin {
         Ok(Bulk { admin: self, plan, op: Some(op), stop: None })
     }
 
+    /// The ids of `ids` no row has, each once, in the order given: a bulk verb given a list
+    /// of ids names them and does nothing (`dlq redrive 1 2 999` refuses the whole list), so
+    /// that a mistyped id is never passed over while the rest move.
+    ///
+    /// # Errors
+    /// The store's error.
+    ///
+    /// ```
+    /// use dlq_core::admin::Admin;
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+    /// use std::sync::Arc;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "E", "bad".into(), vec![], None);
+    /// let id = store.park(NewDeadLetter::new("payment", Payload::Json(1.into()), failure)).await?.id;
+    /// let admin = Admin::new(store, "alice");
+    /// assert_eq!(admin.unknown_ids(&[id, 999, id, 999]).await?, [999]);
+    /// assert!(admin.unknown_ids(&[id]).await?.is_empty());
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn unknown_ids(&self, ids: &[DlqId]) -> Result<Vec<DlqId>, Error> {
+        let mut seen = HashSet::new();
+        let ids: Vec<DlqId> = ids.iter().copied().filter(|id| seen.insert(*id)).collect();
+        let mut unknown = Vec::new();
+        for chunk in ids.chunks(DRY_RUN_PAGE) {
+            let all = ListFilter::default().ids(chunk.iter().copied()).limit(chunk.len());
+            if self.store.count(all).await? == chunk.len() as u64 {
+                continue;
+            }
+            // Some are missing: which, one count each (only on the way to a refusal).
+            for &id in chunk {
+                if self.store.count(ListFilter::default().ids([id]).limit(1)).await? == 0 {
+                    unknown.push(id);
+                }
+            }
+        }
+        Ok(unknown)
+    }
+
     /// What `plan` would move and refuse, changing nothing.
     ///
     /// # Errors
@@ -637,8 +683,8 @@ impl Bulk<'_> {
                 size = size.min(usize::try_from(room).unwrap_or(usize::MAX));
             }
             let filter = self.plan.filter.clone().oldest_first().after(run.report.cursor).limit(size);
-            let rows = self.admin.store.list(filter).await?;
-            let Some(last) = rows.last().map(|r| r.id) else { break OperationState::Done };
+            let super::Selected { rows, last, full } = self.admin.select(&filter).await?;
+            let Some(last) = last else { break OperationState::Done };
             let moved = self.apply_batch(&mut run, &rows, last).await?;
             if self.op.is_none() {
                 run.page = self.dry_page(&rows);
@@ -668,7 +714,7 @@ impl Bulk<'_> {
                 break OperationState::Stopped;
             }
             // A short page is the end of the selection: done without waiting for another slot.
-            if rows.len() < size {
+            if !full {
                 break OperationState::Done;
             }
         };
@@ -735,6 +781,14 @@ impl Bulk<'_> {
             self.move_batch(run, rows, last).await?
         };
         refused.sort_by_key(|r| r.id);
+        // A refusal's message may quote the row's payload (a validation error): shown scrubbed.
+        let policy = self.admin.redaction().await?;
+        for refusal in &mut refused {
+            let (Refused::Invalid { message } | Refused::Unfit { message }) = &mut refusal.why else { continue };
+            if let Some(row) = rows.iter().find(|r| r.id == refusal.id) {
+                *message = policy.scrub(&row.event_type, &[&row.payload], message).into_owned();
+            }
+        }
         let r = &mut run.report;
         r.cursor = last;
         r.moved += moved.len() as u64;
@@ -846,9 +900,9 @@ impl Bulk<'_> {
             let mut waiting = Vec::new();
             let mut failures = Vec::new();
             for &id in moved {
-                let Some(mut now) = self.admin.store.get(id).await? else { continue };
+                let Some(now) = self.admin.store.get(id).await? else { continue };
                 // The reason is shown: scrubbed of the row's redacted values.
-                self.admin.redaction().await?.letter(&mut now);
+                let now = self.admin.shown_row(&*self.admin.redaction().await?, now).await?;
                 match outcome(&now) {
                     Outcome::Waiting => waiting.push(id),
                     Outcome::Succeeded => {}
@@ -1220,6 +1274,22 @@ mod tests {
         assert!(
             matches!(&report.refusals[0].why, Refused::Unfit { message } if message.starts_with("patch does not apply"))
         );
+    }
+
+    /// A plan naming an id of 0 or less is refused, dry or not: a run walks ids above its
+    /// cursor, so such an id was passed over without a word.
+    #[tokio::test]
+    async fn ids_below_one_are_refused_not_passed_over() {
+        let (store, admin) = dead(1).await;
+        for id in [0, -1, i64::MIN] {
+            let plan = BulkPlan::redrive(ListFilter::default().ids([1, id]), "x");
+            let err = admin.dry_run(plan.clone()).unwrap_err();
+            assert_eq!(err.to_string(), format!("{id} is not an id: ids are whole numbers from 1"));
+            assert!(admin.start(plan).await.is_err());
+            assert!(admin.discard(ListFilter::default().ids([id]), "x").await.is_err());
+        }
+        assert_eq!(dead_rows(&store).await, 1);
+        assert!(store.operation(1).await.unwrap().is_none(), "nothing stored");
     }
 
     /// Plans stored before the rate existed still resume (unpaced).

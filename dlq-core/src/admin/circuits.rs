@@ -61,8 +61,9 @@ impl Admin {
     }
 
     /// Whether `event_type` is known here: rows of that type are stored, a circuit was
-    /// written for it, a live retrier handles it, or the registry has its handler. What
-    /// `dlq pause` checks first, so that a misspelt type is not paused to no effect.
+    /// written for it, a live retrier handles it, the store's type catalog has its record, or
+    /// the registry has its handler. What `dlq pause` and every `--event-type` filter check
+    /// first, so that a misspelt type is not paused to no effect, nor listed as "no rows".
     ///
     /// # Errors
     /// The store's error.
@@ -86,6 +87,9 @@ impl Admin {
             return Ok(true);
         }
         if self.store.retriers().await?.iter().any(|r| r.event_types.iter().any(|t| t == event_type)) {
+            return Ok(true);
+        }
+        if self.store.event_types().await?.iter().any(|t| t.event_type == event_type) {
             return Ok(true);
         }
         match self.store.circuits().await {

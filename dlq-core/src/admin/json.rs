@@ -7,6 +7,37 @@ use serde_json::{Value, json};
 use super::{Detail, PatchOutcome};
 use crate::record::{DeadLetter, Payload};
 
+/// `value` as JSON text that is safe to print on a terminal and means the same document:
+/// every [`is_hazard`](super::is_hazard) character (DEL, C1 controls such as U+009B, bidi
+/// overrides such as U+202E, which serde_json leaves raw) written as its `\uXXXX` escape. A
+/// hazard can only stand inside a JSON string, where the escape is the character itself, so
+/// a parser reads back exactly the value. What `dlq … --json` prints and the console's JSON
+/// API answers.
+///
+/// ```
+/// let value = serde_json::json!({"reason": "a\u{9b}2Jb\u{202e}c"});
+/// let text = dlq_core::admin::json::to_text(&value, false);
+/// assert_eq!(text, r#"{"reason":"a\u009b2Jb\u202ec"}"#);
+/// assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), value);
+/// ```
+pub fn to_text<T: serde::Serialize + ?Sized>(value: &T, pretty: bool) -> String {
+    let text = if pretty { serde_json::to_string_pretty(value) } else { serde_json::to_string(value) };
+    // Serializing a `Value` or a derived report cannot fail; an error still prints as JSON.
+    let text = text.unwrap_or_else(|e| json!({ "error": e.to_string() }).to_string());
+    if !text.chars().any(super::is_hazard) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if super::is_hazard(c) {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A payload as a JSON value: the document, or raw bytes as their lossy UTF-8 text; a
 /// sealed payload as [`shown_payload`](crate::sealed::shown_payload) says, never its
 /// ciphertext.
@@ -47,7 +78,8 @@ pub fn row(l: &DeadLetter) -> Value {
     })
 }
 
-/// A row in full: [`row`] plus `{payload, payload_raw_hex, payload_truncated,
+/// A row in full: [`row`] plus `{payload, payload_raw_hex, payload_note (why the payload is raw
+/// bytes, [`Payload::raw_note`]), payload_truncated,
 /// payload_original_len, payload_sha256, encrypted_with (the key id of a sealed row), error_chain, stacktrace, source, lease_owner,
 /// dedupe_key, attempts: [{attempt, outcome, error_class, error_reason, owner, at}], audit:
 /// [{id, action, actor, reason, diff, at}]}`.
@@ -60,7 +92,8 @@ pub fn detail(detail: &Detail) -> Value {
     };
     let encrypted_with = crate::sealed::sealed_key(&l.payload);
     let extra = json!({
-        "payload": payload(&l.payload), "payload_raw_hex": raw_hex, "encrypted_with": encrypted_with,
+        "payload": payload(&l.payload), "payload_raw_hex": raw_hex, "payload_note": l.payload.raw_note(),
+        "encrypted_with": encrypted_with,
         "payload_truncated": truncation.is_some(),
         "payload_original_len": truncation.as_ref().map(|t| t.original_len),
         "payload_sha256": truncation.map(|t| t.original_sha256),

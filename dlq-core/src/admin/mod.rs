@@ -433,14 +433,74 @@ impl Admin {
     /// # Errors
     /// The store's error.
     pub async fn list(&self, filter: ListFilter) -> Result<Page, Error> {
-        let limit = filter.limit;
-        let mut rows = self.store.list(filter).await?;
-        let next = if rows.len() == limit { rows.last().map(|r| r.id) } else { None };
+        let Selected { rows, last, full } = self.select(&filter).await?;
         let policy = self.redaction().await?;
-        for row in &mut rows {
-            policy.letter(row);
+        let mut shown = Vec::with_capacity(rows.len());
+        for row in rows {
+            shown.push(self.shown_row(&policy, row).await?);
         }
-        Ok(Page { rows, next })
+        Ok(Page { rows: shown, next: last.filter(|_| full) })
+    }
+
+    /// `row` as an operator is shown it in a list: masked as [`show`](Self::show) masks it.
+    /// A row of a type that redacts is masked with its audit log's payloads too: its error
+    /// texts may quote a value a patch has since replaced, which only the audit log still
+    /// holds (one more read per such row; other rows cost nothing).
+    pub(crate) async fn shown_row(&self, policy: &crate::redact::Policy, row: DeadLetter) -> Result<DeadLetter, Error> {
+        if policy.pointers(&row.event_type).is_empty() {
+            return Ok(row);
+        }
+        let audit = self.store.audit(row.id).await?;
+        let mut detail = Detail { letter: row, attempts: Vec::new(), audit };
+        policy.detail(&mut detail);
+        Ok(detail.letter)
+    }
+
+    /// One page of the rows `filter` selects, as stored, for every read and bulk walk of the
+    /// admin layer: the door between the store and what an operator is shown. A reason filter
+    /// matches the reason as an operator is shown it (masked as in a list): the store matches
+    /// the stored text, and a row whose match falls on a redacted value is dropped here, so a
+    /// guess at a masked card number finds nothing.
+    pub(crate) async fn select(&self, filter: &ListFilter) -> Result<Selected, Error> {
+        let rows = self.store.list(filter.clone()).await?;
+        let last = rows.last().map(|r| r.id);
+        let full = rows.len() >= filter.limit;
+        let Some(needle) = filter.reason.as_deref() else { return Ok(Selected { rows, last, full }) };
+        let policy = self.redaction().await?;
+        if policy.is_empty() {
+            return Ok(Selected { rows, last, full });
+        }
+        let mut kept = Vec::with_capacity(rows.len());
+        for row in rows {
+            if self.shown_row(&policy, row.clone()).await?.failure.reason.contains(needle) {
+                kept.push(row);
+            }
+        }
+        Ok(Selected { rows: kept, last, full })
+    }
+
+    /// Whether `filter` selects any row an operator can see match it (a reason filter
+    /// matching the masked text, as [`list`](Self::list) matches it): a bulk verb's "nothing
+    /// matched" check, which must not tell a masked value's guess apart.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn selects_any(&self, filter: &ListFilter) -> Result<bool, Error> {
+        let needs_door = filter.reason.is_some() && !self.redaction().await?.is_empty();
+        if !needs_door {
+            return Ok(self.store.count(filter.clone().limit(1)).await? > 0);
+        }
+        let mut page = filter.clone().oldest_first().after(0).limit(500);
+        loop {
+            let selected = self.select(&page).await?;
+            if !selected.rows.is_empty() {
+                return Ok(true);
+            }
+            match selected.last.filter(|_| selected.full) {
+                Some(last) => page = page.after(last),
+                None => return Ok(false),
+            }
+        }
     }
 
     /// A row with its attempts and audit log, as an operator sees it: redacted fields masked
@@ -532,6 +592,69 @@ impl Admin {
         self.write_patch(letter, new, reason, Some(patch.clone()), None, reseal).await
     }
 
+    /// What [`patch`](Self::patch) would change in row `id`, writing nothing: the changes,
+    /// each value masked where the type redacts it, and every value `[encrypted]` when the
+    /// row is sealed (a dry run reveals nothing; [`reveal`](Self::reveal) does, audited), and
+    /// how the patched row would decode when this admin can tell. A patch that would be
+    /// refused is refused here by the same rule, with the same error.
+    ///
+    /// ```
+    /// use dlq_core::admin::Admin;
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
+    /// use std::sync::Arc;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "Declined", "declined".into(), vec![], None);
+    /// let payload = Payload::Json(serde_json::json!({"pan": "4111111111111111", "currency": "USD "}));
+    /// let id = store.park(NewDeadLetter::new("payment", payload.clone(), failure)).await?.id;
+    /// let admin = Admin::new(store.clone(), "alice").with_redaction(Policy::default().redact("payment", ["/pan"]));
+    /// let patch = serde_json::json!([{"op": "replace", "path": "/pan", "value": "5500005555555559"}]);
+    /// let dry = admin.patch_dry_run(id, &patch).await?;
+    /// assert_eq!(dry.changes[0].new, Some(serde_json::json!("[redacted]")));
+    /// assert_eq!(store.get(id).await?.unwrap().payload, payload, "nothing written");
+    /// let bad = serde_json::json!([{"op": "remove", "path": "/absent"}]);
+    /// assert!(admin.patch_dry_run(id, &bad).await.is_err(), "refused as the real patch would be");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// As [`patch`](Self::patch), bar the reason (a dry run writes no audit entry).
+    pub async fn patch_dry_run(&self, id: DlqId, patch: &serde_json::Value) -> Result<RowPatch, Error> {
+        let ops = patch::parse(patch)?;
+        let stored = self.patchable(id, "patch").await?;
+        let sealed = crate::sealed::sealed_key(&stored.payload).is_some();
+        let (letter, _) = self.open_for_patch(stored.clone())?;
+        let new = patch::apply(&letter, &ops)?;
+        let policy = self.redaction().await?;
+        let shown = |why: String| policy.scrub(&letter.event_type, &[&letter.payload, &new], &why).into_owned();
+        self.check_patched(&letter, &new).map_err(|e| match e {
+            Error::Invalid(why) => Error::Invalid(shown(why)),
+            other => other,
+        })?;
+        let mut changes = match (&letter.payload, &new) {
+            (Payload::Json(old), Payload::Json(new)) => patch::changes(old, new),
+            _ => Vec::new(),
+        };
+        if changes.is_empty() {
+            return Err(Error::Invalid(format!("the patch changes nothing in dead letter {id}")));
+        }
+        policy.changes(&letter.event_type, &mut changes);
+        if sealed {
+            let hidden = serde_json::Value::String(crate::redact::ENCRYPTED_TEXT.to_owned());
+            for change in &mut changes {
+                for value in [&mut change.old, &mut change.new].into_iter().flatten() {
+                    *value = hidden.clone();
+                }
+            }
+        }
+        let patched = DeadLetter { payload: new.clone(), ..letter.clone() };
+        // A sealed row's verdict is taken on the opened payload, and names no value of it.
+        let decodes = self.can_judge().then(|| self.verdict(&patched).map_text(shown));
+        Ok(RowPatch { id, changes, decodes })
+    }
+
     /// Replaces a row's payload whole (what `dlq patch` without `--patch` writes after the
     /// editor), audited with `reason`.
     ///
@@ -595,7 +718,10 @@ impl Admin {
                 .filter(|a| a.id > audit_id && a.action == "patch")
                 .collect();
             if !later.is_empty() {
-                return Err(Error::Invalid(later_patches(audit_id, entry.dlq_id, &later)));
+                // The refusal quotes the later entries' reasons: shown as `dlq show` shows them.
+                let mut shown = Detail { letter: letter.clone(), attempts: Vec::new(), audit: later };
+                self.redaction().await?.detail(&mut shown);
+                return Err(Error::Invalid(later_patches(audit_id, entry.dlq_id, &shown.audit)));
             }
         }
         let default = format!("undo of audit entry {audit_id}");
@@ -624,18 +750,29 @@ impl Admin {
         reseal: Option<sealed::Reseal>,
     ) -> Result<PatchOutcome, Error> {
         let (id, old) = (letter.id, letter.payload.clone());
+        let policy = self.redaction().await?;
         if undo_of.is_none() {
-            self.check_patched(&letter, &new)?;
+            // The refusal may quote the payloads' values: scrubbed as every shown text is.
+            self.check_patched(&letter, &new).map_err(|e| match e {
+                Error::Invalid(why) => {
+                    Error::Invalid(policy.scrub(&letter.event_type, &[&old, &new], &why).into_owned())
+                }
+                other => other,
+            })?;
         }
         let note = self.note(Some(reason));
         let (stored, patch) = match &reseal {
             Some(reseal) => (reseal.seal(&letter.event_type, &new)?, patch.map(sealed::Reseal::redact)),
             None => (new.clone(), patch),
         };
-        let request = PatchRequest { id, payload: stored, note, patch, undo_of };
+        let request = PatchRequest { id, payload: stored.clone(), note, patch, undo_of };
         let audit_id = self.store.patch(request).await?;
         crate::observe::admin_action(if undo_of.is_some() { "undo" } else { "patch" }, 1);
-        let policy = self.redaction().await?;
+        // A sealed row's outcome is what is stored, sealed: opened only by an audited reveal.
+        let (old, new) = match reseal {
+            Some(reseal) => (reseal.stored, stored),
+            None => (old, new),
+        };
         let (old, _) = policy.shown(&letter.event_type, &old);
         let (new, _) = policy.shown(&letter.event_type, &new);
         Ok(PatchOutcome { id, audit_id, old, new })
@@ -697,8 +834,8 @@ impl Admin {
         self.run_to_end(BulkPlan::redrive(filter, reason)).await
     }
 
-    /// Discards every row `filter` selects but `PROCESSING` and `DISCARDED` ones, to the last
-    /// one: the shorthand of [`start`](Self::start)`(`[`BulkPlan::discard`]`(filter, reason))`
+    /// Discards every `PENDING` and `FAILED_PERMANENTLY` row `filter` selects (any other is
+    /// refused, as [`refusal`](crate::store::refusal) says), to the last one: the shorthand of [`start`](Self::start)`(`[`BulkPlan::discard`]`(filter, reason))`
     /// run unpaced to its end, walking every matching row as [`redrive`](Self::redrive) does
     /// (the filter's `limit` is no cap), each audited with this admin's actor and `reason`.
     ///
@@ -807,21 +944,37 @@ fn required<'a>(reason: &'a str, action: &str) -> Result<&'a str, Error> {
     Ok(reason)
 }
 
+/// One page of [`Admin::select`]: the rows an operator's filter selects, as stored.
+pub(crate) struct Selected {
+    /// The rows the filter selects, as stored.
+    pub(crate) rows: Vec<DeadLetter>,
+    /// The last id the store listed (the cursor past this page, whether or not its row was
+    /// selected).
+    pub(crate) last: Option<DlqId>,
+    /// Whether the store's page was full (there may be more).
+    pub(crate) full: bool,
+}
+
 /// Every row a filter matches, oldest first, `size` at a time: each page starts after the last
 /// id of the one before, so a walk sees each row once however many match.
 struct Pages {
     filter: ListFilter,
+    done: bool,
 }
 
 impl Pages {
     fn new(filter: ListFilter, size: usize) -> Self {
-        Self { filter: filter.oldest_first().after(0).limit(size.max(1)) }
+        Self { filter: filter.oldest_first().after(0).limit(size.max(1)), done: false }
     }
 
-    /// The next page, `None` once the walk is over.
-    async fn next(&mut self, store: &dyn DeadLetterStore) -> Result<Option<Vec<DeadLetter>>, Error> {
-        let rows = store.list(self.filter.clone()).await?;
-        let Some(last) = rows.last().map(|r| r.id) else { return Ok(None) };
+    /// The next page ([`Admin::select`]), `None` once the walk is over.
+    async fn next(&mut self, admin: &Admin) -> Result<Option<Vec<DeadLetter>>, Error> {
+        if self.done {
+            return Ok(None);
+        }
+        let Selected { rows, last, full } = admin.select(&self.filter).await?;
+        let Some(last) = last else { return Ok(None) };
+        self.done = !full;
         self.filter = std::mem::take(&mut self.filter).after(last);
         Ok(Some(rows))
     }

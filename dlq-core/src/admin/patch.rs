@@ -97,16 +97,21 @@ impl Admin {
         let mut report = PatchManyReport { patched: Vec::new(), refused: Vec::new() };
         let policy = self.redaction().await?;
         let mut pages = super::Pages::new(filter, batch);
-        while let Some(rows) = pages.next(&*self.store).await? {
+        while let Some(rows) = pages.next(self).await? {
             for row in &rows {
                 match self.fit(row, &ops, self.check_patches) {
                     Ok((new, mut changes)) => {
-                        let decodes =
-                            self.can_judge().then(|| self.verdict(&DeadLetter { payload: new, ..row.clone() }));
+                        let shown =
+                            |why: String| policy.scrub(&row.event_type, &[&row.payload, &new], &why).into_owned();
+                        let patched = DeadLetter { payload: new.clone(), ..row.clone() };
+                        let decodes = self.can_judge().then(|| self.verdict(&patched).map_text(shown));
                         policy.changes(&row.event_type, &mut changes);
                         report.patched.push(RowPatch { id: row.id, changes, decodes });
                     }
-                    Err(why) => report.refused.push(PatchRefusal { id: row.id, reason: why.to_string() }),
+                    Err(why) => {
+                        let reason = policy.scrub(&row.event_type, &[&row.payload], &why.to_string()).into_owned();
+                        report.refused.push(PatchRefusal { id: row.id, reason });
+                    }
                 }
             }
         }
@@ -171,7 +176,7 @@ pub(super) fn apply(row: &DeadLetter, ops: &json_patch::Patch) -> Result<Payload
 }
 
 /// The values that differ between `old` and `new`, by JSON Pointer, in document order.
-fn changes(old: &Value, new: &Value) -> Vec<Change> {
+pub(super) fn changes(old: &Value, new: &Value) -> Vec<Change> {
     let mut out = Vec::new();
     diff(old, new, &mut String::new(), &mut out);
     out

@@ -20,6 +20,8 @@ pub(super) struct Reseal {
     clear: Vec<String>,
     /// The failure text the payload was sealed with (at the park): it goes with the new one.
     failure: Vec<u8>,
+    /// The payload as the store kept it before (sealed): what a patch's outcome shows of it.
+    pub(super) stored: Payload,
 }
 
 impl Reseal {
@@ -103,7 +105,7 @@ impl Admin {
         };
         let mut report = RekeyReport::default();
         let mut pages = super::Pages::new(filter, 100);
-        while let Some(rows) = pages.next(&*self.store).await? {
+        while let Some(rows) = pages.next(self).await? {
             for row in rows {
                 self.rekey_row(&ring, row, reason, &mut report).await?;
             }
@@ -187,6 +189,7 @@ impl Admin {
         if let Some(kept) = sealed::clear_fields(&letter.payload) {
             clear.extend(kept.keys().filter(|p| !clear.contains(p)).cloned().collect::<Vec<_>>());
         }
+        let stored = letter.payload.clone();
         let opened = sealed::open_parts(&ring, &letter.event_type, &letter.payload)
             .map_err(|e| Error::Invalid(format!("dead letter {}: {e}", letter.id)))?;
         let failure = match opened {
@@ -196,7 +199,7 @@ impl Admin {
             }
             None => Vec::new(),
         };
-        Ok((letter, Some(Reseal { ring, clear, failure })))
+        Ok((letter, Some(Reseal { ring, clear, failure, stored })))
     }
 
     /// `payload` opened in memory for validation; `None` when it is sealed and cannot be

@@ -127,7 +127,13 @@ impl Admin {
     async fn redact_groups(&self, groups: &mut [FailureGroup]) -> Result<(), Error> {
         let policy = self.redaction().await?;
         for group in groups.iter_mut().filter(|g| !policy.pointers(&g.event_type).is_empty()) {
-            let sample = self.store.get(group.sample_id).await?;
+            let sample = match self.store.get(group.sample_id).await? {
+                Some(letter) => {
+                    let audit = self.store.audit(letter.id).await?;
+                    Some(super::Detail { letter, attempts: Vec::new(), audit })
+                }
+                None => None,
+            };
             policy.group(group, sample.as_ref());
         }
         Ok(())

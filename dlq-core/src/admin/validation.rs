@@ -180,9 +180,9 @@ impl Admin {
         let want = filter.limit.max(1);
         let mut found = Undecodable::default();
         let mut page = filter.limit(500);
+        let policy = self.redaction().await?;
         loop {
-            let rows = self.store.list(page.clone()).await?;
-            let full = rows.len() == page.limit;
+            let super::Selected { rows, last, full } = self.select(&page).await?;
             for row in rows {
                 if found.checked >= max_rows || found.rows.len() >= want {
                     return Ok(found);
@@ -190,11 +190,17 @@ impl Admin {
                 found.checked += 1;
                 found.next = Some(row.id);
                 if let Verdict::Not(why) = self.verdict(&row) {
-                    found.rows.push((row, why));
+                    // Shown as every row is: masked, and the verdict (which may quote the
+                    // payload's values) scrubbed of what the row's type redacts.
+                    let why = policy.scrub(&row.event_type, &[&row.payload], &why).into_owned();
+                    found.rows.push((self.shown_row(&policy, row).await?, why));
                 }
             }
-            match found.next {
-                Some(last) if full => page = page.after(last),
+            match last {
+                Some(last) if full => {
+                    found.next = Some(last);
+                    page = page.after(last);
+                }
                 _ => {
                     found.next = None;
                     return Ok(found);
@@ -242,13 +248,16 @@ impl Admin {
         }
         let mut groups = BTreeMap::new();
         let mut pages = Pages::new(filter, 500);
-        'walk: while let Some(rows) = pages.next(&*self.store).await? {
+        let policy = self.redaction().await?;
+        'walk: while let Some(rows) = pages.next(self).await? {
             for row in &rows {
                 if report.checked >= max_rows {
                     report.bounded = true;
                     break 'walk;
                 }
-                report.add(&mut groups, row, self.verdict(row));
+                let verdict =
+                    self.verdict(row).map_text(|why| policy.scrub(&row.event_type, &[&row.payload], &why).into_owned());
+                report.add(&mut groups, row, verdict);
             }
         }
         report.groups = groups.into_values().collect();

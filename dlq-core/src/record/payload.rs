@@ -285,6 +285,38 @@ impl Payload {
         }
     }
 
+    /// Why a payload is raw bytes rather than [`Payload::Json`], for an operator: cut to the
+    /// size limit, not UTF-8, not JSON that serde reads (its message says why: a number out of
+    /// `f64`'s range, nesting past its recursion limit of 128, …) or JSON holding `\u0000`.
+    /// A store reads a stored JSON document it cannot parse as such raw bytes (its text), so
+    /// that one row never breaks a list. `None` for JSON, and for raw bytes that are plain
+    /// JSON. The note quotes no byte of the payload.
+    ///
+    /// ```
+    /// use dlq_core::Payload;
+    ///
+    /// let far = Payload::Raw { bytes: format!("{{\"n\": 1{}}}", "0".repeat(400)).into_bytes(), truncated: None };
+    /// assert!(far.raw_note().unwrap().contains("number out of range"));
+    /// assert!(Payload::from_bytes(b"\xff").raw_note().unwrap().starts_with("not UTF-8"));
+    /// assert_eq!(Payload::from_bytes(b"[1]").raw_note(), None);
+    /// ```
+    pub fn raw_note(&self) -> Option<String> {
+        let Self::Raw { bytes, truncated } = self else { return None };
+        if let Some(t) = truncated {
+            return Some(format!("cut to the size limit: {} of {} bytes kept", bytes.len(), t.original_len));
+        }
+        if let Err(e) = std::str::from_utf8(bytes) {
+            return Some(format!("not UTF-8 (invalid byte at offset {})", e.valid_up_to()));
+        }
+        match serde_json::from_slice::<serde_json::Value>(bytes) {
+            Err(e) => Some(format!("not JSON that serde can read: {e}")),
+            Ok(value) if !nul_free(&value) => {
+                Some("JSON holding \\u0000, which PostgreSQL's jsonb cannot store".to_owned())
+            }
+            Ok(_) => None,
+        }
+    }
+
     /// Whether the stored payload is not the whole original.
     pub const fn is_truncated(&self) -> bool {
         matches!(self, Self::Raw { truncated: Some(_), .. })

@@ -847,8 +847,9 @@ pub async fn operation_cursor_moves_with_its_batch_only_once<S: DeadLetterStore>
     assert_ne!(second.id, op.id, "each operation has its own id");
 }
 
-/// A discard batch takes any row but `PROCESSING` and `DISCARDED` ones, audits each with its
-/// previous status, and is final: a discarded row is neither discarded again nor redriven.
+/// A discard batch takes `PENDING` and `FAILED_PERMANENTLY` rows only (a `PROCESSING`,
+/// `SUCCEEDED` or `DISCARDED` one is refused with its status), audits each with its previous
+/// status, and is final: a discarded row is neither discarded again nor redriven.
 pub async fn discard_rules<S: DeadLetterStore>(s: &S) {
     let processing = park(s, letter("payment", 0)).await;
     claim_one(s, "payment").await;
@@ -857,13 +858,18 @@ pub async fn discard_rules<S: DeadLetterStore>(s: &S) {
     let succeeded = park(s, letter("done", 3)).await;
     settle_ok(s, Settlement::Succeeded { lease: claim_one(s, "done").await }).await;
     let report = act(s, ActionKind::Discard, &[processing, pending, dead, succeeded], "bob").await;
-    assert_eq!(report.moved, vec![pending, dead, succeeded]);
+    assert_eq!(report.moved, vec![pending, dead]);
     assert_eq!(
         report.refused.iter().map(|r| (r.id, r.why.clone())).collect::<Vec<_>>(),
-        [(processing, Refused::Status { status: Status::Processing })]
+        [
+            (processing, Refused::Status { status: Status::Processing }),
+            (succeeded, Refused::Status { status: Status::Succeeded })
+        ]
     );
     assert_eq!(get(s, processing).await.status, Status::Processing);
-    for (id, from) in [(pending, "PENDING"), (dead, "FAILED_PERMANENTLY"), (succeeded, "SUCCEEDED")] {
+    assert_eq!(get(s, succeeded).await.status, Status::Succeeded, "a success is not discarded");
+    assert!(s.audit(succeeded).await.expect("audit").is_empty());
+    for (id, from) in [(pending, "PENDING"), (dead, "FAILED_PERMANENTLY")] {
         let l = get(s, id).await;
         assert_eq!(l.status, Status::Discarded);
         let audit = s.audit(id).await.expect("audit");
@@ -873,7 +879,7 @@ pub async fn discard_rules<S: DeadLetterStore>(s: &S) {
     }
     let again = act(s, ActionKind::Discard, &[pending], "bob").await;
     assert_eq!(again.refused[0].why, Refused::Status { status: Status::Discarded });
-    assert!(redrive(s, &[pending, dead, succeeded], "bob").await.is_empty(), "discarded is final");
+    assert!(redrive(s, &[pending, dead], "bob").await.is_empty(), "discarded is final");
     assert!(claim(s, &["payment", "done"], LONG).await.is_empty());
 }
 

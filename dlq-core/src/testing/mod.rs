@@ -60,6 +60,7 @@ use std::future::Future;
 use crate::DeadLetterStore;
 
 mod assert;
+pub mod canary;
 pub mod conformance;
 mod harness;
 

@@ -206,7 +206,7 @@ pub(crate) fn audit_entry(r: &PgRow) -> Result<AuditEntry, sqlx::Error> {
         action: r.try_get("action")?,
         actor: r.try_get("actor")?,
         reason: r.try_get("reason")?,
-        diff: r.try_get("diff")?,
+        diff: r.try_get::<crate::stored_json::StoredJson, _>("diff")?.into_value(),
         at: r.try_get("at")?,
     })
 }

@@ -8,6 +8,7 @@ use sqlx::postgres::PgRow;
 
 use super::PgStore;
 use crate::catalog::{JsonColumns, columns, record, schema_columns, schemas_of, version_schema, winners};
+use crate::stored_json::StoredJson;
 
 fn db(err: sqlx::Error) -> dlq_core::Error {
     dlq_core::Error::store(err)
@@ -63,7 +64,9 @@ pub(crate) async fn schemas(store: &PgStore) -> StoreResult<Vec<VersionSchema>> 
                 row.try_get("published_at").map_err(db)?,
                 row.try_get("published_by").map_err(db)?,
             );
-            version_schema(keys, row.try_get("json_schema").map_err(db)?, times)
+            // A schema serde cannot read is kept as null: its shape is the stored digest.
+            let schema = row.try_get::<StoredJson, _>("json_schema").map_err(db)?.read().unwrap_or_default();
+            version_schema(keys, schema, times)
         })
         .collect()
 }
@@ -77,10 +80,11 @@ pub(crate) async fn all(store: &PgStore) -> StoreResult<Vec<EventTypeInfo>> {
 fn info(row: &PgRow) -> StoreResult<EventTypeInfo> {
     let int = |name: &str| row.try_get::<i32, _>(name).map(i64::from).map_err(db);
     let keys = (row.try_get("event_type").map_err(db)?, int("version")?, int("upcast_from")?);
+    let jsonb = |name: &str| row.try_get::<Option<StoredJson>, _>(name).map_err(db);
     let json = JsonColumns {
-        json_schema: row.try_get("json_schema").map_err(db)?,
-        older_schemas: row.try_get("older_schemas").map_err(db)?,
-        redact: row.try_get("redact").map_err(db)?,
+        json_schema: jsonb("json_schema")?.and_then(StoredJson::read),
+        older_schemas: jsonb("older_schemas")?.and_then(StoredJson::read),
+        redact: jsonb("redact")?.map_or(Ok(serde_json::Value::Null), StoredJson::read_or_why),
     };
     let published = (row.try_get("published_at").map_err(db)?, row.try_get("published_by").map_err(db)?);
     record(keys, json, row.try_get("encrypted").map_err(db)?, published)

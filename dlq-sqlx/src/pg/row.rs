@@ -2,23 +2,57 @@
 //! [`Claimed`]s): private row types derive
 //! [`sqlx::FromRow`] for the columns as stored, and a conversion step turns them into the
 //! `dlq_core` records (class and status names, the JSON chain and headers, counts).
+//!
+//! Every `jsonb` column is read as a [`StoredJson`]: PostgreSQL accepts documents serde cannot
+//! read, and one such row must not fail a list, a page or a bulk action over many.
 
-use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use dlq_core::store::{Claimed, Lease};
 use dlq_core::{DeadLetter, DeadReason, ErrorClass, FailureInfo, Payload, SourceMeta, Status, store::Truncation};
-use sqlx::postgres::PgRow;
-use sqlx::{Column, FromRow, Postgres, Row};
+use sqlx::error::BoxDynError;
+use sqlx::postgres::types::Oid;
+use sqlx::postgres::{PgRow, PgTypeInfo, PgValueFormat, PgValueRef};
+use sqlx::{Column, FromRow, Postgres, Row, ValueRef};
 use uuid::Uuid;
 
+use crate::stored_json::{self, StoredJson};
+
 type Result<T> = std::result::Result<T, dlq_core::Error>;
+
+/// `jsonb`'s type OID: its binary form is a version byte (1) before the text.
+const JSONB: Oid = Oid(3802);
+
+impl sqlx::Type<Postgres> for StoredJson {
+    fn type_info() -> PgTypeInfo {
+        <serde_json::Value as sqlx::Type<Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &PgTypeInfo) -> bool {
+        <serde_json::Value as sqlx::Type<Postgres>>::compatible(ty)
+    }
+}
+
+/// Read from the bytes PostgreSQL sends (as sqlx's own `serde_json::Value` decoding reads them).
+impl<'r> sqlx::Decode<'r, Postgres> for StoredJson {
+    fn decode(value: PgValueRef<'r>) -> std::result::Result<Self, BoxDynError> {
+        let versioned = value.format() == PgValueFormat::Binary && value.type_info().oid() == Some(JSONB);
+        let mut text = value.as_bytes()?;
+        if versioned {
+            match text.split_first() {
+                Some((1, rest)) => text = rest,
+                _ => return Err("unsupported jsonb format version (expected 1)".into()),
+            }
+        }
+        Ok(Self::parse(text))
+    }
+}
 
 /// The payload columns, as read by every `SELECT` of a row and by the patch lock.
 #[derive(FromRow)]
 pub(crate) struct PayloadRow {
-    payload: Option<serde_json::Value>,
+    payload: Option<StoredJson>,
     payload_raw: Option<Vec<u8>>,
     payload_truncated: bool,
     payload_original_len: Option<i64>,
@@ -38,16 +72,13 @@ impl PayloadRow {
         })
     }
 
-    /// The stored payload: the raw bytes when there are any, the JSON value otherwise.
+    /// The stored payload (see [`stored_json::payload`]).
     pub(crate) fn into_payload(self) -> Payload {
-        let Some(bytes) = self.payload_raw else {
-            return Payload::Json(self.payload.unwrap_or(serde_json::Value::Null));
-        };
         let truncated = self.payload_truncated.then(|| Truncation {
             original_len: u64::try_from(self.payload_original_len.unwrap_or(0)).unwrap_or(0),
             original_sha256: self.payload_sha256.unwrap_or_default(),
         });
-        Payload::Raw { bytes, truncated }
+        stored_json::payload(self.payload, self.payload_raw, truncated)
     }
 }
 
@@ -56,7 +87,7 @@ struct FailureRow {
     error_class: String,
     error_kind: String,
     error_reason: String,
-    error_chain: serde_json::Value,
+    error_chain: StoredJson,
     error_stacktrace: Option<String>,
     fingerprint: String,
 }
@@ -71,12 +102,7 @@ impl FailureRow {
         info.class = class(&self.error_class)?;
         info.kind = self.error_kind;
         info.reason = self.error_reason;
-        info.chain = match self.error_chain {
-            serde_json::Value::Array(items) => {
-                items.into_iter().map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)).collect()
-            }
-            _ => Vec::new(),
-        };
+        info.chain = self.error_chain.into_chain();
         info.stacktrace = self.error_stacktrace;
         info.fingerprint = self.fingerprint;
         Ok(info)
@@ -88,18 +114,17 @@ struct SourceRow {
     source_topic: Option<String>,
     source_partition: Option<i32>,
     source_offset: Option<i64>,
-    source_headers: serde_json::Value,
+    source_headers: StoredJson,
     trace_context: Option<String>,
 }
 
 impl From<SourceRow> for SourceMeta {
     fn from(row: SourceRow) -> Self {
-        let headers: BTreeMap<String, String> = serde_json::from_value(row.source_headers).unwrap_or_default();
         Self {
             topic: row.source_topic,
             partition: row.source_partition,
             offset: row.source_offset,
-            headers,
+            headers: row.source_headers.into_headers(),
             trace_context: row.trace_context,
             subject: None,
         }

@@ -200,14 +200,14 @@ pub(super) async fn attempts(pool: &SqlitePool, id: DlqId) -> StoreResult<Vec<At
 }
 
 pub(super) fn audit_entry(row: &SqliteRow) -> StoreResult<AuditEntry> {
-    let diff: String = row.try_get("diff").map_err(sql)?;
+    let diff: crate::stored_json::StoredJson = row.try_get("diff").map_err(sql)?;
     Ok(AuditEntry {
         id: row.try_get("id").map_err(sql)?,
         dlq_id: row.try_get("dlq_id").map_err(sql)?,
         action: row.try_get("action").map_err(sql)?,
         actor: row.try_get("actor").map_err(sql)?,
         reason: row.try_get("reason").map_err(sql)?,
-        diff: serde_json::from_str(&diff).map_err(|e| codec::decode_error(format!("audit diff: {e}")))?,
+        diff: diff.into_value(),
         at: codec::time(row.try_get("at").map_err(sql)?)?,
     })
 }

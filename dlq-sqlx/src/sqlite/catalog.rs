@@ -118,11 +118,12 @@ fn info(row: &SqliteRow) -> StoreResult<EventTypeInfo> {
         serde_json::from_str::<Value>(text)
             .map_err(|e| codec::decode_error(format!("dlq_event_types row `{event_type}`: {name}: {e}")))
     };
+    // Schemas serde cannot read are none (see `JsonColumns`); the redaction list must read.
     let json_schema = row.try_get::<Option<String>, _>("json_schema").map_err(sql)?;
     let json = JsonColumns {
-        json_schema: json_schema.map(|s| parse("json_schema", &s)).transpose()?,
-        older_schemas: parse("older_schemas", &text("older_schemas")?)?,
-        redact: parse("redact", &text("redact")?)?,
+        json_schema: json_schema.and_then(|s| parse("json_schema", &s).ok()),
+        older_schemas: parse("older_schemas", &text("older_schemas")?).ok(),
+        redact: Ok(parse("redact", &text("redact")?)?),
     };
     let keys = (event_type.clone(), int("version")?, int("upcast_from")?);
     let published = (codec::time(int("published_at")?)?, text("published_by")?);

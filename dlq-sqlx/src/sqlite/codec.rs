@@ -1,7 +1,6 @@
 //! Values between `dlq_core` types and SQLite columns: times as unix microseconds, payloads,
 //! failures and whole rows.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -10,7 +9,10 @@ use dlq_core::{
     DeadLetter, DeadReason, Error, ErrorClass, FailureInfo, Payload, SourceMeta, Status, store::Truncation,
 };
 use sqlx::FromRow;
-use sqlx::sqlite::SqliteRow;
+use sqlx::error::BoxDynError;
+use sqlx::sqlite::{Sqlite, SqliteRow, SqliteTypeInfo, SqliteValueRef};
+
+use crate::stored_json::{self, StoredJson};
 
 /// The columns of `dlq_events` that [`letter`] reads, for `SELECT` and `RETURNING`.
 macro_rules! event_columns {
@@ -105,11 +107,28 @@ impl PayloadColumns {
     }
 }
 
+/// A JSON text column, read as its bytes: SQLite's `json_valid` accepts text serde cannot read
+/// (`1e400`, nesting past 128, invalid UTF-8 in a string), kept as text (see [`StoredJson`]).
+impl sqlx::Type<Sqlite> for StoredJson {
+    fn type_info() -> SqliteTypeInfo {
+        <String as sqlx::Type<Sqlite>>::type_info()
+    }
+
+    fn compatible(ty: &SqliteTypeInfo) -> bool {
+        <&[u8] as sqlx::Type<Sqlite>>::compatible(ty)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, Sqlite> for StoredJson {
+    fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
+        Ok(Self::parse(<&[u8] as sqlx::Decode<'r, Sqlite>>::decode(value)?))
+    }
+}
+
 /// The payload columns as stored.
 #[derive(FromRow)]
 struct PayloadRow {
-    #[sqlx(json(nullable))]
-    payload: Option<serde_json::Value>,
+    payload: Option<StoredJson>,
     payload_raw: Option<Vec<u8>>,
     payload_truncated: bool,
     payload_original_len: Option<i64>,
@@ -117,16 +136,13 @@ struct PayloadRow {
 }
 
 impl From<PayloadRow> for Payload {
-    /// The JSON value when there is one, the raw bytes otherwise.
+    /// The stored payload (see [`stored_json::payload`]).
     fn from(row: PayloadRow) -> Self {
-        if let Some(value) = row.payload {
-            return Self::Json(value);
-        }
         let truncated = row.payload_truncated.then(|| Truncation {
             original_len: u64::try_from(row.payload_original_len.unwrap_or_default()).unwrap_or_default(),
             original_sha256: row.payload_sha256.unwrap_or_default(),
         });
-        Self::Raw { bytes: row.payload_raw.unwrap_or_default(), truncated }
+        stored_json::payload(row.payload, row.payload_raw, truncated)
     }
 }
 
@@ -160,8 +176,7 @@ struct FailureRow {
     error_class: String,
     error_kind: String,
     error_reason: String,
-    #[sqlx(json)]
-    error_chain: Vec<String>,
+    error_chain: StoredJson,
     error_stacktrace: Option<String>,
     fingerprint: String,
 }
@@ -176,7 +191,7 @@ impl TryFrom<FailureRow> for FailureInfo {
         let mut info = Self::new(class, "", String::new(), Vec::new(), None);
         info.kind = row.error_kind;
         info.reason = row.error_reason;
-        info.chain = row.error_chain;
+        info.chain = row.error_chain.into_chain();
         info.stacktrace = row.error_stacktrace;
         info.fingerprint = row.fingerprint;
         Ok(info)
@@ -189,8 +204,7 @@ struct SourceRow {
     source_topic: Option<String>,
     source_partition: Option<i32>,
     source_offset: Option<i64>,
-    #[sqlx(json)]
-    source_headers: BTreeMap<String, String>,
+    source_headers: StoredJson,
     trace_context: Option<String>,
 }
 
@@ -200,7 +214,7 @@ impl From<SourceRow> for SourceMeta {
             topic: row.source_topic,
             partition: row.source_partition,
             offset: row.source_offset,
-            headers: row.source_headers,
+            headers: row.source_headers.into_headers(),
             trace_context: row.trace_context,
             subject: None,
         }

@@ -1,8 +1,8 @@
 -- A row's history, oldest first. Two attempts live in the row itself: attempt 0 (the original
 -- failure: the row's error until a retry replaces it, then first_error_class and
 -- first_error_reason, migration 0013; in dlq_attempts where an earlier version copied it,
--- first_failure_logged), and the final success of a SUCCEEDED row until an operator patches
--- or discards it, when it is copied to dlq_attempts.
+-- first_failure_logged), and the final success of a SUCCEEDED row, unless a copy of it is in
+-- dlq_attempts.
 SELECT id AS dlq_id, 0 AS attempt, 'failed' AS outcome, coalesce(first_error_class, error_class) AS error_class,
     coalesce(first_error_reason, error_reason) AS error_reason, NULL::text AS owner,
     first_failed_at AS at, 0 AS k, 0::int8 AS seq
