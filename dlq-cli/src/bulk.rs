@@ -58,6 +58,17 @@ async fn validate_first(admin: &Admin, args: &BulkArgs, out: &Out) -> Result<(),
     if report.passes() {
         return Ok(());
     }
+    if report.failing() == 0 {
+        return Err(Failure::error(format!(
+            "redrive refused by --validate: {} (above); nothing moved",
+            report
+                .mismatches
+                .iter()
+                .map(|m| format!("`{}` version {} was published with two event shapes", m.event_type, m.version))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
     Err(Failure::error(format!(
         "redrive refused by --validate: {} of {} rows would not decode (first errors above); nothing moved",
         report.failing(),

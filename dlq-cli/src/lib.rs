@@ -329,7 +329,11 @@ impl Embedded {
                 }
                 out.purged(admin.purge(*older_than).await?);
             }
-            Command::Erase { subject, reason } => out.erased(&admin.erase(subject, reason).await?),
+            Command::Erase { subject, reason } => {
+                let doomed = admin.erasable(subject).await?;
+                out.note(&format!("{doomed} rows are stored under this subject: erasing them"));
+                out.erased(&admin.erase(subject, reason).await?);
+            }
             Command::Erasures { limit } => out.erasures(&admin.erasures(*limit).await?),
             Command::Migrate => out.migrated(&cli.schema),
             Command::Workers => out.workers(&admin.workers().await?),

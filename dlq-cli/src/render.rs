@@ -545,6 +545,9 @@ impl Out {
             report.groups.iter().map(|g| g.unchecked).sum::<u64>(),
             report.failing(),
         ));
+        for mismatch in &report.mismatches {
+            self.warn(&mismatch.to_string());
+        }
     }
 
     pub(crate) fn erased(&self, erased: &Erasure) {

@@ -1082,7 +1082,12 @@ async fn validate_by_the_type_catalog(db: Db) {
 
     // A catalog whose version 1 takes any currency: the version-1 rows pass after upcasting,
     // the row ahead still stops the redrive; without it, the rest move.
-    payment.older_schemas = [(1, serde_json::json!({"type": "object", "required": ["currency"]}))].into();
+    // (Version 1 published with another shape is a mismatch: accepted, as a retrier's
+    // `accept_schema_change` does.)
+    let any_currency = serde_json::json!({"type": "object", "required": ["currency"]});
+    let accepted = dlq_core::catalog::VersionSchema::new("payment", 1, any_currency.clone(), "host:1:payments");
+    store.accept_schema(accepted).await.unwrap();
+    payment.older_schemas = [(1, any_currency)].into();
     store.publish_types(vec![payment]).await.unwrap();
     fails(&db, &["redrive", "--all", "--validate", "--reason", "fixed"], 1, "1 of 4 rows would not decode");
     let report = run_json(
@@ -1383,10 +1388,17 @@ async fn erase_by_subject(db: Db) {
     fails(&db, &["erase", "--subject", "customer-42", "--reason", " "], 2, "erase needs a non-empty --reason");
     fails(&db, &["erase", "--subject", "", "--reason", "r"], 2, "erase needs a non-empty --subject");
     fails(&db, &erase, 1, "erase needs a subject key: set DLQ_SUBJECT_KEY");
-    let mut other_key = db.dlq();
-    other_key.env("DLQ_SUBJECT_KEY", "another key, thirty-two bytes or more").args(erase).arg("--json");
-    let other_key = json_of(&other_key.assert().success().get_output().stdout);
-    assert_eq!(other_key["erased"]["rows"], 0, "another key finds nothing");
+    let short = db.dlq().env("DLQ_SUBJECT_KEY", "short").args(erase).assert().code(1).get_output().stderr.clone();
+    let short = String::from_utf8_lossy(&short);
+    assert_eq!(short.matches("invalid configuration").count(), 1, "the prefix once: {short}");
+    assert!(short.contains("`DLQ_SUBJECT_KEY`: the subject key has 5 bytes"), "{short}");
+    // The live path left the service key's check value: another key is refused, not "0 rows".
+    let other_key = db.dlq().env("DLQ_SUBJECT_KEY", "another key, thirty-two bytes or more").args(erase).assert();
+    let other_key = other_key.code(1).get_output().clone();
+    let stderr = String::from_utf8_lossy(&other_key.stderr);
+    assert!(stderr.contains("not the key the store's subjects were hashed with"), "{stderr}");
+    assert!(other_key.stdout.is_empty(), "nothing erased");
+    assert_eq!(run_json(&db, &["erasures"])["erasures"], serde_json::json!([]), "nothing recorded");
 
     let out = db.dlq().env("DLQ_SUBJECT_KEY", SUBJECT_KEY).args(erase).arg("--json").assert().success();
     let erased = &json_of(&out.get_output().stdout)["erased"];
@@ -1400,9 +1412,19 @@ async fn erase_by_subject(db: Db) {
     let records = String::from_utf8(records).unwrap();
     assert!(records.contains("GDPR request 118") && !records.contains("customer-42"), "{records}");
     assert_eq!(run_json(&db, &["erasures", "--limit", "1"])["erasures"][0]["reason"], "GDPR request 118");
-    let again = db.dlq().env("DLQ_SUBJECT_KEY", SUBJECT_KEY).args(erase).assert().success();
-    let line = String::from_utf8(again.get_output().stdout.clone()).unwrap();
-    assert!(line.starts_with("erased 0 rows of subject ") && !line.contains("customer-42"), "{line}");
+
+    let seven = ["erase", "--subject", "customer-7", "--reason", "GDPR request 119"];
+    let out = db.dlq().env("DLQ_SUBJECT_KEY", SUBJECT_KEY).args(seven).assert().success().get_output().clone();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(stderr.contains("1 rows are stored under this subject: erasing them"), "the count first: {stderr}");
+    assert!(stdout.starts_with("erased 1 rows of subject ") && !stdout.contains("customer-7"), "{stdout}");
+
+    // A stored count out of range is shown as such, never as another number.
+    db.sql("UPDATE dlq_erasures SET erased_rows = -1".to_owned()).await;
+    let records = db.dlq().args(["erasures"]).assert().success().get_output().stdout.clone();
+    let records = String::from_utf8(records).unwrap();
+    assert_eq!(records.matches("invalid (-1)").count(), 2, "{records}");
+    assert_eq!(run_json(&db, &["erasures"])["erasures"][0]["rows"], -1, "the stored value in JSON");
 }
 
 /// A database URL's password is never printed: not in a connection error, not in a usage

@@ -206,24 +206,73 @@ impl Verdict {
     }
 }
 
-/// The type catalog as read from a store ([`DeadLetterStore::event_types`]), to judge rows by.
+/// The type catalog as read from a store ([`DeadLetterStore::event_types`]), to judge rows by,
+/// with the schemas each version was published with ([`DeadLetterStore::version_schemas`]).
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     by_type: BTreeMap<String, EventTypeInfo>,
+    schemas: Vec<VersionSchema>,
 }
 
 impl Catalog {
     /// The catalog of these records.
     pub fn new(records: Vec<EventTypeInfo>) -> Self {
-        Self { by_type: records.into_iter().map(|info| (info.event_type.clone(), info)).collect() }
+        Self { by_type: records.into_iter().map(|info| (info.event_type.clone(), info)).collect(), schemas: Vec::new() }
     }
 
-    /// The catalog `store` holds.
+    /// The same catalog, with the schemas each version was published with (for
+    /// [`mismatches`](Self::mismatches)).
+    #[must_use]
+    pub fn with_schemas(mut self, schemas: Vec<VersionSchema>) -> Self {
+        self.schemas = schemas;
+        self
+    }
+
+    /// The catalog `store` holds, with its versions' schemas.
     ///
     /// # Errors
     /// The store's.
     pub async fn read<S: DeadLetterStore + ?Sized>(store: &S) -> Result<Self, crate::Error> {
-        Ok(Self::new(store.event_types().await?))
+        Ok(Self::new(store.event_types().await?).with_schemas(store.version_schemas().await?))
+    }
+
+    /// The versions published with an event of another shape than the one they were first
+    /// published with, since the type's newest record was last published: a process that
+    /// changed its event without bumping its version (`#[dead_letter(version = N)]`) and
+    /// still runs. One per type and version (the latest such publication), by type.
+    ///
+    /// ```
+    /// use dlq_core::catalog::{Catalog, EventTypeInfo, VersionSchema};
+    /// use serde_json::json;
+    ///
+    /// let v1 = VersionSchema::new("payment", 1, json!({"required": ["cents"]}), "payments-v1");
+    /// let v2 = EventTypeInfo::new("payment", 2, "payments-v2");
+    /// let forgot = VersionSchema::new("payment", 1, json!({"required": ["amount_cents"]}), "payments-v3");
+    /// let catalog = Catalog::new(vec![v2]).with_schemas(vec![v1, forgot]);
+    /// let found = catalog.mismatches();
+    /// assert_eq!((found[0].version, found[0].newest, found[0].differing_by.as_str()), (1, 2, "payments-v3"));
+    /// ```
+    pub fn mismatches(&self) -> Vec<SchemaMismatch> {
+        let mut found: Vec<SchemaMismatch> = Vec::new();
+        for (key, schemas) in by_version(&self.schemas) {
+            let Some(contract) = schemas.first() else { continue };
+            let record = self.get(key.0);
+            let since = record.map(|info| info.published_at);
+            let differing = schemas
+                .iter()
+                .filter(|s| s.digest != contract.digest && since.is_none_or(|at| s.published_at >= at))
+                .max_by_key(|s| s.published_at);
+            if let Some(differing) = differing {
+                found.push(SchemaMismatch::new(contract, differing, self.newest(key.0)));
+            }
+        }
+        found
+    }
+
+    /// The newest version of `event_type` the catalog knows of.
+    fn newest(&self, event_type: &str) -> u32 {
+        let published = self.schemas.iter().filter(|s| s.event_type == event_type).map(|s| s.version);
+        published.chain(self.get(event_type).map(|info| info.version)).max().unwrap_or(1)
     }
 
     /// The record of `event_type`.
@@ -339,6 +388,288 @@ pub fn merge(catalog: &mut Vec<EventTypeInfo>, published: Vec<EventTypeInfo>) {
         }
     }
     catalog.sort_by(|a, b| a.event_type.cmp(&b.event_type));
+}
+
+/// A JSON Schema one version of an event type was published with: the catalog keeps every
+/// schema of a different shape ([`shape_digest`]) a version was published with, so that a
+/// changed event published under an old version (a forgotten `version = N` bump) is seen
+/// before any row is run ([`DeadLetterStore::version_schemas`]). The first published is the
+/// version's contract.
+///
+/// ```
+/// use dlq_core::catalog::VersionSchema;
+/// use serde_json::json;
+///
+/// let a = VersionSchema::new("payment", 1, json!({"title": "Payment", "required": ["cents"]}), "pod-1");
+/// let b = VersionSchema::new("payment", 1, json!({"title": "PaymentV1", "required": ["cents"]}), "pod-2");
+/// assert_eq!(a.digest, b.digest, "titles and descriptions are not the shape");
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct VersionSchema {
+    /// The event type.
+    pub event_type: String,
+    /// The version.
+    pub version: u32,
+    /// The JSON Schema, as published.
+    pub schema: Value,
+    /// [`shape_digest`] of the schema: the same for schemas that differ only in their
+    /// annotations.
+    pub digest: String,
+    /// When a schema of this shape was first published for this version (whole microseconds).
+    pub first_published_at: DateTime<Utc>,
+    /// When it was last published.
+    pub published_at: DateTime<Utc>,
+    /// Who last published it.
+    pub published_by: String,
+}
+
+impl VersionSchema {
+    /// `schema` as `event_type`'s in `version`, published now by `published_by`.
+    pub fn new(event_type: impl Into<String>, version: u32, schema: Value, published_by: impl Into<String>) -> Self {
+        let now = Utc::now().trunc_subsecs(6);
+        Self {
+            event_type: event_type.into(),
+            version,
+            digest: shape_digest(&schema),
+            schema,
+            first_published_at: now,
+            published_at: now,
+            published_by: published_by.into(),
+        }
+    }
+}
+
+impl EventTypeInfo {
+    /// The schemas this record publishes, one per version: its own version's and the older
+    /// ones', with its time and publisher. A schema that takes any JSON (`true`, `{}`: an
+    /// upcaster on `serde_json::Value`) says nothing of a shape and is left out.
+    pub fn version_schemas(&self) -> Vec<VersionSchema> {
+        let own = self.schema.iter().map(|schema| (self.version, schema));
+        let schemas = own.chain(self.older_schemas.iter().map(|(v, s)| (*v, s)));
+        let anything = shape_digest(&Value::Object(serde_json::Map::new()));
+        let any = |schema: &Value| *schema == Value::Bool(true) || shape_digest(schema) == anything;
+        schemas
+            .filter(|(_, schema)| !any(schema))
+            .map(|(version, schema)| VersionSchema {
+                first_published_at: self.published_at,
+                published_at: self.published_at,
+                ..VersionSchema::new(self.event_type.clone(), version, schema.clone(), self.published_by.clone())
+            })
+            .collect()
+    }
+}
+
+/// The SHA-256, in hex, of a JSON Schema's shape: the schema with its annotations (`title`,
+/// `description`, `$comment`, `$schema` strings, `examples` arrays) removed, written with
+/// sorted keys.
+/// Two schemas of one struct under two names (`Payment`, `PaymentV1`), or with other doc
+/// comments, have the same digest; any change to a field, a type or a requirement changes it.
+///
+/// ```
+/// use dlq_core::catalog::shape_digest;
+/// use serde_json::json;
+///
+/// let a = json!({"title": "Payment", "properties": {"title": {"type": "string"}}});
+/// let b = json!({"title": "PaymentV1", "description": "old", "properties": {"title": {"type": "string"}}});
+/// assert_eq!(shape_digest(&a), shape_digest(&b));
+/// assert_ne!(shape_digest(&a), shape_digest(&json!({"properties": {"title": {"type": "integer"}}})));
+/// ```
+pub fn shape_digest(schema: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    fn shape(value: &Value, out: &mut String) {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for key in keys {
+                    let value = &map[key];
+                    let annotation = match key.as_str() {
+                        "title" | "description" | "$comment" | "$schema" => value.is_string(),
+                        "examples" => value.is_array(),
+                        _ => false,
+                    };
+                    if !annotation {
+                        out.push_str(&Value::String(key.clone()).to_string());
+                        out.push(':');
+                        shape(value, out);
+                        out.push(',');
+                    }
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for item in items {
+                    shape(item, out);
+                    out.push(',');
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut text = String::new();
+    shape(schema, &mut text);
+    crate::admin::hex(&Sha256::digest(text.as_bytes()))
+}
+
+/// The schemas by (event type, version), each group's contract (first published) first.
+fn by_version(schemas: &[VersionSchema]) -> BTreeMap<(&str, u32), Vec<&VersionSchema>> {
+    let mut groups: BTreeMap<(&str, u32), Vec<&VersionSchema>> = BTreeMap::new();
+    for schema in schemas {
+        groups.entry((schema.event_type.as_str(), schema.version)).or_default().push(schema);
+    }
+    for group in groups.values_mut() {
+        group.sort_by(|a, b| (a.first_published_at, &a.digest).cmp(&(b.first_published_at, &b.digest)));
+    }
+    groups
+}
+
+/// One version of an event type published with two event shapes: the one it was first
+/// published with (its contract) and another ([`Catalog::mismatches`], and a retrier's
+/// refusal to start, [`Error::SchemaChanged`](crate::Error::SchemaChanged)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct SchemaMismatch {
+    /// The event type.
+    pub event_type: String,
+    /// The version published with two shapes.
+    pub version: u32,
+    /// The newest version of the type the catalog knows of.
+    pub newest: u32,
+    /// Who published the version's contract, and when.
+    pub published_by: String,
+    /// When the contract was first published.
+    pub published_at: DateTime<Utc>,
+    /// Who published the other shape (a retrier refusing to start: its owner).
+    pub differing_by: String,
+}
+
+impl SchemaMismatch {
+    fn new(contract: &VersionSchema, differing: &VersionSchema, newest: u32) -> Self {
+        Self {
+            event_type: contract.event_type.clone(),
+            version: contract.version,
+            newest,
+            published_by: contract.published_by.clone(),
+            published_at: contract.first_published_at,
+            differing_by: differing.published_by.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for SchemaMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (event_type, version, newest) = (&self.event_type, self.version, self.newest);
+        let next = newest.max(version).saturating_add(1);
+        write!(
+            f,
+            "event type `{event_type}`: {} declares version {version}, but its event's JSON Schema differs from the \
+             one version {version} was first published with (by {}, {}); the catalog's newest version is \
+             {newest}. Rows of version {version} would not decode: a changed event needs a new version, declare \
+             `version = {next}` and add an upcaster from version {} (`upcast = [...]`); if rows of version \
+             {version} still decode, start the retrier with `Retrier::accept_schema_change`",
+            bounded(&self.differing_by),
+            bounded(&self.published_by),
+            self.published_at.format("%Y-%m-%d %H:%M:%S UTC"),
+            next - 1,
+        )
+    }
+}
+
+/// A publisher's name read from the store, for a message: control and bidirectional-format
+/// characters replaced, at most 80 characters.
+fn bounded(name: &str) -> String {
+    let unsafe_char = |c: char| {
+        c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    let mut out: String = name.chars().take(80).map(|c| if unsafe_char(c) { '\u{fffd}' } else { c }).collect();
+    if name.chars().nth(80).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+/// Whether `records` (a retrier's, [`Registry::catalog`](crate::Registry::catalog)) declare a
+/// version whose contract in `stored` has another shape than their event's: the first such
+/// mismatch. A version never published, or a type that exports no schema, passes.
+pub(crate) fn check_versions(
+    records: &[EventTypeInfo],
+    stored: &[VersionSchema],
+    catalog: &Catalog,
+) -> Result<(), Box<SchemaMismatch>> {
+    let groups = by_version(stored);
+    for info in records {
+        let Some(schema) = &info.schema else { continue };
+        let Some(contract) = groups.get(&(info.event_type.as_str(), info.version)).and_then(|g| g.first()) else {
+            continue;
+        };
+        let mine = VersionSchema::new(info.event_type.clone(), info.version, schema.clone(), info.published_by.clone());
+        if mine.digest != contract.digest {
+            let newest = catalog.newest(&info.event_type).max(info.version);
+            return Err(Box::new(SchemaMismatch::new(contract, &mine, newest)));
+        }
+    }
+    Ok(())
+}
+
+/// Keeps in `stored` the schemas of `published` (records being published): a shape new to its
+/// version is added, a known one is marked published again (time and publisher): what
+/// [`DeadLetterStore::publish_types`] does with the versions' schemas, for stores that keep the
+/// catalog in memory.
+///
+/// ```
+/// use dlq_core::catalog::{EventTypeInfo, VersionSchema, accept_schema, merge_schemas};
+/// use serde_json::json;
+///
+/// let mut v1 = EventTypeInfo::new("payment", 1, "payments-v1");
+/// v1.schema = Some(json!({"required": ["cents"]}));
+/// let mut forgot = EventTypeInfo::new("payment", 1, "payments-v3");
+/// forgot.schema = Some(json!({"required": ["amount_cents"]}));
+/// let mut stored = Vec::new();
+/// merge_schemas(&mut stored, &[v1.clone(), forgot, v1]);
+/// assert_eq!(stored.len(), 2, "two shapes of version 1, the first its contract");
+/// accept_schema(&mut stored, VersionSchema::new("payment", 1, json!({"required": ["amount_cents"]}), "ops"));
+/// assert_eq!(stored.len(), 1);
+/// ```
+pub fn merge_schemas(stored: &mut Vec<VersionSchema>, published: &[EventTypeInfo]) {
+    for schema in published.iter().flat_map(EventTypeInfo::version_schemas) {
+        let same = |s: &&mut VersionSchema| {
+            (s.event_type.as_str(), s.version, s.digest.as_str())
+                == (schema.event_type.as_str(), schema.version, schema.digest.as_str())
+        };
+        match stored.iter_mut().find(|s| same(s)) {
+            Some(known) => {
+                known.published_at = schema.published_at;
+                known.published_by = schema.published_by;
+            }
+            None => stored.push(schema),
+        }
+    }
+    sort_schemas(stored);
+}
+
+/// Makes `schema` the only one of its version in `stored` ([`DeadLetterStore::accept_schema`]),
+/// for stores that keep the catalog in memory.
+pub fn accept_schema(stored: &mut Vec<VersionSchema>, schema: VersionSchema) {
+    stored.retain(|s| (s.event_type.as_str(), s.version) != (schema.event_type.as_str(), schema.version));
+    stored.push(schema);
+    sort_schemas(stored);
+}
+
+/// The order [`DeadLetterStore::version_schemas`] returns: by event type, version, then
+/// first publication.
+fn sort_schemas(schemas: &mut [VersionSchema]) {
+    schemas.sort_by(|a, b| {
+        (a.event_type.as_str(), a.version, a.first_published_at, a.digest.as_str()).cmp(&(
+            b.event_type.as_str(),
+            b.version,
+            b.first_published_at,
+            b.digest.as_str(),
+        ))
+    });
 }
 
 /// Publishes `records` into `store`'s catalog, logging (not failing) when the store cannot take

@@ -176,6 +176,11 @@ pub enum Error {
     /// does not apply, an audit entry that cannot be undone).
     #[error("{0}")]
     Invalid(String),
+    /// A retrier's handler declares a version whose schema in the store's type catalog has
+    /// another shape than its event's: a changed event without a version bump, refused before
+    /// any row is claimed (the message names the type, the versions and the fix).
+    #[error("{0}")]
+    SchemaChanged(Box<crate::catalog::SchemaMismatch>),
     /// An event could not be serialized for parking.
     #[error("event could not be serialized: {0}")]
     Serialize(#[source] serde_json::Error),

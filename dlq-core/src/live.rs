@@ -389,6 +389,9 @@ async fn park_sealed(
     reg: Option<&Registration>,
     keys: Option<&KeyRing>,
 ) -> Result<Parked, Error> {
+    if letter.subject.is_some() {
+        crate::subject::remember_check(store).await;
+    }
     if let Some(reg) = reg {
         crate::catalog::publish_once(store, reg).await;
     }
@@ -796,6 +799,18 @@ mod tests {
             down()
         }
         fn erasures(&self, _: usize) -> BoxFuture<'_, StoreResult<Vec<crate::store::Erasure>>> {
+            down()
+        }
+        fn subject_key_check(&self, _: crate::store::KeyCheck) -> BoxFuture<'_, StoreResult<crate::store::KeyCheck>> {
+            down()
+        }
+        fn count_subject(&self, _: crate::store::SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
+            down()
+        }
+        fn version_schemas(&self) -> BoxFuture<'_, StoreResult<Vec<crate::catalog::VersionSchema>>> {
+            down()
+        }
+        fn accept_schema(&self, _: crate::catalog::VersionSchema) -> BoxFuture<'_, StoreResult<()>> {
             down()
         }
         fn audit_entry(&self, _: i64) -> BoxFuture<'_, StoreResult<Option<crate::admin::AuditEntry>>> {

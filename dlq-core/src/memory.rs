@@ -82,8 +82,12 @@ struct Inner {
     circuits: BTreeMap<String, Circuit>,
     circuit_log: Vec<CircuitLogEntry>,
     erasures: Vec<Erasure>,
+    /// The subject key's check value, once one was given.
+    key_check: Option<crate::subject::KeyCheck>,
     /// The type catalog, by event type.
     catalog: Vec<crate::catalog::EventTypeInfo>,
+    /// The schemas each version was published with.
+    schemas: Vec<crate::catalog::VersionSchema>,
     /// Capped claims per event type: when, and how many rows (for `claim_capped`'s window).
     starts: HashMap<String, std::collections::VecDeque<(DateTime<Utc>, usize)>>,
 }
@@ -832,8 +836,30 @@ impl DeadLetterStore for MemoryStore {
         ready(Ok(self.lock().erasures.iter().rev().take(limit).cloned().collect()))
     }
 
+    fn subject_key_check(
+        &self,
+        check: crate::subject::KeyCheck,
+    ) -> BoxFuture<'_, StoreResult<crate::subject::KeyCheck>> {
+        ready(Ok(self.lock().key_check.get_or_insert(check).clone()))
+    }
+
+    fn count_subject(&self, subject: SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
+        ready(Ok(self.lock().rows.values().filter(|r| r.subject.as_ref() == Some(&subject)).count() as u64))
+    }
+
     fn publish_types(&self, types: Vec<crate::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
-        crate::catalog::merge(&mut self.lock().catalog, types);
+        let mut inner = self.lock();
+        crate::catalog::merge_schemas(&mut inner.schemas, &types);
+        crate::catalog::merge(&mut inner.catalog, types);
+        ready(Ok(()))
+    }
+
+    fn version_schemas(&self) -> BoxFuture<'_, StoreResult<Vec<crate::catalog::VersionSchema>>> {
+        ready(Ok(self.lock().schemas.clone()))
+    }
+
+    fn accept_schema(&self, schema: crate::catalog::VersionSchema) -> BoxFuture<'_, StoreResult<()>> {
+        crate::catalog::accept_schema(&mut self.lock().schemas, schema);
         ready(Ok(()))
     }
 

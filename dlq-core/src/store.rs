@@ -11,9 +11,12 @@
 //! `dlq_core::store_conformance_tests!` (feature `testing`) on it. Every method the admin layer,
 //! erasure ([`erase`](DeadLetterStore::erase), [`erasures`](DeadLetterStore::erasures)) and
 //! payload versions ([`upgrade`](DeadLetterStore::upgrade)) need is required, so a store that
-//! lacks one does not compile; so are the type catalog's
-//! ([`publish_types`](DeadLetterStore::publish_types), [`event_types`](DeadLetterStore::event_types)),
-//! which the stock CLI validates payloads with. Of the methods with a default, the conformance
+//! lacks one does not compile (the subject key's check value and the count before an erasure,
+//! [`subject_key_check`](DeadLetterStore::subject_key_check) and
+//! [`count_subject`](DeadLetterStore::count_subject), among them); so are the type catalog's
+//! ([`publish_types`](DeadLetterStore::publish_types), [`event_types`](DeadLetterStore::event_types),
+//! [`version_schemas`](DeadLetterStore::version_schemas), [`accept_schema`](DeadLetterStore::accept_schema)),
+//! which the stock CLI validates payloads with and a retrier checks its versions against. Of the methods with a default, the conformance
 //! kit accepts these defaults as they are: `settle_and_claim`, `count`, `count_purgeable`,
 //! `created_histogram`, `claim_capped` with `supports_claim_capped` (its test is skipped), `try_lock_singleton`
 //! (skipped), `maintain`, `table_health`, `max_payload_bytes`, `capacity` and `store_id`. It
@@ -766,6 +769,18 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// The newest `limit` erasure records ([`erase`](Self::erase)), newest first.
     fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>>;
 
+    /// For store implementers; [`Admin::erase`](crate::admin::Admin::erase) and the live path
+    /// call it. Keeps `check` as the check value of the subject key
+    /// ([`SubjectKey::check`](crate::subject::SubjectKey::check)) unless the store keeps one
+    /// already, and returns the one it keeps (`check` itself the first time), atomically: two
+    /// first calls with different values both get the value of the one that won. Kept until
+    /// the store is dropped; nothing else changes it.
+    fn subject_key_check(&self, check: KeyCheck) -> BoxFuture<'_, StoreResult<KeyCheck>>;
+
+    /// For store implementers: how many rows are stored under `subject`, whatever their
+    /// status (what [`erase`](Self::erase) would delete now).
+    fn count_subject(&self, subject: SubjectHash) -> BoxFuture<'_, StoreResult<u64>>;
+
     /// Writes records of the type catalog ([`crate::catalog`]), one per event type, in one
     /// transaction: a record whose type the catalog lacks is added; one whose version is the
     /// same as or newer than the stored record's replaces it; one with an older version
@@ -789,6 +804,23 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// The type catalog: one record per event type ever published, by event type.
     fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<EventTypeInfo>>>;
 
+    /// For store implementers: every JSON Schema each version of each type was published
+    /// with, by event type, version, then first publication
+    /// ([`VersionSchema`](crate::catalog::VersionSchema)). [`publish_types`](Self::publish_types)
+    /// keeps them: for each record's [`version_schemas`](EventTypeInfo::version_schemas) (in
+    /// the same transaction, whatever the newest-version rule did with the record), a shape
+    /// ([`digest`](crate::catalog::VersionSchema::digest)) new to its type and version is
+    /// added as it is; a known one keeps its `first_published_at` and takes the new
+    /// `published_at` and `published_by`. [`merge_schemas`](crate::catalog::merge_schemas)
+    /// does it for a catalog kept in memory. A retrier refuses to start when its event's shape
+    /// is not the one its version was first published with.
+    fn version_schemas(&self) -> BoxFuture<'_, StoreResult<Vec<crate::catalog::VersionSchema>>>;
+
+    /// For store implementers: makes `schema` the only schema of its type and version (what
+    /// a retrier started with [`accept_schema_change`](crate::Retrier::accept_schema_change)
+    /// does), in one transaction ([`accept_schema`](crate::catalog::accept_schema) in memory).
+    fn accept_schema(&self, schema: crate::catalog::VersionSchema) -> BoxFuture<'_, StoreResult<()>>;
+
     /// Tries to take the store-wide lock of `singleton` mode: `Some` while this process holds
     /// it, `None` when another one does. The default says the store has no such lock
     /// ([`Error::Unsupported`]), and a retrier configured as a singleton refuses to start.
@@ -798,7 +830,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
 }
 
 pub use crate::circuit::{Circuit, CircuitLogEntry, CircuitWrite, Circuits, StoreId};
-pub use crate::subject::{EraseRequest, Erasure, SubjectHash};
+pub use crate::subject::{EraseRequest, Erasure, KeyCheck, SubjectHash};
 
 /// The rows one event type created in one bucket of [`DeadLetterStore::created_histogram`].
 ///

@@ -13,6 +13,35 @@
 //! The key comes from the environment variable [`KEY_ENV`] (`DLQ_SUBJECT_KEY`, at least 32
 //! bytes) or from [`install_key`]; it is never printed.
 //!
+//! # What is hashed
+//! - The key: the variable's value as its UTF-8 bytes, used as they are (no hex or base64
+//!   decoding, no trimming), at least [`MIN_KEY_BYTES`]; [`SubjectKey::new`] takes any bytes.
+//! - The subject: its UTF-8 bytes as given ([`SourceMeta::subject`](crate::SourceMeta::subject),
+//!   `dlq erase --subject`), with no trimming or case folding; at a `subject = "/pointer"`, a
+//!   JSON string's value without its quotes, a JSON number as `serde_json` writes it
+//!   ([`at_pointer`]: `42`, `4.5`; `42` and `42.0` are two subjects).
+//! - The stored hash: HMAC-SHA256(key, subject) in 64 lowercase hex digits ([`SubjectHash`]).
+//! - The key's check value: HMAC-SHA256(key, [`CHECK_LABEL`]) likewise ([`SubjectKey::check`]).
+//!   The store keeps the first one ([`DeadLetterStore::subject_key_check`](crate::DeadLetterStore::subject_key_check)),
+//!   and an erasure with a key whose check value differs is refused ([`check_key`]) before
+//!   anything is deleted or recorded.
+//!
+//! The same values as `openssl` computes them
+//! (`printf customer-42 | openssl dgst -sha256 -hmac "$DLQ_SUBJECT_KEY"`):
+//!
+//! ```
+//! use dlq_core::subject::{CHECK_LABEL, SubjectKey, at_pointer};
+//!
+//! let key = SubjectKey::new("a key of at least thirty-two bytes, kept secret")?;
+//! let customer = "3ee019c16dd8f61b727529e4f1ed3d22e9bcab39865b90dd9698a2d57d4c2549";
+//! assert_eq!(key.hash("customer-42").as_str(), customer);
+//! let number = at_pointer(&serde_json::json!({"customer_id": 42}), "/customer_id").unwrap();
+//! assert_eq!(key.hash(&number).as_str(), "95286ef871bf7d5a39853211506d4da49bf1d3b3c724918554f72e03f3722d53");
+//! assert_eq!(CHECK_LABEL, "dlq subject key check value, v1");
+//! assert_eq!(key.check().as_str(), "1fa612d554cff8c771f5e625ad2b3f55b323976eba77c42e77fecd4cb28431f0");
+//! # Ok::<(), dlq_core::Error>(())
+//! ```
+//!
 //! ```
 //! use dlq_core::subject::SubjectKey;
 //!
@@ -110,6 +139,89 @@ impl SubjectKey {
         mac.update(subject.as_bytes());
         SubjectHash(crate::admin::hex(&mac.finalize().into_bytes()))
     }
+
+    /// The key's check value: its HMAC-SHA256 of [`CHECK_LABEL`], in hex. A store keeps the
+    /// first one it is given ([`DeadLetterStore::subject_key_check`]), so that an erasure
+    /// with another key is refused instead of finding no rows. It tells keys apart without
+    /// revealing them (finding the key from it is as hard as from any HMAC output).
+    ///
+    /// [`DeadLetterStore::subject_key_check`]: crate::DeadLetterStore::subject_key_check
+    ///
+    /// ```
+    /// use dlq_core::subject::SubjectKey;
+    /// let key = SubjectKey::new([42u8; 32])?;
+    /// assert_eq!(key.check(), SubjectKey::new([42u8; 32])?.check());
+    /// assert_ne!(key.check(), SubjectKey::new([1u8; 32])?.check(), "another key, another check value");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// ```
+    pub fn check(&self) -> KeyCheck {
+        KeyCheck(self.hash(CHECK_LABEL).0)
+    }
+}
+
+/// What [`SubjectKey::check`] hashes: a fixed label no subject is expected to be.
+pub const CHECK_LABEL: &str = "dlq subject key check value, v1";
+
+/// A subject key's check value ([`SubjectKey::check`]): 64 lowercase hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KeyCheck(String);
+
+impl KeyCheck {
+    /// A stored check value read back (stores use it).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] unless it is 64 lowercase hex digits.
+    pub fn from_hex(hex: impl Into<String>) -> Result<Self, Error> {
+        SubjectHash::from_hex(hex)
+            .map(|h| Self(h.0))
+            .map_err(|_| Error::Invalid("a subject key's check value is 64 lowercase hex digits".into()))
+    }
+
+    /// The hex digits.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Compares `key`'s check value with the one `store` keeps (storing it when the store has
+/// none yet, as the first key to hash a subject): `Ok` when they match.
+///
+/// # Errors
+/// [`Error::Config`] naming [`KEY_ENV`] when the store keeps another key's check value;
+/// the store's error.
+pub async fn check_key<S: crate::DeadLetterStore + ?Sized>(store: &S, key: &SubjectKey) -> Result<(), Error> {
+    let mine = key.check();
+    if store.subject_key_check(mine.clone()).await? == mine {
+        return Ok(());
+    }
+    Err(Error::Config {
+        key: KEY_ENV.into(),
+        file: None,
+        reason: "this is not the key the store's subjects were hashed with (the store keeps the check value of \
+                 the first key that hashed a subject, and this key's differs): with it, no subject's rows can be \
+                 found; set the service's key"
+            .into(),
+    })
+}
+
+/// Has `store` keep the process's key's check value, once per store and process, before the
+/// live path parks its first row with a subject; a store that keeps another key's is logged
+/// (without either key): the row is parked all the same.
+pub(crate) async fn remember_check(store: &dyn crate::DeadLetterStore) {
+    static DONE: std::sync::Mutex<Vec<crate::store::StoreId>> = std::sync::Mutex::new(Vec::new());
+    let Ok(Some(key)) = key() else { return };
+    let id = store.store_id();
+    if DONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&id) {
+        return;
+    }
+    match check_key(store, key).await {
+        Ok(()) => DONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(id),
+        Err(error @ Error::Config { .. }) => {
+            DONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(id);
+            tracing::error!(%error, "the subject key differs from the one the store's subjects were hashed with");
+        }
+        Err(error) => tracing::warn!(%error, "could not check the subject key against the store's; will try again"),
+    }
 }
 
 /// A subject's keyed hash as stored with its rows: 64 lowercase hex digits.
@@ -178,9 +290,18 @@ pub fn key() -> Result<Option<&'static SubjectKey>, Error> {
     if let Some(key) = INSTALLED.get() {
         return Ok(Some(key));
     }
-    match FROM_ENV.get_or_init(|| SubjectKey::from_env().map_err(|e| e.to_string())) {
+    match FROM_ENV.get_or_init(|| SubjectKey::from_env().map_err(config_reason)) {
         Ok(key) => Ok(key.as_ref()),
         Err(reason) => Err(Error::Config { key: KEY_ENV.into(), file: None, reason: reason.clone() }),
+    }
+}
+
+/// What a configuration error says is wrong, without its prefix: the error it is kept for
+/// adds the prefix again.
+fn config_reason(error: Error) -> String {
+    match error {
+        Error::Config { reason, .. } => reason,
+        other => other.to_string(),
     }
 }
 
@@ -259,6 +380,63 @@ impl EraseRequest {
     }
 }
 
+/// A count of an erasure record as the store holds it: a number of rows, or the stored value
+/// when it is no count (negative: a record damaged or written by hand), shown as such and
+/// never as another number. In JSON, the stored number as it is.
+///
+/// ```
+/// use dlq_core::subject::Count;
+/// assert_eq!(Count::stored(3), Count::Of(3));
+/// assert_eq!(Count::stored(-1).to_string(), "invalid (-1)");
+/// assert_eq!(serde_json::to_value(Count::stored(-1))?, -1);
+/// assert_eq!(serde_json::from_value::<Count>(serde_json::json!(-1))?, Count::Invalid(-1));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Count {
+    /// A count.
+    Of(u64),
+    /// What the store held instead of a count.
+    Invalid(i64),
+}
+
+impl Count {
+    /// The count a store read back.
+    pub fn stored(n: i64) -> Self {
+        u64::try_from(n).map_or(Self::Invalid(n), Self::Of)
+    }
+
+    /// The count, `None` when the store held no count.
+    pub const fn get(self) -> Option<u64> {
+        match self {
+            Self::Of(n) => Some(n),
+            Self::Invalid(_) => None,
+        }
+    }
+}
+
+impl From<u64> for Count {
+    fn from(n: u64) -> Self {
+        Self::Of(n)
+    }
+}
+
+impl PartialEq<u64> for Count {
+    fn eq(&self, other: &u64) -> bool {
+        self.get() == Some(*other)
+    }
+}
+
+impl std::fmt::Display for Count {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Of(n) => write!(f, "{n}"),
+            Self::Invalid(n) => write!(f, "invalid ({n})"),
+        }
+    }
+}
+
 /// The record an erasure leaves: who, when, why, how much, and the first
 /// [`RECORDED_PREFIX`] digits of the subject's hash. Nothing of the rows it deleted.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -269,12 +447,12 @@ pub struct Erasure {
     /// The subject hash's first [`RECORDED_PREFIX`] hex digits.
     pub subject_prefix: String,
     /// Rows deleted.
-    pub rows: u64,
+    pub rows: Count,
     /// Attempt records deleted with them (PostgreSQL keeps each row's attempt 0 in the row
     /// itself: it counts only the retries).
-    pub attempts: u64,
+    pub attempts: Count,
     /// Audit entries deleted with them.
-    pub audit: u64,
+    pub audit: Count,
     /// The operator.
     pub actor: String,
     /// Why (the request's reference).
@@ -293,7 +471,25 @@ impl Erasure {
         at: chrono::DateTime<chrono::Utc>,
     ) -> Self {
         let reason = note.reason.unwrap_or_default();
+        let (rows, attempts, audit) = (rows.into(), attempts.into(), audit.into());
         Self { id, subject_prefix: subject_prefix.into(), rows, attempts, audit, actor: note.actor, reason, at }
+    }
+
+    /// A record read back from a store, its counts as stored ([`Count::stored`]): a count
+    /// that is out of range is kept as such.
+    pub fn stored(
+        id: i64,
+        subject_prefix: impl Into<String>,
+        (rows, attempts, audit): (i64, i64, i64),
+        note: crate::store::AuditNote,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Self {
+        Self {
+            rows: Count::stored(rows),
+            attempts: Count::stored(attempts),
+            audit: Count::stored(audit),
+            ..Self::new(id, subject_prefix, (0, 0, 0), note, at)
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use dlq_core::admin::Admin;
-use dlq_core::subject::{SubjectKey, install_key};
+use dlq_core::subject::{Count, SubjectKey, install_key};
 use dlq_core::{DeadLetterStore, Dispatcher, MemoryStore, Scope, SourceMeta, dead_letter, handlers, with_store};
 use serde_json::{Value, json};
 
@@ -33,10 +33,20 @@ async fn rows_named_by_pointer_or_source_are_erased_by_subject() {
     with_store(store.clone(), charge(json!({"n": 5}))).await.unwrap_err();
     assert_eq!(store.len(), 5);
 
+    // The live path left the process key's check value: another key's erasure is refused
+    // before anything is deleted or recorded, instead of erasing 0 rows.
+    let wrong = Admin::new(store.clone(), "dpo").with_subject_key(SubjectKey::new([1u8; 32]).unwrap());
+    let err = wrong.erase("customer-42", "GDPR request 118").await.unwrap_err();
+    assert!(matches!(err, dlq_core::Error::Config { .. }), "{err}");
+    assert!(err.to_string().contains("not the key the store's subjects were hashed with"), "{err}");
+    assert!(wrong.erasable("customer-42").await.is_err(), "nor counted");
+    assert_eq!((store.len(), store.erasures(10).await.unwrap().len()), (5, 0));
+
     let admin = Admin::new(store.clone(), "dpo");
+    assert_eq!(admin.erasable("customer-42").await.unwrap(), 3, "what the confirmation shows");
     let erased = admin.erase("customer-42", "GDPR request 118").await.unwrap();
-    assert_eq!((erased.rows, erased.attempts, erased.audit), (3, 3, 0));
-    assert_eq!(admin.erase("7", "GDPR request 119").await.unwrap().rows, 1, "a number, as written");
+    assert_eq!((erased.rows, erased.attempts, erased.audit), (Count::Of(3), Count::Of(3), Count::Of(0)));
+    assert_eq!(admin.erase("7", "GDPR request 119").await.unwrap().rows, Count::Of(1), "a number, as written");
     let left: Vec<Value> =
         store.snapshot().iter().map(|r| serde_json::from_slice(&r.payload.to_bytes()).unwrap()).collect();
     assert_eq!(left, [json!({"n": 5})]);

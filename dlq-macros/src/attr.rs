@@ -759,6 +759,17 @@ mod tests {
     }
 
     #[test]
+    fn the_docs_table_lists_every_key() {
+        let docs = include_str!("lib.rs");
+        for key in KEYS.split(", ") {
+            assert!(
+                docs.contains(&format!("/// | `{key}` | ")),
+                "`{key}` is missing from the table of `#[dead_letter]`'s docs"
+            );
+        }
+    }
+
+    #[test]
     fn redact_takes_json_pointers() {
         let args = parse_ok(quote!(event_type = "x", redact = ["/card/number", "/a~1b/~0c", "/items/0"]));
         assert_eq!(

@@ -80,7 +80,8 @@ mod upcast;
 /// | key | value | default |
 /// | --- | --- | --- |
 /// | `event_type` | the name events are stored and dispatched under (required, non-empty) | |
-/// | `version` | the version of the event's contract the handler decodes, stored with every row it parks (`u32` from 1) | 1 |
+/// | `version` | the version of the event's contract the handler decodes, stored with every row it parks (`u32` from 1); bump it whenever the event's shape changes | 1 |
+/// | `upcast` | `[v1_to_v2, v2_to_v3, ...]`: one function per version before `version`, from version 1 up, each taking the previous version's event (or `serde_json::Value`) to the next | none |
 /// | `max_retries` | retries after the first failure before the event is parked dead (`u32`) | 25 |
 /// | `backoff` | `"exp"`, `"fixed"`, `"linear"` or `"none"` | `"exp"` |
 /// | `base` | the first delay (the step for `"linear"`, the delay for `"fixed"`) | `"1s"` |
@@ -89,7 +90,10 @@ mod upcast;
 /// | `max_age` | give up once the event has been failing this long | none |
 /// | `timeout` | the longest one attempt may run | none |
 /// | `breaker` | the event type's circuit breaker, as a rule: `"<percent>% [of <min-calls>] [in <window>]"` | none |
+/// | `encrypt` | `true`: the payload and the error's texts are sealed at rest (AES-256-GCM under the key ring of `DLQ_KEYS`) | `false` |
+/// | `clear` | `["/id", ...]`: JSON pointers of payload fields kept readable beside the ciphertext; needs `encrypt = true` | none |
 /// | `subject` | a JSON pointer (RFC 6901) to the payload field naming whose data the event holds, for erasure (`dlq erase --subject`) | none |
+/// | `redact` | `["/card/number", ...]`: JSON pointers of payload fields operators see masked in the CLI and the console | none |
 /// | `crate` | the path of `dlq_core`, when it is reached under another name | `"::dlq_core"` |
 ///
 /// Durations are strings that [`humantime::parse_duration`] reads, in whole milliseconds:

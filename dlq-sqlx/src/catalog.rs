@@ -1,10 +1,11 @@
-//! The type catalog's rows (`dlq_event_types`: PostgreSQL migration 0024, SQLite 0011), as
-//! both stores write and read them.
+//! The type catalog's rows (`dlq_event_types`: PostgreSQL migration 0024, SQLite 0011; the
+//! versions' schemas, `dlq_type_schemas`: PostgreSQL 0036, SQLite 0015), as both stores write
+//! and read them.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use dlq_core::catalog::EventTypeInfo;
+use dlq_core::catalog::{EventTypeInfo, VersionSchema};
 use serde_json::Value;
 
 /// The records to write: one per event type, the one that wins when a batch names a type twice
@@ -13,6 +14,44 @@ pub(crate) fn winners(types: Vec<EventTypeInfo>) -> Vec<EventTypeInfo> {
     let mut winners = Vec::with_capacity(types.len());
     dlq_core::catalog::merge(&mut winners, types);
     winners
+}
+
+/// The versions' schemas of `types` to write: one per type, version and shape, the last
+/// publication of each (a statement may not write a row twice).
+pub(crate) fn schemas_of(types: &[EventTypeInfo]) -> Vec<VersionSchema> {
+    let mut schemas = Vec::new();
+    dlq_core::catalog::merge_schemas(&mut schemas, types);
+    schemas
+}
+
+/// One version's schema as a JSON object with the table's column names.
+#[cfg(feature = "postgres")]
+pub(crate) fn schema_columns(schema: &VersionSchema) -> Value {
+    serde_json::json!({
+        "event_type": schema.event_type,
+        "version": schema.version,
+        "digest": schema.digest,
+        "json_schema": schema.schema,
+        "published_at": schema.published_at,
+        "published_by": schema.published_by,
+    })
+}
+
+/// A stored version's schema from its columns; a column that does not hold what the catalog
+/// writes is reported.
+pub(crate) fn version_schema(
+    (event_type, version, digest): (String, i64, String),
+    schema: Value,
+    (first_published_at, published_at, published_by): (DateTime<Utc>, DateTime<Utc>, String),
+) -> Result<VersionSchema, dlq_core::Error> {
+    let version = u32::try_from(version).map_err(|e| {
+        dlq_core::Error::store(std::io::Error::other(format!("dlq_type_schemas row `{event_type}`: version: {e}")))
+    })?;
+    let mut stored = VersionSchema::new(event_type, version, schema, published_by);
+    stored.digest = digest;
+    stored.first_published_at = first_published_at;
+    stored.published_at = published_at;
+    Ok(stored)
 }
 
 /// One record as a JSON object with the table's column names (PostgreSQL writes a batch as one

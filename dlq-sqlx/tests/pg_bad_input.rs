@@ -270,7 +270,9 @@ async fn sql_metacharacters_round_trip_exactly_in_every_text_field(pool: PgPool)
         "dlq_parked_hours",
         "dlq_retriers",
         "dlq_starts",
+        "dlq_subject_key",
         "dlq_tallies",
+        "dlq_type_schemas",
     ];
     assert_eq!(tables, expected, "none dropped");
 }

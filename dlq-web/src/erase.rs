@@ -1,5 +1,5 @@
 //! Erasure by data subject in the console: `GET /erase` asks for the subject and the reason,
-//! `POST /erase` shows what will be deleted and asks again, `POST /erase` with `confirm=1`
+//! `POST /erase` shows how many rows will be deleted and asks again, `POST /erase` with `confirm=1`
 //! erases through [`Admin::erase`](dlq_core::admin::Admin::erase) and shows the record. The
 //! subject travels in form bodies only (never in a URL, so no access log keeps it), and no
 //! page or log line shows it back after the erasure.
@@ -49,8 +49,9 @@ pub(crate) async fn erase(base: Base, Acting(admin): Acting, Form(form): Form<Er
         return Err(Failure::bad_request("an erasure needs a subject and a reason (kept in the erasure record)"));
     }
     if form.confirm.as_deref() != Some("1") {
+        let doomed = admin.erasable(&form.subject).await?;
         let body = html! {
-            p.warn { "Every row stored under this subject will be deleted with its attempts and audit log. This cannot be undone." }
+            p.warn { strong { (doomed) } " rows are stored under this subject: each will be deleted with its attempts and audit log. This cannot be undone." }
             form method="post" action=(base.url("/erase")) {
                 input type="hidden" name="subject" value=(form.subject);
                 input type="hidden" name="reason" value=(form.reason);

@@ -1327,6 +1327,7 @@ async fn erase_confirms_then_deletes_the_subjects_rows(store: Store) {
     let (status, _, confirm) = send(&app, form("/dlq/erase", "subject=customer-42&reason=GDPR+request+118")).await;
     assert_eq!(status, StatusCode::OK);
     assert!(confirm.contains("Erase for good") && confirm.contains("name=\"confirm\" value=\"1\""), "{confirm}");
+    assert!(confirm.contains("<strong>2</strong> rows are stored under this subject"), "the count: {confirm}");
     assert!(store.get(ids[0]).await.unwrap().is_some(), "nothing erased before the confirmation");
     let mut evil = form("/dlq/erase", "subject=customer-42&reason=x&confirm=1");
     evil.headers_mut().insert(header::ORIGIN, "http://evil.example".parse().unwrap());
@@ -1342,7 +1343,28 @@ async fn erase_confirms_then_deletes_the_subjects_rows(store: Store) {
     }
     assert!(store.get(ids[2]).await.unwrap().is_some(), "another subject's row stays");
     let record = &store.erasures(1).await.unwrap()[0];
-    assert_eq!((record.actor.as_str(), record.reason.as_str(), record.rows), ("alice", "GDPR request 118", 2));
+    assert_eq!((record.actor.as_str(), record.reason.as_str()), ("alice", "GDPR request 118"));
+    assert_eq!(record.rows, dlq_core::subject::Count::Of(2));
+}
+
+/// An erasure with a key that is not the one the store's subjects were hashed with (the store
+/// keeps another key's check value) is refused on the confirmation and on the erasure itself:
+/// nothing deleted, nothing recorded.
+async fn erase_with_another_key_is_refused(store: Store) {
+    use dlq_core::subject::{SubjectKey, install_key};
+    let _ = install_key(SubjectKey::new(SUBJECT_KEY).unwrap());
+    let theirs = SubjectKey::new("the service's own subject key, 32 bytes or more").unwrap();
+    store.subject_key_check(theirs.check()).await.unwrap();
+    let id = store.park(dead("Declined", "card declined", json!({})).with_subject(theirs.hash("customer-42"))).await;
+    let app = app(&store, actions());
+    for body in ["subject=customer-42&reason=GDPR+request+118", "subject=customer-42&reason=GDPR+request+118&confirm=1"]
+    {
+        let (status, _, page) = send(&app, form("/dlq/erase", body)).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{page}");
+        assert!(page.contains("not the key the store") && page.contains("DLQ_SUBJECT_KEY"), "{page}");
+    }
+    assert!(store.get(id.unwrap().id).await.unwrap().is_some(), "nothing erased");
+    assert!(store.erasures(10).await.unwrap().is_empty(), "nothing recorded");
 }
 
 /// The key the console's erasures hash subjects with in these tests.
@@ -1478,6 +1500,7 @@ on_both_stores!(
     a_succeeded_row_is_not_patched_from_the_console,
     long_fields_are_cut_in_tables_and_whole_on_the_row,
     erase_confirms_then_deletes_the_subjects_rows,
+    erase_with_another_key_is_refused,
 );
 
 /// Every page and API answer that shows row `id` or its group `fp`.

@@ -267,7 +267,7 @@ impl Admin {
     /// ```
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::subject::SubjectKey;
+    /// use dlq_core::subject::{Count, SubjectKey};
     /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -280,30 +280,55 @@ impl Admin {
     /// }
     /// let admin = Admin::new(store.clone(), "alice").with_subject_key(key);
     /// assert!(admin.erase("customer-42", " ").await.is_err(), "an erasure needs a reason");
+    /// assert_eq!(admin.erasable("customer-42").await?, 2, "what the confirmation shows");
     /// let erased = admin.erase("customer-42", "GDPR request 118").await?;
-    /// assert_eq!((erased.rows, erased.attempts), (2, 2));
+    /// assert_eq!((erased.rows, erased.attempts), (Count::Of(2), Count::Of(2)));
     /// assert_eq!(store.len(), 1, "customer-7's row stays");
     /// assert_eq!(store.erasures(10).await?[0].reason, "GDPR request 118");
+    ///
+    /// // The store keeps the first key's check value: another key is refused, nothing recorded.
+    /// let wrong = Admin::new(store.clone(), "bob").with_subject_key(SubjectKey::new([7u8; 32])?);
+    /// assert!(matches!(wrong.erase("customer-7", "GDPR request 119").await, Err(dlq_core::Error::Config { .. })));
+    /// assert_eq!((store.len(), store.erasures(10).await?.len()), (1, 1));
     /// # Ok::<(), dlq_core::Error>(())
     /// # }).unwrap();
     /// ```
     ///
     /// # Errors
     /// [`Error::Invalid`] for an empty subject or reason; [`Error::Config`] when no subject key
-    /// is configured; [`Error::Unsupported`] for a store without erasure; the store's error.
+    /// is configured, or when it is not the key the store's subjects were hashed with (its
+    /// check value, [`check_key`](crate::subject::check_key), differs from the one the store
+    /// keeps): nothing is deleted or recorded then; the store's error.
     pub async fn erase(&self, subject: &str, reason: &str) -> Result<crate::subject::Erasure, Error> {
         let reason = required(reason, "erase")?;
+        let hash = self.subject_hash(subject).await?;
+        let request = crate::subject::EraseRequest::new(hash, self.note(Some(reason)));
+        let erased = self.store.erase(request).await?;
+        crate::observe::admin_action("erase", erased.rows.get().unwrap_or_default());
+        Ok(erased)
+    }
+
+    /// How many rows an [`erase`](Self::erase) of `subject` would delete now, whatever their
+    /// status: what an erasure's confirmation shows. The key is checked as `erase` checks it.
+    ///
+    /// # Errors
+    /// As [`erase`](Self::erase)'s, but for the reason.
+    pub async fn erasable(&self, subject: &str) -> Result<u64, Error> {
+        let hash = self.subject_hash(subject).await?;
+        self.store.count_subject(hash).await
+    }
+
+    /// The keyed hash of `subject`, once the key is found to be the store's.
+    async fn subject_hash(&self, subject: &str) -> Result<crate::subject::SubjectHash, Error> {
         if subject.trim().is_empty() {
             return Err(Error::Invalid("erase needs a subject (--subject)".into()));
         }
-        let hash = match &self.subject_key {
-            Some(key) => key.hash(subject),
-            None => crate::subject::required_key("erase")?.hash(subject),
+        let key = match &self.subject_key {
+            Some(key) => key,
+            None => crate::subject::required_key("erase")?,
         };
-        let request = crate::subject::EraseRequest::new(hash, self.note(Some(reason)));
-        let erased = self.store.erase(request).await?;
-        crate::observe::admin_action("erase", erased.rows);
-        Ok(erased)
+        crate::subject::check_key(&*self.store, key).await?;
+        Ok(key.hash(subject))
     }
 
     /// The newest `limit` erasure records, newest first ([`erase`](Self::erase)).

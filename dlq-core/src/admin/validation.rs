@@ -43,6 +43,13 @@ pub struct ValidationReport {
     pub checked: u64,
     /// Whether the walk stopped at its bound with rows left unchecked.
     pub bounded: bool,
+    /// Versions of the selection's event types that the type catalog has seen published
+    /// with an event of another shape than their first ([`Catalog::mismatches`]): a process
+    /// that changed its event without bumping its version, whose retrier would fail rows
+    /// that pass here.
+    ///
+    /// [`Catalog::mismatches`]: crate::catalog::Catalog::mismatches
+    pub mismatches: Vec<crate::catalog::SchemaMismatch>,
 }
 
 impl ValidationReport {
@@ -51,9 +58,10 @@ impl ValidationReport {
         self.groups.iter().map(|g| g.not).sum()
     }
 
-    /// Whether every checked row would decode (or could not be checked).
+    /// Whether every checked row would decode (or could not be checked), and no version of
+    /// the selection's types was published with two shapes.
     pub fn passes(&self) -> bool {
-        self.failing() == 0
+        self.failing() == 0 && self.mismatches.is_empty()
     }
 
     /// Counts `row` as `verdict` says.
@@ -233,6 +241,11 @@ impl Admin {
     /// The store's.
     pub async fn validation(&self, filter: ListFilter, max_rows: u64) -> Result<ValidationReport, Error> {
         let mut report = ValidationReport::default();
+        if let Some(catalog) = &self.catalog {
+            let of_selection =
+                |m: &crate::catalog::SchemaMismatch| filter.event_type.as_ref().is_none_or(|t| *t == m.event_type);
+            report.mismatches = catalog.mismatches().into_iter().filter(of_selection).collect();
+        }
         let mut groups = BTreeMap::new();
         let mut pages = Pages::new(filter, 500);
         let policy = self.redaction().await?;

@@ -145,6 +145,10 @@ pub struct Retrier<S: ?Sized> {
     counters: Arc<Counters>,
     breakers: Arc<Breakers>,
     keys: Option<Arc<crate::sealed::KeyRing>>,
+    /// [`accept_schema_change`](Retrier::accept_schema_change).
+    accept_schema_change: bool,
+    /// Whether the versions were checked against the catalog ([`Retrier::run_once`] checks once).
+    versions_checked: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl<S: ?Sized> Clone for Retrier<S> {
@@ -158,6 +162,8 @@ impl<S: ?Sized> Clone for Retrier<S> {
             counters: Arc::clone(&self.counters),
             breakers: Arc::clone(&self.breakers),
             keys: self.keys.clone(),
+            accept_schema_change: self.accept_schema_change,
+            versions_checked: Arc::clone(&self.versions_checked),
         }
     }
 }
@@ -209,6 +215,8 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             counters: Arc::default(),
             breakers,
             keys: None,
+            accept_schema_change: false,
+            versions_checked: Arc::default(),
         }
     }
 
@@ -255,6 +263,52 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     #[must_use]
     pub fn keys(mut self, keys: crate::sealed::KeyRing) -> Self {
         self.keys = Some(Arc::new(keys));
+        self
+    }
+
+    /// Starts even when a handler's event has another shape than the JSON Schema its version
+    /// was first published with in the store's type catalog, and makes the handler's schema
+    /// that version's there (so `dlq redrive --validate` and later starts agree with it).
+    ///
+    /// Without it, such a retrier refuses to start ([`Error::SchemaChanged`], naming the type,
+    /// the declared and the newest version and the fix): the event changed but its
+    /// `#[dead_letter(version = N)]` did not, so every parked row of version N would fail to
+    /// decode and die. Bump the version and add an upcaster instead; use this only for a
+    /// change that old rows still decode under (a new optional field), or once they are gone.
+    /// A type whose event exports no JSON Schema is not checked.
+    ///
+    /// ```
+    /// use dlq_core::catalog::VersionSchema;
+    /// use dlq_core::{dead_letter, handlers, DeadLetterStore, MemoryStore, Retrier};
+    /// use std::sync::Arc;
+    ///
+    /// #[derive(serde::Serialize, serde::Deserialize, dlq_core::schemars::JsonSchema)]
+    /// #[schemars(crate = "dlq_core::schemars")]
+    /// struct Payment { amount_cents: i64, note: Option<String> }
+    ///
+    /// #[dead_letter(event_type = "doc-accept-schema")]
+    /// async fn pay(payment: Payment) -> Result<(), std::io::Error> { Ok(()) }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// // Version 1 was first published without `note`.
+    /// let v1 = dlq_core::catalog::EventTypeInfo::new("doc-accept-schema", 1, "old-pod");
+    /// let mut v1 = v1;
+    /// v1.schema = Some(serde_json::json!({"type": "object", "required": ["amount_cents"]}));
+    /// store.publish_types(vec![v1]).await?;
+    ///
+    /// let refused = Retrier::new(store.clone(), handlers![pay]?).run_once().await.unwrap_err();
+    /// assert!(matches!(refused, dlq_core::Error::SchemaChanged(_)), "{refused}");
+    /// // `note` is optional: version 1's rows still decode.
+    /// let retrier = Retrier::new(store.clone(), handlers![pay]?).accept_schema_change();
+    /// assert_eq!(retrier.run_once().await?, 0);
+    /// assert_eq!(store.version_schemas().await?.len(), 1, "the handler's schema is now version 1's");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
+    #[must_use]
+    pub fn accept_schema_change(mut self) -> Self {
+        self.accept_schema_change = true;
         self
     }
 

@@ -59,7 +59,9 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// # Errors
     /// Before it starts: [`Error::Config`] for unusable settings, [`Error::MissingState`] when
     /// a handler's `State<T>` is not in the context, [`Error::Unsupported`] for `singleton` on
-    /// a store without a lock. While running, store failures (a database outage) are logged,
+    /// a store without a lock, [`Error::SchemaChanged`] when a handler's event is not the shape
+    /// its version was first published with in the store's type catalog (a changed event
+    /// without a version bump; see [`accept_schema_change`](Self::accept_schema_change)). While running, store failures (a database outage) are logged,
     /// counted in the stats and retried; they never end the run.
     ///
     /// ```
@@ -100,6 +102,11 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         self.config.validate()?;
         self.registry.check_context(&self.context)?;
         self.check_keys()?;
+        if let Err(error) = self.check_versions().await {
+            // Published all the same: `dlq redrive --validate` then reports the mismatch.
+            crate::catalog::publish_or_warn(&*self.store, self.registry.catalog(&self.owner)).await;
+            return Err(error);
+        }
         crate::observe::describe_metrics();
         let beat = RetrierHeartbeat::new(&self.owner, self.registry.event_types(), self.config.singleton);
         let expire_after = self.config.heartbeat.saturating_mul(3);
@@ -137,6 +144,36 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             tracing::warn!(%error, "could not remove the retrier's heartbeat");
         }
         result.map(|()| self.stats())
+    }
+
+    /// Refuses to start when a handler declares a version whose schema in the store's type
+    /// catalog has another shape than its event's ([`Error::SchemaChanged`]), unless
+    /// [`accept_schema_change`](Self::accept_schema_change) says to make the handler's that
+    /// version's. A catalog the store cannot read now is logged and not checked.
+    async fn check_versions(&self) -> Result<(), Error> {
+        let (schemas, types) = match (self.store.version_schemas().await, self.store.event_types().await) {
+            (Ok(schemas), Ok(types)) => (schemas, types),
+            (Err(error), _) | (_, Err(error)) => {
+                tracing::warn!(%error, "could not read the type catalog to check the handlers' versions against it");
+                return Ok(());
+            }
+        };
+        let catalog = crate::catalog::Catalog::new(types);
+        for record in self.registry.catalog(&self.owner) {
+            let Err(mismatch) = crate::catalog::check_versions(std::slice::from_ref(&record), &schemas, &catalog)
+            else {
+                continue;
+            };
+            let (Some(schema), true) = (record.schema, self.accept_schema_change) else {
+                return Err(Error::SchemaChanged(mismatch));
+            };
+            tracing::warn!(%mismatch, "accepted by `accept_schema_change`: the handler's schema becomes the version's");
+            let accepted =
+                crate::catalog::VersionSchema::new(record.event_type, record.version, schema, record.published_by);
+            self.store.accept_schema(accepted).await?;
+        }
+        self.versions_checked.store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     async fn run_workers(&self, stop: &CancellationToken) {
@@ -295,9 +332,9 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// Claims one batch, runs it and writes the outcomes. Returns how many rows it claimed.
     ///
     /// # Errors
-    /// [`Error::MissingState`] when a handler's `State<T>` is not in the context, checked
-    /// before anything is claimed (as [`run_until`](Self::run_until) does), so no row spends
-    /// a retry on it. The store's error from the claim or the outcome write (rows whose
+    /// [`Error::MissingState`] when a handler's `State<T>` is not in the context, and
+    /// [`Error::SchemaChanged`] (checked on the first call), both before anything is claimed
+    /// (as [`run_until`](Self::run_until) does), so no row spends a retry on them. The store's error from the claim or the outcome write (rows whose
     /// outcome could not be written keep their lease and are claimed again when it expires).
     ///
     /// ```
@@ -321,6 +358,9 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     pub async fn run_once(&self) -> Result<usize, Error> {
         self.registry.check_context(&self.context)?;
         self.check_keys()?;
+        if !self.versions_checked.load(std::sync::atomic::Ordering::Relaxed) {
+            self.check_versions().await?;
+        }
         // Not part of a run: nothing cancels it, and it claims nothing beyond its batch.
         self.run_batch_once(&CancellationToken::new(), &mut None, false).await
     }

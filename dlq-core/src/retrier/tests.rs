@@ -165,6 +165,10 @@ macro_rules! delegate_required {
                 erasures(n: usize) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::store::Erasure>>>;
                 publish_types(t: Vec<crate::catalog::EventTypeInfo>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
                 event_types() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::catalog::EventTypeInfo>>>;
+                subject_key_check(c: crate::store::KeyCheck) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::KeyCheck>>;
+                count_subject(h: crate::store::SubjectHash) -> crate::store::BoxFuture<'_, crate::store::StoreResult<u64>>;
+                version_schemas() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::catalog::VersionSchema>>>;
+                accept_schema(v: crate::catalog::VersionSchema) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
             }
     };
 }

@@ -1080,7 +1080,7 @@ pub async fn purge_by_age<S: DeadLetterStore>(s: &S) {
 /// other subjects' rows and rows without a subject, frees the dedupe keys, and records the
 /// erasure with the hash's prefix, the counts and the note, newest first.
 pub async fn erase_by_subject<S: DeadLetterStore>(s: &S) {
-    use crate::subject::{EraseRequest, SubjectKey};
+    use crate::subject::{Count, EraseRequest, SubjectKey};
     let key = SubjectKey::new([42; 32]).expect("key");
     let (who, other) = (key.hash("customer-42"), key.hash("customer-7"));
     let mine = |n| letter("payment", n).with_subject(who.clone());
@@ -1096,11 +1096,14 @@ pub async fn erase_by_subject<S: DeadLetterStore>(s: &S) {
     settle_ok(s, retry).await;
     assert!(ids(&claimed_now).contains(&claimed), "a row being retried is erased too");
 
+    assert_eq!(s.count_subject(who.clone()).await.expect("count_subject"), 3, "what an erasure would delete");
+    assert_eq!(s.count_subject(key.hash("nobody")).await.expect("count_subject"), 0);
     let erased = s.erase(EraseRequest::new(who.clone(), AuditNote::new("alice", "GDPR request 118"))).await;
     let erased = erased.expect("erase");
     // Attempt 0 of each row, unless the store keeps it in the row itself (PostgreSQL).
-    assert_eq!((erased.rows, erased.audit), (3, 1));
-    assert!(matches!(erased.attempts, 0 | 3), "attempts erased: {}", erased.attempts);
+    assert_eq!((erased.rows, erased.audit), (Count::Of(3), Count::Of(1)));
+    assert!(matches!(erased.attempts, Count::Of(0 | 3)), "attempts erased: {}", erased.attempts);
+    assert_eq!(s.count_subject(who.clone()).await.expect("count_subject"), 0);
     assert_eq!((erased.subject_prefix.as_str(), erased.actor.as_str()), (who.prefix(), "alice"));
     assert_eq!(erased.reason, "GDPR request 118");
     for id in [pending, dead, claimed] {
@@ -1113,12 +1116,24 @@ pub async fn erase_by_subject<S: DeadLetterStore>(s: &S) {
     let again = s.park(mine(6).with_dedupe_key("k-1")).await.expect("park");
     assert!(!again.deduplicated, "an erased row's dedupe key is free");
     let twice = s.erase(EraseRequest::new(who, AuditNote::new("bob", "second request"))).await.expect("erase");
-    assert_eq!((twice.rows, twice.audit), (1, 0));
+    assert_eq!((twice.rows, twice.audit), (Count::Of(1), Count::Of(0)));
     assert_eq!(s.attempts(theirs).await.expect("attempts").len(), 2, "their row's history is kept");
     let records = s.erasures(10).await.expect("erasures");
     assert_eq!(records.iter().map(|e| e.reason.as_str()).collect::<Vec<_>>(), ["second request", "GDPR request 118"]);
     assert!(records[0].id > records[1].id && records[0].at >= records[1].at);
     assert_eq!(s.erasures(1).await.expect("erasures").len(), 1, "the limit");
+}
+
+/// `subject_key_check` keeps the first check value it is given and returns it to every later
+/// call, whatever value that call brings (an erasure then tells a wrong key from a subject
+/// without rows).
+pub async fn subject_key_check_keeps_the_first<S: DeadLetterStore>(s: &S) {
+    use crate::subject::SubjectKey;
+    let (first, other) = (SubjectKey::new([42; 32]).expect("key"), SubjectKey::new([7; 32]).expect("key"));
+    assert_eq!(s.subject_key_check(first.check()).await.expect("check"), first.check(), "kept");
+    assert_eq!(s.subject_key_check(first.check()).await.expect("check"), first.check(), "the same again");
+    assert_eq!(s.subject_key_check(other.check()).await.expect("check"), first.check(), "another is not kept");
+    assert_eq!(s.subject_key_check(first.check()).await.expect("check"), first.check());
 }
 
 /// The type catalog keeps one record per event type, every field as published (schemas by
@@ -1152,6 +1167,59 @@ pub async fn type_catalog_newest_version_wins<S: DeadLetterStore>(s: &S) {
     let kept: Vec<_> = catalog.iter().map(|i| (i.event_type.as_str(), i.version, i.published_by.as_str())).collect();
     assert_eq!(kept, [("card", 2, "a"), ("payment", 3, "host:3:again"), ("refund", 2, "host:2:old")]);
     assert_eq!(catalog[1], same, "the same version refreshes the whole record");
+}
+
+/// `publish_types` keeps every shape each version of a type was published with
+/// (`version_schemas`): a shape new to its version is added, whatever the newest-version rule
+/// does with the record (a process that changed its event without bumping its version is seen);
+/// a known shape (annotations aside) keeps its first publication and takes the last publisher;
+/// `accept_schema` makes one shape its version's only one.
+pub async fn type_catalog_keeps_every_shape_of_a_version<S: DeadLetterStore>(s: &S) {
+    use crate::catalog::{EventTypeInfo, VersionSchema};
+    let at = |n: i64| DateTime::<Utc>::from_timestamp(1_700_000_000 + n, 0).expect("a time");
+    let record = |version: u32, by: &str, n: i64| {
+        let mut info = EventTypeInfo::new("payment", version, by);
+        info.published_at = at(n);
+        info
+    };
+    assert!(s.version_schemas().await.expect("version_schemas").is_empty());
+    let cents = json!({"title": "Payment", "type": "object", "required": ["cents"]});
+    let mut v1 = record(1, "payments-v1", 0);
+    v1.schema = Some(cents);
+    let mut v2 = record(2, "payments-v2", 10);
+    v2.schema = Some(json!({"type": "object", "required": ["cents", "currency"]}));
+    v2.older_schemas = [(1, json!({"title": "PaymentV1", "type": "object", "required": ["cents"]}))].into();
+    let mut v3 = record(3, "payments-v3", 5);
+    // Upcasters on `serde_json::Value`: schemas that take any JSON, no shape.
+    let any_value = json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "AnyValue"});
+    v3.older_schemas = [(1, json!(true)), (2, any_value)].into();
+    s.publish_types(vec![v3]).await.expect("publish");
+    s.publish_types(vec![v1]).await.expect("publish");
+    s.publish_types(vec![v2]).await.expect("publish");
+    let mut forgot = record(1, "payments-v3", 20);
+    forgot.schema = Some(json!({"type": "object", "required": ["amount_cents"]}));
+    s.publish_types(vec![forgot.clone()]).await.expect("publish");
+    assert_eq!(s.event_types().await.expect("event_types")[0].version, 3, "the newest version's record stays");
+
+    let stored = s.version_schemas().await.expect("version_schemas");
+    let seen: Vec<_> =
+        stored.iter().map(|v| (v.version, v.first_published_at, v.published_at, v.published_by.as_str())).collect();
+    assert_eq!(
+        seen,
+        [(1, at(0), at(10), "payments-v2"), (1, at(20), at(20), "payments-v3"), (2, at(10), at(10), "payments-v2")],
+        "by version, then first publication"
+    );
+    assert_eq!(stored[1].schema, json!({"type": "object", "required": ["amount_cents"]}), "as published");
+    assert_eq!(stored[1].digest, crate::catalog::shape_digest(&stored[1].schema));
+    assert_ne!(stored[0].digest, stored[1].digest);
+
+    let accepted = VersionSchema::new("payment", 1, json!({"type": "object", "required": ["amount_cents"]}), "ops");
+    s.accept_schema(accepted).await.expect("accept_schema");
+    let stored = s.version_schemas().await.expect("version_schemas");
+    let seen: Vec<_> = stored.iter().map(|v| (v.version, v.published_by.as_str())).collect();
+    assert_eq!(seen, [(1, "ops"), (2, "payments-v2")], "one shape left for version 1");
+    s.publish_types(vec![forgot]).await.expect("publish");
+    assert_eq!(s.version_schemas().await.expect("version_schemas").len(), 2, "a known shape is not added twice");
 }
 
 /// `list` applies every filter field and the limit, newest first, over rows in every status

@@ -241,7 +241,9 @@ macro_rules! __store_conformance_each {
         $crate::__store_conformance_test!($setup patch_rows_patch_each_row_once);
         $crate::__store_conformance_test!($setup purge_by_age);
         $crate::__store_conformance_test!($setup erase_by_subject);
+        $crate::__store_conformance_test!($setup subject_key_check_keeps_the_first);
         $crate::__store_conformance_test!($setup type_catalog_newest_version_wins);
+        $crate::__store_conformance_test!($setup type_catalog_keeps_every_shape_of_a_version);
         $crate::__store_conformance_test!($setup list_filters_newest_first);
         $crate::__store_conformance_test!($setup list_keyset_pages_and_other_filters);
         $crate::__store_conformance_test!($setup stats_counts);

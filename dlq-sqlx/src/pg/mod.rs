@@ -726,12 +726,31 @@ impl DeadLetterStore for PgStore {
         Box::pin(erase::erasures(self, limit))
     }
 
+    fn subject_key_check(
+        &self,
+        check: dlq_core::store::KeyCheck,
+    ) -> BoxFuture<'_, StoreResult<dlq_core::store::KeyCheck>> {
+        Box::pin(erase::key_check(self, check))
+    }
+
+    fn count_subject(&self, subject: dlq_core::store::SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(erase::count_subject(self, subject))
+    }
+
     fn publish_types(&self, types: Vec<dlq_core::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
         Box::pin(catalog::publish(self, types))
     }
 
     fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::EventTypeInfo>>> {
         Box::pin(catalog::all(self))
+    }
+
+    fn version_schemas(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::VersionSchema>>> {
+        Box::pin(catalog::schemas(self))
+    }
+
+    fn accept_schema(&self, schema: dlq_core::catalog::VersionSchema) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(catalog::accept(self, schema))
     }
 
     fn max_payload_bytes(&self) -> usize {

@@ -235,10 +235,22 @@ statements! {
     erase = "erase.sql";
     /// The newest erasure records.
     erasures = "erasures.sql";
+    /// Keep the subject key's check value unless one is kept.
+    subject_key_check = "subject_key_check.sql";
+    /// The subject key's check value.
+    subject_key_read = "subject_key_read.sql";
+    /// Count one subject's rows.
+    count_subject = "count_subject.sql";
     /// Write records of the type catalog; the newest version wins.
     publish_types = "publish_types.sql";
     /// The type catalog.
     event_types = "event_types.sql";
+    /// Keep the published versions' schemas.
+    publish_schemas = "publish_schemas.sql";
+    /// The versions' schemas.
+    version_schemas = "version_schemas.sql";
+    /// Drop a version's schemas of other shapes.
+    accept_schema_drop = "accept_schema_drop.sql";
     /// Count the finished rows past retention (what a purge would delete).
     purgeable = "purgeable.sql";
     /// Count every row (for `max_entries`).

@@ -1,7 +1,8 @@
 //! Erasure by data subject (migration 0010): a subject's rows deleted with their history and
-//! the erasure recorded, in one `BEGIN IMMEDIATE` transaction.
+//! the erasure recorded, in one `BEGIN IMMEDIATE` transaction; the subject key's check value
+//! (migration 0014).
 
-use dlq_core::store::{EraseRequest, Erasure, StoreResult};
+use dlq_core::store::{EraseRequest, Erasure, KeyCheck, StoreResult, SubjectHash};
 use sqlx::Row;
 use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
 
@@ -14,6 +15,10 @@ const ERASE_EVENTS: &str = "DELETE FROM dlq_events WHERE subject = ?1";
 const INSERT_ERASURE: &str = "INSERT INTO dlq_erasures \
      (subject_prefix, erased_rows, erased_attempts, erased_audit, actor, reason, at) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id";
+const KEEP_KEY_CHECK: &str = "INSERT INTO dlq_subject_key (only_row, key_check, created_at) VALUES (1, ?1, ?2) \
+     ON CONFLICT (only_row) DO NOTHING RETURNING key_check";
+const KEY_CHECK: &str = "SELECT key_check FROM dlq_subject_key";
+const COUNT_SUBJECT: &str = "SELECT count(*) FROM dlq_events WHERE subject = ?1";
 const SELECT_ERASURES: &str = "SELECT id, subject_prefix, erased_rows, erased_attempts, erased_audit, actor, reason, at \
      FROM dlq_erasures ORDER BY id DESC LIMIT ?1";
 
@@ -55,14 +60,33 @@ pub(super) async fn erasures(pool: &SqlitePool, limit: usize) -> StoreResult<Vec
     rows.iter().map(erasure).collect()
 }
 
+/// Keeps `check` unless a check value is kept already; the kept one.
+pub(super) async fn key_check(pool: &SqlitePool, check: KeyCheck) -> StoreResult<KeyCheck> {
+    let mut tx = begin(pool).await?;
+    let kept: Option<String> = sqlx::query_scalar(KEEP_KEY_CHECK)
+        .bind(check.as_str())
+        .bind(codec::now_micros())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(sql)?;
+    let kept = match kept {
+        Some(kept) => kept,
+        None => sqlx::query_scalar(KEY_CHECK).fetch_one(&mut *tx).await.map_err(sql)?,
+    };
+    tx.commit().await.map_err(sql)?;
+    KeyCheck::from_hex(kept)
+}
+
+/// The rows stored under `subject`.
+pub(super) async fn count_subject(pool: &SqlitePool, subject: SubjectHash) -> StoreResult<u64> {
+    let count: i64 = sqlx::query_scalar(COUNT_SUBJECT).bind(subject.as_str()).fetch_one(pool).await.map_err(sql)?;
+    Ok(count.unsigned_abs())
+}
+
 fn erasure(row: &SqliteRow) -> StoreResult<Erasure> {
     let get = |name: &str| row.try_get::<i64, _>(name).map_err(sql);
-    let counts = (
-        get("erased_rows")?.unsigned_abs(),
-        get("erased_attempts")?.unsigned_abs(),
-        get("erased_audit")?.unsigned_abs(),
-    );
+    let counts = (get("erased_rows")?, get("erased_attempts")?, get("erased_audit")?);
     let text = |name: &str| row.try_get::<String, _>(name).map_err(sql);
     let note = dlq_core::store::AuditNote::new(text("actor")?, text("reason")?);
-    Ok(Erasure::new(get("id")?, text("subject_prefix")?, counts, note, codec::time(get("at")?)?))
+    Ok(Erasure::stored(get("id")?, text("subject_prefix")?, counts, note, codec::time(get("at")?)?))
 }

@@ -440,12 +440,31 @@ impl DeadLetterStore for SqliteStore {
         Box::pin(erase::erasures(&self.pool, limit))
     }
 
+    fn subject_key_check(
+        &self,
+        check: dlq_core::store::KeyCheck,
+    ) -> BoxFuture<'_, StoreResult<dlq_core::store::KeyCheck>> {
+        Box::pin(erase::key_check(&self.pool, check))
+    }
+
+    fn count_subject(&self, subject: dlq_core::store::SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(erase::count_subject(&self.pool, subject))
+    }
+
     fn publish_types(&self, types: Vec<dlq_core::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
         Box::pin(catalog::publish(&self.pool, types))
     }
 
     fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::EventTypeInfo>>> {
         Box::pin(catalog::all(&self.pool))
+    }
+
+    fn version_schemas(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::VersionSchema>>> {
+        Box::pin(catalog::schemas(&self.pool))
+    }
+
+    fn accept_schema(&self, schema: dlq_core::catalog::VersionSchema) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(catalog::accept(&self.pool, schema))
     }
 
     fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>> {

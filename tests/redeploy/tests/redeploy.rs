@@ -80,37 +80,47 @@ async fn count(db: &Path, status: Status) -> usize {
     rows.expect("list").len()
 }
 
+/// Runs a build of the service that must fail: its stderr.
+fn run_refused(program: &str, db: &Path) -> String {
+    let out = Command::new(program).arg(db).output().expect("run a build of the service");
+    assert_eq!(out.status.code(), Some(1), "{program}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A deploy that changed the event but forgot `version = 3` (so it says version 1): version
+/// 2 published version 1's schema (its upcaster's input) into the catalog, so the mistaken
+/// build's retrier refuses to start, naming the type, both versions and the fix, before any
+/// row is claimed; `redrive --validate` reports the same mismatch; the right build drains all.
 #[tokio::test]
-async fn without_the_upcasters_the_redrive_is_refused_by_validate_before_any_row_moves() {
+async fn a_forgotten_version_bump_is_refused_before_any_row_moves() {
     let db = TempDb(std::env::temp_dir().join(format!("dlq-redeploy-forgot-{}.db", std::process::id())));
     drop(std::fs::remove_file(&db.0));
     run(env!("CARGO_BIN_EXE_payments-v1"), &db.0, Some(60));
     run(env!("CARGO_BIN_EXE_payments-v2"), &db.0, Some(40));
-    run(env!("CARGO_BIN_EXE_payments-v3-forgot"), &db.0, None);
-    assert_eq!(count(&db.0, Status::FailedPermanently).await, 100, "the mistaken build failed every row");
+    let refused = run_refused(env!("CARGO_BIN_EXE_payments-v3-forgot"), &db.0);
+    for want in ["event type `payment`", "declares version 1", "newest version is 2", "`version = 3`"] {
+        assert!(refused.contains(want), "{want}: {refused}");
+    }
+    assert!(refused.contains("upcaster from version 2") && refused.contains("accept_schema_change"), "{refused}");
+    assert_eq!(count(&db.0, Status::Pending).await, 100, "no row claimed, none failed");
 
     let redrive = ["redrive", "--all", "--validate", "--reason", "after the deploy", "--json"];
-    assert_eq!(dlq(&db.0, &redrive).await, std::process::ExitCode::from(1), "refused");
-    assert_eq!(count(&db.0, Status::FailedPermanently).await, 100, "before any row moved");
+    assert_eq!(dlq(&db.0, &redrive).await, std::process::ExitCode::from(1), "refused by the mismatch");
     let store = SqliteStore::open(&db.0).await.expect("open");
-    let catalog = store.event_types().await.expect("the catalog");
-    assert_eq!((catalog[0].version, catalog[0].published_by.as_str()), (1, "payments-v3-forgot"));
-    let check = dlq_core::admin::Admin::new(std::sync::Arc::new(store), "test")
-        .with_catalog(dlq_core::catalog::Catalog::new(catalog));
+    let catalog = dlq_core::catalog::Catalog::read(&store).await.expect("the catalog");
+    assert_eq!(catalog.get("payment").map(|info| info.version), Some(2), "version 2's record stays");
+    let check = dlq_core::admin::Admin::new(std::sync::Arc::new(store), "test").with_catalog(catalog);
     let report = check.validation(ListFilter::default(), 1_000).await.expect("the counts");
-    let (not, errors): (u64, Vec<&str>) = (
-        report.groups.iter().map(|g| g.not).sum(),
-        report.groups.iter().filter_map(|g| g.first_error.as_ref()).map(|(_, why)| why.as_str()).collect(),
-    );
-    assert_eq!((report.checked, not), (100, 100), "the counts --validate printed");
-    assert!(errors.iter().any(|why| why.contains("version 2 is newer than version 1")), "{errors:?}");
-    assert!(errors.iter().any(|why| why.contains("missing field `amount_cents`")), "{errors:?}");
+    let mismatch = &report.mismatches[0];
+    assert_eq!((mismatch.version, mismatch.newest), (1, 2), "{mismatch}");
+    assert_eq!((mismatch.published_by.as_str(), mismatch.differing_by.as_str()), ("payments-v2", "payments-v3-forgot"));
+    assert!(!report.passes());
 
-    // The right version 3 publishes version 3 (the newest wins) and drains nothing failed; the
-    // same redrive then passes, and version 3 drains every row.
-    run(env!("CARGO_BIN_EXE_payments-v3"), &db.0, None);
-    assert_eq!(count(&db.0, Status::FailedPermanently).await, 100);
-    assert_eq!(dlq(&db.0, &redrive).await, std::process::ExitCode::SUCCESS);
+    // The right version 3 publishes version 3 and drains every row; the mismatch is past.
     run(env!("CARGO_BIN_EXE_payments-v3"), &db.0, None);
     assert_eq!(count(&db.0, Status::Succeeded).await, 100);
+    let store = SqliteStore::open(&db.0).await.expect("open");
+    let catalog = dlq_core::catalog::Catalog::read(&store).await.expect("the catalog");
+    assert!(catalog.mismatches().is_empty(), "{:?}", catalog.mismatches());
+    store.pool().close().await;
 }

@@ -43,8 +43,12 @@ struct Tables {
     circuits: Vec<Circuit>,
     circuit_log: Vec<CircuitLogEntry>,
     erasures: Vec<Erasure>,
+    /// The subject key's check value, once one was given.
+    key_check: Option<dlq_core::store::KeyCheck>,
     /// The type catalog, by event type.
     catalog: Vec<dlq_core::catalog::EventTypeInfo>,
+    /// The schemas each version was published with.
+    schemas: Vec<dlq_core::catalog::VersionSchema>,
 }
 
 /// The store: see the crate's docs.
@@ -420,8 +424,30 @@ impl DeadLetterStore for VecStore {
         done(Ok(self.lock().erasures.iter().rev().take(limit).cloned().collect()))
     }
 
+    fn subject_key_check(
+        &self,
+        check: dlq_core::store::KeyCheck,
+    ) -> BoxFuture<'_, StoreResult<dlq_core::store::KeyCheck>> {
+        done(Ok(self.lock().key_check.get_or_insert(check).clone()))
+    }
+
+    fn count_subject(&self, subject: SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
+        done(Ok(self.lock().rows.iter().filter(|r| r.subject.as_ref() == Some(&subject)).count() as u64))
+    }
+
     fn publish_types(&self, types: Vec<dlq_core::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
-        dlq_core::catalog::merge(&mut self.lock().catalog, types);
+        let mut tables = self.lock();
+        dlq_core::catalog::merge_schemas(&mut tables.schemas, &types);
+        dlq_core::catalog::merge(&mut tables.catalog, types);
+        done(Ok(()))
+    }
+
+    fn version_schemas(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::VersionSchema>>> {
+        done(Ok(self.lock().schemas.clone()))
+    }
+
+    fn accept_schema(&self, schema: dlq_core::catalog::VersionSchema) -> BoxFuture<'_, StoreResult<()>> {
+        dlq_core::catalog::accept_schema(&mut self.lock().schemas, schema);
         done(Ok(()))
     }
 

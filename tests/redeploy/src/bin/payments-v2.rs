@@ -40,4 +40,6 @@ async fn main() {
         let err = with_store(store.clone(), handle(payment)).await.expect_err("the ledger is down");
         assert!(err.is_parked(), "{err}");
     }
+    // Its type in the store's catalog: version 2, and version 1's schema from `PaymentV1`.
+    redeploy::publish(&dlq_core::handlers![handle].expect("one handler"), "payments-v2").await;
 }

@@ -1,8 +1,9 @@
 //! Version 3 of the payments service as first deployed, by mistake: `cents` renamed
 //! `amount_cents`, but the attribute still says version 1 and names no upcaster. Its retrier
-//! publishes its type (version 1, the JSON Schema of the new `Payment`) into the store's catalog
-//! and runs: every parked payment fails for good, as undecodable (version 2's rows are ahead of
-//! it, version 1's lack `amount_cents`).
+//! finds version 1 of `payment` published with another event in the store's catalog and
+//! refuses to start (exit 1, the fix on stderr) before any row is claimed; it publishes its
+//! type all the same, so that `dlq redrive --validate` reports the mismatch. Were it to run,
+//! every parked payment would fail for good, as undecodable.
 //!
 //! `cargo run --bin payments-v3-forgot -- /tmp/payments.db`
 
