@@ -259,7 +259,7 @@ impl Db {
                     row.redrive_count += 1;
                     row.seen_moves += 1;
                 }
-                Operation::Discard if !matches!(row.status, Status::Processing | Status::Discarded) => {
+                Operation::Discard if matches!(row.status, Status::Pending | Status::FailedPermanently) => {
                     row.status = Status::Discarded;
                     row.seen_moves += 1;
                 }
