@@ -21,7 +21,10 @@ fn app(store: &Arc<dyn DeadLetterStore>) -> Router {
     let options = Options::default()
         .allow_actions(true)
         .actor(|parts| parts.headers.get("x-user").and_then(|v| v.to_str().ok()).map(str::to_owned));
-    Router::new().nest("/dlq", dlq_web::router(Admin::new(store.clone(), "console"), options))
+    // The service's subject key, so that the erase form goes as far as its confirmation.
+    let key = dlq_core::subject::SubjectKey::new("canary subject key of at least 32 bytes").unwrap();
+    let admin = Admin::new(store.clone(), "console").with_subject_key(key);
+    Router::new().nest("/dlq", dlq_web::router(admin, options))
 }
 
 /// The status and body of one request, as a browser on the console's machine sends it.

@@ -709,7 +709,7 @@ async fn refusals_have_a_body_and_the_security_headers() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(axum::serve(dlq_web::HardenedListener::new(listener), app).into_future());
-    let (code, head, body) = over_tcp(addr, "GET", &format!("/dlq/events?reason={}", "d".repeat(20_000)), "").await;
+    let (code, head, body) = over_tcp(addr, "GET", &format!("/dlq/events?reason={}", "d".repeat(40_000)), "").await;
     assert_eq!(code, 414, "{head}");
     assert!(head.to_lowercase().contains("content-security-policy: default-src 'none'"), "{head}");
     assert!(body.contains("path and query"), "{body}");
