@@ -688,31 +688,20 @@ pub(crate) async fn publish_or_warn<S: DeadLetterStore + ?Sized>(store: &S, reco
     }
 }
 
-/// Publishes `reg`'s record ([`EventTypeInfo::of`]) into `store` unless this process already
-/// has (once per store and type): what the live path and a [`Dispatcher`](crate::Dispatcher)
-/// do before their first park of a type, so that the operator tools know from the first row
-/// what the type redacts, seals and decodes. A store that cannot take it now is tried again
-/// at the next park; the park itself goes on (a park never waits on the catalog).
-pub(crate) async fn publish_once<S: DeadLetterStore + ?Sized>(store: &S, reg: &crate::Registration) {
-    type Published = std::sync::Mutex<std::collections::HashSet<(crate::store::StoreId, &'static str)>>;
-    static PUBLISHED: std::sync::OnceLock<Published> = std::sync::OnceLock::new();
-    let published = PUBLISHED.get_or_init(Published::default);
-    let key = (store.store_id(), reg.event_type);
-    if published.lock().is_ok_and(|set| set.contains(&key)) {
-        return;
-    }
+/// Publishes `reg`'s record ([`EventTypeInfo::of`]) into `store`: what the live path and a
+/// [`Dispatcher`](crate::Dispatcher) do before their first park of a type (once per store and
+/// type: [`crate::live`] remembers), so that the operator tools know from the first row what
+/// the type redacts, seals and decodes. Whether it is done: a store that cannot take it now
+/// is tried again at the next park; the park itself goes on (a park never waits on the
+/// catalog).
+pub(crate) async fn publish_for_live<S: DeadLetterStore + ?Sized>(store: &S, reg: &crate::Registration) -> bool {
     let owner = format!("{}:{}:live", crate::record::host_name(), std::process::id());
-    let done = match store.publish_types(vec![EventTypeInfo::of(reg, &owner)]).await {
+    match store.publish_types(vec![EventTypeInfo::of(reg, &owner)]).await {
         // A store without a catalog: nothing to publish, now or later.
         Ok(()) | Err(crate::Error::Unsupported { .. }) => true,
         Err(error) => {
             tracing::warn!(%error, event_type = reg.event_type, "could not publish the event type into the store's catalog; will try again at its next park");
             false
-        }
-    };
-    if done {
-        if let Ok(mut set) = published.lock() {
-            set.insert(key);
         }
     }
 }

@@ -381,7 +381,7 @@ fn current_keys() -> Option<Arc<KeyRing>> {
 /// Seals `letter` when its type is encrypted, then parks it ([`park_observed`]); a payload
 /// cut to fit once sealed is reported [`Parked::truncated`] as a store reports one it cut.
 /// The first park of `reg`'s type into `store` in this process publishes the type's catalog
-/// record first ([`crate::catalog::publish_once`]): the tools mask what the type redacts from
+/// record first ([`crate::catalog::publish_for_live`]): the tools mask what the type redacts from
 /// its first row on, whether or not a retrier has started.
 async fn park_sealed(
     store: &dyn DeadLetterStore,
@@ -390,16 +390,40 @@ async fn park_sealed(
     keys: Option<&KeyRing>,
 ) -> Result<Parked, Error> {
     if letter.subject.is_some() {
-        crate::subject::remember_check(store).await;
+        once_per_store(store, FirstPark::Subject, crate::subject::remember_check(store)).await;
     }
     if let Some(reg) = reg {
-        crate::catalog::publish_once(store, reg).await;
+        once_per_store(store, FirstPark::Type(reg.event_type), crate::catalog::publish_for_live(store, reg)).await;
     }
     let sealing = reg.and_then(|r| r.sealing);
     let (letter, cut) = crate::sealed::seal_letter(letter, sealing, keys, store.max_payload_bytes())?;
     let mut parked = park_observed(store, letter).await?;
     parked.truncated |= cut && !parked.deduplicated;
     Ok(parked)
+}
+
+/// What the live path does before its first park into a store, once per store and process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum FirstPark {
+    /// Remember the subject key's check value ([`crate::subject::remember_check`]).
+    Subject,
+    /// Publish the type's catalog record ([`crate::catalog::publish_for_live`]).
+    Type(&'static str),
+}
+
+/// Runs `step` unless this process has done `what` for `store` already; remembers it when the
+/// step says it is done (a store that was down is tried again at the next park).
+async fn once_per_store(store: &dyn DeadLetterStore, what: FirstPark, step: impl Future<Output = bool>) {
+    type Done = std::sync::Mutex<std::collections::HashSet<(crate::store::StoreId, FirstPark)>>;
+    static DONE: OnceLock<Done> = OnceLock::new();
+    let done = DONE.get_or_init(Done::default);
+    let key = (store.store_id(), what);
+    if done.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&key) {
+        return;
+    }
+    if step.await {
+        done.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key);
+    }
 }
 
 /// The largest payload the live path's store here keeps whole

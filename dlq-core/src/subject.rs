@@ -204,23 +204,22 @@ pub async fn check_key<S: crate::DeadLetterStore + ?Sized>(store: &S, key: &Subj
     })
 }
 
-/// Has `store` keep the process's key's check value, once per store and process, before the
-/// live path parks its first row with a subject; a store that keeps another key's is logged
-/// (without either key): the row is parked all the same.
-pub(crate) async fn remember_check(store: &dyn crate::DeadLetterStore) {
-    static DONE: std::sync::Mutex<Vec<crate::store::StoreId>> = std::sync::Mutex::new(Vec::new());
-    let Ok(Some(key)) = key() else { return };
-    let id = store.store_id();
-    if DONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&id) {
-        return;
-    }
+/// Has `store` keep the process's key's check value before the live path parks its first row
+/// with a subject there (once per store: [`crate::live`] remembers); a store that keeps
+/// another key's is logged (without either key): the row is parked all the same. Whether it
+/// is done (false: the store could not answer; tried again at the next park).
+pub(crate) async fn remember_check(store: &dyn crate::DeadLetterStore) -> bool {
+    let Ok(Some(key)) = key() else { return true };
     match check_key(store, key).await {
-        Ok(()) => DONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(id),
+        Ok(()) => true,
         Err(error @ Error::Config { .. }) => {
-            DONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(id);
             tracing::error!(%error, "the subject key differs from the one the store's subjects were hashed with");
+            true
         }
-        Err(error) => tracing::warn!(%error, "could not check the subject key against the store's; will try again"),
+        Err(error) => {
+            tracing::warn!(%error, "could not check the subject key against the store's; will try again");
+            false
+        }
     }
 }
 
