@@ -191,6 +191,13 @@ pub enum Verdict {
 impl Verdict {
     /// The same verdict with its text (why) passed through `shown`: what an operator is
     /// shown of it (the admin layer scrubs the values a type redacts out of it).
+    ///
+    /// ```
+    /// use dlq_core::catalog::Verdict;
+    /// let shown = Verdict::Not("found 4111".into()).map_text(|why| why.replace("4111", "[redacted]"));
+    /// assert_eq!(shown, Verdict::Not("found [redacted]".into()));
+    /// assert_eq!(Verdict::AsIs.map_text(|_| unreachable!()), Verdict::AsIs);
+    /// ```
     #[must_use]
     pub fn map_text(self, shown: impl FnOnce(String) -> String) -> Self {
         match self {

@@ -310,6 +310,7 @@ impl Admin {
 
     /// How many rows an [`erase`](Self::erase) of `subject` would delete now, whatever their
     /// status: what an erasure's confirmation shows. The key is checked as `erase` checks it.
+    /// The example of [`erase`](Self::erase) shows it.
     ///
     /// # Errors
     /// As [`erase`](Self::erase)'s, but for the reason.
@@ -487,6 +488,23 @@ impl Admin {
     /// Whether `filter` selects any row an operator can see match it (a reason filter
     /// matching the masked text, as [`list`](Self::list) matches it): a bulk verb's "nothing
     /// matched" check, which must not tell a masked value's guess apart.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use dlq_core::admin::Admin;
+    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let store = Arc::new(MemoryStore::new());
+    /// let failure = FailureInfo::new(ErrorClass::Permanent, "Declined", "card 4111111111111111 declined".into(), vec![], None);
+    /// let payload = Payload::Json(serde_json::json!({"pan": "4111111111111111"}));
+    /// store.park(NewDeadLetter::new("payment", payload, failure)).await?;
+    /// let admin = Admin::new(store, "alice").with_redaction(Policy::default().redact("payment", ["/pan"]));
+    /// assert!(admin.selects_any(&ListFilter::default().reason_contains("declined")).await?);
+    /// assert!(!admin.selects_any(&ListFilter::default().reason_contains("card 4111")).await?, "a guess finds nothing");
+    /// # Ok::<(), dlq_core::Error>(())
+    /// # }).unwrap();
+    /// ```
     ///
     /// # Errors
     /// The store's.
