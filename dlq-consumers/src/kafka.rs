@@ -260,8 +260,9 @@ impl KafkaConsumer {
     pub async fn dispatch<M: Message>(&self, record: &M) -> Result<Dispatched, dlq_core::Error> {
         let payload = record.payload().unwrap_or_default();
         let source = source_of(record);
-        let key = Some(dedupe_key_of(record, &source));
-        self.dispatcher.dispatch_keyed(&self.event_type, payload, source, key).await
+        let key = dedupe_key_of(record, &source);
+        crate::supersede_origin(self.dispatcher.store(), &self.event_type, &source, &key).await?;
+        self.dispatcher.dispatch_keyed(&self.event_type, payload, source, Some(key)).await
     }
 
     /// Consumes `consumer`'s records until `shutdown` completes, then commits the offsets

@@ -247,7 +247,53 @@ fn pick_dedupe_key<'a>(mut values: impl Iterator<Item = &'a [u8]>, own: String) 
 }
 
 /// The header a republished message carries: the id of the dead letter it came from.
+///
+/// Before the adapters run a replay they finish that row, when it is still alive under the
+/// replay's event type and dedupe key: it is discarded through
+/// [`Admin`](dlq_core::admin::Admin), audited as actor [`REPLAY_ACTOR`], "superseded by its
+/// replay". `republish` discards it too, but only once the broker has acknowledged the send,
+/// and a consumer may read the replay before that discard lands: a replay that failed again
+/// would then be deduplicated into the row about to be discarded, and its failure would
+/// vanish. Finishing the row first parks the new failure as a new row under the same key.
 pub const DLQ_ID_HEADER: &str = "Dlq-Id";
+
+/// The actor of the audit entry an adapter writes when it finishes the row a replay came from
+/// (see [`DLQ_ID_HEADER`]).
+pub const REPLAY_ACTOR: &str = "dlq-consumers";
+
+/// Finishes the row a replay came from, before the replay runs (see [`DLQ_ID_HEADER`]): the
+/// row `source`'s [`DLQ_ID_HEADER`] names, when it is alive, of `event_type` and keyed `key`.
+/// Anything else (no header, a header that is not an id, a row of another event or type, a
+/// row being retried or finished) leaves the store untouched.
+#[cfg(any(feature = "kafka", feature = "nats"))]
+async fn supersede_origin(
+    store: &std::sync::Arc<dyn dlq_core::DeadLetterStore>,
+    event_type: &str,
+    source: &dlq_core::SourceMeta,
+    key: &str,
+) -> Result<(), dlq_core::Error> {
+    use dlq_core::store::{ActionKind, refusal};
+
+    let Some(id) = source.headers.get(DLQ_ID_HEADER).and_then(|id| id.parse::<dlq_core::DlqId>().ok()) else {
+        return Ok(());
+    };
+    let Some(row) = store.get(id).await? else { return Ok(()) };
+    let movable = refusal(ActionKind::Discard, row.status, false, 0, None).is_none();
+    if !movable || row.event_type != event_type || row.dedupe_key.as_deref() != Some(key) {
+        return Ok(());
+    }
+    let at = format!(
+        "{}/{}/{}",
+        source.topic.as_deref().unwrap_or_default(),
+        source.partition.map(|p| p.to_string()).unwrap_or_default(),
+        source.offset.map(|o| o.to_string()).unwrap_or_default()
+    );
+    let admin = dlq_core::admin::Admin::new(store.clone(), REPLAY_ACTOR);
+    admin
+        .discard(dlq_core::ListFilter::default().ids([id]), &format!("superseded by its replay, read at {at}"))
+        .await?;
+    Ok(())
+}
 
 /// Rows a republish lists per page.
 #[cfg(any(feature = "kafka", feature = "nats"))]
@@ -290,7 +336,18 @@ where
             send(row, topic).await?;
             let report = admin.discard(ListFilter::default().ids([id]), reason).await?;
             if report.moved == 0 {
-                tracing::warn!(id, "republished, but not discarded (it changed meanwhile): a retrier may run it too");
+                // The consumer that read the replay may have finished the row already (see
+                // DLQ_ID_HEADER); anything else changed it meanwhile.
+                let finished =
+                    admin.store().get(id).await?.is_some_and(|row| {
+                        matches!(row.status, dlq_core::Status::Succeeded | dlq_core::Status::Discarded)
+                    });
+                if !finished {
+                    tracing::warn!(
+                        id,
+                        "republished, but not discarded (it changed meanwhile): a retrier may run it too"
+                    );
+                }
             }
             done.push(id);
         }
@@ -313,7 +370,7 @@ mod tests {
         Status, store::NewDeadLetter,
     };
 
-    use super::{Error, republish_rows};
+    use super::{DLQ_ID_HEADER, Error, REPLAY_ACTOR, republish_rows, supersede_origin};
 
     /// `n` dead rows read from `payments` partition 0, offsets 0.., on `store`.
     async fn dead_from_topic(store: &MemoryStore, n: i64) -> Vec<DlqId> {
@@ -380,6 +437,80 @@ mod tests {
             [status(ids[0]), status(ids[1]), status(ids[2])],
             [Status::Discarded, Status::FailedPermanently, Status::FailedPermanently]
         );
+    }
+
+    /// The source of a replay of row `id` keyed `key`, read at `payments/0/offset`.
+    fn replay_source(id: &str, key: &str, offset: i64) -> SourceMeta {
+        let mut source = SourceMeta::kafka("payments", 0, offset);
+        source.headers.insert(DLQ_ID_HEADER.to_owned(), id.to_owned());
+        source.headers.insert(super::DEDUPE_KEY_HEADER.to_owned(), key.to_owned());
+        source
+    }
+
+    /// A consumer reads the replay as soon as the broker holds it, before the republish has
+    /// discarded the row: the replay fails again. Its failure is a new row under the
+    /// original key, the row it came from finished by the consumer, the republish's own
+    /// discard then moving nothing, and nothing is lost.
+    #[tokio::test]
+    async fn a_replay_read_before_the_republish_discards_its_row_fails_into_a_new_row() {
+        let store = MemoryStore::new();
+        let [first] = dead_from_topic(&store, 1).await.try_into().unwrap();
+        let key = store.get_now(first).unwrap().dedupe_key.unwrap();
+        let dyn_store: Arc<dyn DeadLetterStore> = Arc::new(store.clone());
+        let send = |row: dlq_core::DeadLetter, _: String| {
+            let (store, key) = (dyn_store.clone(), key.clone());
+            async move {
+                // The consumer, between the broker's acknowledgement and the discard.
+                let source = replay_source(&row.id.to_string(), &key, 7);
+                supersede_origin(&store, "payment", &source, &key).await.unwrap();
+                let failure = FailureInfo::new(ErrorClass::Permanent, "E", "still bad".into(), vec![], None);
+                let again = NewDeadLetter::new("payment", row.payload.clone(), failure)
+                    .with_source(source)
+                    .with_dedupe_key(key)
+                    .dead(DeadReason::Permanent);
+                let parked = store.park(again).await.unwrap();
+                assert!(!parked.deduplicated, "the replay's failure is a new row");
+                Ok(())
+            }
+        };
+        assert_eq!(republish_rows(&admin(&store), ListFilter::default(), "replay", send).await.unwrap(), [first]);
+        let mut keyed = store.list(ListFilter::default().limit(10)).await.unwrap();
+        keyed.sort_by_key(|row| row.id);
+        let history: Vec<_> = keyed.iter().map(|row| (row.status, row.dedupe_key.clone())).collect();
+        assert_eq!(
+            history,
+            [(Status::Discarded, Some(key.clone())), (Status::FailedPermanently, Some(key))],
+            "the event's history: the replayed row, then the replay's failure"
+        );
+        let audit = store.audit(first).await.unwrap();
+        assert_eq!(audit.len(), 1, "one discard: the consumer's; the republish moved nothing: {audit:?}");
+        assert_eq!(audit[0].actor, REPLAY_ACTOR);
+        assert_eq!(audit[0].reason.as_deref(), Some("superseded by its replay, read at payments/0/7"));
+    }
+
+    /// Only the row the replay names, alive, of the consumer's event type and under the
+    /// replay's key is finished: a header that is not an id, another key (a forged header),
+    /// another event type, or a row already finished leave the store untouched.
+    #[tokio::test]
+    async fn only_the_live_row_a_replay_names_under_its_key_and_type_is_finished() {
+        let store = MemoryStore::new();
+        let [row] = dead_from_topic(&store, 1).await.try_into().unwrap();
+        let key = store.get_now(row).unwrap().dedupe_key.unwrap();
+        let dyn_store: Arc<dyn DeadLetterStore> = Arc::new(store.clone());
+        let id = row.to_string();
+        for (id, key, event_type) in [
+            ("not-an-id", key.as_str(), "payment"),
+            ("", key.as_str(), "payment"),
+            (id.as_str(), "payments/0/999", "payment"),
+            (id.as_str(), key.as_str(), "refund"),
+            ("424242", key.as_str(), "payment"),
+        ] {
+            supersede_origin(&dyn_store, event_type, &replay_source(id, key, 1), key).await.unwrap();
+            assert_eq!(store.get_now(row).unwrap().status, Status::FailedPermanently, "{id} {key} {event_type}");
+        }
+        admin(&store).discard(ListFilter::default().ids([row]), "gone").await.unwrap();
+        supersede_origin(&dyn_store, "payment", &replay_source(&id, &key, 1), &key).await.unwrap();
+        assert_eq!(store.audit(row).await.unwrap().len(), 1, "a finished row is not discarded again");
     }
 }
 

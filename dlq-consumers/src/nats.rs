@@ -198,8 +198,11 @@ impl JetStreamConsumer {
     /// an `Err` here but part of the result, whose [`Action`] is then [`Action::Retry`].
     pub async fn dispatch(&self, message: &Message) -> Result<Result<Dispatched, dlq_core::Error>, Error> {
         let source = source_of(message)?;
-        let key = Some(dedupe_key_of(message, &source));
-        Ok(self.dispatcher.dispatch_keyed(&self.event_type, &message.payload, source, key).await)
+        let key = dedupe_key_of(message, &source);
+        if let Err(error) = crate::supersede_origin(self.dispatcher.store(), &self.event_type, &source, &key).await {
+            return Ok(Err(error));
+        }
+        Ok(self.dispatcher.dispatch_keyed(&self.event_type, &message.payload, source, Some(key)).await)
     }
 
     /// Runs the handler on one message and settles it; returns what was done.

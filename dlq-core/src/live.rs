@@ -643,6 +643,22 @@ impl Dispatcher {
         self
     }
 
+    /// The store the dispatcher parks in: where a broker adapter reads and finishes the row a
+    /// replay came from before it dispatches the replay.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use dlq_core::{Dispatcher, DeadLetterStore, MemoryStore};
+    ///
+    /// let store: Arc<dyn DeadLetterStore> = Arc::new(MemoryStore::new());
+    /// let dispatcher = Dispatcher::new(store.clone(), dlq_core::Registry::from_registrations([])?);
+    /// assert!(Arc::ptr_eq(dispatcher.store(), &store));
+    /// # Ok::<(), dlq_core::Error>(())
+    /// ```
+    pub const fn store(&self) -> &Arc<dyn DeadLetterStore> {
+        &self.store
+    }
+
     /// Runs the handler for `event_type` on `bytes`. An event from a broker carries no version:
     /// it is the handler's current version (a failure parks it in that version). Rows of older
     /// versions are upcast where they are retried, by the [`Retrier`](crate::Retrier).
