@@ -351,7 +351,7 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// The bytes of lowercase or uppercase hex ([`hex`]); `None` for anything else.
 pub fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()

@@ -116,11 +116,11 @@ pub async fn health(store: &(impl DeadLetterStore + ?Sized)) -> Health {
         problems.push(format!("due `{event_type}` rows wait and no live retrier handles `{event_type}`"));
     }
     let saturation = capacity.map(|c| c.saturation());
-    if let Some(c) = capacity {
-        if c.saturation() >= SATURATION_ERROR || (c.blocks_when_full && c.entries >= c.max_entries) {
-            let blocked = if c.blocks_when_full { ": parks wait for room" } else { "" };
-            problems.push(format!("the store holds {} of its {} rows{blocked}", c.entries, c.max_entries));
-        }
+    if let Some(c) = capacity
+        && (c.saturation() >= SATURATION_ERROR || (c.blocks_when_full && c.entries >= c.max_entries))
+    {
+        let blocked = if c.blocks_when_full { ": parks wait for room" } else { "" };
+        problems.push(format!("the store holds {} of its {} rows{blocked}", c.entries, c.max_entries));
     }
     let sealed_unreadable = match store.count_unreadable().await {
         Ok(n) => Some(n),

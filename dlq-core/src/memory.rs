@@ -710,10 +710,11 @@ impl DeadLetterStore for MemoryStore {
     fn mark_unreadable(&self, leases: Vec<crate::store::Lease>) -> BoxFuture<'_, StoreResult<()>> {
         let mut inner = self.lock();
         for lease in leases {
-            if let Some(row) = inner.rows.get_mut(&lease.id) {
-                if row.letter.status == Status::Processing && row.token == Some(lease.token) {
-                    row.unreadable = Some(lease.token);
-                }
+            if let Some(row) = inner.rows.get_mut(&lease.id)
+                && row.letter.status == Status::Processing
+                && row.token == Some(lease.token)
+            {
+                row.unreadable = Some(lease.token);
             }
         }
         ready(Ok(()))

@@ -554,23 +554,22 @@ impl RawArgs {
     pub(crate) fn build(mut self) -> syn::Result<Args> {
         self.check_backoff();
         self.check_chain();
-        if let (Some(base), Some(max)) = (&self.base, &self.max) {
-            if max.value < base.value {
-                let message = format!(
-                    "{ATTR}: `max` ({}) is shorter than `base` ({}); the longest delay cannot be shorter than the first",
-                    duration::display(max.value),
-                    duration::display(base.value)
-                );
-                self.progress.errors.push(syn::Error::new_spanned(&max.tokens, message));
-            }
+        if let (Some(base), Some(max)) = (&self.base, &self.max)
+            && max.value < base.value
+        {
+            let message = format!(
+                "{ATTR}: `max` ({}) is shorter than `base` ({}); the longest delay cannot be shorter than the first",
+                duration::display(max.value),
+                duration::display(base.value)
+            );
+            self.progress.errors.push(syn::Error::new_spanned(&max.tokens, message));
         }
-        if let Some(clear) = &self.clear {
-            if !self.encrypt.as_ref().is_some_and(|e| e.value.value) {
-                let message = format!(
-                    "{ATTR}: `clear` has no effect without `encrypt = true`; add `encrypt = true` or remove it"
-                );
-                self.progress.errors.push(syn::Error::new_spanned(clear.key, message));
-            }
+        if let Some(clear) = &self.clear
+            && !self.encrypt.as_ref().is_some_and(|e| e.value.value)
+        {
+            let message =
+                format!("{ATTR}: `clear` has no effect without `encrypt = true`; add `encrypt = true` or remove it");
+            self.progress.errors.push(syn::Error::new_spanned(clear.key, message));
         }
         if self.event_type.is_none() && !self.progress.seen.contains(&"event_type") {
             self.progress.errors.push(missing_event_type());

@@ -43,7 +43,8 @@ fn why(text: &str, err: &DurationError) -> String {
 
 /// The duration in the largest unit that writes it whole, for messages.
 pub(crate) fn display(millis: Millis) -> String {
-    let (unit, scale) = UNITS.iter().rev().find(|(_, scale)| millis % scale == 0).copied().unwrap_or(UNITS[0]);
+    let (unit, scale) =
+        UNITS.iter().rev().find(|(_, scale)| millis.is_multiple_of(*scale)).copied().unwrap_or(UNITS[0]);
     format!("{}{unit}", millis / scale)
 }
 

@@ -127,7 +127,7 @@ fn per_sec(rows: u64, t: Duration) -> f64 {
 fn millions(n: u64) -> String {
     #[allow(clippy::cast_precision_loss, reason = "a label")]
     let m = n as f64 / 1e6;
-    if n % 1_000_000 == 0 { format!("{m:.0}M") } else { format!("{m:.2}M") }
+    if n.is_multiple_of(1_000_000) { format!("{m:.0}M") } else { format!("{m:.2}M") }
 }
 
 /// The `q`-quantile of sorted microseconds, in milliseconds.
@@ -516,7 +516,7 @@ async fn drain_once(url: &str, rows: u64, step: u64, drainers: usize) -> Result<
             marks.push(start.elapsed());
         }
         if done >= rows {
-            if rows % step != 0 {
+            if !rows.is_multiple_of(step) {
                 marks.push(start.elapsed());
             }
             break;

@@ -42,12 +42,12 @@ fn mask_userinfo(text: &str) -> Cow<'_, str> {
         // host, after any userinfo. So it ends at the last `@` before the authority ends.
         let rest = &text[start..];
         let authority = &rest[..rest.find(ends_url_part).unwrap_or(rest.len())];
-        if let Some(at) = authority.rfind('@') {
-            if let Some(colon) = authority[..at].find(':') {
-                out.push_str(&text[done..start + colon + 1]);
-                out.push_str(MASK);
-                done = start + at;
-            }
+        if let Some(at) = authority.rfind('@')
+            && let Some(colon) = authority[..at].find(':')
+        {
+            out.push_str(&text[done..start + colon + 1]);
+            out.push_str(MASK);
+            done = start + at;
         }
         from = start.max(done);
     }

@@ -152,10 +152,10 @@ async fn shot(c: &Client, name: &str) {
 /// The page's text; retried while a navigation a click started replaces the page.
 async fn body_text(c: &Client) -> String {
     for _ in 0..50 {
-        if let Ok(body) = c.find(Locator::Css("body")).await {
-            if let Ok(text) = body.text().await {
-                return text;
-            }
+        if let Ok(body) = c.find(Locator::Css("body")).await
+            && let Ok(text) = body.text().await
+        {
+            return text;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -898,13 +898,13 @@ async fn hostile_tour(c: &Client, addr: SocketAddr, store: &Arc<dyn DeadLetterSt
         let expected: String = value.chars().filter(|c| !matches!(c, '\n' | '\r')).collect();
         assert_eq!(field, json!(expected), "{what}: the filter form keeps the value");
         for target in &seen.targets {
-            if let Target::List(query) = target {
-                if query.iter().any(|(k, _)| k == "after") {
-                    assert!(
-                        query.contains(&((*key).to_owned(), value.clone())),
-                        "{what}: the next page keeps the filter: {query:?}"
-                    );
-                }
+            if let Target::List(query) = target
+                && query.iter().any(|(k, _)| k == "after")
+            {
+                assert!(
+                    query.contains(&((*key).to_owned(), value.clone())),
+                    "{what}: the next page keeps the filter: {query:?}"
+                );
             }
         }
     }

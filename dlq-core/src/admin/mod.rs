@@ -391,10 +391,10 @@ impl Admin {
             if let Some(payload) = self.opened_for_check(&letter.event_type, &letter.payload) {
                 registration.check_payload(&registration.upcast(letter.version, payload)?)?;
             }
-        } else if self.catalog.is_some() {
-            if let crate::catalog::Verdict::Not(why) = self.verdict(letter) {
-                return Err(why);
-            }
+        } else if self.catalog.is_some()
+            && let crate::catalog::Verdict::Not(why) = self.verdict(letter)
+        {
+            return Err(why);
         }
         match &self.validator {
             Some(validator) => validator(letter),
@@ -583,10 +583,10 @@ impl Admin {
                 detail.letter.payload =
                     crate::sealed::open_payload(&ring, &event_type, sealed.clone()).unwrap_or(sealed);
             }
-            if crate::sealed::is_sealed_failure(&detail.letter.failure) {
-                if let Ok(opened) = crate::sealed::open_failure(&ring, &event_type, detail.letter.failure.clone()) {
-                    detail.letter.failure = opened;
-                }
+            if crate::sealed::is_sealed_failure(&detail.letter.failure)
+                && let Ok(opened) = crate::sealed::open_failure(&ring, &event_type, detail.letter.failure.clone())
+            {
+                detail.letter.failure = opened;
             }
         }
         Ok(detail)

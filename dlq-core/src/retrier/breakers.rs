@@ -93,12 +93,13 @@ impl Local {
     /// Takes `c` into the cache, starting the ramp when it closed after being open.
     fn take(&mut self, c: Circuit, now: Instant) {
         let was = self.circuits.get(&c.event_type).map_or(CircuitState::Closed, |old| old.state);
-        if let Some(t) = self.types.get_mut(&c.event_type) {
-            if was != CircuitState::Closed && c.state == CircuitState::Closed {
-                t.closed_since = Some(now);
-                t.bucket = Bucket { tokens: 0.0, at: now };
-                t.window.clear();
-            }
+        if let Some(t) = self.types.get_mut(&c.event_type)
+            && was != CircuitState::Closed
+            && c.state == CircuitState::Closed
+        {
+            t.closed_since = Some(now);
+            t.bucket = Bucket { tokens: 0.0, at: now };
+            t.window.clear();
         }
         self.circuits.insert(c.event_type.clone(), c);
     }

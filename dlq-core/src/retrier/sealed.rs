@@ -72,10 +72,10 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                 }
             })
             .collect();
-        if !unreadable.is_empty() {
-            if let Err(error) = self.store.mark_unreadable(unreadable).await {
-                tracing::warn!(%error, "could not mark the unreadable sealed rows in the store: `dlq stats` does not count them");
-            }
+        if !unreadable.is_empty()
+            && let Err(error) = self.store.mark_unreadable(unreadable).await
+        {
+            tracing::warn!(%error, "could not mark the unreadable sealed rows in the store: `dlq stats` does not count them");
         }
         opened
     }
