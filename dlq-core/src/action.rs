@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::record::{AuditNote, DlqId, Payload, Status};
+use crate::record::{AuditNote, DlqId, Payload, Status, hex, unhex};
 
 /// What a batch does to its rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -331,30 +331,6 @@ fn lossy_json(payload: &Payload) -> serde_json::Value {
             serde_json::Value::String(String::from_utf8_lossy(bytes).replace('\0', "\u{fffd}"))
         }
     }
-}
-
-/// Lowercase hex of `bytes`, as the operator tools show raw payloads (`dlq show --json`, the
-/// console's API, a patch's audit diff).
-///
-/// ```
-/// assert_eq!(dlq_core::admin::hex(&[0xff, 0x00, 0x10]), "ff0010");
-/// assert_eq!(dlq_core::admin::unhex("ff0010"), Some(vec![0xff, 0x00, 0x10]));
-/// assert_eq!(dlq_core::admin::unhex("f"), None);
-/// ```
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    })
-}
-
-/// The bytes of lowercase or uppercase hex ([`hex`]); `None` for anything else.
-pub fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
 }
 
 /// The vacuum state of the events table (PostgreSQL's `pg_stat_user_tables`).

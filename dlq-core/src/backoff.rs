@@ -177,6 +177,18 @@ impl Default for RetryPolicy {
     }
 }
 
+/// Wall-clock time that advances with tokio's clock, so a paused test clock moves it too.
+pub(crate) fn now() -> chrono::DateTime<chrono::Utc> {
+    static BASE: std::sync::OnceLock<(chrono::DateTime<chrono::Utc>, std::time::Instant)> = std::sync::OnceLock::new();
+    let (wall, origin) = *BASE.get_or_init(|| (chrono::Utc::now(), std::time::Instant::now()));
+    // A paused clock stands where it was paused, which may be before the origin (its runtime
+    // started before this process first read the time): it counts back from the origin, or it
+    // would stand still until it passed the origin while tokio's clock moved on.
+    let tokio_now = tokio::time::Instant::now().into_std();
+    let delta = |d| chrono::Duration::from_std(d).unwrap_or(chrono::TimeDelta::MAX);
+    wall + delta(tokio_now.saturating_duration_since(origin)) - delta(origin.saturating_duration_since(tokio_now))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

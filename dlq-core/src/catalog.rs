@@ -4,7 +4,7 @@
 //!
 //! Every [`Retrier`](crate::Retrier) publishes one [`EventTypeInfo`] per registered type when
 //! it starts ([`Registry::catalog`](crate::Registry::catalog),
-//! [`DeadLetterStore::publish_types`]); a process that only dispatches can publish with
+//! [`DeadLetterStore::publish_types`](crate::DeadLetterStore::publish_types)); a process that only dispatches can publish with
 //! [`Registry::publish`](crate::Registry::publish). The store keeps one record per event type,
 //! and the **newest version wins**: during a rolling deploy, a process still on version 1 that
 //! starts after one on version 2 does not overwrite version 2's record (an equal version
@@ -61,12 +61,12 @@ use chrono::{DateTime, SubsecRound, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::DeadLetterStore;
+pub use crate::error::SchemaMismatch;
 use crate::handler::Registration;
 pub use crate::validate::{SchemaError, validate};
 
 /// What the processes handling one event type publish about it into the store's catalog
-/// ([`DeadLetterStore::publish_types`], read back by [`DeadLetterStore::event_types`]).
+/// ([`DeadLetterStore::publish_types`](crate::DeadLetterStore::publish_types), read back by [`DeadLetterStore::event_types`](crate::DeadLetterStore::event_types)).
 ///
 /// ```
 /// use dlq_core::catalog::EventTypeInfo;
@@ -213,8 +213,8 @@ impl Verdict {
     }
 }
 
-/// The type catalog as read from a store ([`DeadLetterStore::event_types`]), to judge rows by,
-/// with the schemas each version was published with ([`DeadLetterStore::version_schemas`]).
+/// The type catalog as read from a store ([`DeadLetterStore::event_types`](crate::DeadLetterStore::event_types)), to judge rows by,
+/// with the schemas each version was published with ([`DeadLetterStore::version_schemas`](crate::DeadLetterStore::version_schemas)).
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     by_type: BTreeMap<String, EventTypeInfo>,
@@ -233,14 +233,6 @@ impl Catalog {
     pub fn with_schemas(mut self, schemas: Vec<VersionSchema>) -> Self {
         self.schemas = schemas;
         self
-    }
-
-    /// The catalog `store` holds, with its versions' schemas.
-    ///
-    /// # Errors
-    /// The store's.
-    pub async fn read<S: DeadLetterStore + ?Sized>(store: &S) -> Result<Self, crate::Error> {
-        Ok(Self::new(store.event_types().await?).with_schemas(store.version_schemas().await?))
     }
 
     /// The versions published with an event of another shape than the one they were first
@@ -376,7 +368,7 @@ impl Schemas {
 }
 
 /// Keeps in `catalog` the records of `published` that [replace](EventTypeInfo::replaces) the
-/// stored one of their type (or add a type): what [`DeadLetterStore::publish_types`] does, for
+/// stored one of their type (or add a type): what [`DeadLetterStore::publish_types`](crate::DeadLetterStore::publish_types) does, for
 /// stores that keep the catalog in memory.
 ///
 /// ```
@@ -400,7 +392,7 @@ pub fn merge(catalog: &mut Vec<EventTypeInfo>, published: Vec<EventTypeInfo>) {
 /// A JSON Schema one version of an event type was published with: the catalog keeps every
 /// schema of a different shape ([`shape_digest`]) a version was published with, so that a
 /// changed event published under an old version (a forgotten `version = N` bump) is seen
-/// before any row is run ([`DeadLetterStore::version_schemas`]). The first published is the
+/// before any row is run ([`DeadLetterStore::version_schemas`](crate::DeadLetterStore::version_schemas)). The first published is the
 /// version's contract.
 ///
 /// ```
@@ -519,7 +511,7 @@ pub fn shape_digest(schema: &Value) -> String {
     }
     let mut text = String::new();
     shape(schema, &mut text);
-    crate::admin::hex(&Sha256::digest(text.as_bytes()))
+    crate::record::hex(&Sha256::digest(text.as_bytes()))
 }
 
 /// The schemas by (event type, version), each group's contract (first published) first.
@@ -534,28 +526,8 @@ fn by_version(schemas: &[VersionSchema]) -> BTreeMap<(&str, u32), Vec<&VersionSc
     groups
 }
 
-/// One version of an event type published with two event shapes: the one it was first
-/// published with (its contract) and another ([`Catalog::mismatches`], and a retrier's
-/// refusal to start, [`Error::SchemaChanged`](crate::Error::SchemaChanged)).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct SchemaMismatch {
-    /// The event type.
-    pub event_type: String,
-    /// The version published with two shapes.
-    pub version: u32,
-    /// The newest version of the type the catalog knows of.
-    pub newest: u32,
-    /// Who published the version's contract, and when.
-    pub published_by: String,
-    /// When the contract was first published.
-    pub published_at: DateTime<Utc>,
-    /// Who published the other shape (a retrier refusing to start: its owner).
-    pub differing_by: String,
-}
-
 impl SchemaMismatch {
-    fn new(contract: &VersionSchema, differing: &VersionSchema, newest: u32) -> Self {
+    pub(crate) fn new(contract: &VersionSchema, differing: &VersionSchema, newest: u32) -> Self {
         Self {
             event_type: contract.event_type.clone(),
             version: contract.version,
@@ -624,7 +596,7 @@ pub(crate) fn check_versions(
 
 /// Keeps in `stored` the schemas of `published` (records being published): a shape new to its
 /// version is added, a known one is marked published again (time and publisher): what
-/// [`DeadLetterStore::publish_types`] does with the versions' schemas, for stores that keep the
+/// [`DeadLetterStore::publish_types`](crate::DeadLetterStore::publish_types) does with the versions' schemas, for stores that keep the
 /// catalog in memory.
 ///
 /// ```
@@ -658,7 +630,7 @@ pub fn merge_schemas(stored: &mut Vec<VersionSchema>, published: &[EventTypeInfo
     sort_schemas(stored);
 }
 
-/// Makes `schema` the only one of its version in `stored` ([`DeadLetterStore::accept_schema`]),
+/// Makes `schema` the only one of its version in `stored` ([`DeadLetterStore::accept_schema`](crate::DeadLetterStore::accept_schema)),
 /// for stores that keep the catalog in memory.
 pub fn accept_schema(stored: &mut Vec<VersionSchema>, schema: VersionSchema) {
     stored.retain(|s| (s.event_type.as_str(), s.version) != (schema.event_type.as_str(), schema.version));
@@ -666,7 +638,7 @@ pub fn accept_schema(stored: &mut Vec<VersionSchema>, schema: VersionSchema) {
     sort_schemas(stored);
 }
 
-/// The order [`DeadLetterStore::version_schemas`] returns: by event type, version, then
+/// The order [`DeadLetterStore::version_schemas`](crate::DeadLetterStore::version_schemas) returns: by event type, version, then
 /// first publication.
 fn sort_schemas(schemas: &mut [VersionSchema]) {
     schemas.sort_by(|a, b| {
@@ -677,40 +649,6 @@ fn sort_schemas(schemas: &mut [VersionSchema]) {
             b.digest.as_str(),
         ))
     });
-}
-
-/// Publishes `records` into `store`'s catalog, logging (not failing) when the store cannot take
-/// them: the process handles events without the catalog; tools then report the types as
-/// unknown. Says whether it was published.
-pub(crate) async fn publish_or_warn<S: DeadLetterStore + ?Sized>(store: &S, records: Vec<EventTypeInfo>) -> bool {
-    if records.is_empty() {
-        return true;
-    }
-    match store.publish_types(records).await {
-        Ok(()) => true,
-        Err(error) => {
-            tracing::warn!(%error, "could not publish the event types into the store's catalog; will try again");
-            false
-        }
-    }
-}
-
-/// Publishes `reg`'s record ([`EventTypeInfo::of`]) into `store`: what the live path and a
-/// [`Dispatcher`](crate::Dispatcher) do before their first park of a type (once per store and
-/// type: [`crate::live`] remembers), so that the operator tools know from the first row what
-/// the type redacts, seals and decodes. Whether it is done: a store that cannot take it now
-/// is tried again at the next park; the park itself goes on (a park never waits on the
-/// catalog).
-pub(crate) async fn publish_for_live<S: DeadLetterStore + ?Sized>(store: &S, reg: &crate::Registration) -> bool {
-    let owner = format!("{}:{}:live", crate::record::host_name(), std::process::id());
-    match store.publish_types(vec![EventTypeInfo::of(reg, &owner)]).await {
-        // A store without a catalog: nothing to publish, now or later.
-        Ok(()) | Err(crate::Error::Unsupported { .. }) => true,
-        Err(error) => {
-            tracing::warn!(%error, event_type = reg.event_type, "could not publish the event type into the store's catalog; will try again at its next park");
-            false
-        }
-    }
 }
 
 #[cfg(test)]

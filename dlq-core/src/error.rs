@@ -1,4 +1,8 @@
-//! The crate's error type.
+//! The crate's error type, with the errors of keys ([`SealError`]) and of a changed schema
+//! ([`SchemaMismatch`]) it carries.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
 
 /// Errors of `dlq-core` and of the stores built on it.
 #[derive(Debug, thiserror::Error)]
@@ -73,9 +77,9 @@ pub enum Error {
         /// The missing type.
         type_name: String,
     },
-    /// Keys or a sealed row ([`crate::sealed`]): names the key id, never key bytes or content.
+    /// Keys or a sealed row (`sealed`): names the key id, never key bytes or content.
     #[error(transparent)]
-    Sealed(#[from] crate::sealed::SealError),
+    Sealed(#[from] SealError),
     /// No store is installed for the live path.
     #[error(
         "no dead-letter store is installed: call `dlq_core::install_store` at start-up or wrap the call in `dlq_core::with_store`"
@@ -99,7 +103,7 @@ pub enum Error {
         /// The row.
         id: i64,
         /// Its status.
-        status: crate::Status,
+        status: crate::record::Status,
         /// The action tried.
         action: &'static str,
         /// The status the action needs.
@@ -180,7 +184,7 @@ pub enum Error {
     /// another shape than its event's: a changed event without a version bump, refused before
     /// any row is claimed (the message names the type, the versions and the fix).
     #[error("{0}")]
-    SchemaChanged(Box<crate::catalog::SchemaMismatch>),
+    SchemaChanged(Box<SchemaMismatch>),
     /// An event could not be serialized for parking.
     #[error("event could not be serialized: {0}")]
     Serialize(#[source] serde_json::Error),
@@ -191,4 +195,75 @@ impl Error {
     pub fn store(err: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::Store(Box::new(err))
     }
+}
+
+/// What goes wrong with keys and sealed rows. Messages name key ids, never key bytes nor
+/// sealed content.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SealError {
+    /// Nothing provides keys.
+    #[error(
+        "no key ring is configured ({hint}): set DLQ_KEYS (and DLQ_ACTIVE_KEY), or call dlq_core::sealed::install_keys at start-up"
+    )]
+    NoKeyProvider {
+        /// What was looked for.
+        hint: String,
+    },
+    /// An encrypted event type without a key ring: refused, never parked in clear.
+    #[error(
+        "event type `{event_type}` is encrypted (`encrypt = true`) but no key ring is configured: set DLQ_KEYS (and DLQ_ACTIVE_KEY), or call dlq_core::sealed::install_keys at start-up"
+    )]
+    NotConfigured {
+        /// The event type.
+        event_type: String,
+    },
+    /// The row was sealed under a key the ring does not hold.
+    #[error("no key `{key}` in the key ring (it holds {held}): load a ring that has `{key}` to open this row")]
+    UnknownKey {
+        /// The key the row names.
+        key: String,
+        /// The ids the ring holds.
+        held: String,
+    },
+    /// The key opened nothing: another key under the same id, or changed bytes.
+    #[error(
+        "data sealed under key `{key}` does not authenticate: the key with that id is not the one it was sealed with, or the stored bytes were changed"
+    )]
+    Unauthentic {
+        /// The key id.
+        key: String,
+    },
+    /// A sealed value that is not in dlq's format.
+    #[error("malformed sealed value: {reason}")]
+    Malformed {
+        /// What is wrong.
+        reason: String,
+    },
+    /// Keys that cannot be used.
+    #[error("invalid keys: {reason}")]
+    BadKeys {
+        /// What is wrong (ids and positions, never bytes).
+        reason: String,
+    },
+}
+
+/// One version of an event type published with two event shapes: the one it was first
+/// published with (its contract) and another (`Catalog::mismatches`, and a retrier's
+/// refusal to start, [`Error::SchemaChanged`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct SchemaMismatch {
+    /// The event type.
+    pub event_type: String,
+    /// The version published with two shapes.
+    pub version: u32,
+    /// The newest version of the type the catalog knows of.
+    pub newest: u32,
+    /// Who published the version's contract, and when.
+    pub published_by: String,
+    /// When the contract was first published.
+    pub published_at: DateTime<Utc>,
+    /// Who published the other shape (a retrier refusing to start: its owner).
+    pub differing_by: String,
 }

@@ -254,6 +254,24 @@ pub struct Registration {
     pub(crate) schemas: Option<fn() -> crate::catalog::Schemas>,
 }
 
+/// Deserializes the stored payload into the handler's event type.
+#[allow(clippy::result_large_err, reason = "the outcome is what the handler returns anyway, once per run")]
+pub fn decode<T: serde::de::DeserializeOwned>(payload: &Payload) -> Result<T, HandlerOutcome> {
+    let decoded = match payload {
+        Payload::Json(value) => T::deserialize(value),
+        Payload::Raw { bytes, .. } => serde_json::from_slice(bytes),
+    };
+    decoded.map_err(|e| {
+        HandlerOutcome::Undecodable(FailureInfo::new(
+            ErrorClass::Permanent,
+            "undecodable",
+            format!("payload does not deserialize into `{}`: {e}", std::any::type_name::<T>()),
+            Vec::new(),
+            None,
+        ))
+    })
+}
+
 /// A `check` for hand-made registrations in tests: every payload decodes.
 #[cfg(test)]
 pub(crate) fn accepts_any(_: &Payload) -> Result<(), String> {

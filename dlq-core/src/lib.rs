@@ -129,7 +129,6 @@ mod classify;
 mod config;
 mod error;
 mod handler;
-mod health;
 mod live;
 mod memory;
 pub mod observe;
@@ -151,7 +150,7 @@ pub mod __private;
 
 pub use backoff::{Backoff, BackoffKind, RetryPolicy};
 pub use breaker_config::BreakerConfig;
-pub use circuit::{CircuitState, CircuitView, circuit, circuit_of, refresh_circuits};
+pub use circuit::{circuit, circuit_of, refresh_circuits};
 pub use classify::{
     Classify, ErrorClass, FailureInfo, Fatal, MarkError, Permanent, Transient, classify_error, fingerprint,
     retry_after_hint,
@@ -162,7 +161,9 @@ pub use error::Error;
 pub use handler::{Attempt, Context, Handler, Registration, State};
 pub use live::{Dispatched, Dispatcher, HandlerError, Scope, current_store, install_store, with_store};
 pub use memory::MemoryStore;
-pub use record::{DeadLetter, DeadReason, DlqId, ListFilter, Order, Payload, SourceMeta, Status};
+pub use record::{
+    CircuitState, CircuitView, DeadLetter, DeadReason, DlqId, ListFilter, Order, Payload, SourceMeta, Status,
+};
 pub use registry::{Registry, registry};
 pub use retrier::{Retrier, RetrierStats};
 /// The `schemars` crate `#[dead_letter]` takes event types' JSON Schemas from: derive

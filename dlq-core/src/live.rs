@@ -381,7 +381,7 @@ fn current_keys() -> Option<Arc<KeyRing>> {
 /// Seals `letter` when its type is encrypted, then parks it ([`park_observed`]); a payload
 /// cut to fit once sealed is reported [`Parked::truncated`] as a store reports one it cut.
 /// The first park of `reg`'s type into `store` in this process publishes the type's catalog
-/// record first ([`crate::catalog::publish_for_live`]): the tools mask what the type redacts from
+/// record first ([`publish_for_live`]): the tools mask what the type redacts from
 /// its first row on, whether or not a retrier has started.
 async fn park_sealed(
     store: &dyn DeadLetterStore,
@@ -390,10 +390,10 @@ async fn park_sealed(
     keys: Option<&KeyRing>,
 ) -> Result<Parked, Error> {
     if letter.subject.is_some() {
-        once_per_store(store, FirstPark::Subject, crate::subject::remember_check(store)).await;
+        once_per_store(store, FirstPark::Subject, remember_check(store)).await;
     }
     if let Some(reg) = reg {
-        once_per_store(store, FirstPark::Type(reg.event_type), crate::catalog::publish_for_live(store, reg)).await;
+        once_per_store(store, FirstPark::Type(reg.event_type), publish_for_live(store, reg)).await;
     }
     let sealing = reg.and_then(|r| r.sealing);
     let (letter, cut) = crate::sealed::seal_letter(letter, sealing, keys, store.max_payload_bytes())?;
@@ -405,9 +405,9 @@ async fn park_sealed(
 /// What the live path does before its first park into a store, once per store and process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum FirstPark {
-    /// Remember the subject key's check value ([`crate::subject::remember_check`]).
+    /// Remember the subject key's check value ([`remember_check`]).
     Subject,
-    /// Publish the type's catalog record ([`crate::catalog::publish_for_live`]).
+    /// Publish the type's catalog record ([`publish_for_live`]).
     Type(&'static str),
 }
 
@@ -777,6 +777,44 @@ impl Dispatcher {
     }
 }
 
+/// Has `store` keep the process's key's check value before the live path parks its first row
+/// with a subject there (once per store: [`once_per_store`] remembers); a store that keeps
+/// another key's is logged (without either key): the row is parked all the same. Whether it
+/// is done (false: the store could not answer; tried again at the next park).
+async fn remember_check(store: &dyn DeadLetterStore) -> bool {
+    let Ok(Some(key)) = crate::subject::key() else { return true };
+    let checked = store.subject_key_check(key.check()).await;
+    match checked.and_then(|stored| crate::subject::check_key(key, &stored)) {
+        Ok(()) => true,
+        Err(error @ Error::Config { .. }) => {
+            tracing::error!(%error, "the subject key differs from the one the store's subjects were hashed with");
+            true
+        }
+        Err(error) => {
+            tracing::warn!(%error, "could not check the subject key against the store's; will try again");
+            false
+        }
+    }
+}
+
+/// Publishes `reg`'s record ([`EventTypeInfo::of`](crate::catalog::EventTypeInfo::of)) into `store`: what the live path and a
+/// [`Dispatcher`] do before their first park of a type (once per store and
+/// type: `live` remembers), so that the operator tools know from the first row what
+/// the type redacts, seals and decodes. Whether it is done: a store that cannot take it now
+/// is tried again at the next park; the park itself goes on (a park never waits on the
+/// catalog).
+async fn publish_for_live<S: DeadLetterStore + ?Sized>(store: &S, reg: &Registration) -> bool {
+    let owner = format!("{}:{}:live", crate::record::host_name(), std::process::id());
+    match store.publish_types(vec![crate::catalog::EventTypeInfo::of(reg, &owner)]).await {
+        // A store without a catalog: nothing to publish, now or later.
+        Ok(()) | Err(Error::Unsupported { .. }) => true,
+        Err(error) => {
+            tracing::warn!(%error, event_type = reg.event_type, "could not publish the event type into the store's catalog; will try again at its next park");
+            false
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -892,7 +930,7 @@ mod tests {
 
     fn echo(inv: Invocation) -> BoxFuture<'static, HandlerOutcome> {
         Box::pin(async move {
-            match crate::__private::decode::<String>(&inv.payload) {
+            match crate::handler::decode::<String>(&inv.payload) {
                 Err(outcome) => outcome,
                 Ok(s) if s == "ok" => HandlerOutcome::Succeeded,
                 Ok(s) if s == "fatal" => HandlerOutcome::Failed(failure(ErrorClass::Fatal)),

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -13,6 +13,7 @@ use crate::action::{
     ActionKind, BatchAction, BatchReport, Operation, OperationState, OperationStep, PatchBatch, PatchRequest, Refusal,
     Refused, RowEdit, operation_patch_diff, patch_diff, patched_by, refusal,
 };
+use crate::backoff::now;
 use crate::record::RetrierHeartbeat;
 use crate::record::{
     AttemptRecord, AuditEntry, AuditNote, ClaimCap, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, DeadLetter,
@@ -100,18 +101,6 @@ struct Row {
     unreadable: Option<Uuid>,
     /// The keyed hash `erase` finds the row by.
     subject: Option<SubjectHash>,
-}
-
-/// Wall-clock time that advances with tokio's clock, so a paused test clock moves it too.
-pub(crate) fn now() -> DateTime<Utc> {
-    static BASE: OnceLock<(DateTime<Utc>, std::time::Instant)> = OnceLock::new();
-    let (wall, origin) = *BASE.get_or_init(|| (Utc::now(), std::time::Instant::now()));
-    // A paused clock stands where it was paused, which may be before the origin (its runtime
-    // started before this process first read the time): it counts back from the origin, or it
-    // would stand still until it passed the origin while tokio's clock moved on.
-    let tokio_now = tokio::time::Instant::now().into_std();
-    let delta = |d| chrono::Duration::from_std(d).unwrap_or(chrono::TimeDelta::MAX);
-    wall + delta(tokio_now.saturating_duration_since(origin)) - delta(origin.saturating_duration_since(tokio_now))
 }
 
 fn later(at: DateTime<Utc>, delay: Duration) -> DateTime<Utc> {

@@ -10,7 +10,7 @@
 //! replaced by [`MASK`] too ([`Secrets::scrub`]): an error message often quotes the field
 //! that made it fail. The row in the store is not changed: the handler and the retrier see
 //! the whole payload, and an operator allowed to may reveal it, audited
-//! ([`Admin::reveal`](crate::admin::Admin::reveal)).
+//! (`Admin::reveal`).
 //!
 //! ```
 //! use dlq_core::redact;
@@ -191,7 +191,7 @@ pub fn pointer_error(pointer: &str) -> Option<&'static str> {
 }
 
 /// Which fields of which event types an operator sees masked: built from the service's
-/// handlers ([`Policy::from_registry`], what an [`Admin`](crate::admin::Admin) with a registry
+/// handlers ([`Policy::from_registry`], what an `Admin` with a registry
 /// uses) or by hand ([`Policy::redact`]).
 ///
 /// ```
@@ -283,7 +283,7 @@ impl Policy {
     /// attempts' reasons scrubbed, and each audit entry's payloads (a patch's before and
     /// after) masked, the values a patch wrote at a redacted field masked, and every text
     /// scrubbed.
-    pub fn detail(&self, detail: &mut crate::admin::Detail) -> Secrets {
+    pub fn detail(&self, detail: &mut crate::record::Detail) -> Secrets {
         let pointers = self.pointers(&detail.letter.event_type).to_vec();
         if pointers.is_empty() {
             return Secrets::default();
@@ -365,7 +365,7 @@ impl Policy {
 
     /// The changes a patch would make to a row of `event_type` (`dlq patch --dry-run`), each
     /// value masked where a redacted field is.
-    pub fn changes(&self, event_type: &str, changes: &mut [crate::admin::Change]) {
+    pub fn changes(&self, event_type: &str, changes: &mut [crate::record::Change]) {
         let pointers = self.pointers(event_type);
         if pointers.is_empty() {
             return;
@@ -380,7 +380,7 @@ impl Policy {
     /// A failure group as an operator sees it: its sample reason scrubbed of the values of
     /// its sample row (`sample`, with its audit log: the values its patches replaced too);
     /// [`MASK`] whole when the sample row is gone (its values cannot be found) or is not JSON.
-    pub fn group(&self, group: &mut crate::admin::FailureGroup, sample: Option<&crate::admin::Detail>) {
+    pub fn group(&self, group: &mut crate::record::FailureGroup, sample: Option<&crate::record::Detail>) {
         if self.pointers(&group.event_type).is_empty() {
             return;
         }

@@ -202,33 +202,14 @@ fn duplicate(first: &Registration, second: &Registration) -> Error {
     }
 }
 
-/// A [`Registry`] of exactly the named handlers, checked by the compiler: each name must be a
-/// function annotated with `#[dead_letter]`.
-///
-/// Pin the handlers an application expects in a test, or give a retrier an explicit list.
-///
-/// ```
-/// use dlq_core::{dead_letter, handlers};
-///
-/// #[dead_letter(event_type = "doc-pay")]
-/// async fn handle_payment(amount: u64) -> Result<(), std::io::Error> { Ok(()) }
-/// #[dead_letter(event_type = "doc-refund")]
-/// async fn handle_refund(amount: u64) -> Result<(), std::io::Error> { Ok(()) }
-///
-/// let set = handlers![handle_payment, handle_refund].unwrap();
-/// assert_eq!(set.event_types().collect::<Vec<_>>(), ["doc-pay", "doc-refund"]);
-/// ```
-///
-/// A plain function is rejected:
-/// ```compile_fail
-/// async fn not_annotated(amount: u64) -> Result<(), std::io::Error> { Ok(()) }
-/// let set = dlq_core::handlers![not_annotated];
-/// ```
-#[macro_export]
-macro_rules! handlers {
-    ($($handler:tt)*) => {
-        $crate::__private::__handlers!($crate; $($handler)*)
-    };
+impl crate::catalog::Catalog {
+    /// The catalog `store` holds, with its versions' schemas.
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn read<S: crate::DeadLetterStore + ?Sized>(store: &S) -> Result<Self, crate::Error> {
+        Ok(Self::new(store.event_types().await?).with_schemas(store.version_schemas().await?))
+    }
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@
 //! presents a committed batch again and expects no row patched twice. A store kept in one
 //! process can hold every table in a `Vec` behind one `Mutex` and do each call's work under the
 //! lock: each call is then one transaction. The console (`dlq-web`) and
-//! [`Admin`](crate::admin::Admin) work on any store that passes the kit.
+//! `Admin` work on any store that passes the kit.
 //!
 //! ```
 //! use dlq_core::store::{ClaimRequest, Settlement};
@@ -66,7 +66,6 @@ pub use crate::action::{
     payload_from_diff, refusal,
 };
 pub use crate::catalog::EventTypeInfo;
-pub use crate::observe::record_overflow;
 use crate::record::{
     AttemptRecord, AuditEntry, DeadLetter, DlqId, FailureGroup, ListFilter, RetrierHeartbeat, StatsRow, Status,
 };
@@ -166,7 +165,7 @@ pub type StoreResult<T> = Result<T, Error>;
 ///   change rows only with an audit entry (actor, reason, diff) in the same transaction.
 ///
 /// Applications read rows through the trait, and act on them (redrive, discard, patch, undo)
-/// only through [`Admin`](crate::admin::Admin), which adds what operators rely on: a reason
+/// only through `Admin`, which adds what operators rely on: a reason
 /// for the audit log, the loop guard, validation, and bulk actions that walk every matching
 /// row in resumable batches. The methods it calls ([`apply`](Self::apply),
 /// [`patch`](Self::patch), [`audit_entry`](Self::audit_entry) and the operation methods) are
@@ -405,7 +404,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
         Box::pin(async move { Ok(self.list(filter).await?.len() as u64) })
     }
 
-    /// For store implementers; applications act through [`Admin`](crate::admin::Admin).
+    /// For store implementers; applications act through `Admin`.
     /// Applies one batch of an operator action in one transaction: locks the rows, refuses
     /// those [`refusal`] rules out (and ids that do not exist), moves the others (a redrive:
     /// `FAILED_PERMANENTLY` → `PENDING`, due now, `retry_count` reset, `redrive_count + 1`,
@@ -444,7 +443,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// ```
     fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>>;
 
-    /// For store implementers; applications act through [`Admin`](crate::admin::Admin).
+    /// For store implementers; applications act through `Admin`.
     /// Replaces a row's payload (not while `PROCESSING`, nor once `SUCCEEDED`:
     /// [`Error::InvalidState`]; an unknown id: [`Error::NotFound`]; over
     /// [`max_payload_bytes`](Self::max_payload_bytes), or cut: [`Error::PayloadTooLarge`], as
@@ -453,7 +452,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// the audit entry's id. The row's status does not change.
     fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>>;
 
-    /// For store implementers; applications act through [`Admin`](crate::admin::Admin), and a
+    /// For store implementers; applications act through `Admin`, and a
     /// retrier calls it after a retry succeeded on an upcast payload. Rewrites a row's payload
     /// and version (not while `PROCESSING`: [`Error::InvalidState`]; a row whose version is not
     /// `upgrade.from`: [`Error::VersionChanged`]; an unknown id: [`Error::NotFound`]; a
@@ -462,7 +461,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// entry's id. The row's status and `updated_at` do not change.
     fn upgrade(&self, upgrade: VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>>;
 
-    /// For store implementers; applications act through [`Admin`](crate::admin::Admin).
+    /// For store implementers; applications act through `Admin`.
     /// Writes one batch of a stored patch operation in one transaction: locks the rows and,
     /// in input order, refuses an unknown id ([`Refused::NotFound`]), a `PROCESSING` or
     /// `SUCCEEDED` row ([`Refused::Status`]), a row with a `patch` audit entry of the same
@@ -505,9 +504,8 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// ```
     fn patch_rows(&self, batch: PatchBatch) -> BoxFuture<'_, StoreResult<BatchReport>>;
 
-    /// For store implementers: one audit entry by its id (what [`Admin::undo`] reads).
+    /// For store implementers: one audit entry by its id (what `Admin::undo` reads).
     ///
-    /// [`Admin::undo`]: crate::admin::Admin::undo
     fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>>;
 
     /// Marks the rows of `leases` as claimed by a retrier that could not open them (sealed
@@ -524,14 +522,14 @@ pub trait DeadLetterStore: Send + Sync + 'static {
 
     /// How many rows are left unreadable under their latest claim
     /// ([`mark_unreadable`](Self::mark_unreadable)): what `dlq stats` and
-    /// [`health`](crate::observe::health) report. The default says the store does not count
+    /// `health` report. The default says the store does not count
     /// them ([`Error::Unsupported`]).
     fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
         Box::pin(async { Err(unsupported("counting unreadable sealed rows")) })
     }
 
     /// For store implementers; applications reveal through
-    /// [`Admin::reveal`](crate::admin::Admin::reveal). Records that an operator was shown row
+    /// `Admin::reveal`. Records that an operator was shown row
     /// `id` whole (its redacted fields, its sealed payload opened): an audit entry with action
     /// `reveal`, the note's actor and reason and an empty object as its diff; returns its id.
     /// [`Error::NotFound`] for an unknown id. The default refuses ([`Error::Unsupported`]): a
@@ -542,10 +540,9 @@ pub trait DeadLetterStore: Send + Sync + 'static {
         Box::pin(async { Err(unsupported("auditing a reveal")) })
     }
 
-    /// For store implementers: stores a new bulk operation of [`Admin::start`], `running`,
+    /// For store implementers: stores a new bulk operation of `Admin::start`, `running`,
     /// cursor 0, so that any process can resume it.
     ///
-    /// [`Admin::start`]: crate::admin::Admin::start
     fn create_operation(
         &self,
         action: ActionKind,
@@ -688,9 +685,9 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     }
 
     /// How full the store is, when it has a row limit (`None` otherwise, the default).
-    /// [`health`](crate::observe::health()) and the retriers' saturation gauge read it; a store may
+    /// `health()` and the retriers' saturation gauge read it; a store may
     /// count its rows to answer, so it is not called per park.
-    fn capacity(&self) -> BoxFuture<'_, StoreResult<Option<crate::observe::Capacity>>> {
+    fn capacity(&self) -> BoxFuture<'_, StoreResult<Option<crate::record::Capacity>>> {
         Box::pin(async { Ok(None) })
     }
 
@@ -706,8 +703,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<RetrierHeartbeat>>>;
 
     /// Which circuits this store holds: the key under which this process keeps what it knows
-    /// of them ([`circuit_of`](crate::circuit_of), and [`circuit()`](crate::circuit()) for the
-    /// live path's store). Two store values that read and write the same circuits return
+    /// of them (`circuit_of`, and `circuit()` for the live path's store). Two store values that read and write the same circuits return
     /// equal ids; two whose circuits differ must not (see [`StoreId`]).
     ///
     /// The default is the store's address ([`StoreId::of`]): right for a store that owns its
@@ -759,7 +755,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     }
 
     /// For store implementers; applications erase through
-    /// [`Admin::erase`](crate::admin::Admin::erase). Deletes every row stored under
+    /// `Admin::erase`. Deletes every row stored under
     /// `request.subject` ([`NewDeadLetter::subject`]), whatever its status, with its attempts
     /// and audit entries, and records the erasure ([`Erasure`]: the hash's first
     /// [`RECORDED_PREFIX`](crate::subject::RECORDED_PREFIX) digits, the three counts, the
@@ -769,7 +765,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// The newest `limit` erasure records ([`erase`](Self::erase)), newest first.
     fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>>;
 
-    /// For store implementers; [`Admin::erase`](crate::admin::Admin::erase) and the live path
+    /// For store implementers; `Admin::erase` and the live path
     /// call it. Keeps `check` as the check value of the subject key
     /// ([`SubjectKey::check`](crate::subject::SubjectKey::check)) unless the store keeps one
     /// already, and returns the one it keeps (`check` itself the first time), atomically: two
@@ -829,7 +825,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     }
 }
 
-pub use crate::circuit::{Circuit, CircuitLogEntry, CircuitWrite, Circuits, StoreId};
+pub use crate::record::{Circuit, CircuitLogEntry, CircuitWrite, Circuits, StoreId};
 pub use crate::subject::{EraseRequest, Erasure, KeyCheck, SubjectHash};
 
 /// The rows one event type created in one bucket of [`DeadLetterStore::created_histogram`].

@@ -6,7 +6,7 @@
 //! JSON pointer in its handler's attribute (`#[dead_letter(event_type = "payment", subject =
 //! "/customer_id")]`). The subject is never stored: the row keeps its HMAC-SHA256 under the
 //! service's [`SubjectKey`] ([`SubjectHash`]), and `dlq erase --subject customer-42` (through
-//! [`Admin::erase`](crate::admin::Admin::erase)) hashes the subject it is given with the same
+//! `Admin::erase`) hashes the subject it is given with the same
 //! key to find the rows. Without the key the stored hashes are not reversible by guessing a
 //! customer id: a plain SHA-256 of `customer-42` would be.
 //!
@@ -137,7 +137,7 @@ impl SubjectKey {
     pub fn hash(&self, subject: &str) -> SubjectHash {
         let mut mac = self.mac.clone();
         mac.update(subject.as_bytes());
-        SubjectHash(crate::admin::hex(&mac.finalize().into_bytes()))
+        SubjectHash(crate::record::hex(&mac.finalize().into_bytes()))
     }
 
     /// The key's check value: its HMAC-SHA256 of [`CHECK_LABEL`], in hex. A store keeps the
@@ -183,15 +183,22 @@ impl KeyCheck {
     }
 }
 
-/// Compares `key`'s check value with the one `store` keeps (storing it when the store has
-/// none yet, as the first key to hash a subject): `Ok` when they match.
+/// `Ok` when `stored`, the check value a store keeps (what `DeadLetterStore::subject_key_check`
+/// answers when given `key`'s, storing it when the store has none yet, as the first key to hash
+/// a subject), is `key`'s.
+///
+/// ```
+/// use dlq_core::subject::{check_key, SubjectKey};
+/// let key = SubjectKey::new([7; 32])?;
+/// assert!(check_key(&key, &key.check()).is_ok());
+/// assert!(check_key(&key, &SubjectKey::new([8; 32])?.check()).is_err());
+/// # Ok::<(), dlq_core::Error>(())
+/// ```
 ///
 /// # Errors
-/// [`Error::Config`] naming [`KEY_ENV`] when the store keeps another key's check value;
-/// the store's error.
-pub async fn check_key<S: crate::DeadLetterStore + ?Sized>(store: &S, key: &SubjectKey) -> Result<(), Error> {
-    let mine = key.check();
-    if store.subject_key_check(mine.clone()).await? == mine {
+/// [`Error::Config`] naming [`KEY_ENV`] when the store keeps another key's check value.
+pub fn check_key(key: &SubjectKey, stored: &KeyCheck) -> Result<(), Error> {
+    if *stored == key.check() {
         return Ok(());
     }
     Err(Error::Config {
@@ -202,25 +209,6 @@ pub async fn check_key<S: crate::DeadLetterStore + ?Sized>(store: &S, key: &Subj
                  found; set the service's key"
             .into(),
     })
-}
-
-/// Has `store` keep the process's key's check value before the live path parks its first row
-/// with a subject there (once per store: [`crate::live`] remembers); a store that keeps
-/// another key's is logged (without either key): the row is parked all the same. Whether it
-/// is done (false: the store could not answer; tried again at the next park).
-pub(crate) async fn remember_check(store: &dyn crate::DeadLetterStore) -> bool {
-    let Ok(Some(key)) = key() else { return true };
-    match check_key(store, key).await {
-        Ok(()) => true,
-        Err(error @ Error::Config { .. }) => {
-            tracing::error!(%error, "the subject key differs from the one the store's subjects were hashed with");
-            true
-        }
-        Err(error) => {
-            tracing::warn!(%error, "could not check the subject key against the store's; will try again");
-            false
-        }
-    }
 }
 
 /// A subject's keyed hash as stored with its rows: 64 lowercase hex digits.
@@ -361,7 +349,7 @@ pub(crate) fn stamp_pointer(event_type: &str, payload: &crate::Payload, pointer:
     stamp(event_type, &at_pointer(value, pointer)?)
 }
 
-/// For store implementers: what [`Admin::erase`](crate::admin::Admin::erase) asks of
+/// For store implementers: what `Admin::erase` asks of
 /// [`DeadLetterStore::erase`](crate::DeadLetterStore::erase).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -369,12 +357,12 @@ pub struct EraseRequest {
     /// The subject's keyed hash.
     pub subject: SubjectHash,
     /// Who erases, and why (the request's reference).
-    pub note: crate::store::AuditNote,
+    pub note: crate::record::AuditNote,
 }
 
 impl EraseRequest {
     /// A request, for stores and tests outside this crate.
-    pub fn new(subject: SubjectHash, note: crate::store::AuditNote) -> Self {
+    pub fn new(subject: SubjectHash, note: crate::record::AuditNote) -> Self {
         Self { subject, note }
     }
 }
@@ -466,7 +454,7 @@ impl Erasure {
         id: i64,
         subject_prefix: impl Into<String>,
         (rows, attempts, audit): (u64, u64, u64),
-        note: crate::store::AuditNote,
+        note: crate::record::AuditNote,
         at: chrono::DateTime<chrono::Utc>,
     ) -> Self {
         let reason = note.reason.unwrap_or_default();
@@ -480,7 +468,7 @@ impl Erasure {
         id: i64,
         subject_prefix: impl Into<String>,
         (rows, attempts, audit): (i64, i64, i64),
-        note: crate::store::AuditNote,
+        note: crate::record::AuditNote,
         at: chrono::DateTime<chrono::Utc>,
     ) -> Self {
         Self {

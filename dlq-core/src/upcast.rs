@@ -128,15 +128,15 @@ pub struct VersionUpgrade {
     /// The payload in version `to`.
     pub payload: Payload,
     /// Who and why.
-    pub note: crate::store::AuditNote,
+    pub note: crate::record::AuditNote,
 }
 
 impl VersionUpgrade {
     /// The audit diff: the versions, and the old and new payloads as a patch's diff keeps
-    /// them ([`patch_diff`](crate::store::patch_diff)), so the event as it was written stays
+    /// them (`patch_diff`), so the event as it was written stays
     /// in the audit log.
     pub fn diff(&self, old: &Payload) -> Value {
-        let mut diff = crate::store::patch_diff(old, &self.payload, None, None);
+        let mut diff = crate::action::patch_diff(old, &self.payload, None, None);
         diff["version"] = serde_json::json!([self.from, self.to]);
         diff
     }

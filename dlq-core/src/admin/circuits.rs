@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use super::{Admin, required};
 use crate::Error;
-use crate::circuit::{Circuit, CircuitLogEntry, CircuitWrite, Circuits};
+use crate::record::{Circuit, CircuitLogEntry, CircuitWrite, Circuits};
 
 /// A pause to set (with its reason) or clear (with the resume's reason).
 #[derive(Debug, Clone)]

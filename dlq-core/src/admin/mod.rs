@@ -45,16 +45,16 @@ use serde::Serialize;
 pub use bulk::{
     Bulk, BulkPlan, BulkProgress, BulkReport, CanaryFailure, CanaryStop, DEFAULT_MAX_REDRIVES, Pacing, Validator,
 };
-pub use patch::{Change, PatchManyReport, PatchRefusal, RowPatch};
+pub use patch::{PatchManyReport, PatchRefusal, RowPatch};
 pub use sealed::RekeyReport;
 pub use stats::{Growth, Orphan, StatsReport, StatusCounts};
 pub use upgrade::UpgradeReport;
 pub use validation::{GroupValidation, Undecodable, ValidationReport};
 
-pub use crate::action::{hex, unhex};
 /// The records an operator reads: a row's attempts and audit log, failure groups, counts by
 /// type and status, the retriers' heartbeats.
-pub use crate::record::{AttemptRecord, AuditEntry, FailureGroup, RetrierHeartbeat, StatsRow};
+pub use crate::record::{AttemptRecord, AuditEntry, Change, Detail, FailureGroup, RetrierHeartbeat, StatsRow};
+pub use crate::record::{hex, unhex};
 
 /// Whether `c` must not reach an operator's screen as it is: a control character (bar the
 /// newline and tab: C0, DEL, C1) or a bidi formatting character (letter marks, embeddings,
@@ -132,17 +132,6 @@ pub struct Page {
     pub rows: Vec<DeadLetter>,
     /// The last row's id when the page was full (there may be more), else `None`.
     pub next: Option<DlqId>,
-}
-
-/// Everything about one row: [`Admin::show`].
-#[derive(Debug, Clone)]
-pub struct Detail {
-    /// The row.
-    pub letter: DeadLetter,
-    /// Every attempt, oldest first.
-    pub attempts: Vec<AttemptRecord>,
-    /// Every operator action, oldest first.
-    pub audit: Vec<AuditEntry>,
 }
 
 /// What a patch or an undo did.
@@ -328,7 +317,8 @@ impl Admin {
             Some(key) => key,
             None => crate::subject::required_key("erase")?,
         };
-        crate::subject::check_key(&*self.store, key).await?;
+        let stored = self.store.subject_key_check(key.check()).await?;
+        crate::subject::check_key(key, &stored)?;
         Ok(key.hash(subject))
     }
 

@@ -7,20 +7,8 @@ use serde_json::Value;
 
 use super::Admin;
 use crate::Error;
-use crate::record::{DeadLetter, DlqId, ListFilter, Payload};
+use crate::record::{Change, DeadLetter, DlqId, ListFilter, Payload};
 use crate::store::{ActionKind, Refused, refusal};
-
-/// One value a patch changes, at an RFC 6901 JSON Pointer (`null` on a side where the value
-/// is absent).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Change {
-    /// Where, e.g. `/currency`.
-    pub path: String,
-    /// The value before (`None`: added).
-    pub old: Option<Value>,
-    /// The value after (`None`: removed).
-    pub new: Option<Value>,
-}
 
 /// A row a patch would change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::Admin;
 use crate::Error;
+use crate::observe::unreadable_problem;
 use crate::record::{FailureGroup, ListFilter, RetrierHeartbeat, Status};
 use crate::store::TableHealth;
 use crate::{CircuitState, observe::Capacity, store::Circuit};
@@ -279,13 +280,4 @@ fn warnings(report: &StatsReport) -> Vec<String> {
         }
     }
     out
-}
-
-/// What `dlq stats` and health say of `n` sealed rows the retriers could not open.
-pub(crate) fn unreadable_problem(n: u64) -> String {
-    format!(
-        "{n} encrypted row{} left claimed: the retrier that claimed {} lacks the key (`dlq show ID` names it; load it into a retrier's DLQ_KEYS)",
-        if n == 1 { "" } else { "s" },
-        if n == 1 { "it" } else { "them" }
-    )
 }

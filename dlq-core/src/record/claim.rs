@@ -135,7 +135,7 @@ impl ClaimCap {
 /// A claim returns only these columns, not the whole [`DeadLetter`]: a retrier claims a
 /// batch between two runs of its handlers, and the error, its chain and the source metadata
 /// it never reads were most of what each claim sent. The whole row is
-/// [`DeadLetterStore::get`](crate::store::DeadLetterStore::get)`(claimed.id())`.
+/// `DeadLetterStore::get(claimed.id())`.
 ///
 /// ```
 /// use dlq_core::store::Claimed;

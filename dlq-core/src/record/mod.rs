@@ -12,6 +12,7 @@
 //!
 //! The crate root, `store` and `admin` re-export them; nothing outside names these files.
 
+mod circuit;
 mod claim;
 mod filter;
 mod operator;
@@ -20,12 +21,15 @@ mod payload;
 mod row;
 mod source;
 
+pub use circuit::{Circuit, CircuitLogEntry, CircuitState, CircuitView, CircuitWrite, Circuits, StoreId};
 pub use claim::{ClaimCap, ClaimRequest, Claimed, Lease, SettleReport, Settlement};
 pub use filter::{ListFilter, Order};
 pub(crate) use operator::host_name;
-pub use operator::{AttemptRecord, AuditEntry, AuditNote, FailureGroup, RetrierHeartbeat, StatsRow};
+pub use operator::{
+    AttemptRecord, AuditEntry, AuditNote, Capacity, Change, Detail, FailureGroup, RetrierHeartbeat, StatsRow,
+};
 pub use parking::{NewDeadLetter, Parked};
 pub(crate) use payload::json_len;
-pub use payload::{DEFAULT_MAX_PAYLOAD_BYTES, Payload, TOO_LARGE_PREVIEW_BYTES, Truncation};
+pub use payload::{DEFAULT_MAX_PAYLOAD_BYTES, Payload, TOO_LARGE_PREVIEW_BYTES, Truncation, hex, unhex};
 pub use row::{DeadLetter, DeadReason, DlqId, Status};
 pub use source::SourceMeta;

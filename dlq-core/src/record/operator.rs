@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{DlqId, Status};
+use super::{DeadLetter, DlqId, Status};
 
 /// One attempt in a row's history (`dlq_attempts`).
 #[derive(Debug, Clone, PartialEq)]
@@ -146,4 +146,56 @@ impl RetrierHeartbeat {
 pub(crate) fn host_name() -> String {
     let name = gethostname::gethostname().to_string_lossy().trim().to_owned();
     if name.is_empty() { "localhost".to_owned() } else { name }
+}
+
+/// Everything about one row: what `Admin::show` answers.
+#[derive(Debug, Clone)]
+pub struct Detail {
+    /// The row.
+    pub letter: DeadLetter,
+    /// Every attempt, oldest first.
+    pub attempts: Vec<AttemptRecord>,
+    /// Every operator action, oldest first.
+    pub audit: Vec<AuditEntry>,
+}
+
+/// One value a patch changes, at an RFC 6901 JSON Pointer (`null` on a side where the value
+/// is absent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    /// Where, e.g. `/currency`.
+    pub path: String,
+    /// The value before (`None`: added).
+    pub old: Option<serde_json::Value>,
+    /// The value after (`None`: removed).
+    pub new: Option<serde_json::Value>,
+}
+
+/// How full a store with a row limit is (`DeadLetterStore::capacity`).
+///
+/// ```
+/// let capacity = dlq_core::observe::Capacity { entries: 850, max_entries: 1000, blocks_when_full: false };
+/// assert_eq!(capacity.saturation(), 0.85);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Capacity {
+    /// Rows in the store.
+    pub entries: u64,
+    /// The configured limit.
+    pub max_entries: u64,
+    /// Whether a park waits for room when the store is full (PostgreSQL's `Overflow::Block`),
+    /// so a full store stalls the live path instead of refusing.
+    pub blocks_when_full: bool,
+}
+
+impl Capacity {
+    /// `entries / max_entries`; 1.0 when the limit is 0 and a row exists.
+    pub fn saturation(&self) -> f64 {
+        if self.max_entries == 0 {
+            return if self.entries == 0 { 0.0 } else { 1.0 };
+        }
+        #[allow(clippy::cast_precision_loss, reason = "a ratio: 53 bits of precision are plenty")]
+        let ratio = self.entries as f64 / self.max_entries as f64;
+        ratio
+    }
 }

@@ -44,7 +44,7 @@ pub struct NewDeadLetter {
     /// Where the event came from.
     pub source: SourceMeta,
     /// The keyed hash of whose data the event holds, that `dlq erase` finds it by
-    /// ([`crate::subject`]); set from the source's subject by [`with_source`](Self::with_source).
+    /// (`subject`); set from the source's subject by [`with_source`](Self::with_source).
     pub subject: Option<SubjectHash>,
 }
 
@@ -66,7 +66,7 @@ impl NewDeadLetter {
         }
     }
 
-    /// Sets the subject's keyed hash ([`SubjectKey::hash`](crate::subject::SubjectKey::hash)).
+    /// Sets the subject's keyed hash (`SubjectKey::hash`).
     ///
     /// ```
     /// use dlq_core::{ErrorClass, FailureInfo, store::NewDeadLetter, Payload, subject::SubjectKey};
@@ -92,7 +92,7 @@ impl NewDeadLetter {
 
     /// Sets the source metadata (and the dedupe key from it, when none is set). A source
     /// naming a subject ([`SourceMeta::subject`]) sets the letter's subject to its keyed hash
-    /// under the process's key ([`crate::subject::key`]) and is kept without it; with no key
+    /// under the process's key (`subject::key`) and is kept without it; with no key
     /// configured the subject is left out and an error logged (without the subject).
     #[must_use]
     pub fn with_source(mut self, mut source: SourceMeta) -> Self {

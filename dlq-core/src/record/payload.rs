@@ -404,15 +404,6 @@ fn truncation_of(original: &[u8]) -> Truncation {
     Truncation { original_len: original.len() as u64, original_sha256: hex(&sha2::Sha256::digest(original)) }
 }
 
-/// Bytes as lowercase hex.
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    })
-}
-
 /// Whether `value` holds no NUL character (`\u0000`) in any string or key.
 fn nul_free(value: &serde_json::Value) -> bool {
     use serde_json::Value;
@@ -422,6 +413,30 @@ fn nul_free(value: &serde_json::Value) -> bool {
         Value::Object(map) => map.iter().all(|(k, v)| !k.contains('\0') && nul_free(v)),
         _ => true,
     }
+}
+
+/// Lowercase hex of `bytes`, as the operator tools show raw payloads (`dlq show --json`, the
+/// console's API, a patch's audit diff).
+///
+/// ```
+/// assert_eq!(dlq_core::admin::hex(&[0xff, 0x00, 0x10]), "ff0010");
+/// assert_eq!(dlq_core::admin::unhex("ff0010"), Some(vec![0xff, 0x00, 0x10]));
+/// assert_eq!(dlq_core::admin::unhex("f"), None);
+/// ```
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
+/// The bytes of lowercase or uppercase hex ([`hex`]); `None` for anything else.
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
 }
 
 #[cfg(test)]

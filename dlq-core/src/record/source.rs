@@ -23,7 +23,7 @@ pub struct SourceMeta {
     /// W3C `traceparent` or similar.
     pub trace_context: Option<String>,
     /// Whose data the event holds ([`subject`](Self::subject)): never stored, serialized or
-    /// printed; the row keeps its keyed hash ([`crate::subject`]).
+    /// printed; the row keeps its keyed hash (`subject`).
     #[serde(skip)]
     pub subject: Option<String>,
 }
@@ -69,7 +69,7 @@ impl SourceMeta {
 
     /// The same source, naming whose data the event holds (a customer id, an account
     /// number): the row is stored under the subject's keyed hash, so that `dlq erase --subject
-    /// customer-42` finds and deletes it ([`crate::subject`]). The subject itself is never
+    /// customer-42` finds and deletes it (`subject`). The subject itself is never
     /// stored, serialized or printed.
     ///
     /// ```

@@ -10,9 +10,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use crate::backoff::now;
 use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{Attempt, HandlerOutcome, Invocation, Registration, Runner};
-use crate::memory::now;
 use crate::record::{Claimed, DeadReason, Settlement};
 use crate::store::DeadLetterStore;
 use crate::upcast::{Upcast, upcast};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use crate::circuit::{Circuit, CircuitState, CircuitWrite, Circuits};
+use crate::record::{Circuit, CircuitState, CircuitWrite, Circuits};
 use crate::store::{ClaimCap, StoreId};
 use crate::{BreakerConfig, DeadLetterStore, Error, RetrierConfig, admin::RetrierHeartbeat};
 
@@ -424,7 +424,7 @@ impl Breakers {
                 if !matches!(error, Error::Unsupported { .. }) {
                     tracing::warn!(%error, event_type = %t, "could not write the circuit; applying it in this retrier only");
                 }
-                let store_now = self.lock().store_now().unwrap_or_else(crate::memory::now);
+                let store_now = self.lock().store_now().unwrap_or_else(crate::backoff::now);
                 let mut local_only = write.applied_to(&self.lock().get(&t), store_now);
                 if local_only.is_none() {
                     let mut base = self.lock().get(&t);
@@ -440,7 +440,7 @@ impl Breakers {
             _ => tracing::info!(event_type = %t, %reason, "circuit {to}"),
         }
         crate::observe::circuit_transition(&t, write.logged_as);
-        let store_now = circuit.updated_at.unwrap_or_else(crate::memory::now);
+        let store_now = circuit.updated_at.unwrap_or_else(crate::backoff::now);
         crate::circuit::publish(store.store_id(), std::iter::once(&circuit), store_now);
         let mut local = self.lock();
         if local.read.is_none() {

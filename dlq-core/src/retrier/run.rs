@@ -104,7 +104,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         self.check_keys()?;
         if let Err(error) = self.check_versions().await {
             // Published all the same: `dlq redrive --validate` then reports the mismatch.
-            crate::catalog::publish_or_warn(&*self.store, self.registry.catalog(&self.owner)).await;
+            publish_or_warn(&*self.store, self.registry.catalog(&self.owner)).await;
             return Err(error);
         }
         crate::observe::describe_metrics();
@@ -113,7 +113,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         if let Err(error) = self.store.heartbeat(&beat, expire_after).await {
             tracing::warn!(%error, "could not register the retrier's heartbeat");
         }
-        let published = crate::catalog::publish_or_warn(&*self.store, self.registry.catalog(&self.owner)).await;
+        let published = publish_or_warn(&*self.store, self.registry.catalog(&self.owner)).await;
         // One token per run: the shutdown future cancels it, and so does the work ending early
         // (singleton unsupported), which stops the background loops too.
         let stop = CancellationToken::new();
@@ -206,7 +206,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
                 tracing::warn!(%error, "could not refresh the retrier's heartbeat");
             }
             if !published {
-                published = crate::catalog::publish_or_warn(&*self.store, self.registry.catalog(&self.owner)).await;
+                published = publish_or_warn(&*self.store, self.registry.catalog(&self.owner)).await;
             }
         }
     }
@@ -363,5 +363,21 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         }
         // Not part of a run: nothing cancels it, and it claims nothing beyond its batch.
         self.run_batch_once(&CancellationToken::new(), &mut None, false).await
+    }
+}
+
+/// Publishes `records` into `store`'s catalog, logging (not failing) when the store cannot take
+/// them: the process handles events without the catalog; tools then report the types as
+/// unknown. Says whether it was published.
+async fn publish_or_warn<S: DeadLetterStore + ?Sized>(store: &S, records: Vec<crate::catalog::EventTypeInfo>) -> bool {
+    if records.is_empty() {
+        return true;
+    }
+    match store.publish_types(records).await {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::warn!(%error, "could not publish the event types into the store's catalog; will try again");
+            false
+        }
     }
 }

@@ -32,7 +32,7 @@ struct Script {
 
 fn scripted(inv: Invocation) -> crate::store::BoxFuture<'static, HandlerOutcome> {
     Box::pin(async move {
-        let script: Script = match crate::__private::decode(&inv.payload) {
+        let script: Script = match crate::handler::decode(&inv.payload) {
             Ok(s) => s,
             Err(outcome) => return outcome,
         };

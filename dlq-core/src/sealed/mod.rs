@@ -56,6 +56,7 @@ use serde_json::{Map, Value, json};
 use crate::classify::FailureInfo;
 use crate::record::{NewDeadLetter, Payload};
 
+pub use crate::error::SealError;
 use format::{Body, Plain};
 pub use keys::{EnvKeys, FileKeys, KeyProvider, KeyRing, install_from, install_keys, installed_keys};
 
@@ -68,57 +69,6 @@ const TEXT_V2: &str = "dlq-sealed:v2:";
 /// payload, in one seal: the text is in the payload's envelope.
 const IN_PAYLOAD: &str = "payload";
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
-
-/// What goes wrong with keys and sealed rows. Messages name key ids, never key bytes nor
-/// sealed content.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SealError {
-    /// Nothing provides keys.
-    #[error(
-        "no key ring is configured ({hint}): set DLQ_KEYS (and DLQ_ACTIVE_KEY), or call dlq_core::sealed::install_keys at start-up"
-    )]
-    NoKeyProvider {
-        /// What was looked for.
-        hint: String,
-    },
-    /// An encrypted event type without a key ring: refused, never parked in clear.
-    #[error(
-        "event type `{event_type}` is encrypted (`encrypt = true`) but no key ring is configured: set DLQ_KEYS (and DLQ_ACTIVE_KEY), or call dlq_core::sealed::install_keys at start-up"
-    )]
-    NotConfigured {
-        /// The event type.
-        event_type: String,
-    },
-    /// The row was sealed under a key the ring does not hold.
-    #[error("no key `{key}` in the key ring (it holds {held}): load a ring that has `{key}` to open this row")]
-    UnknownKey {
-        /// The key the row names.
-        key: String,
-        /// The ids the ring holds.
-        held: String,
-    },
-    /// The key opened nothing: another key under the same id, or changed bytes.
-    #[error(
-        "data sealed under key `{key}` does not authenticate: the key with that id is not the one it was sealed with, or the stored bytes were changed"
-    )]
-    Unauthentic {
-        /// The key id.
-        key: String,
-    },
-    /// A sealed value that is not in dlq's format.
-    #[error("malformed sealed value: {reason}")]
-    Malformed {
-        /// What is wrong.
-        reason: String,
-    },
-    /// Keys that cannot be used.
-    #[error("invalid keys: {reason}")]
-    BadKeys {
-        /// What is wrong (ids and positions, never bytes).
-        reason: String,
-    },
-}
 
 /// The `encrypt = true` setting of one event type, with the payload's fields kept in clear
 /// (`clear = ["/id"]`, JSON pointers).

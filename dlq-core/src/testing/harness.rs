@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::memory::now;
+use crate::backoff::now;
 use crate::{Context, MemoryStore, Registry, Retrier, RetrierConfig, Status, with_store};
 
 /// Runs an application's annotated handlers against a fresh [`MemoryStore`], and retries

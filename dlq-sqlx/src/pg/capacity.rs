@@ -111,7 +111,7 @@ impl Capacity {
                 Err(dlq_core::Error::Timeout(_))
                     if self.policy == Overflow::Block && last.saturating_add(n) > self.max =>
                 {
-                    dlq_core::store::record_overflow("block", "rejected", n);
+                    dlq_core::observe::record_overflow("block", "rejected", n);
                     return Err(dlq_core::Error::Full { entries: last, max: self.max });
                 }
                 counted => counted?,
@@ -123,26 +123,26 @@ impl Capacity {
             let full = dlq_core::Error::Full { entries, max: self.max };
             match self.policy {
                 Overflow::Reject => {
-                    dlq_core::store::record_overflow("reject", "rejected", n);
+                    dlq_core::observe::record_overflow("reject", "rejected", n);
                     return Err(full);
                 }
                 Overflow::DropOldest => {
                     let excess = entries.saturating_add(n).saturating_sub(self.max);
                     let dropped = bounded(deadline, timeout, admin::drop_oldest(store, excess)).await?;
                     if dropped == 0 {
-                        dlq_core::store::record_overflow("drop_oldest", "rejected", n);
+                        dlq_core::observe::record_overflow("drop_oldest", "rejected", n);
                         return Err(full);
                     }
-                    dlq_core::store::record_overflow("drop_oldest", "dropped", dropped);
+                    dlq_core::observe::record_overflow("drop_oldest", "dropped", dropped);
                     tracing::info!(dropped, max_entries = self.max, "dropped the oldest dead and finished rows");
                     self.observe(entries.saturating_sub(dropped));
                 }
                 Overflow::Block => {
                     if Instant::now() + BLOCK_POLL >= deadline {
-                        dlq_core::store::record_overflow("block", "rejected", n);
+                        dlq_core::observe::record_overflow("block", "rejected", n);
                         return Err(full);
                     }
-                    dlq_core::store::record_overflow("block", "blocked", n);
+                    dlq_core::observe::record_overflow("block", "blocked", n);
                     tokio::time::sleep(BLOCK_POLL).await;
                 }
             }

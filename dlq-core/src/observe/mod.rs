@@ -13,9 +13,13 @@ use std::time::Duration;
 use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 
 use crate::ErrorClass;
-pub use crate::health::{Capacity, Health, HealthStatus, SATURATION_ERROR, SATURATION_WARNING, health};
+mod health;
+
+pub use crate::record::Capacity;
 use crate::record::{DeadReason, Status};
 use crate::record::{RetrierHeartbeat, StatsRow};
+pub(crate) use health::unreadable_problem;
+pub use health::{Health, HealthStatus, SATURATION_ERROR, SATURATION_WARNING, health};
 
 /// Every metric `dlq` records: name, unit and meaning (also in `docs/METRICS.md`).
 pub const METRICS: &[(&str, &str, &str)] = &[
@@ -218,7 +222,7 @@ pub(crate) fn store_error() {
     counter!(STORE_ERRORS).increment(1);
 }
 
-/// Rows an operator action changed, through [`Admin`](crate::admin::Admin).
+/// Rows an operator action changed, through `Admin`.
 pub(crate) fn admin_action(action: &'static str, rows: u64) {
     if rows > 0 {
         counter!(ADMIN_ACTIONS, "action" => action).increment(rows);
@@ -229,7 +233,7 @@ pub(crate) fn admin_action(action: &'static str, rows: u64) {
 /// happened to the park or to older rows (`rejected`, `dropped` rows, `blocked` waits).
 ///
 /// ```
-/// dlq_core::store::record_overflow("drop_oldest", "dropped", 3); // for store implementers
+/// dlq_core::observe::record_overflow("drop_oldest", "dropped", 3); // for store implementers
 /// ```
 pub fn record_overflow(policy: &'static str, outcome: &'static str, rows: u64) {
     counter!(OVERFLOW, "policy" => policy, "outcome" => outcome).increment(rows);

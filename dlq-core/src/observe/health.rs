@@ -7,35 +7,6 @@ use serde::Serialize;
 use crate::record::Status;
 use crate::store::DeadLetterStore;
 
-/// How full a store with a row limit is ([`DeadLetterStore::capacity`]).
-///
-/// ```
-/// let capacity = dlq_core::observe::Capacity { entries: 850, max_entries: 1000, blocks_when_full: false };
-/// assert_eq!(capacity.saturation(), 0.85);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Capacity {
-    /// Rows in the store.
-    pub entries: u64,
-    /// The configured limit.
-    pub max_entries: u64,
-    /// Whether a park waits for room when the store is full (PostgreSQL's `Overflow::Block`),
-    /// so a full store stalls the live path instead of refusing.
-    pub blocks_when_full: bool,
-}
-
-impl Capacity {
-    /// `entries / max_entries`; 1.0 when the limit is 0 and a row exists.
-    pub fn saturation(&self) -> f64 {
-        if self.max_entries == 0 {
-            return if self.entries == 0 { 0.0 } else { 1.0 };
-        }
-        #[allow(clippy::cast_precision_loss, reason = "a ratio: 53 bits of precision are plenty")]
-        let ratio = self.entries as f64 / self.max_entries as f64;
-        ratio
-    }
-}
-
 /// The saturation at which [`health`] reports [`HealthStatus::Degraded`] and a retrier logs
 /// an error (at [`SATURATION_WARNING`] it logs a warning).
 pub const SATURATION_ERROR: f64 = 0.95;
@@ -131,10 +102,19 @@ pub async fn health(store: &(impl DeadLetterStore + ?Sized)) -> Health {
         }
     };
     if let Some(n) = sealed_unreadable.filter(|n| *n > 0) {
-        problems.push(crate::admin::stats::unreadable_problem(n));
+        problems.push(unreadable_problem(n));
     }
     let status = if problems.is_empty() { HealthStatus::Healthy } else { HealthStatus::Degraded };
     Health { status, problems, saturation, live_retriers: retriers.len(), orphaned, sealed_unreadable }
+}
+
+/// What `dlq stats` and health say of `n` sealed rows the retriers could not open.
+pub(crate) fn unreadable_problem(n: u64) -> String {
+    format!(
+        "{n} encrypted row{} left claimed: the retrier that claimed {} lacks the key (`dlq show ID` names it; load it into a retrier's DLQ_KEYS)",
+        if n == 1 { "" } else { "s" },
+        if n == 1 { "it" } else { "them" }
+    )
 }
 
 #[cfg(test)]
@@ -160,7 +140,7 @@ mod tests {
 
     #[test]
     fn saturation_thresholds() {
-        let c = |entries| Capacity { entries, max_entries: 100, blocks_when_full: false };
+        let c = |entries| crate::record::Capacity { entries, max_entries: 100, blocks_when_full: false };
         assert!(c(94).saturation() < SATURATION_ERROR && c(95).saturation() >= SATURATION_ERROR);
         assert!(c(80).saturation() >= SATURATION_WARNING);
     }

@@ -1,0 +1,171 @@
+//! dlq-core's modules in layers whose imports run one way: a module may use a module of a
+//! lower layer, and one of its own layer only when that layer has at most three modules (a
+//! small circle the layer owns, e.g. a row and its subject). The table below is the map
+//! `docs/DESIGN.md` draws; this test fails when code reaches up, so that the map stays true.
+//!
+//! It reads every file of `src/` (without its `#[cfg(test)]` part and without comments: a doc
+//! may point anywhere, an import may not) and follows each `crate::name` path. A name the
+//! crate root re-exports (`crate::Error`, `crate::Retrier`) counts as the module it comes from,
+//! so a path through the root is no way around a layer.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The layers, lowest first, with what each owns.
+const LAYERS: &[(&str, &[&str])] = &[
+    // Leaves: retry timing, error classification, JSON Schema checks, trace context.
+    ("leaves", &["backoff", "classify", "validate", "otel"]),
+    // The vocabulary: the error type, the stored row and the subject it is about.
+    ("vocabulary", &["error", "record", "subject"]),
+    // What is done to rows, sealing, and the settings read from configuration.
+    ("actions and settings", &["action", "sealed", "config"]),
+    ("breaker settings", &["breaker_config"]),
+    // A handler's registration: its upcasters and the schemas it publishes.
+    ("handlers", &["handler", "catalog", "upcast"]),
+    // The store contract.
+    ("store", &["store"]),
+    // The registered handlers of a process, and the catalog they publish into a store.
+    ("registry", &["registry"]),
+    // Metrics, labels and health.
+    ("observe", &["observe"]),
+    // The live path with the circuits it reads, and what operators may see.
+    ("live path", &["live", "circuit", "redact"]),
+    ("retrier", &["retrier"]),
+    // The in-memory store, and the operator layer.
+    ("stores and operators", &["memory", "admin"]),
+    // What the macros expand to, and the kit for store implementers and tests.
+    ("macro support", &["__private"]),
+    ("testing", &["testing"]),
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|(_, modules)| modules.contains(&module))
+}
+
+/// The top-level module of each file under `src`, and the file's text.
+fn files(src: &Path) -> Vec<(String, String, String)> {
+    let mut found = Vec::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let rel = path.strip_prefix(src).unwrap();
+            let first = rel.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
+            let module = first.strip_suffix(".rs").unwrap_or(&first).to_owned();
+            let text = std::fs::read_to_string(&path).unwrap();
+            found.push((module, rel.display().to_string(), text));
+        }
+    }
+    found
+}
+
+/// `text` without its `#[cfg(test)]` part and without comment lines.
+fn code(text: &str) -> Vec<(usize, &str)> {
+    let end = text.find("#[cfg(test)]").unwrap_or(text.len());
+    text[..end]
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim_start().starts_with("//"))
+        .map(|(n, line)| (n + 1, line))
+        .collect()
+}
+
+/// Every identifier that follows `crate::` in `line`.
+fn crate_paths(line: &str) -> Vec<&str> {
+    let mut names = Vec::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("crate::") {
+        let before = rest[..at].chars().next_back();
+        rest = &rest[at + "crate::".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(rest.len());
+        names.push(&rest[..end]);
+    }
+    names
+}
+
+/// The names `lib.rs` re-exports at the root (`pub use module::{A, B};`), by the module each
+/// comes from.
+fn root_names(lib: &str, modules: &[&str]) -> BTreeMap<String, String> {
+    let mut names = BTreeMap::new();
+    for statement in lib.split(';') {
+        let Some(used) = statement.trim().strip_prefix("pub use ") else { continue };
+        let Some((module, items)) = used.split_once("::") else { continue };
+        if !modules.contains(&module) {
+            continue;
+        }
+        for item in items.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|i| !i.is_empty()) {
+            names.insert(item.to_owned(), module.to_owned());
+        }
+    }
+    names
+}
+
+#[test]
+fn every_module_imports_only_lower_layers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let files = files(&src);
+    let mut modules: Vec<&str> =
+        files.iter().map(|(m, _, _)| m.as_str()).filter(|m| *m != "lib" && *m != "main").collect();
+    modules.sort_unstable();
+    modules.dedup();
+    let unplaced: Vec<_> = modules.iter().filter(|m| layer_of(m).is_none()).collect();
+    assert!(unplaced.is_empty(), "modules in no layer (add each to LAYERS, and to docs/DESIGN.md's map): {unplaced:?}");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let root = root_names(&lib, &modules);
+    let mut upward = Vec::new();
+    for (module, file, text) in &files {
+        let Some(from) = layer_of(module) else { continue };
+        if file.ends_with("tests.rs") {
+            continue;
+        }
+        for (line, code) in code(text) {
+            for name in crate_paths(code) {
+                let target = if modules.contains(&name) { Some(name) } else { root.get(name).map(String::as_str) };
+                let Some(target) = target.filter(|t| t != module) else { continue };
+                let to = layer_of(target).unwrap();
+                let same_small_layer = to == from && LAYERS[to].1.len() <= 3;
+                if to > from || (to == from && !same_small_layer) {
+                    upward.push(format!(
+                        "src/{file}:{line}: {module} ({}) uses {target} ({})",
+                        LAYERS[from].0, LAYERS[to].0
+                    ));
+                }
+            }
+        }
+    }
+    assert!(upward.is_empty(), "imports that reach up a layer:\n{}", upward.join("\n"));
+}
+
+/// No layer is empty, and no module is in two.
+#[test]
+fn every_module_is_in_one_layer() {
+    for (name, modules) in LAYERS {
+        assert!(!modules.is_empty(), "{name}");
+    }
+    let mut all: Vec<_> = LAYERS.iter().flat_map(|(_, m)| m.iter()).collect();
+    let count = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), count, "a module in two layers");
+}
+
+/// The scan itself: a path through the root counts as its module, a comment does not.
+#[test]
+fn the_scan_follows_root_names_and_skips_comments() {
+    let root = root_names("pub use retrier::{Retrier, RetrierStats};\npub use error::Error;", &["retrier", "error"]);
+    assert_eq!(root.get("Retrier").map(String::as_str), Some("retrier"));
+    assert_eq!(root.get("Error").map(String::as_str), Some("error"));
+    assert_eq!(crate_paths("let r: crate::Retrier = $crate::x; my_crate::y"), ["Retrier", "x"]);
+    let text = "/// [`Retrier`](crate::Retrier)\nuse crate::store::X;\n#[cfg(test)]\nuse crate::admin;";
+    assert_eq!(code(text), [(2, "use crate::store::X;")]);
+}
