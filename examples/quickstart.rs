@@ -18,7 +18,7 @@
 //! DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo run --example quickstart
 //! ```
 //!
-//! To be the operator yourself (the README's "On call" walkthrough), set
+//! To be the operator yourself (the "On call" walkthrough of docs/OPERATING.md), set
 //! `DLQ_QUICKSTART_ON_CALL=1`: the poison event stays parked, and the service keeps its
 //! retrier running until Ctrl-C, so that `dlq` in another terminal can inspect, patch and
 //! redrive it (`DATABASE_URL=sqlite://dlq-quickstart.db dlq stats`).

@@ -813,9 +813,10 @@ async fn usage_errors_exit_2_with_one_line(db: Db) {
     assert!(store.circuits().await.unwrap().circuits.is_empty(), "nothing paused");
 }
 
-/// `dlq --help` ends with the exit-code table, and README.md's table says the same codes.
+/// `dlq --help` ends with the exit-code table, and the operating guide's table (docs/OPERATING.md)
+/// says the same codes.
 #[test]
-fn the_exit_code_table_is_in_the_help_and_the_readme() {
+fn the_exit_code_table_is_in_the_help_and_the_operating_guide() {
     let help = Command::cargo_bin("dlq").unwrap().arg("--help").assert().success().get_output().stdout.clone();
     let help = String::from_utf8(help).unwrap();
     let table = help.split("Exit codes:\n").nth(1).unwrap();
@@ -827,15 +828,15 @@ fn the_exit_code_table_is_in_the_help_and_the_readme() {
         .filter(number)
         .collect();
     assert_eq!(codes, ["0", "1", "2", "3", "4", "130", "141"], "{help}");
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
-    let section = readme.split("| exit code | meaning |").nth(1).expect("README.md has the exit-code table");
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/OPERATING.md")).unwrap();
+    let section = guide.split("| exit code | meaning |").nth(1).expect("docs/OPERATING.md has the exit-code table");
     let documented: Vec<&str> = section
         .lines()
         .skip(2)
         .map_while(|l| l.strip_prefix("| "))
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    assert_eq!(documented, codes, "README.md's exit codes");
+    assert_eq!(documented, codes, "docs/OPERATING.md's exit codes");
 }
 
 /// A verb that selects nothing says so and exits 4, storing no operation; `purge` shows its

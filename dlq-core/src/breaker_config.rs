@@ -221,7 +221,7 @@ mod tests {
 
     #[test]
     fn the_documented_configurations_parse() {
-        for doc in [include_str!("../../docs/BREAKER.md"), include_str!("../../README.md")] {
+        for doc in [include_str!("../../docs/BREAKER.md"), include_str!("../../docs/OUTAGES.md")] {
             let blocks = doc.split("```toml\n").skip(1).filter_map(|b| b.split_once("```").map(|(toml, _)| toml));
             let toml = blocks.into_iter().find(|b| b.contains("breaker")).expect("a toml block with a breaker");
             let config = crate::RetrierConfig::from_toml_str(toml).unwrap();

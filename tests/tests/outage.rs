@@ -8,7 +8,7 @@
 //! (six retries 5 s to 160 s apart, ±15 % jitter, end at most 363 s after the park, before the
 //! ledger is back), and each of them cost the ledger six calls. With it, none do: the ledger
 //! sees at most 40 retries during the outage, and every row succeeds once it is back, within
-//! the cool-down and the ramp. The README quotes these assertions, not the printed figures
+//! the cool-down and the ramp. docs/OUTAGES.md quotes these assertions, not the printed figures
 //! (the jitter moves those from run to run). Run with `--nocapture` to see the numbers.
 
 use std::sync::Arc;

@@ -12,77 +12,34 @@ use dlq_core::{
 use sqlx::Row;
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 
-use super::codec::{self, PayloadColumns, event_columns, sql};
+use super::codec::{self, PayloadColumns, sql};
+use super::statement::Composed;
 use super::write::begin;
 
-/// The `WHERE` clause of a [`ListFilter`], bound as `?1`..`?4` and `?6`..`?11` by
-/// [`bind_filter`] (`?5` is the limit); the keyset is the open id range `(?10, ?11)`.
-macro_rules! filter_clause {
-    () => {
-        "(?1 IS NULL OR status = ?1) AND (?2 IS NULL OR event_type = ?2) AND (?3 IS NULL OR fingerprint = ?3) \
-         AND (json_array_length(?4) = 0 OR id IN (SELECT value FROM json_each(?4))) \
-         AND (?6 IS NULL OR error_kind = ?6) AND (?7 IS NULL OR instr(error_reason, ?7) > 0) \
-         AND (?8 IS NULL OR created_at >= ?8) AND (?9 IS NULL OR created_at < ?9) AND id > ?10 AND id < ?11"
-    };
-}
-
-pub(super) const SELECT_ONE: &str = concat!("SELECT ", event_columns!(), " FROM dlq_events WHERE id = ?1");
-
-const SELECT_LIST: &str =
-    concat!("SELECT ", event_columns!(), " FROM dlq_events WHERE ", filter_clause!(), " ORDER BY id DESC LIMIT ?5");
-
-const SELECT_LIST_OLDEST: &str =
-    concat!("SELECT ", event_columns!(), " FROM dlq_events WHERE ", filter_clause!(), " ORDER BY id ASC LIMIT ?5");
-
-const COUNT: &str = concat!("SELECT count(*) FROM (SELECT 1 FROM dlq_events WHERE ", filter_clause!(), " LIMIT ?5)");
-
-/// `?1` is now, in unix microseconds like every stored time.
-const SELECT_STATS: &str = "SELECT event_type, status, count(*), \
-     min(CASE WHEN status = 'PENDING' AND retry_after <= ?1 THEN retry_after END) \
-     FROM dlq_events GROUP BY event_type, status";
-
-/// Rows created per event type in `?3` buckets of `?2` microseconds from `?1`.
-const SELECT_HISTOGRAM: &str = "SELECT event_type, (created_at - ?1) / ?2 AS bucket, count(*) FROM dlq_events \
-     WHERE created_at >= ?1 AND created_at < ?1 + ?2 * ?3 GROUP BY 1, 2";
-
-/// Kind and reason are the newest row's (SQLite takes bare columns from the `max()` row).
-const SELECT_GROUPS: &str = concat!(
-    "SELECT fingerprint, event_type, error_kind, error_reason, max(id), count(*) AS n, min(created_at), \
-     max(created_at) FROM dlq_events WHERE ",
-    filter_clause!(),
-    " AND status IN ('PENDING', 'FAILED_PERMANENTLY') GROUP BY fingerprint, event_type \
-     ORDER BY n DESC, fingerprint, event_type LIMIT ?5"
-);
-
-const SELECT_ATTEMPTS: &str = "SELECT dlq_id, attempt, outcome, error_class, error_reason, owner, at \
-     FROM dlq_attempts WHERE dlq_id = ?1 ORDER BY id";
-
-const SELECT_AUDIT: &str =
-    "SELECT id, dlq_id, action, actor, reason, diff, at FROM dlq_audit WHERE dlq_id = ?1 ORDER BY id";
-
-pub(super) const SELECT_AUDIT_ENTRY: &str =
-    "SELECT id, dlq_id, action, actor, reason, diff, at FROM dlq_audit WHERE id = ?1";
-
-const INSERT_AUDIT: &str =
-    "INSERT INTO dlq_audit (dlq_id, action, actor, diff, at, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
-
-const PATCH_ROW: &str = "UPDATE dlq_events SET payload = ?2, payload_raw = ?3, payload_truncated = ?4, \
-     payload_original_len = ?5, payload_sha256 = ?6, updated_at = ?7 WHERE id = ?1";
-
-/// One slice of a purge: the oldest finished rows past the cutoff `?1`, at most `?2`; the
-/// slice's deletes then take that list (`?1`, a JSON array).
-const PURGE_SLICE_IDS: &str = "SELECT id FROM dlq_events WHERE status IN ('SUCCEEDED', 'DISCARDED') \
-     AND updated_at < ?1 ORDER BY updated_at, id LIMIT ?2";
-const PURGE_ATTEMPTS: &str = "DELETE FROM dlq_attempts WHERE dlq_id IN (SELECT value FROM json_each(?1))";
-const PURGE_AUDIT: &str = "DELETE FROM dlq_audit WHERE dlq_id IN (SELECT value FROM json_each(?1))";
-const PURGE_EVENTS: &str = "DELETE FROM dlq_events WHERE id IN (SELECT value FROM json_each(?1))";
+pub(super) static SELECT_ONE: Composed = Composed::new(include_str!("sql/get.sql"));
+static SELECT_LIST: Composed = Composed::new(include_str!("sql/list.sql"));
+static SELECT_LIST_OLDEST: Composed = Composed::new(include_str!("sql/list_oldest.sql"));
+static COUNT: Composed = Composed::new(include_str!("sql/count_matching.sql"));
+static SELECT_GROUPS: Composed = Composed::new(include_str!("sql/groups.sql"));
+const SELECT_STATS: &str = include_str!("sql/stats.sql");
+const SELECT_HISTOGRAM: &str = include_str!("sql/created_histogram.sql");
+const SELECT_ATTEMPTS: &str = include_str!("sql/attempts.sql");
+const SELECT_AUDIT: &str = include_str!("sql/audit.sql");
+pub(super) const SELECT_AUDIT_ENTRY: &str = include_str!("sql/audit_entry.sql");
+const INSERT_AUDIT: &str = include_str!("sql/audit_insert.sql");
+const PATCH_ROW: &str = include_str!("sql/patch_write.sql");
+const MARK_UNREADABLE: &str = include_str!("sql/mark_unreadable.sql");
+const COUNT_UNREADABLE: &str = include_str!("sql/count_unreadable.sql");
+const REVEAL_ROW: &str = include_str!("sql/reveal_row.sql");
+const PURGE_SLICE_IDS: &str = include_str!("sql/purge_slice.sql");
+const PURGE_ATTEMPTS: &str = include_str!("sql/purge_attempts.sql");
+const PURGE_AUDIT: &str = include_str!("sql/purge_audit.sql");
+const PURGE_EVENTS: &str = include_str!("sql/purge_events.sql");
+const COUNT_PURGEABLE: &str = include_str!("sql/purgeable.sql");
 
 /// Rows a purge deletes per transaction: SQLite has one writer, and parks wait for the slice
 /// in hand, not for the whole purge.
 const PURGE_SLICE: i64 = 5_000;
-
-const COUNT_PURGEABLE: &str =
-    "SELECT count(*) FROM dlq_events WHERE status IN ('SUCCEEDED', 'DISCARDED') AND updated_at < ?1";
 
 use super::codec::Query;
 
@@ -103,14 +60,14 @@ pub(super) fn bind_filter<'q>(query: Query<'q>, filter: &ListFilter) -> Query<'q
 }
 
 pub(super) async fn get(pool: &SqlitePool, id: DlqId) -> StoreResult<Option<DeadLetter>> {
-    let row = sqlx::query(SELECT_ONE).bind(id).fetch_optional(pool).await.map_err(sql)?;
+    let row = sqlx::query(SELECT_ONE.sql()).bind(id).fetch_optional(pool).await.map_err(sql)?;
     row.as_ref().map(codec::letter).transpose()
 }
 
 pub(super) async fn list(pool: &SqlitePool, filter: ListFilter) -> StoreResult<Vec<DeadLetter>> {
     let statement = match filter.order {
-        Order::NewestFirst => SELECT_LIST,
-        Order::OldestFirst => SELECT_LIST_OLDEST,
+        Order::NewestFirst => SELECT_LIST.sql(),
+        Order::OldestFirst => SELECT_LIST_OLDEST.sql(),
     };
     let rows = bind_filter(sqlx::query(statement), &filter).fetch_all(pool).await.map_err(sql)?;
     rows.iter().map(codec::letter).collect()
@@ -118,7 +75,7 @@ pub(super) async fn list(pool: &SqlitePool, filter: ListFilter) -> StoreResult<V
 
 pub(super) async fn count(pool: &SqlitePool, filter: ListFilter) -> StoreResult<u64> {
     let n: i64 =
-        bind_filter(sqlx::query(COUNT), &filter).fetch_one(pool).await.map_err(sql)?.try_get(0).map_err(sql)?;
+        bind_filter(sqlx::query(COUNT.sql()), &filter).fetch_one(pool).await.map_err(sql)?.try_get(0).map_err(sql)?;
     Ok(u64::try_from(n).unwrap_or_default())
 }
 
@@ -165,7 +122,7 @@ pub(super) async fn stats(pool: &SqlitePool) -> StoreResult<Vec<StatsRow>> {
 }
 
 pub(super) async fn groups(pool: &SqlitePool, filter: ListFilter) -> StoreResult<Vec<FailureGroup>> {
-    let rows = bind_filter(sqlx::query(SELECT_GROUPS), &filter).fetch_all(pool).await.map_err(sql)?;
+    let rows = bind_filter(sqlx::query(SELECT_GROUPS.sql()), &filter).fetch_all(pool).await.map_err(sql)?;
     rows.iter()
         .map(|row| {
             Ok(FailureGroup {
@@ -242,33 +199,20 @@ pub(super) async fn insert_audit(
 /// Marks rows a retrier could not open, under the claim that found them (fenced).
 pub(super) async fn mark_unreadable(pool: &SqlitePool, leases: Vec<dlq_core::store::Lease>) -> StoreResult<()> {
     let marks: Vec<serde_json::Value> = leases.iter().map(|l| serde_json::json!([l.id, l.token.to_string()])).collect();
-    sqlx::query(
-        "UPDATE dlq_events SET unreadable_token = lease_token WHERE status = 'PROCESSING' \
-         AND EXISTS (SELECT 1 FROM json_each(?1) AS m WHERE json_extract(m.value, '$[0]') = dlq_events.id AND json_extract(m.value, '$[1]') = dlq_events.lease_token)",
-    )
-    .bind(serde_json::Value::Array(marks).to_string())
-    .execute(pool)
-    .await
-    .map_err(sql)?;
+    sqlx::query(MARK_UNREADABLE).bind(serde_json::Value::Array(marks).to_string()).execute(pool).await.map_err(sql)?;
     Ok(())
 }
 
 /// The rows whose latest claim could not open them.
 pub(super) async fn count_unreadable(pool: &SqlitePool) -> StoreResult<u64> {
-    let n: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM dlq_events WHERE status = 'PROCESSING' AND unreadable_token = lease_token",
-    )
-    .fetch_one(pool)
-    .await
-    .map_err(sql)?;
+    let n: i64 = sqlx::query_scalar(COUNT_UNREADABLE).fetch_one(pool).await.map_err(sql)?;
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
 /// Audits a reveal of row `id` (`NotFound` for no row).
 pub(super) async fn reveal(pool: &SqlitePool, id: DlqId, note: AuditNote) -> StoreResult<i64> {
     let mut tx = begin(pool).await?;
-    let found =
-        sqlx::query("SELECT 1 FROM dlq_events WHERE id = ?1").bind(id).fetch_optional(&mut *tx).await.map_err(sql)?;
+    let found = sqlx::query(REVEAL_ROW).bind(id).fetch_optional(&mut *tx).await.map_err(sql)?;
     if found.is_none() {
         return Err(Error::NotFound(id));
     }
@@ -282,7 +226,7 @@ pub(super) async fn patch(pool: &SqlitePool, request: PatchRequest) -> StoreResu
     payload.check_fits(dlq_core::store::DEFAULT_MAX_PAYLOAD_BYTES)?;
     let at = codec::now_micros();
     let mut tx = begin(pool).await?;
-    let row = sqlx::query(SELECT_ONE).bind(id).fetch_optional(&mut *tx).await.map_err(sql)?;
+    let row = sqlx::query(SELECT_ONE.sql()).bind(id).fetch_optional(&mut *tx).await.map_err(sql)?;
     let old = row.as_ref().map(codec::letter).transpose()?.ok_or(Error::NotFound(id))?;
     if matches!(old.status, Status::Processing | Status::Succeeded) {
         return Err(Error::InvalidState {

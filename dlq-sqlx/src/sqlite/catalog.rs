@@ -11,24 +11,11 @@ use super::codec::{self, sql};
 use super::write::begin;
 use crate::catalog::{JsonColumns, record, schemas_of, version_schema, winners};
 
-/// A record replaces the stored one of its type when its version is the same or newer.
-const UPSERT: &str = "INSERT INTO dlq_event_types AS stored \
-     (event_type, version, json_schema, older_schemas, upcast_from, encrypted, redact, published_at, published_by) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (event_type) DO UPDATE SET \
-     version = excluded.version, json_schema = excluded.json_schema, older_schemas = excluded.older_schemas, \
-     upcast_from = excluded.upcast_from, encrypted = excluded.encrypted, redact = excluded.redact, \
-     published_at = excluded.published_at, published_by = excluded.published_by \
-     WHERE stored.version <= excluded.version";
-/// A shape new to its version is added; a known one takes the new time and publisher.
-const UPSERT_SCHEMA: &str = "INSERT INTO dlq_type_schemas AS stored \
-     (event_type, version, digest, json_schema, first_published_at, published_at, published_by) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6) ON CONFLICT (event_type, version, digest) DO UPDATE SET \
-     published_at = excluded.published_at, published_by = excluded.published_by";
-const DROP_OTHER_SCHEMAS: &str = "DELETE FROM dlq_type_schemas WHERE event_type = ?1 AND version = ?2 AND digest <> ?3";
-const SCHEMAS: &str = "SELECT event_type, version, digest, json_schema, first_published_at, published_at, \
-     published_by FROM dlq_type_schemas ORDER BY event_type, version, first_published_at, digest";
-const ALL: &str = "SELECT event_type, version, json_schema, older_schemas, upcast_from, encrypted, redact, \
-     published_at, published_by FROM dlq_event_types ORDER BY event_type";
+const UPSERT: &str = include_str!("sql/publish_types.sql");
+const UPSERT_SCHEMA: &str = include_str!("sql/publish_schemas.sql");
+const DROP_OTHER_SCHEMAS: &str = include_str!("sql/accept_schema_drop.sql");
+const SCHEMAS: &str = include_str!("sql/version_schemas.sql");
+const ALL: &str = include_str!("sql/event_types.sql");
 
 /// Writes the records that win over the stored ones.
 pub(super) async fn publish(pool: &SqlitePool, types: Vec<EventTypeInfo>) -> StoreResult<()> {

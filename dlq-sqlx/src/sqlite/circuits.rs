@@ -10,23 +10,14 @@ use sqlx::Row;
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 
 use super::codec::{self, sql};
+use super::statement::Composed;
 use super::write::begin;
 
-macro_rules! columns {
-    () => {
-        "event_type, state, open_until, cool_down_us, trial_owner, trial_until, paused, paused_by, pause_reason, \
-         reason, version, updated_at"
-    };
-}
-const ALL: &str = concat!("SELECT ", columns!(), " FROM dlq_circuits ORDER BY event_type");
-const ONE: &str = concat!("SELECT ", columns!(), " FROM dlq_circuits WHERE event_type = ?1");
-const UPSERT: &str = "INSERT OR REPLACE INTO dlq_circuits (event_type, state, open_until, cool_down_us, trial_owner, \
-     trial_until, paused, paused_by, pause_reason, reason, version, updated_at) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
-const LOG: &str = "INSERT INTO dlq_circuit_log (event_type, from_state, to_state, reason, actor, at) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
-const LOG_READ: &str = "SELECT event_type, from_state, to_state, reason, actor, at FROM dlq_circuit_log \
-     WHERE ?1 IS NULL OR event_type = ?1 ORDER BY id DESC LIMIT ?2";
+static ALL: Composed = Composed::new(include_str!("sql/circuits.sql"));
+static ONE: Composed = Composed::new(include_str!("sql/circuit.sql"));
+const UPSERT: &str = include_str!("sql/circuit_write.sql");
+const LOG: &str = include_str!("sql/circuit_log_insert.sql");
+const LOG_READ: &str = include_str!("sql/circuit_log.sql");
 
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
@@ -53,7 +44,7 @@ fn decode(r: &SqliteRow) -> StoreResult<Circuit> {
 
 pub(super) async fn all(pool: &SqlitePool) -> StoreResult<Circuits> {
     let at = codec::time(codec::now_micros())?;
-    let rows = sqlx::query(ALL).fetch_all(pool).await.map_err(sql)?;
+    let rows = sqlx::query(ALL.sql()).fetch_all(pool).await.map_err(sql)?;
     Ok(Circuits::new(at, rows.iter().map(decode).collect::<StoreResult<_>>()?))
 }
 
@@ -61,7 +52,7 @@ pub(super) async fn write(pool: &SqlitePool, w: CircuitWrite) -> StoreResult<Opt
     let at_micros = codec::now_micros();
     let at = codec::time(at_micros)?;
     let mut tx = begin(pool).await?;
-    let row = sqlx::query(ONE).bind(&w.event_type).fetch_optional(&mut *tx).await.map_err(sql)?;
+    let row = sqlx::query(ONE.sql()).bind(&w.event_type).fetch_optional(&mut *tx).await.map_err(sql)?;
     let current = row.as_ref().map(decode).transpose()?.unwrap_or_else(|| Circuit::closed(&w.event_type));
     let Some(next) = w.applied_to(&current, at) else { return Ok(None) };
     sqlx::query(UPSERT)

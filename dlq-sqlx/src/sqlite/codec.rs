@@ -14,18 +14,6 @@ use sqlx::sqlite::{Sqlite, SqliteRow, SqliteTypeInfo, SqliteValueRef};
 
 use crate::stored_json::{self, StoredJson};
 
-/// The columns of `dlq_events` that [`letter`] reads, for `SELECT` and `RETURNING`.
-macro_rules! event_columns {
-    () => {
-        "id, event_type, handler, payload, payload_raw, payload_truncated, payload_original_len, payload_sha256, \
-         error_class, error_kind, error_reason, error_chain, error_stacktrace, fingerprint, status, retry_count, \
-         max_retries, retry_after, dead_reason, lease_owner, lease_until, dedupe_key, source_topic, \
-         source_partition, source_offset, source_headers, trace_context, redrive_count, created_at, updated_at, \
-         first_failed_at, last_attempt_at, version"
-    };
-}
-pub(super) use event_columns;
-
 /// The latest time chrono can represent, as stored.
 fn max_micros() -> i64 {
     DateTime::<Utc>::MAX_UTC.timestamp_micros()
@@ -221,7 +209,8 @@ impl From<SourceRow> for SourceMeta {
     }
 }
 
-/// A row of `dlq_events` selected with [`event_columns!`]: times in unix microseconds.
+/// A row of `dlq_events` selected with its columns of `sql/event_columns.sql`: times in unix
+/// microseconds.
 #[derive(FromRow)]
 struct EventRow {
     id: i64,
@@ -278,7 +267,7 @@ impl TryFrom<EventRow> for DeadLetter {
     }
 }
 
-/// Reads a row of `dlq_events` selected with [`event_columns!`].
+/// Reads a row of `dlq_events` selected with its columns of `sql/event_columns.sql`.
 pub(super) fn letter(row: &SqliteRow) -> StoreResult<DeadLetter> {
     EventRow::from_row(row).map_err(sql)?.try_into()
 }

@@ -9,18 +9,14 @@ use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
 use super::codec::{self, sql};
 use super::write::begin;
 
-const ERASE_ATTEMPTS: &str = "DELETE FROM dlq_attempts WHERE dlq_id IN (SELECT id FROM dlq_events WHERE subject = ?1)";
-const ERASE_AUDIT: &str = "DELETE FROM dlq_audit WHERE dlq_id IN (SELECT id FROM dlq_events WHERE subject = ?1)";
-const ERASE_EVENTS: &str = "DELETE FROM dlq_events WHERE subject = ?1";
-const INSERT_ERASURE: &str = "INSERT INTO dlq_erasures \
-     (subject_prefix, erased_rows, erased_attempts, erased_audit, actor, reason, at) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id";
-const KEEP_KEY_CHECK: &str = "INSERT INTO dlq_subject_key (only_row, key_check, created_at) VALUES (1, ?1, ?2) \
-     ON CONFLICT (only_row) DO NOTHING RETURNING key_check";
-const KEY_CHECK: &str = "SELECT key_check FROM dlq_subject_key";
-const COUNT_SUBJECT: &str = "SELECT count(*) FROM dlq_events WHERE subject = ?1";
-const SELECT_ERASURES: &str = "SELECT id, subject_prefix, erased_rows, erased_attempts, erased_audit, actor, reason, at \
-     FROM dlq_erasures ORDER BY id DESC LIMIT ?1";
+const ERASE_ATTEMPTS: &str = include_str!("sql/erase_attempts.sql");
+const ERASE_AUDIT: &str = include_str!("sql/erase_audit.sql");
+const ERASE_EVENTS: &str = include_str!("sql/erase_events.sql");
+const INSERT_ERASURE: &str = include_str!("sql/erasure_insert.sql");
+const KEEP_KEY_CHECK: &str = include_str!("sql/subject_key_check.sql");
+const KEY_CHECK: &str = include_str!("sql/subject_key_read.sql");
+const COUNT_SUBJECT: &str = include_str!("sql/count_subject.sql");
+const SELECT_ERASURES: &str = include_str!("sql/erasures.sql");
 
 /// Deletes the rows of `request.subject` and records it.
 pub(super) async fn erase(pool: &SqlitePool, request: EraseRequest) -> StoreResult<Erasure> {

@@ -10,13 +10,10 @@ use sqlx::sqlite::SqlitePool;
 use super::codec::{self, sql};
 use super::write::begin;
 
-const EXPIRE: &str = "DELETE FROM dlq_retriers WHERE owner <> ?1 AND last_seen < ?2";
-const UPSERT: &str = "INSERT INTO dlq_retriers (owner, host, pid, event_types, singleton, started_at, last_seen) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid, \
-     event_types = excluded.event_types, singleton = excluded.singleton, last_seen = excluded.last_seen";
-const REMOVE: &str = "DELETE FROM dlq_retriers WHERE owner = ?1";
-const ALL: &str = "SELECT owner, host, pid, event_types, singleton, started_at, last_seen FROM dlq_retriers \
-     ORDER BY started_at, owner";
+const EXPIRE: &str = include_str!("sql/heartbeat_expire.sql");
+const UPSERT: &str = include_str!("sql/heartbeat.sql");
+const REMOVE: &str = include_str!("sql/heartbeat_remove.sql");
+const ALL: &str = include_str!("sql/retriers.sql");
 
 /// Inserts or refreshes `beat`'s row and removes the rows not refreshed for `expire_after`.
 pub(super) async fn beat(pool: &SqlitePool, beat: &RetrierHeartbeat, expire_after: Duration) -> StoreResult<()> {

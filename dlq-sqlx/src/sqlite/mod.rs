@@ -10,6 +10,7 @@ mod codec;
 mod erase;
 mod heartbeat;
 mod ops;
+mod statement;
 mod upgrade;
 mod write;
 

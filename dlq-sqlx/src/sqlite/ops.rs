@@ -10,37 +10,19 @@ use sqlx::Row;
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 
 use super::admin::{SELECT_AUDIT_ENTRY, audit_entry, insert_audit, write_payload};
-use super::codec::{self, event_columns, sql};
+use super::codec::{self, sql};
+use super::statement::Composed;
 use super::write::begin;
 
-const LOCK_ROWS: &str = "SELECT id, status, payload_truncated, redrive_count FROM dlq_events \
-     WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id";
-
-const REDRIVE_ROWS: &str = "UPDATE dlq_events SET status = 'PENDING', retry_after = ?2, retry_count = 0, \
-     dead_reason = NULL, redrive_count = redrive_count + 1, updated_at = ?2 \
-     WHERE id IN (SELECT value FROM json_each(?1))";
-
-const DISCARD_ROWS: &str =
-    "UPDATE dlq_events SET status = 'DISCARDED', updated_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))";
-
-const PATCH_ROWS: &str =
-    concat!("SELECT ", event_columns!(), " FROM dlq_events WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id");
-
-/// Of the rows of a patch batch, those operation `?2` has patched already (its mark in their
-/// audit entries).
-const MARKED: &str = "SELECT DISTINCT dlq_id FROM dlq_audit WHERE dlq_id IN (SELECT value FROM json_each(?1)) \
-     AND action = 'patch' AND json_extract(diff, '$.operation') = ?2";
-
-const ADVANCE: &str = "UPDATE dlq_operations SET cursor_id = ?2, moved = moved + ?3, refused = refused + ?4, \
-     updated_at = ?5 WHERE id = ?1 AND cursor_id = ?6";
-
-const INSERT_OPERATION: &str = "INSERT INTO dlq_operations (action, spec, actor, reason, created_at, updated_at) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?5) RETURNING id";
-
-const SELECT_OPERATION: &str = "SELECT id, action, spec, actor, reason, cursor_id, moved, refused, state, \
-     created_at, updated_at FROM dlq_operations WHERE id = ?1";
-
-const SET_STATE: &str = "UPDATE dlq_operations SET state = ?2, updated_at = ?3 WHERE id = ?1";
+const LOCK_ROWS: &str = include_str!("sql/action_rows.sql");
+const REDRIVE_ROWS: &str = include_str!("sql/redrive_ids.sql");
+const DISCARD_ROWS: &str = include_str!("sql/discard_ids.sql");
+static PATCH_ROWS: Composed = Composed::new(include_str!("sql/patch_rows_read.sql"));
+const MARKED: &str = include_str!("sql/patch_rows_marked.sql");
+const ADVANCE: &str = include_str!("sql/op_advance.sql");
+const INSERT_OPERATION: &str = include_str!("sql/op_insert.sql");
+const SELECT_OPERATION: &str = include_str!("sql/op_get.sql");
+const SET_STATE: &str = include_str!("sql/op_state.sql");
 
 /// One locked row: what [`refusal`] needs.
 struct Locked {
@@ -105,7 +87,7 @@ pub(super) async fn patch_rows(pool: &SqlitePool, batch: PatchBatch) -> StoreRes
     let at = codec::now_micros();
     let ids: Vec<DlqId> = edits.iter().map(|e| e.id).collect();
     let mut tx = begin(pool).await?;
-    let found = sqlx::query(PATCH_ROWS).bind(codec::json_list(&ids)).fetch_all(&mut *tx).await.map_err(sql)?;
+    let found = sqlx::query(PATCH_ROWS.sql()).bind(codec::json_list(&ids)).fetch_all(&mut *tx).await.map_err(sql)?;
     let rows = found.iter().map(codec::letter).collect::<StoreResult<Vec<_>>>()?;
     let marked: Vec<DlqId> = sqlx::query_scalar(MARKED)
         .bind(codec::json_list(&ids))

@@ -10,16 +10,14 @@ use super::admin::{SELECT_ONE, insert_audit};
 use super::codec::{self, PayloadColumns, sql};
 use super::write::begin;
 
-/// The row's status and `updated_at` stay: a SUCCEEDED row's success keeps its time.
-const UPGRADE_ROW: &str = "UPDATE dlq_events SET payload = ?2, payload_raw = ?3, payload_truncated = ?4, \
-     payload_original_len = ?5, payload_sha256 = ?6, version = ?7 WHERE id = ?1";
+const UPGRADE_ROW: &str = include_str!("sql/upgrade_write.sql");
 
 pub(super) async fn upgrade(pool: &SqlitePool, upgrade: VersionUpgrade) -> StoreResult<i64> {
     let id = upgrade.id;
     upgrade.payload.check_fits(dlq_core::store::DEFAULT_MAX_PAYLOAD_BYTES)?;
     let at = codec::now_micros();
     let mut tx = begin(pool).await?;
-    let row = sqlx::query(SELECT_ONE).bind(id).fetch_optional(&mut *tx).await.map_err(sql)?;
+    let row = sqlx::query(SELECT_ONE.sql()).bind(id).fetch_optional(&mut *tx).await.map_err(sql)?;
     let old = row.as_ref().map(codec::letter).transpose()?.ok_or(Error::NotFound(id))?;
     if old.status == Status::Processing {
         return Err(Error::InvalidState {

@@ -7,56 +7,21 @@ use sqlx::sqlite::{SqliteConnection, SqlitePool};
 use sqlx::{Row, Sqlite, Transaction};
 use uuid::Uuid;
 
-use super::codec::{self, FailureColumns, PayloadColumns, event_columns, sql};
+use super::codec::{self, FailureColumns, PayloadColumns, sql};
+use super::statement::Composed;
 
-const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
-
-const INSERT_EVENT: &str = "INSERT INTO dlq_events (event_type, handler, payload, payload_raw, payload_truncated, \
-     payload_original_len, payload_sha256, error_class, error_kind, error_reason, error_chain, error_stacktrace, \
-     fingerprint, status, max_retries, retry_after, dead_reason, dedupe_key, source_topic, source_partition, \
-     source_offset, source_headers, trace_context, created_at, updated_at, first_failed_at, subject, version) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, \
-     ?23, ?24, ?24, ?24, ?25, ?26) \
-     ON CONFLICT (event_type, dedupe_key) WHERE dedupe_key IS NOT NULL AND status NOT IN ('SUCCEEDED', 'DISCARDED') \
-     DO NOTHING RETURNING id";
-
-/// The live row holding an event type's dedupe key (migration 0006).
-const SELECT_DEDUPED: &str = "SELECT id FROM dlq_events WHERE event_type = ?1 AND dedupe_key = ?2 \
-     AND dedupe_key IS NOT NULL AND status NOT IN ('SUCCEEDED', 'DISCARDED')";
-
-const INSERT_ATTEMPT: &str = "INSERT INTO dlq_attempts (dlq_id, attempt, outcome, error_class, error_reason, owner, at) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
-
-/// One event type's due `PENDING` rows, oldest `retry_after` first (its range of the
-/// `dlq_events_type_due` index, migration 0013).
-const SELECT_DUE: &str = "SELECT id, retry_after, event_type FROM dlq_events \
-     WHERE status = 'PENDING' AND event_type = ?1 AND retry_after <= ?2 \
-     ORDER BY retry_after, id LIMIT ?3";
-
-/// `PROCESSING` rows of the requested types whose lease expired, oldest `retry_after` first.
-const SELECT_EXPIRED: &str = "SELECT id, retry_after, event_type FROM dlq_events \
-     WHERE status = 'PROCESSING' AND lease_until <= ?2 AND event_type IN (SELECT value FROM json_each(?1)) \
-     ORDER BY retry_after, id LIMIT ?3";
-
-const CLAIM_ROW: &str = concat!(
-    "UPDATE dlq_events SET status = 'PROCESSING', lease_owner = ?2, lease_until = ?3, lease_token = ?4, \
-     last_attempt_at = ?5, updated_at = ?5 WHERE id = ?1 RETURNING ",
-    event_columns!()
-);
-
-/// The lease is held: same token, lease not expired.
-const SELECT_HELD: &str = "SELECT lease_owner, retry_count FROM dlq_events \
-     WHERE id = ?1 AND status = 'PROCESSING' AND lease_token = ?2 AND lease_until > ?3";
-
-/// One statement for every outcome; `?5` (the failure's class) is NULL when the outcome
-/// records no failure, and then the failure columns are left as they are.
-const SETTLE_ROW: &str = "UPDATE dlq_events SET status = ?2, retry_count = retry_count + ?3, \
-     retry_after = coalesce(?4, retry_after), dead_reason = coalesce(?10, dead_reason), \
-     error_class = coalesce(?5, error_class), error_kind = coalesce(?6, error_kind), \
-     error_reason = coalesce(?7, error_reason), error_chain = coalesce(?8, error_chain), \
-     error_stacktrace = CASE WHEN ?5 IS NULL THEN error_stacktrace ELSE ?9 END, \
-     fingerprint = coalesce(?11, fingerprint), \
-     lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = ?12 WHERE id = ?1";
+const BEGIN_IMMEDIATE: &str = include_str!("sql/begin_immediate.sql");
+const INSERT_EVENT: &str = include_str!("sql/park.sql");
+const SELECT_DEDUPED: &str = include_str!("sql/dedupe_lookup.sql");
+const INSERT_ATTEMPT: &str = include_str!("sql/attempt_insert.sql");
+const CAP_COUNTS: &str = include_str!("sql/cap_counts.sql");
+const CAP_FORGET: &str = include_str!("sql/cap_forget.sql");
+const CAP_RECORD: &str = include_str!("sql/cap_record.sql");
+const SELECT_DUE: &str = include_str!("sql/claim_due.sql");
+const SELECT_EXPIRED: &str = include_str!("sql/claim_expired.sql");
+static CLAIM_ROW: Composed = Composed::new(include_str!("sql/claim_row.sql"));
+const SELECT_HELD: &str = include_str!("sql/lease_held.sql");
+const SETTLE_ROW: &str = include_str!("sql/settle_row.sql");
 
 pub(super) async fn begin(pool: &SqlitePool) -> StoreResult<Transaction<'static, Sqlite>> {
     pool.begin_with(BEGIN_IMMEDIATE).await.map_err(sql)
@@ -142,11 +107,6 @@ async fn park_one(conn: &mut SqliteConnection, l: &NewDeadLetter, at: i64) -> St
     Ok(Parked { id, deduplicated: false, truncated: false })
 }
 
-/// Rows of a type under a live lease, and rows claimed by capped claims since a time.
-const CAP_COUNTS: &str = "SELECT \
-     (SELECT count(*) FROM dlq_events WHERE event_type = ?1 AND status = 'PROCESSING' AND lease_until > ?2), \
-     (SELECT coalesce(sum(n), 0) FROM dlq_starts WHERE event_type = ?1 AND at > ?3)";
-
 /// Claims due rows, each event type a share of the batch, its oldest `retry_after` first,
 /// each with a fresh token; within `cap` (for the one type of the request) across every
 /// process sharing the file, when given: the write transaction (`BEGIN IMMEDIATE`) makes count, claim and record one step.
@@ -204,7 +164,7 @@ pub(super) async fn claim(
     let mut claimed = Vec::with_capacity(due.len());
     for (id, ..) in due {
         let token = Uuid::new_v4();
-        let row = sqlx::query(CLAIM_ROW)
+        let row = sqlx::query(CLAIM_ROW.sql())
             .bind(id)
             .bind(&req.owner)
             .bind(lease_until)
@@ -216,13 +176,8 @@ pub(super) async fn claim(
         claimed.push(Claimed::of(&codec::letter(&row)?, token));
     }
     if let Some(since) = window_start.filter(|_| !claimed.is_empty()) {
-        sqlx::query("DELETE FROM dlq_starts WHERE event_type = ?1 AND at <= ?2")
-            .bind(&req.event_types[0])
-            .bind(since)
-            .execute(&mut *tx)
-            .await
-            .map_err(sql)?;
-        sqlx::query("INSERT INTO dlq_starts (event_type, at, n) VALUES (?1, ?2, ?3)")
+        sqlx::query(CAP_FORGET).bind(&req.event_types[0]).bind(since).execute(&mut *tx).await.map_err(sql)?;
+        sqlx::query(CAP_RECORD)
             .bind(&req.event_types[0])
             .bind(at)
             .bind(i64::try_from(claimed.len()).unwrap_or(i64::MAX))

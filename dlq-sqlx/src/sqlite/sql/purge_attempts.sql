@@ -1,0 +1,2 @@
+-- Deletes the attempt history of a purge slice's rows (?1, a JSON array of ids).
+DELETE FROM dlq_attempts WHERE dlq_id IN (SELECT value FROM json_each(?1))

@@ -1,0 +1,2 @@
+-- The subject key's check value (migration 0014).
+SELECT key_check FROM dlq_subject_key
