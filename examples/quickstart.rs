@@ -101,7 +101,7 @@ async fn show(store: &dyn DeadLetterStore, ids: &[DlqId]) -> Result<(), dlq_core
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = open_store().await?;
     dlq_core::install_store(Arc::clone(&store))?;
-    dlq_core::registry()?; // fail fast on a duplicate event type
+    dlq_core::handlers::registry()?; // fail fast on a duplicate event type
 
     let ledger = Ledger::default();
     let mut parked = Vec::new();

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlq_core::{Attempt, CancellationToken, DeadLetterStore, Retrier, RetrierConfig, dead_letter, handlers};
+use dlq_core::{handlers::Attempt, CancellationToken, DeadLetterStore, Retrier, RetrierConfig, dead_letter, handlers};
 use dlq_sqlx::{PgConfig, PgStore};
 
 use crate::Scenario;
@@ -63,12 +63,12 @@ pub(crate) async fn run(scenario: Scenario, bench: &Bench, immediate_retries: bo
 /// Parks `rows` transient failures due at once, `CHUNK` a call.
 async fn park(store: &PgStore, event_type: &str, rows: usize) -> Result<()> {
     let error = std::io::Error::other("downstream 503");
-    let class = dlq_core::classify_error(&error);
+    let class = dlq_core::classify::classify_error(&error);
     for chunk in (0..rows).collect::<Vec<_>>().chunks(CHUNK) {
         let letters = chunk
             .iter()
             .map(|&n| {
-                let failure = dlq_core::FailureInfo::from_error(class, "io::Error", &error);
+                let failure = dlq_core::classify::FailureInfo::from_error(class, "io::Error", &error);
                 dlq_core::store::NewDeadLetter::new(event_type, dlq_core::Payload::Json(payload(n)), failure)
                     .retry(Duration::ZERO, 5)
             })

@@ -9,7 +9,9 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dlq_core::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, Payload, store::NewDeadLetter};
+use dlq_core::{
+    DeadLetterStore, ErrorClass, Payload, adapter::DeadReason, classify::FailureInfo, store::NewDeadLetter,
+};
 
 const ROWS: u64 = 1_000;
 

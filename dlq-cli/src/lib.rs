@@ -90,7 +90,7 @@
 //!
 //! # async fn demo() -> std::process::ExitCode {
 //! let cli = dlq_cli::Cli::parse_from(["myservice-dlq", "stats"]);
-//! let embedded = dlq_cli::Embedded::default().registry(dlq_core::registry().unwrap().clone());
+//! let embedded = dlq_cli::Embedded::default().registry(dlq_core::handlers::registry().unwrap().clone());
 //! embedded.run(cli).await
 //! # }
 //! ```
@@ -109,7 +109,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use dlq_core::admin::{Admin, Validator};
-use dlq_core::{Error, Registry};
+use dlq_core::{Error, handlers::Registry};
 
 pub use args::{BulkArgs, Cli, Command, DiscardArgs, FilterArgs, LsArgs, PatchArgs, RedriveArgs};
 pub use serve::ServeArgs;

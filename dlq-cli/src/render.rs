@@ -10,7 +10,9 @@ use chrono::{DateTime, Utc};
 use comfy_table::{Cell, Color, ContentArrangement, Table, presets};
 use dlq_core::admin::{BulkReport, CanaryStop, Detail, Page, PatchManyReport, PatchOutcome, StatsReport, json};
 use dlq_core::catalog::Verdict;
-use dlq_core::{CircuitState, DeadLetter, Payload, Status, admin::RetrierHeartbeat, store::Circuit, store::Erasure};
+use dlq_core::{
+    DeadLetter, Payload, Status, adapter::CircuitState, admin::RetrierHeartbeat, store::Circuit, store::Erasure,
+};
 use serde_json::{Value, json};
 
 /// Where and how output goes. Every write is checked: a closed pipe (`dlq ls | head`) or a

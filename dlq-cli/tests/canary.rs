@@ -129,7 +129,7 @@ async fn no_verb_shows_a_redacted_value_and_no_filter_tells_a_guess() {
 /// document still parses to the stored text exactly.
 #[tokio::test(flavor = "multi_thread")]
 async fn json_output_escapes_c1_controls_and_bidi_overrides() {
-    use dlq_core::{ErrorClass, FailureInfo, Payload, store::NewDeadLetter};
+    use dlq_core::{ErrorClass, Payload, classify::FailureInfo, store::NewDeadLetter};
     let db = Db::sqlite().await;
     let hostile = "a\u{9b}2J b\u{202e}fdp.exe c\u{85}d\u{7f}";
     let failure = FailureInfo::new(ErrorClass::Permanent, "Hostile", hostile.to_owned(), vec![hostile.into()], None);

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use assert_cmd::Command;
 use dlq_core::{
-    CancellationToken, Classify, DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, ListFilter, Payload,
-    Retrier, RetrierConfig, Status, dead_letter, handlers, store::NewDeadLetter,
+    CancellationToken, Classify, DeadLetterStore, DlqId, ErrorClass, ListFilter, Payload, Retrier, RetrierConfig,
+    Status, adapter::DeadReason, classify::FailureInfo, dead_letter, handlers, store::NewDeadLetter,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -33,7 +33,7 @@ async fn seed(store: &Arc<dyn DeadLetterStore>) -> Vec<DlqId> {
         let letter =
             NewDeadLetter::new("payment", payload, failure("BadCurrency", "currency \"USD \" is not ISO 4217"))
                 .dead(DeadReason::Permanent)
-                .with_source(dlq_core::SourceMeta::kafka("payments", 3, 1_000 + n));
+                .with_source(dlq_core::adapter::SourceMeta::kafka("payments", 3, 1_000 + n));
         ids.push(store.park(letter).await.unwrap().id);
     }
     let pending =
@@ -491,7 +491,7 @@ async fn hostile_text_never_reaches_the_terminal(db: Db) {
     let store = db.store().await;
     let evil = HOSTILE.concat();
     let event_type = format!("pay{evil}x");
-    let mut source = dlq_core::SourceMeta::kafka(&format!("topic{evil}"), 1, 2);
+    let mut source = dlq_core::adapter::SourceMeta::kafka(&format!("topic{evil}"), 1, 2);
     source.headers.insert(format!("h{evil}"), format!("v{evil}"));
     source.trace_context = Some(format!("trace{evil}"));
     let failure = FailureInfo::new(
@@ -583,7 +583,7 @@ async fn hostile_data_through_every_verb(db: Db) {
     );
     // What a verb selects by (on the command line: no NUL) is hostile too.
     failure.fingerprint = format!("../../etc/passwd{arg}");
-    let mut source = dlq_core::SourceMeta::kafka(&format!("topic{evil}"), 1, 2);
+    let mut source = dlq_core::adapter::SourceMeta::kafka(&format!("topic{evil}"), 1, 2);
     source.headers.insert(format!("h{evil}"), format!("v{evil}"));
     source.trace_context = Some(format!("trace{evil}"));
     let event_type = format!("pay{arg}");
@@ -1383,7 +1383,7 @@ async fn erase_by_subject(db: Db) {
     let store = db.store().await;
     let mut ids = Vec::new();
     for (n, who) in [(1, "customer-42"), (2, "customer-42"), (3, "customer-7")] {
-        let source = dlq_core::SourceMeta::kafka("payments", 0, n).subject(who);
+        let source = dlq_core::adapter::SourceMeta::kafka("payments", 0, n).subject(who);
         let payment = Payment { id: n.unsigned_abs(), currency: "USD ".into() };
         let parked = dlq_core::Scope::new().store(Arc::clone(&store)).source(source).run(card_declined(payment));
         ids.push(parked.await.unwrap_err().dlq_id().unwrap());
@@ -1623,8 +1623,8 @@ where
 /// A retrier over `registry` on `store` until the token is cancelled.
 fn spawn_retrier(
     store: &Arc<dyn DeadLetterStore>,
-    registry: dlq_core::Registry,
-) -> (CancellationToken, tokio::task::JoinHandle<Result<dlq_core::RetrierStats, dlq_core::Error>>) {
+    registry: dlq_core::handlers::Registry,
+) -> (CancellationToken, tokio::task::JoinHandle<Result<dlq_core::retry::RetrierStats, dlq_core::Error>>) {
     let config = RetrierConfig::from_json_str(r#"{"poll-interval": "100ms"}"#).unwrap();
     let retrier = Retrier::new(Arc::clone(store), registry).config(config);
     let shutdown = CancellationToken::new();

@@ -7,7 +7,9 @@
 use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 
-use dlq_core::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, Payload, store::NewDeadLetter};
+use dlq_core::{
+    DeadLetterStore, ErrorClass, Payload, adapter::DeadReason, classify::FailureInfo, store::NewDeadLetter,
+};
 use proptest::prelude::*;
 
 /// The exit codes `dlq --help` documents.

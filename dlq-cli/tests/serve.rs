@@ -241,10 +241,11 @@ async fn a_proxy_header_grants_an_audited_reveal() {
     let mut info = dlq_core::catalog::EventTypeInfo::new("serve-redacted", 1, "test");
     info.redact = vec!["/card".into()];
     store.publish_types(vec![info]).await.unwrap();
-    let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::Permanent, "declined", "no".into(), vec![], None);
+    let failure =
+        dlq_core::classify::FailureInfo::new(dlq_core::ErrorClass::Permanent, "declined", "no".into(), vec![], None);
     let payload = dlq_core::Payload::Json(serde_json::json!({"id": 1, "card": CARD}));
     let letter = dlq_core::store::NewDeadLetter::new("serve-redacted", payload, failure);
-    let id = store.park(letter.dead(dlq_core::DeadReason::Permanent)).await.unwrap().id;
+    let id = store.park(letter.dead(dlq_core::adapter::DeadReason::Permanent)).await.unwrap().id;
 
     let args = ["--reveal-header", "X-Dlq-Role=reveal", "--actor-header", "X-Forwarded-User"];
     let server = serve(&url, &args);

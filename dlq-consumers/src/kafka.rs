@@ -36,7 +36,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use dlq_consumers::kafka::{self, KafkaConsumer};
-//! use dlq_core::{dead_letter, handlers, Dispatcher};
+//! use dlq_core::{dead_letter, handlers, adapter::Dispatcher};
 //! use rdkafka::consumer::{Consumer, StreamConsumer};
 //!
 //! #[dead_letter(event_type = "payment")]
@@ -56,7 +56,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
-use dlq_core::{Dispatched, Dispatcher, DlqId, ListFilter, Scope, SourceMeta};
+use dlq_core::{DlqId, ListFilter, Scope, adapter::Dispatched, adapter::Dispatcher, adapter::SourceMeta};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
@@ -223,7 +223,7 @@ pub fn scope_for<M: Message>(record: &M) -> Scope {
 ///
 /// ```no_run
 /// # use dlq_consumers::kafka::KafkaConsumer;
-/// # fn demo(dispatcher: dlq_core::Dispatcher) {
+/// # fn demo(dispatcher: dlq_core::adapter::Dispatcher) {
 /// let adapter = KafkaConsumer::new(dispatcher, "payment").retry_delay(std::time::Duration::from_secs(2));
 /// # }
 /// ```

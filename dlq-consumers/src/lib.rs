@@ -1,5 +1,5 @@
 //! Broker adapters for dlq: each turns a message into a handler call with its
-//! [`SourceMeta`](dlq_core::SourceMeta) filled and a dedupe key from the message's identity,
+//! [`SourceMeta`](dlq_core::adapter::SourceMeta) filled and a dedupe key from the message's identity,
 //! and settles the message by what happened:
 //!
 //! | handler outcome | [`Action`] | NATS JetStream | Kafka |
@@ -21,7 +21,7 @@
 //! types are always the adapter's.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-use dlq_core::{Dispatched, HandlerError};
+use dlq_core::{HandlerError, adapter::Dispatched};
 
 #[cfg(feature = "kafka")]
 pub mod kafka;
@@ -62,7 +62,7 @@ pub use async_nats;
 ///
 /// ```
 /// use dlq_consumers::Action;
-/// use dlq_core::Dispatched;
+/// use dlq_core::adapter::Dispatched;
 ///
 /// assert_eq!(Action::of_dispatch(&Ok(Dispatched::Succeeded)), Action::Ack);
 /// let down: Result<Dispatched, _> = Err(dlq_core::Error::NoStore);
@@ -83,11 +83,11 @@ pub enum Action {
 }
 
 impl Action {
-    /// The action for a [`Dispatcher`](dlq_core::Dispatcher) result.
+    /// The action for a [`Dispatcher`](dlq_core::adapter::Dispatcher) result.
     ///
     /// ```
     /// # use dlq_consumers::Action;
-    /// assert_eq!(Action::of_dispatch(&Ok(dlq_core::Dispatched::Succeeded)), Action::Ack);
+    /// assert_eq!(Action::of_dispatch(&Ok(dlq_core::adapter::Dispatched::Succeeded)), Action::Ack);
     /// ```
     pub fn of_dispatch(result: &Result<Dispatched, dlq_core::Error>) -> Self {
         match result {
@@ -182,7 +182,7 @@ impl Error {
         Self::Broker(error.into())
     }
 
-    fn fatal(failure: &dlq_core::FailureInfo) -> Self {
+    fn fatal(failure: &dlq_core::classify::FailureInfo) -> Self {
         Self::Fatal { kind: failure.kind.clone(), reason: failure.reason.clone() }
     }
 }
@@ -269,7 +269,7 @@ pub const REPLAY_ACTOR: &str = "dlq-consumers";
 async fn supersede_origin(
     store: &std::sync::Arc<dyn dlq_core::DeadLetterStore>,
     event_type: &str,
-    source: &dlq_core::SourceMeta,
+    source: &dlq_core::adapter::SourceMeta,
     key: &str,
 ) -> Result<(), dlq_core::Error> {
     use dlq_core::store::{ActionKind, refusal};
@@ -366,8 +366,8 @@ mod tests {
 
     use dlq_core::admin::Admin;
     use dlq_core::{
-        DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, ListFilter, MemoryStore, Payload, SourceMeta,
-        Status, store::NewDeadLetter,
+        DeadLetterStore, DlqId, ErrorClass, ListFilter, MemoryStore, Payload, Status, adapter::DeadReason,
+        adapter::SourceMeta, classify::FailureInfo, store::NewDeadLetter,
     };
 
     use super::{DLQ_ID_HEADER, Error, REPLAY_ACTOR, republish_rows, supersede_origin};

@@ -26,7 +26,7 @@
 //! use std::sync::Arc;
 //! use async_nats::jetstream::{self, consumer::pull};
 //! use dlq_consumers::nats::JetStreamConsumer;
-//! use dlq_core::{dead_letter, handlers, Dispatcher};
+//! use dlq_core::{dead_letter, handlers, adapter::Dispatcher};
 //!
 //! #[dead_letter(event_type = "payment")]
 //! async fn handle_payment(amount_cents: i64) -> Result<(), std::io::Error> { Ok(()) }
@@ -48,7 +48,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, Message};
-use dlq_core::{Dispatched, Dispatcher, DlqId, ListFilter, Scope, SourceMeta};
+use dlq_core::{DlqId, ListFilter, Scope, adapter::Dispatched, adapter::Dispatcher, adapter::SourceMeta};
 use futures_util::{Stream, StreamExt};
 
 use crate::{Action, DEDUPE_KEY_HEADER, DLQ_ID_HEADER, Error, RunStats};
@@ -165,7 +165,7 @@ pub async fn settle(message: &Message, action: Action, nak_delay: Duration) -> R
 ///
 /// ```no_run
 /// # use dlq_consumers::nats::JetStreamConsumer;
-/// # fn demo(dispatcher: dlq_core::Dispatcher) {
+/// # fn demo(dispatcher: dlq_core::adapter::Dispatcher) {
 /// let adapter = JetStreamConsumer::new(dispatcher, "payment").nak_delay(std::time::Duration::from_secs(2));
 /// # }
 /// ```

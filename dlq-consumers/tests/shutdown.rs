@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use dlq_consumers::RunStats;
-use dlq_core::{Dispatcher, MemoryStore, Registry};
+use dlq_core::{MemoryStore, adapter::Dispatcher, handlers::Registry};
 
 fn dispatcher() -> Dispatcher {
     Dispatcher::new(Arc::new(MemoryStore::new()), Registry::default())

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
 use dlq_core::sealed::KeyRing;
-use dlq_core::{Attempt, MemoryStore, Retrier, Scope, dead_letter, handlers};
+use dlq_core::{MemoryStore, Retrier, Scope, dead_letter, handlers, handlers::Attempt};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -115,7 +115,7 @@ fn bench(c: &mut Criterion) {
     c.bench_function("sealed/seal_payload", |b| {
         b.iter(|| dlq_core::sealed::seal_payload(&ring, "bench-sealed", &event, &["/id"]).unwrap());
     });
-    let failure = dlq_core::FailureInfo::new(
+    let failure = dlq_core::classify::FailureInfo::new(
         dlq_core::ErrorClass::Transient,
         "io",
         "ledger refused 4111111111111111".into(),

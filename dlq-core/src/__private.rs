@@ -192,7 +192,7 @@ impl<E> ViaFallback for Classifier<'_, E> {
     label = "`{Self}` does not implement `std::error::Error`",
     note = "implement `std::error::Error` for it (and derive `dlq_core::Classify` to choose its class), or derive `Debug` and `dlq_core::Classify` for it",
     note = "or return `Box<dyn std::error::Error + Send + Sync>` or `anyhow::Error`: a `String` converts with `.into()`, and a `Box<dyn Error>` needs `+ Send + Sync`",
-    note = "to choose the class of such an error, wrap it in `dlq_core::Permanent::new(..)` or `dlq_core::Transient::new(..)`, or call `.permanent()` or `.transient()` from `dlq_core::MarkError`"
+    note = "to choose the class of such an error, wrap it in `dlq_core::Permanent::new(..)` or `dlq_core::Transient::new(..)`, or call `.permanent()` or `.transient()` from `dlq_core::classify::MarkError`"
 )]
 pub trait ClassifiableError<Tier> {
     fn __dlq_finish(tier: Tier, error: &Self) -> FailureInfo;
@@ -364,7 +364,7 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
         .block_on(future)
 }
 
-/// A [`Registry`](crate::Registry) of exactly the named handlers, checked by the compiler: each name must be a
+/// A [`Registry`](crate::handlers::Registry) of exactly the named handlers, checked by the compiler: each name must be a
 /// function annotated with `#[dead_letter]`.
 ///
 /// Pin the handlers an application expects in a test, or give a retrier an explicit list.
@@ -469,7 +469,7 @@ mod tests {
         let invocation = Invocation {
             payload: Payload::Json(serde_json::json!(null)),
             context: std::sync::Arc::new(crate::Context::new().with(7u8)),
-            attempt: crate::Attempt::first(),
+            attempt: crate::handler::Attempt::first(),
             runner: crate::handler::Runner::Retrier,
         };
         let state = (&&Extractor::<crate::State<u8>>::new()).__dlq_extract(&invocation);

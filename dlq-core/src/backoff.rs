@@ -11,7 +11,7 @@ use std::time::Duration;
 /// together so their retries do not arrive together.
 ///
 /// ```
-/// use dlq_core::Backoff;
+/// use dlq_core::retry::Backoff;
 /// use std::time::Duration;
 ///
 /// let b = Backoff::exponential(Duration::from_secs(1), Duration::from_secs(3600));
@@ -67,7 +67,7 @@ impl Backoff {
     /// The same delay every time, without jitter.
     ///
     /// ```
-    /// # use dlq_core::Backoff; use std::time::Duration;
+    /// # use dlq_core::retry::Backoff; use std::time::Duration;
     /// assert_eq!(Backoff::fixed(Duration::from_secs(5)).delay(9), Duration::from_secs(5));
     /// ```
     pub const fn fixed(delay: Duration) -> Self {
@@ -77,7 +77,7 @@ impl Backoff {
     /// `step * n`, capped at `max`, without jitter.
     ///
     /// ```
-    /// # use dlq_core::Backoff; use std::time::Duration;
+    /// # use dlq_core::retry::Backoff; use std::time::Duration;
     /// let b = Backoff::linear(Duration::from_secs(10), Duration::from_secs(25));
     /// assert_eq!(b.delay(2), Duration::from_secs(20));
     /// assert_eq!(b.delay(3), Duration::from_secs(25));
@@ -111,7 +111,7 @@ impl Backoff {
     /// `[0, 1)` (0.5 means no spread). Never exceeds `max` by more than the jitter.
     ///
     /// ```
-    /// # use dlq_core::Backoff; use std::time::Duration;
+    /// # use dlq_core::retry::Backoff; use std::time::Duration;
     /// let b = Backoff::EXP;
     /// assert_eq!(b.jittered(3, 0.5), Duration::from_secs(4));
     /// assert_eq!(b.jittered(3, 0.0), Duration::from_millis(3400));
@@ -141,7 +141,7 @@ impl Default for Backoff {
 /// failing for longer than `max_age`.
 ///
 /// ```
-/// use dlq_core::{Backoff, RetryPolicy};
+/// use dlq_core::{retry::Backoff, retry::RetryPolicy};
 /// use std::time::Duration;
 ///
 /// let policy = RetryPolicy::new(240, Backoff::fixed(Duration::from_secs(6 * 3600)));

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 /// defaults, shown here:
 ///
 /// ```
-/// use dlq_core::{BreakerConfig, RetrierConfig};
+/// use dlq_core::{retry::BreakerConfig, RetrierConfig};
 /// use std::time::Duration;
 ///
 /// let config = RetrierConfig::from_toml_str(r#"
@@ -101,7 +101,7 @@ impl BreakerConfig {
     /// A message saying what does not parse.
     ///
     /// ```
-    /// use dlq_core::BreakerConfig;
+    /// use dlq_core::retry::BreakerConfig;
     /// let b = BreakerConfig::parse_rule("30% of 50 in 2m")?;
     /// assert_eq!((b.threshold_percent, b.min_calls, b.window.as_secs()), (30, 50, 120));
     /// assert!(BreakerConfig::parse_rule("half of them").is_err());

@@ -3,9 +3,9 @@
 //! check stored payloads.
 //!
 //! Every [`Retrier`](crate::Retrier) publishes one [`EventTypeInfo`] per registered type when
-//! it starts ([`Registry::catalog`](crate::Registry::catalog),
+//! it starts ([`Registry::catalog`](crate::handlers::Registry::catalog),
 //! [`DeadLetterStore::publish_types`](crate::DeadLetterStore::publish_types)); a process that only dispatches can publish with
-//! [`Registry::publish`](crate::Registry::publish). The store keeps one record per event type,
+//! [`Registry::publish`](crate::handlers::Registry::publish). The store keeps one record per event type,
 //! and the **newest version wins**: during a rolling deploy, a process still on version 1 that
 //! starts after one on version 2 does not overwrite version 2's record (an equal version
 //! refreshes the record).
@@ -19,7 +19,7 @@
 //! ```
 //! use dlq_core::catalog::{Catalog, Verdict};
 //! use dlq_core::schemars::JsonSchema;
-//! use dlq_core::{Payload, UpcastError};
+//! use dlq_core::{Payload, handlers::UpcastError};
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Serialize, Deserialize, JsonSchema)]
@@ -571,7 +571,7 @@ fn bounded(name: &str) -> String {
     out
 }
 
-/// Whether `records` (a retrier's, [`Registry::catalog`](crate::Registry::catalog)) declare a
+/// Whether `records` (a retrier's, [`Registry::catalog`](crate::handlers::Registry::catalog)) declare a
 /// version whose contract in `stored` has another shape than their event's: the first such
 /// mismatch. A version never published, or a type that exports no schema, passes.
 pub(crate) fn check_versions(
@@ -669,8 +669,10 @@ mod tests {
 
     #[test]
     fn a_registration_publishes_its_chain_and_sealing() {
-        static V3: Registration =
-            Registration { upcast: &[crate::unchanged, crate::unchanged], ..crate::handler::for_tests("payment", 3) };
+        static V3: Registration = Registration {
+            upcast: &[crate::upcast::unchanged, crate::upcast::unchanged],
+            ..crate::handler::for_tests("payment", 3)
+        };
         let info = EventTypeInfo::of(&V3, "me");
         assert_eq!((info.version, info.upcast_from, info.encrypted), (3, 1, false));
         assert_eq!(info.published_by, "me");

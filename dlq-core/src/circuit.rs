@@ -20,7 +20,7 @@ fn views() -> &'static RwLock<Views> {
 }
 
 /// What this process knows of `event_type`'s circuit in the store the live path uses here
-/// ([`current_store`](crate::current_store): the [`Scope`](crate::Scope)'s store, else the
+/// ([`current_store`](crate::adapter::current_store): the [`Scope`](crate::Scope)'s store, else the
 /// [installed](crate::install_store) one): kept up to date by every
 /// [`Retrier`](crate::Retrier) running on that store in the process (within one poll
 /// interval), or by [`refresh_circuits`] in a process that only consumes. Closed when
@@ -31,13 +31,13 @@ fn views() -> &'static RwLock<Views> {
 /// `retry_after` at the next probe.
 ///
 /// ```
-/// let view = dlq_core::circuit("payment");
+/// let view = dlq_core::adapter::circuit("payment");
 /// if view.is_open() || view.paused {
 ///     // stop pulling payments from the broker for a while
 /// }
 /// ```
 pub fn circuit(event_type: &str) -> CircuitView {
-    crate::current_store().map(|store| circuit_of(&*store, event_type)).unwrap_or_default()
+    crate::live::current_store().map(|store| circuit_of(&*store, event_type)).unwrap_or_default()
 }
 
 /// What this process knows of `event_type`'s circuit in `store` (the views of the stores
@@ -51,10 +51,10 @@ pub fn circuit(event_type: &str) -> CircuitView {
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let (paused, other) = (Arc::new(MemoryStore::new()), Arc::new(MemoryStore::new()));
 /// Admin::new(paused.clone(), "alice").pause_type("payment", "ledger migration").await?;
-/// dlq_core::refresh_circuits(&*paused).await?;
-/// dlq_core::refresh_circuits(&*other).await?;
-/// assert!(dlq_core::circuit_of(&*paused, "payment").paused);
-/// assert!(!dlq_core::circuit_of(&*other, "payment").paused, "another store, other circuits");
+/// dlq_core::adapter::refresh_circuits(&*paused).await?;
+/// dlq_core::adapter::refresh_circuits(&*other).await?;
+/// assert!(dlq_core::adapter::circuit_of(&*paused, "payment").paused);
+/// assert!(!dlq_core::adapter::circuit_of(&*other, "payment").paused, "another store, other circuits");
 /// # Ok::<(), dlq_core::Error>(())
 /// # }).unwrap();
 /// ```
@@ -91,10 +91,10 @@ pub(crate) fn publish<'a>(store: StoreId, circuits: impl Iterator<Item = &'a Cir
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let store = Arc::new(MemoryStore::new());
 /// Admin::new(store.clone(), "alice").pause_type("payment", "ledger migration").await?;
-/// dlq_core::refresh_circuits(&*store).await?;
-/// assert!(dlq_core::circuit_of(&*store, "payment").paused);
-/// // And `dlq_core::circuit("payment")` where `store` is the live path's store:
-/// assert!(dlq_core::with_store(store, async { dlq_core::circuit("payment").paused }).await);
+/// dlq_core::adapter::refresh_circuits(&*store).await?;
+/// assert!(dlq_core::adapter::circuit_of(&*store, "payment").paused);
+/// // And `dlq_core::adapter::circuit("payment")` where `store` is the live path's store:
+/// assert!(dlq_core::with_store(store, async { dlq_core::adapter::circuit("payment").paused }).await);
 /// # Ok::<(), dlq_core::Error>(())
 /// # }).unwrap();
 /// ```

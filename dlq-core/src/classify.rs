@@ -119,7 +119,7 @@ type BoxDynError = Box<dyn StdError + Send + Sync + 'static>;
 /// The marker is transparent: its message and `source()` are the wrapped error's.
 ///
 /// ```
-/// use dlq_core::{classify_error, ErrorClass, Permanent};
+/// use dlq_core::{classify::classify_error, ErrorClass, Permanent};
 ///
 /// let err = Permanent::new(std::io::Error::other("currency \"USD \" is not ISO 4217"));
 /// assert_eq!(classify_error(&err), ErrorClass::Permanent);
@@ -131,7 +131,7 @@ pub struct Permanent(pub BoxDynError);
 /// Marks an error as [`ErrorClass::Transient`], with an optional retry-after hint.
 ///
 /// ```
-/// use dlq_core::{classify_error, retry_after_hint, ErrorClass, Transient};
+/// use dlq_core::{classify::classify_error, classify::retry_after_hint, ErrorClass, Transient};
 /// use std::time::Duration;
 ///
 /// let err = Transient::after(std::io::Error::other("429"), Duration::from_secs(5));
@@ -149,7 +149,7 @@ pub struct Transient {
 /// Marks an error as [`ErrorClass::Fatal`]: the handler's caller must stop.
 ///
 /// ```
-/// use dlq_core::{classify_error, ErrorClass, Fatal};
+/// use dlq_core::{classify::classify_error, ErrorClass, Fatal};
 ///
 /// let err = Fatal::new(std::io::Error::other("bad credentials"));
 /// assert_eq!(classify_error(&err), ErrorClass::Fatal);
@@ -216,7 +216,7 @@ marker_error!(Fatal, 0, ErrorClass::Fatal);
 /// an `anyhow::Error` or a `Box<dyn Error>` and still be found by [`classify_error`].
 ///
 /// ```
-/// use dlq_core::{classify_error, ErrorClass, MarkError};
+/// use dlq_core::{classify::classify_error, ErrorClass, classify::MarkError};
 ///
 /// let err = std::io::Error::other("malformed").permanent();
 /// assert_eq!(classify_error(&err), ErrorClass::Permanent);
@@ -249,7 +249,7 @@ impl<E: StdError + Send + Sync + 'static> MarkError for E {
 /// `serde_json::Error` anywhere in the chain is permanent, and everything else is transient.
 ///
 /// ```
-/// use dlq_core::{classify_error, ErrorClass};
+/// use dlq_core::{classify::classify_error, ErrorClass};
 ///
 /// let bad_json = serde_json::from_str::<u32>("\"x\"").unwrap_err();
 /// assert_eq!(classify_error(&bad_json), ErrorClass::Permanent);
@@ -272,7 +272,7 @@ pub fn classify_error(error: &(dyn StdError + 'static)) -> ErrorClass {
 /// it has one (see [`Transient::after`]).
 ///
 /// ```
-/// use dlq_core::{retry_after_hint, Transient};
+/// use dlq_core::{classify::retry_after_hint, Transient};
 /// use std::time::Duration;
 ///
 /// let err = Transient::after(std::io::Error::other("429 Too Many Requests"), Duration::from_secs(30));
@@ -316,7 +316,7 @@ pub(crate) fn short_type_name<T: ?Sized>() -> &'static str {
 /// PostgreSQL `TEXT` (no NUL bytes) on construction.
 ///
 /// ```
-/// use dlq_core::{ErrorClass, FailureInfo};
+/// use dlq_core::{ErrorClass, classify::FailureInfo};
 ///
 /// let io = std::io::Error::other("connection refused by 10.0.0.7:5432");
 /// let info = FailureInfo::from_error(ErrorClass::Transient, "io::Error", &io);
@@ -373,7 +373,7 @@ impl FailureInfo {
     /// Sets the retry-after hint (see [`Classify::retry_after`]); `None` keeps the current one.
     ///
     /// ```
-    /// use dlq_core::{ErrorClass, FailureInfo};
+    /// use dlq_core::{ErrorClass, classify::FailureInfo};
     /// use std::time::Duration;
     ///
     /// let info = FailureInfo::new(ErrorClass::Transient, "http", "429".into(), vec![], None)
@@ -391,7 +391,7 @@ impl FailureInfo {
     /// Builds the record of a failure from its parts; text is bounded and NUL-free.
     ///
     /// ```
-    /// use dlq_core::{ErrorClass, FailureInfo};
+    /// use dlq_core::{ErrorClass, classify::FailureInfo};
     ///
     /// let info = FailureInfo::new(ErrorClass::Permanent, "undecodable", "bad\0byte".into(), vec![], None);
     /// assert_eq!(info.reason, "bad\u{FFFD}byte");
@@ -438,11 +438,11 @@ pub(crate) fn bounded(text: &str, max: usize) -> String {
 /// share a fingerprint; the error's kind tells causes of different types apart.
 ///
 /// ```
-/// let a = dlq_core::fingerprint("io", "timeout after 3000 ms on 10.0.0.7");
-/// let b = dlq_core::fingerprint("io", "timeout after 5000 ms on 10.0.0.9");
+/// let a = dlq_core::classify::fingerprint("io", "timeout after 3000 ms on 10.0.0.7");
+/// let b = dlq_core::classify::fingerprint("io", "timeout after 5000 ms on 10.0.0.9");
 /// assert_eq!(a, b);
-/// let a = dlq_core::fingerprint("json", "invalid type: string \"abc\", expected u64 at line 1 column 12");
-/// let b = dlq_core::fingerprint("json", "invalid type: string \"a b\", expected u64 at line 1 column 9");
+/// let a = dlq_core::classify::fingerprint("json", "invalid type: string \"abc\", expected u64 at line 1 column 12");
+/// let b = dlq_core::classify::fingerprint("json", "invalid type: string \"a b\", expected u64 at line 1 column 9");
 /// assert_eq!(a, b);
 /// ```
 pub fn fingerprint(kind: &str, message: &str) -> String {

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use crate::{BreakerConfig, Error};
+use crate::{Error, breaker_config::BreakerConfig};
 
 /// How a [`Retrier`](crate::Retrier) runs: the `dlq.retry` section of a configuration.
 ///
@@ -199,14 +199,14 @@ impl RetrierConfig {
     }
 
     /// The breaker a retrier gives `event_type`, whose handler's attribute sets `attribute`
-    /// ([`Registration::breaker`](crate::Registration::breaker)). The first that is there wins:
+    /// ([`Registration::breaker`](crate::handlers::Registration::breaker)). The first that is there wins:
     /// 1. the type's entry in `breakers`: configuration over code, so an operator can change
     ///    or turn off (`enabled = false`) a breaker without a release;
     /// 2. the attribute's `breaker = "..."`;
     /// 3. the default `breaker`, for types with neither.
     ///
     /// ```
-    /// use dlq_core::{BreakerConfig, RetrierConfig};
+    /// use dlq_core::{retry::BreakerConfig, RetrierConfig};
     ///
     /// let config = RetrierConfig::from_json_str(r#"{"breaker": "90%", "breakers": {"payment": "20%"}}"#)?;
     /// let attribute = BreakerConfig::parse_rule("50% of 20 in 1m").unwrap();

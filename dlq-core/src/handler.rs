@@ -80,7 +80,7 @@ pub struct State<T>(pub T);
 /// the event first failed. On the live path (first call) `id` is `None` and `retry_count` 0.
 ///
 /// ```
-/// let first = dlq_core::Attempt::first();
+/// let first = dlq_core::handlers::Attempt::first();
 /// assert_eq!(first.retry_count, 0);
 /// assert!(first.id.is_none());
 /// ```
@@ -101,7 +101,7 @@ impl Attempt {
     }
 }
 
-/// One run of a registered handler by a retrier or [`Dispatcher`](crate::Dispatcher).
+/// One run of a registered handler by a retrier or [`Dispatcher`](crate::adapter::Dispatcher).
 #[doc(hidden)]
 #[derive(Debug, Clone)]
 pub struct Invocation {
@@ -116,7 +116,7 @@ pub struct Invocation {
 }
 
 /// Who runs a registered handler: a [`Retrier`](crate::Retrier) on a stored row or a
-/// [`Dispatcher`](crate::Dispatcher) on raw input. A `missing_state` failure names it, since
+/// [`Dispatcher`](crate::adapter::Dispatcher) on raw input. A `missing_state` failure names it, since
 /// the context that lacks the value is the one given to it.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +150,7 @@ impl Runner {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a `#[dead_letter]` handler argument",
     label = "unsupported handler argument",
-    note = "after the event, a handler takes only `dlq_core::State<T>` (from the retrier's context) and `dlq_core::Attempt`"
+    note = "after the event, a handler takes only `dlq_core::State<T>` (from the retrier's context) and `dlq_core::handlers::Attempt`"
 )]
 pub trait FromInvocation: Sized {
     /// Extracts the argument, or says why it cannot.
@@ -217,10 +217,10 @@ pub type DispatchFn = fn(Invocation) -> BoxFuture<'static, HandlerOutcome>;
 pub type CheckFn = fn(&Payload) -> Result<(), String>;
 
 /// A handler's registration: made by `#[dead_letter]`, collected by `inventory`, listed by
-/// a [`Registry`](crate::Registry).
+/// a [`Registry`](crate::handlers::Registry).
 ///
 /// ```
-/// let reg = dlq_core::registry().unwrap().get("doc-registration").unwrap();
+/// let reg = dlq_core::handlers::registry().unwrap().get("doc-registration").unwrap();
 /// assert_eq!(reg.event_type(), "doc-registration");
 /// assert_eq!(reg.policy().max_retries, 3);
 /// assert!(reg.handler().ends_with("::handle"));
@@ -237,7 +237,7 @@ pub struct Registration {
     pub(crate) handler: &'static str,
     pub(crate) file: &'static str,
     pub(crate) line: u32,
-    pub(crate) policy: crate::RetryPolicy,
+    pub(crate) policy: crate::backoff::RetryPolicy,
     /// The attribute's `breaker = "..."` rule, checked when the handler compiled.
     pub(crate) breaker: Option<&'static str>,
     pub(crate) dispatch: DispatchFn,
@@ -291,7 +291,7 @@ pub(crate) const fn for_tests(event_type: &'static str, version: u32) -> Registr
         handler: "tests::handle",
         file: file!(),
         line: line!(),
-        policy: crate::RetryPolicy::DEFAULT,
+        policy: crate::backoff::RetryPolicy::DEFAULT,
         breaker: None,
         dispatch: succeed,
         check: accepts_any,
@@ -314,7 +314,7 @@ impl Registration {
         (event_type, version, upcast): (&'static str, u32, &'static [crate::upcast::UpcastFn]),
         handler: &'static str,
         (file, line): (&'static str, u32),
-        (policy, breaker): (crate::RetryPolicy, Option<&'static str>),
+        (policy, breaker): (crate::backoff::RetryPolicy, Option<&'static str>),
         (dispatch, check): (DispatchFn, CheckFn),
         missing_state: Option<fn(&Context) -> Option<&'static str>>,
     ) -> Self {
@@ -355,7 +355,7 @@ impl Registration {
     /// #[dlq_core::dead_letter(event_type = "doc-registration-sealing", encrypt = true, clear = ["/id"])]
     /// async fn handle(n: serde_json::Value) -> Result<(), std::io::Error> { Ok(()) }
     ///
-    /// let sealing = <handle as dlq_core::Handler>::registration().sealing().unwrap();
+    /// let sealing = <handle as dlq_core::handlers::Handler>::registration().sealing().unwrap();
     /// assert_eq!(sealing.clear(), ["/id"]);
     /// ```
     pub const fn sealing(&self) -> Option<crate::sealed::Sealing> {
@@ -378,7 +378,7 @@ impl Registration {
     /// #[dlq_core::dead_letter(event_type = "doc-registration-subject", subject = "/customer_id")]
     /// async fn handle(p: serde_json::Value) -> Result<(), std::io::Error> { Ok(()) }
     ///
-    /// assert_eq!(<handle as dlq_core::Handler>::registration().subject_pointer(), Some("/customer_id"));
+    /// assert_eq!(<handle as dlq_core::handlers::Handler>::registration().subject_pointer(), Some("/customer_id"));
     /// ```
     pub const fn subject_pointer(&self) -> Option<&'static str> {
         self.subject
@@ -391,7 +391,7 @@ impl Registration {
     /// #[dlq_core::dead_letter(event_type = "doc-registration-redact", redact = ["/card/number"])]
     /// async fn handle(payment: serde_json::Value) -> Result<(), std::io::Error> { let _ = payment; Ok(()) }
     ///
-    /// assert_eq!(<handle as dlq_core::Handler>::registration().redact(), ["/card/number"]);
+    /// assert_eq!(<handle as dlq_core::handlers::Handler>::registration().redact(), ["/card/number"]);
     /// ```
     pub const fn redact(&self) -> &'static [&'static str] {
         self.redact
@@ -412,17 +412,17 @@ impl Registration {
     /// 1 without one. Every row the handler parks stores it ([`DeadLetter::version`](crate::DeadLetter::version)).
     ///
     /// ```
-    /// #[dlq_core::dead_letter(event_type = "doc-registration-version", version = 2, upcast = [dlq_core::unchanged])]
+    /// #[dlq_core::dead_letter(event_type = "doc-registration-version", version = 2, upcast = [dlq_core::handlers::unchanged])]
     /// async fn handle(n: u32) -> Result<(), std::io::Error> { Ok(()) }
     ///
-    /// assert_eq!(<handle as dlq_core::Handler>::registration().version(), 2);
+    /// assert_eq!(<handle as dlq_core::handlers::Handler>::registration().version(), 2);
     /// ```
     pub const fn version(&self) -> u32 {
         self.version
     }
 
     /// How many upcasters its chain has: one per version before its own, named by its
-    /// attribute's `upcast = [...]` (see [`crate::UpcastError`]).
+    /// attribute's `upcast = [...]` (see [`crate::handlers::UpcastError`]).
     pub const fn upcasters(&self) -> usize {
         self.upcast.len()
     }
@@ -433,12 +433,12 @@ impl Registration {
     }
 
     /// The retry policy of its attribute.
-    pub const fn policy(&self) -> &crate::RetryPolicy {
+    pub const fn policy(&self) -> &crate::backoff::RetryPolicy {
         &self.policy
     }
 
     /// The circuit breaker of its attribute's `breaker = "..."` rule (keys the rule leaves out
-    /// keep [`BreakerConfig::default`](crate::BreakerConfig)), or `None` without one.
+    /// keep [`BreakerConfig::default`](crate::retry::BreakerConfig)), or `None` without one.
     ///
     /// A retrier uses it only for a type without an entry in its configuration's `breakers`
     /// (see [`RetrierConfig::resolve_breaker`](crate::RetrierConfig::resolve_breaker)).
@@ -447,12 +447,12 @@ impl Registration {
     /// #[dlq_core::dead_letter(event_type = "doc-registration-breaker", breaker = "25% of 10 in 30s")]
     /// async fn handle(n: u32) -> Result<(), std::io::Error> { Ok(()) }
     ///
-    /// let breaker = <handle as dlq_core::Handler>::registration().breaker().unwrap();
+    /// let breaker = <handle as dlq_core::handlers::Handler>::registration().breaker().unwrap();
     /// assert_eq!((breaker.threshold_percent, breaker.min_calls, breaker.window.as_secs()), (25, 10, 30));
     /// ```
-    pub fn breaker(&self) -> Option<crate::BreakerConfig> {
+    pub fn breaker(&self) -> Option<crate::breaker_config::BreakerConfig> {
         // `#[dead_letter]` rejects a rule that does not parse, with this same parser.
-        self.breaker.and_then(|rule| crate::BreakerConfig::parse_rule(rule).ok())
+        self.breaker.and_then(|rule| crate::breaker_config::BreakerConfig::parse_rule(rule).ok())
     }
 
     /// `file:line` of the handler.
@@ -465,7 +465,7 @@ impl Registration {
     /// cannot be: a link failed, or the version is newer than the handler's.
     ///
     /// ```
-    /// use dlq_core::{Payload, UpcastError};
+    /// use dlq_core::{Payload, handlers::UpcastError};
     /// use serde_json::{json, Value};
     ///
     /// fn add_currency(mut v: Value) -> Result<Value, UpcastError> {
@@ -479,7 +479,7 @@ impl Registration {
     /// #[dlq_core::dead_letter(event_type = "doc-upcast-payload", version = 2, upcast = [add_currency])]
     /// async fn handle(p: Payment) -> Result<(), std::io::Error> { Ok(()) }
     ///
-    /// let reg = <handle as dlq_core::Handler>::registration();
+    /// let reg = <handle as dlq_core::handlers::Handler>::registration();
     /// let v1 = Payload::Json(json!({"cents": 5}));
     /// assert_eq!(reg.upcast(1, v1.clone()), Ok(Payload::Json(json!({"cents": 5, "currency": "EUR"}))));
     /// assert_eq!(reg.upcast(2, v1.clone()), Ok(v1.clone()), "already the handler's version");
@@ -508,7 +508,7 @@ impl Registration {
     /// #[dlq_core::dead_letter(event_type = "doc-check-payload")]
     /// async fn handle(p: Payment) -> Result<(), std::io::Error> { Ok(()) }
     ///
-    /// let reg = <handle as dlq_core::Handler>::registration();
+    /// let reg = <handle as dlq_core::handlers::Handler>::registration();
     /// assert!(reg.check_payload(&Payload::Json(serde_json::json!({"id": 7, "currency": "USD"}))).is_ok());
     /// let err = reg.check_payload(&Payload::Json(serde_json::json!({"id": "7"}))).unwrap_err();
     /// assert!(err.contains("invalid type"), "{err}");
@@ -527,7 +527,7 @@ inventory::collect!(Registration);
 /// handler's own name, so `handlers![handle_payment]` compiles only for annotated handlers.
 ///
 /// ```
-/// use dlq_core::Handler;
+/// use dlq_core::handlers::Handler;
 ///
 /// #[dlq_core::dead_letter(event_type = "doc-handler")]
 /// async fn handle_refund(amount: u64) -> Result<(), std::io::Error> { Ok(()) }

@@ -60,19 +60,32 @@
 //! ```
 //!
 //! # Registration
-//! [`handlers!`] builds a retrier's [`Registry`] from an explicit list of annotated handlers,
+//! [`handlers!`] builds a retrier's [`Registry`](handlers::Registry) from an explicit list of annotated handlers,
 //! checked by the compiler: the way to say which handlers a process retries. Every annotated
-//! handler also registers itself through `inventory`: [`registry()`] (and
+//! handler also registers itself through `inventory`: [`registry()`](handlers::registry) (and
 //! [`Retrier::discover`]) collects every one linked into the binary, in no particular order.
 //! Both fail on a duplicate event type, naming the two handlers.
 //!
 //! # Modules by audience
-//! - The crate root: what an application writes: the attribute and classification, the live
-//!   path ([`Scope`], [`Dispatcher`], [`HandlerError`]), the retrier and its configuration,
-//!   handler state ([`State`], [`Context`]), the row it reads back ([`DeadLetter`], [`Status`],
-//!   [`ListFilter`]) and the circuit view a consumer checks ([`circuit`], [`circuit_of`]).
+//! - The crate root: what an application writes: the attribute and classification
+//!   ([`dead_letter`], [`Classify`], [`ErrorClass`], [`Permanent`], [`Transient`], [`Fatal`]),
+//!   the live path ([`Scope`], [`with_store`], [`install_store`], [`HandlerError`]), the
+//!   retrier ([`Retrier`], [`RetrierConfig`], [`CancellationToken`], [`handlers!`]), handler
+//!   state ([`State`], [`Context`]), the stores ([`DeadLetterStore`], [`MemoryStore`]) and the
+//!   row read back ([`DeadLetter`], [`DlqId`], [`Status`], [`Payload`], [`ListFilter`], [`Error`]).
+//! - [`adapter`]: broker adapters and consumers: the [`Dispatcher`](adapter::Dispatcher) that
+//!   runs a handler on raw input with its [`SourceMeta`](adapter::SourceMeta), and the circuit
+//!   view a consumer checks before pulling more ([`adapter::circuit`]).
+//! - [`handlers`](mod@handlers): the [`Registry`](handlers::Registry) of a process, one handler's
+//!   registration, and upcasters for old payload versions.
+//! - [`retry`]: backoff, retry policy, the circuit breaker's and the retrier's settings.
+//! - [`classify`]: how an error becomes a class and a fingerprint, for code that classifies
+//!   by hand ([`classify::FailureInfo`], [`classify::classify_error`], [`classify::MarkError`]).
 //! - [`admin`]: operators: redrive, discard, patch, undo, pause, stats, and the records they
 //!   read (attempts, audit entries, failure groups, retrier heartbeats).
+//! - [`catalog`]: the type catalog: the event types, versions and schemas a store knows of.
+//! - [`redact`], [`sealed`], [`subject`]: sensitive payloads: what operators may see,
+//!   encryption at rest with key rings, erasure by data subject.
 //! - [`observe`]: metrics and health, for a service's `/metrics` and health check.
 //! - [`store`]: what someone writing a new [`DeadLetterStore`] needs besides the trait (what
 //!   a store receives and answers: [`store::NewDeadLetter`], [`store::Parked`], claims and
@@ -125,7 +138,7 @@ mod backoff;
 mod breaker_config;
 pub mod catalog;
 mod circuit;
-mod classify;
+pub mod classify;
 mod config;
 mod error;
 mod handler;
@@ -148,24 +161,15 @@ mod validate;
 #[doc(hidden)]
 pub mod __private;
 
-pub use backoff::{Backoff, BackoffKind, RetryPolicy};
-pub use breaker_config::BreakerConfig;
-pub use circuit::{circuit, circuit_of, refresh_circuits};
-pub use classify::{
-    Classify, ErrorClass, FailureInfo, Fatal, MarkError, Permanent, Transient, classify_error, fingerprint,
-    retry_after_hint,
-};
+pub use classify::{Classify, ErrorClass, Fatal, Permanent, Transient};
 pub use config::RetrierConfig;
 pub use dlq_macros::{Classify, dead_letter};
 pub use error::Error;
-pub use handler::{Attempt, Context, Handler, Registration, State};
-pub use live::{Dispatched, Dispatcher, HandlerError, Scope, current_store, install_store, with_store};
+pub use handler::{Context, State};
+pub use live::{HandlerError, Scope, install_store, with_store};
 pub use memory::MemoryStore;
-pub use record::{
-    CircuitState, CircuitView, DeadLetter, DeadReason, DlqId, ListFilter, Order, Payload, SourceMeta, Status,
-};
-pub use registry::{Registry, registry};
-pub use retrier::{Retrier, RetrierStats};
+pub use record::{DeadLetter, DlqId, ListFilter, Payload, Status};
+pub use retrier::Retrier;
 /// The `schemars` crate `#[dead_letter]` takes event types' JSON Schemas from: derive
 /// `dlq_core::schemars::JsonSchema` on an event type (with `#[schemars(crate = "dlq_core::schemars")]`)
 /// and its schema goes into the store's type catalog ([`catalog`]).
@@ -175,7 +179,33 @@ pub use store::DeadLetterStore;
 /// The shutdown signal of [`Retrier::run_until`] most services already have (re-exported
 /// from `tokio-util`): pass `token.cancelled_owned()`.
 pub use tokio_util::sync::CancellationToken;
-pub use upcast::{UpcastError, UpcastFn, unchanged};
+
+/// For broker adapters and consumers: run a handler on raw input ([`Dispatcher`](adapter::Dispatcher)) with
+/// the message's source, and check an event type's circuit before pulling more.
+pub mod adapter {
+    pub use crate::circuit::{circuit, circuit_of, refresh_circuits};
+    pub use crate::live::{Dispatched, Dispatcher, current_store};
+    pub use crate::record::{CircuitState, CircuitView, DeadReason, SourceMeta};
+}
+
+/// The handlers of a process: the [`Registry`](handlers::Registry) a retrier runs ([`handlers!`](macro@crate::handlers),
+/// [`registry()`](handlers::registry)), one handler's [`Registration`](handlers::Registration) and
+/// [`Attempt`](handlers::Attempt), and the upcasters that
+/// bring old payload versions up to date.
+pub mod handlers {
+    pub use crate::handler::{Attempt, Handler, Registration};
+    pub use crate::registry::{Registry, registry};
+    pub use crate::upcast::{UpcastError, UpcastFn, unchanged};
+}
+
+/// How failures are retried: the backoff and retry policy, the circuit breaker's settings,
+/// the retrier's own settings and what a run did.
+pub mod retry {
+    pub use crate::backoff::{Backoff, BackoffKind, RetryPolicy};
+    pub use crate::breaker_config::BreakerConfig;
+    pub use crate::config::RetrierConfig;
+    pub use crate::retrier::RetrierStats;
+}
 
 /// The crate's README, its page on crates.io: its examples run as doctests.
 #[cfg(doctest)]

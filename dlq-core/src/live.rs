@@ -16,7 +16,7 @@ use crate::store::DeadLetterStore;
 /// safe to acknowledge upstream.
 ///
 /// ```
-/// use dlq_core::{dead_letter, with_store, HandlerError, MemoryStore, MarkError};
+/// use dlq_core::{dead_letter, with_store, HandlerError, MemoryStore, classify::MarkError};
 /// use std::sync::Arc;
 ///
 /// #[dead_letter(event_type = "doc-live", max_retries = 3)]
@@ -229,7 +229,7 @@ pub fn current_store() -> Result<Arc<dyn DeadLetterStore>, Error> {
 /// scope of its own.
 ///
 /// ```
-/// use dlq_core::{dead_letter, HandlerError, MemoryStore, Scope, SourceMeta};
+/// use dlq_core::{dead_letter, HandlerError, MemoryStore, Scope, adapter::SourceMeta};
 /// use std::sync::Arc;
 ///
 /// #[dead_letter(event_type = "doc-scope")]
@@ -583,7 +583,7 @@ pub enum Dispatched {
 /// is dropped. A store error is returned, so the caller does not acknowledge the event.
 ///
 /// ```
-/// use dlq_core::{dead_letter, handlers, Dispatched, Dispatcher, MemoryStore};
+/// use dlq_core::{dead_letter, handlers, adapter::Dispatched, adapter::Dispatcher, MemoryStore};
 /// use std::sync::Arc;
 ///
 /// #[dead_letter(event_type = "doc-dispatch")]
@@ -593,7 +593,7 @@ pub enum Dispatched {
 /// let dispatcher = Dispatcher::new(Arc::new(MemoryStore::new()), handlers![handle]?);
 /// assert_eq!(dispatcher.dispatch("doc-dispatch", b"42").await?, Dispatched::Succeeded);
 /// let bad = dispatcher.dispatch("doc-dispatch", b"\"not a number\"").await?;
-/// assert!(matches!(bad, Dispatched::Parked { dead_reason: Some(dlq_core::DeadReason::Undecodable), .. }));
+/// assert!(matches!(bad, Dispatched::Parked { dead_reason: Some(dlq_core::adapter::DeadReason::Undecodable), .. }));
 /// # Ok::<(), dlq_core::Error>(())
 /// # }).unwrap();
 /// ```
@@ -614,15 +614,15 @@ impl fmt::Debug for Dispatcher {
 impl Dispatcher {
     /// A dispatcher over every `#[dead_letter]` handler linked into the binary (found
     /// through `inventory`), parking into `store`. Prefer [`new`](Self::new) with an explicit
-    /// [`handlers!`](crate::handlers) list.
+    /// [`handlers!`](macro@crate::handlers) list.
     ///
     /// # Errors
     /// A duplicate event type in the registry.
     pub fn discover(store: Arc<dyn DeadLetterStore>) -> Result<Self, Error> {
-        Ok(Self::new(store, crate::registry()?.clone()))
+        Ok(Self::new(store, crate::registry::registry()?.clone()))
     }
 
-    /// A dispatcher over the handlers of `registry` (see [`handlers!`](crate::handlers)),
+    /// A dispatcher over the handlers of `registry` (see [`handlers!`](macro@crate::handlers)),
     /// parking into `store`.
     pub fn new(store: Arc<dyn DeadLetterStore>, registry: Registry) -> Self {
         Self { store, registry, context: Arc::new(Context::new()), keys: None }
@@ -648,10 +648,10 @@ impl Dispatcher {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use dlq_core::{Dispatcher, DeadLetterStore, MemoryStore};
+    /// use dlq_core::{adapter::Dispatcher, DeadLetterStore, MemoryStore};
     ///
     /// let store: Arc<dyn DeadLetterStore> = Arc::new(MemoryStore::new());
-    /// let dispatcher = Dispatcher::new(store.clone(), dlq_core::Registry::from_registrations([])?);
+    /// let dispatcher = Dispatcher::new(store.clone(), dlq_core::handlers::Registry::from_registrations([])?);
     /// assert!(Arc::ptr_eq(dispatcher.store(), &store));
     /// # Ok::<(), dlq_core::Error>(())
     /// ```
@@ -684,7 +684,7 @@ impl Dispatcher {
     /// of the same event returns the first dead letter. `None` parks without a key.
     ///
     /// ```
-    /// use dlq_core::{dead_letter, handlers, Dispatched, Dispatcher, MemoryStore, SourceMeta};
+    /// use dlq_core::{dead_letter, handlers, adapter::Dispatched, adapter::Dispatcher, MemoryStore, adapter::SourceMeta};
     /// use std::sync::Arc;
     ///
     /// #[dead_letter(event_type = "doc-keyed")]
@@ -820,7 +820,7 @@ mod tests {
     use super::*;
     use crate::record::{ClaimRequest, Claimed, ListFilter, Parked, SettleReport, Settlement};
     use crate::store::{BoxFuture, StoreResult};
-    use crate::{Backoff, MemoryStore, RetryPolicy, Status};
+    use crate::{MemoryStore, Status, backoff::Backoff, backoff::RetryPolicy};
     use std::time::Duration;
 
     /// A store whose every call fails, as when the database is down.

@@ -875,7 +875,7 @@ impl DeadLetterStore for MemoryStore {
 
 /// A failure as the SQL stores keep it: the class by name, without the retry-after hint
 /// (which was already applied to `retry_after`).
-fn stored(mut failure: crate::FailureInfo) -> crate::FailureInfo {
+fn stored(mut failure: crate::classify::FailureInfo) -> crate::classify::FailureInfo {
     if failure.class.is_transient() {
         failure.class = crate::ErrorClass::Transient;
     }

@@ -195,7 +195,7 @@ pub fn pointer_error(pointer: &str) -> Option<&'static str> {
 /// uses) or by hand ([`Policy::redact`]).
 ///
 /// ```
-/// use dlq_core::{DeadLetter, ErrorClass, FailureInfo, Payload, redact::Policy};
+/// use dlq_core::{DeadLetter, ErrorClass, classify::FailureInfo, Payload, redact::Policy};
 ///
 /// let policy = Policy::default().redact("payment", ["/card/number"]);
 /// let failure = FailureInfo::new(ErrorClass::Permanent, "Declined", "card 4111111111111111 declined".into(), vec![], None);
@@ -229,7 +229,7 @@ impl Policy {
     }
 
     /// The redaction of every handler in `registry` (each `#[dead_letter(redact = [...])]`).
-    pub fn from_registry(registry: &crate::Registry) -> Self {
+    pub fn from_registry(registry: &crate::registry::Registry) -> Self {
         registry
             .iter()
             .fold(Self::default(), |policy, reg| policy.redact(reg.event_type(), reg.redact().iter().copied()))
@@ -460,7 +460,7 @@ fn mask_diff(diff: &mut Value, pointers: &[String]) -> Secrets {
     secrets
 }
 
-fn scrub_failure(secrets: &Secrets, failure: &mut crate::FailureInfo) {
+fn scrub_failure(secrets: &Secrets, failure: &mut crate::classify::FailureInfo) {
     if secrets.is_empty() {
         return;
     }
@@ -494,7 +494,7 @@ pub(crate) const ENCRYPTED_TEXT: &str = "[encrypted]";
 /// shown by `dlq stats` and the console) may say it: [`ENCRYPTED_TEXT`] for an encrypted
 /// type, scrubbed of the redacted values of `payload` (the event, in clear) for a type with
 /// `redact`, [`MASK`] whole when such a payload is not JSON (its values cannot be found).
-pub(crate) fn loggable<'a>(reg: &crate::Registration, payload: &Payload, text: &'a str) -> Cow<'a, str> {
+pub(crate) fn loggable<'a>(reg: &crate::handler::Registration, payload: &Payload, text: &'a str) -> Cow<'a, str> {
     if reg.sealing().is_some() {
         return Cow::Borrowed(ENCRYPTED_TEXT);
     }

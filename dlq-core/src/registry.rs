@@ -9,7 +9,7 @@ use crate::handler::Registration;
 /// The handlers a process knows, by event type.
 ///
 /// Built from every `#[dead_letter]` handler linked into the binary by [`registry()`], or from
-/// an explicit list with [`handlers!`](crate::handlers). Both fail on a duplicate event type,
+/// an explicit list with [`handlers!`](macro@crate::handlers). Both fail on a duplicate event type,
 /// naming both handlers and their source lines.
 ///
 /// `inventory`'s caveats apply to [`registry()`]: only handlers in code that is linked into the
@@ -20,7 +20,7 @@ use crate::handler::Registration;
 /// #[dlq_core::dead_letter(event_type = "doc-registry")]
 /// async fn on_signup(user: String) -> Result<(), std::io::Error> { Ok(()) }
 ///
-/// let registry = dlq_core::registry().expect("no duplicate event types");
+/// let registry = dlq_core::handlers::registry().expect("no duplicate event types");
 /// assert!(registry.event_types().any(|t| t == "doc-registry"));
 /// ```
 #[derive(Debug, Clone, Default)]
@@ -130,7 +130,7 @@ impl Registry {
     /// The type catalog's records of its handlers ([`crate::catalog`]), published by `owner`.
     ///
     /// ```
-    /// #[dlq_core::dead_letter(event_type = "doc-catalog", version = 2, upcast = [dlq_core::unchanged])]
+    /// #[dlq_core::dead_letter(event_type = "doc-catalog", version = 2, upcast = [dlq_core::handlers::unchanged])]
     /// async fn handle(n: u64) -> Result<(), std::io::Error> { Ok(()) }
     ///
     /// let catalog = dlq_core::handlers![handle].unwrap().catalog("host:1:doc");
@@ -216,7 +216,7 @@ impl crate::catalog::Catalog {
 mod tests {
     use super::*;
     use crate::__private::{HandlerOutcome, Invocation};
-    use crate::RetryPolicy;
+    use crate::backoff::RetryPolicy;
     use crate::store::BoxFuture;
 
     fn noop(_: Invocation) -> BoxFuture<'static, HandlerOutcome> {
@@ -245,7 +245,7 @@ mod tests {
 
     #[test]
     fn a_chain_without_a_link_per_earlier_version_is_refused_at_start_up() {
-        static GAP: Registration = Registration { version: 3, upcast: &[crate::unchanged], ..PAY_A };
+        static GAP: Registration = Registration { version: 3, upcast: &[crate::upcast::unchanged], ..PAY_A };
         let err = Registry::from_registrations([&REFUND, &GAP]).unwrap_err().to_string();
         assert_eq!(
             err,
@@ -253,10 +253,10 @@ mod tests {
              link(s) where it needs 2: no upcaster from version 2 to 3; name one per version before its own in \
              `upcast = [...]`"
         );
-        static EXTRA: Registration = Registration { upcast: &[crate::unchanged], ..PAY_A };
+        static EXTRA: Registration = Registration { upcast: &[crate::upcast::unchanged], ..PAY_A };
         let err = Registry::from_registrations([&EXTRA]).unwrap_err().to_string();
         assert!(err.ends_with("needs 0: it names more upcasters than versions before its own"), "{err}");
-        static WHOLE: Registration = Registration { version: 2, upcast: &[crate::unchanged], ..PAY_A };
+        static WHOLE: Registration = Registration { version: 2, upcast: &[crate::upcast::unchanged], ..PAY_A };
         assert!(Registry::from_registrations([&WHOLE]).is_ok());
     }
 

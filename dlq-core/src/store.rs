@@ -33,7 +33,7 @@
 //!
 //! ```
 //! use dlq_core::store::{ClaimRequest, Settlement};
-//! use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload, Status};
+//! use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload, Status};
 //! use std::time::Duration;
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -70,8 +70,8 @@ use crate::record::{
     AttemptRecord, AuditEntry, DeadLetter, DlqId, FailureGroup, ListFilter, RetrierHeartbeat, StatsRow, Status,
 };
 pub use crate::record::{
-    AuditNote, ClaimCap, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, Lease, NewDeadLetter, Parked, SettleReport,
-    Settlement, TOO_LARGE_PREVIEW_BYTES, Truncation,
+    AuditNote, ClaimCap, ClaimRequest, Claimed, DEFAULT_MAX_PAYLOAD_BYTES, DeadReason, Lease, NewDeadLetter, Order,
+    Parked, SettleReport, Settlement, SourceMeta, TOO_LARGE_PREVIEW_BYTES, Truncation,
 };
 pub use crate::upcast::VersionUpgrade;
 /// A boxed, sendable future (from `futures-util`): the return type of [`DeadLetterStore`]
@@ -172,7 +172,7 @@ pub type StoreResult<T> = Result<T, Error>;
 /// for store implementers.
 ///
 /// ```
-/// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+/// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let store = MemoryStore::new();
@@ -254,7 +254,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// ```
     /// use std::time::Duration;
     /// use dlq_core::store::{ClaimRequest, Settlement};
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = MemoryStore::new();
@@ -308,7 +308,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, Payload, store::NewDeadLetter};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, Payload, store::NewDeadLetter};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = MemoryStore::new();
@@ -362,7 +362,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = MemoryStore::new();
@@ -420,7 +420,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     ///
     /// ```
     /// use dlq_core::store::{ActionKind, BatchAction, Refused};
-    /// use dlq_core::{store::AuditNote, DeadLetterStore, DeadReason, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload, Status};
+    /// use dlq_core::{store::AuditNote, DeadLetterStore, adapter::DeadReason, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload, Status};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = MemoryStore::new();
@@ -477,7 +477,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     ///
     /// ```
     /// use dlq_core::store::{ActionKind, AuditNote, OperationStep, PatchBatch, Refused, RowEdit};
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     /// use serde_json::json;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -567,7 +567,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     /// use std::time::Duration;
     ///
     /// let store = MemoryStore::new();
@@ -618,7 +618,7 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// use dlq_core::store::{ClaimCap, ClaimRequest};
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     /// use std::time::Duration;
     ///
     /// let store = MemoryStore::new();
@@ -676,8 +676,8 @@ pub trait DeadLetterStore: Send + Sync + 'static {
 
     /// The largest payload this store keeps whole, in bytes
     /// ([`DEFAULT_MAX_PAYLOAD_BYTES`] unless configured).
-    /// A larger one is cut and parked dead ([`DeadReason::TooLarge`](crate::DeadReason::TooLarge)).
-    /// The live path and a [`Dispatcher`](crate::Dispatcher) read it to decide "too large" and
+    /// A larger one is cut and parked dead ([`DeadReason::TooLarge`]).
+    /// The live path and a [`Dispatcher`](crate::adapter::Dispatcher) read it to decide "too large" and
     /// cut the event themselves before they call [`park`](Self::park), so a store must report
     /// the limit its `park` applies.
     fn max_payload_bytes(&self) -> usize {

@@ -2,7 +2,7 @@
 //! person (one customer, one card holder) can be found and deleted on request without the
 //! table holding who that is.
 //!
-//! An event names its subject with [`SourceMeta::subject`](crate::SourceMeta::subject) or a
+//! An event names its subject with [`SourceMeta::subject`](crate::adapter::SourceMeta::subject) or a
 //! JSON pointer in its handler's attribute (`#[dead_letter(event_type = "payment", subject =
 //! "/customer_id")]`). The subject is never stored: the row keeps its HMAC-SHA256 under the
 //! service's [`SubjectKey`] ([`SubjectHash`]), and `dlq erase --subject customer-42` (through
@@ -16,7 +16,7 @@
 //! # What is hashed
 //! - The key: the variable's value as its UTF-8 bytes, used as they are (no hex or base64
 //!   decoding, no trimming), at least [`MIN_KEY_BYTES`]; [`SubjectKey::new`] takes any bytes.
-//! - The subject: its UTF-8 bytes as given ([`SourceMeta::subject`](crate::SourceMeta::subject),
+//! - The subject: its UTF-8 bytes as given ([`SourceMeta::subject`](crate::adapter::SourceMeta::subject),
 //!   `dlq erase --subject`), with no trimming or case folding; at a `subject = "/pointer"`, a
 //!   JSON string's value without its quotes, a JSON number as `serde_json` writes it
 //!   ([`at_pointer`]: `42`, `4.5`; `42` and `42.0` are two subjects).

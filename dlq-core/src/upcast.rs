@@ -4,7 +4,7 @@
 //! A handler names its chain in its attribute, one plain function per version before its own:
 //!
 //! ```
-//! use dlq_core::{dead_letter, UpcastError};
+//! use dlq_core::{dead_letter, handlers::UpcastError};
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Serialize, Deserialize)]
@@ -21,7 +21,7 @@
 //! #[dead_letter(event_type = "doc-upcast", version = 2, upcast = [v1_to_v2])]
 //! async fn handle(p: Payment) -> Result<(), std::io::Error> { Ok(()) }
 //!
-//! let reg = <handle as dlq_core::Handler>::registration();
+//! let reg = <handle as dlq_core::handlers::Handler>::registration();
 //! assert_eq!((reg.version(), reg.upcasters()), (2, 1));
 //! ```
 //!
@@ -43,7 +43,7 @@ use crate::record::Payload;
 /// permanent: the row is parked dead with this reason, not retried.
 ///
 /// ```
-/// let err = dlq_core::UpcastError::new("no currency for country `XX`");
+/// let err = dlq_core::handlers::UpcastError::new("no currency for country `XX`");
 /// assert_eq!(err.to_string(), "no currency for country `XX`");
 /// ```
 #[derive(Debug)]
@@ -62,7 +62,7 @@ impl UpcastError {
     ///
     /// ```
     /// let parse = "x".parse::<u32>().unwrap_err();
-    /// let err = dlq_core::UpcastError::caused_by(parse);
+    /// let err = dlq_core::handlers::UpcastError::caused_by(parse);
     /// assert_eq!(err.to_string(), "invalid digit found in string");
     /// ```
     pub fn caused_by(source: impl StdError + Send + Sync + 'static) -> Self {
@@ -87,11 +87,11 @@ impl StdError for UpcastError {
 pub type UpcastFn = fn(Value) -> Result<Value, UpcastError>;
 
 /// The link of a version whose payloads decode as they are in the next (a field was added
-/// with a default, say): `upcast = [dlq_core::unchanged]`.
+/// with a default, say): `upcast = [dlq_core::handlers::unchanged]`.
 ///
 /// ```
 /// let v = serde_json::json!({"id": 7});
-/// assert_eq!(dlq_core::unchanged(v.clone()).unwrap(), v);
+/// assert_eq!(dlq_core::handlers::unchanged(v.clone()).unwrap(), v);
 /// ```
 ///
 /// # Errors

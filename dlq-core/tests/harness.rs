@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use dlq_core::testing::Harness;
-use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, Payload, dead_letter, handlers, store::NewDeadLetter};
+use dlq_core::{
+    DeadLetterStore, ErrorClass, Payload, classify::FailureInfo, dead_letter, handlers, store::NewDeadLetter,
+};
 
 #[dead_letter(event_type = "harness-down", backoff = "none", max_retries = 10)]
 async fn handle_down(n: u64) -> Result<(), std::io::Error> {

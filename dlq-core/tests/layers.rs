@@ -77,9 +77,11 @@ fn code(text: &str) -> Vec<(usize, &str)> {
         .collect()
 }
 
-/// Every identifier that follows `crate::` in `line`.
-fn crate_paths(line: &str) -> Vec<&str> {
-    let mut names = Vec::new();
+/// The first two identifiers of each path that follows `crate::` in `line` (the second empty
+/// when the path has one segment).
+fn crate_paths(line: &str) -> Vec<(&str, &str)> {
+    let ident_end = |s: &str| s.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(s.len());
+    let mut paths = Vec::new();
     let mut rest = line;
     while let Some(at) = rest.find("crate::") {
         let before = rest[..at].chars().next_back();
@@ -87,18 +89,29 @@ fn crate_paths(line: &str) -> Vec<&str> {
         if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
             continue;
         }
-        let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(rest.len());
-        names.push(&rest[..end]);
+        let first = &rest[..ident_end(rest)];
+        let after = &rest[first.len()..];
+        let second = after.strip_prefix("::").map_or("", |tail| &tail[..ident_end(tail)]);
+        paths.push((first, second));
     }
-    names
+    paths
 }
 
-/// The names `lib.rs` re-exports at the root (`pub use module::{A, B};`), by the module each
-/// comes from.
-fn root_names(lib: &str, modules: &[&str]) -> BTreeMap<String, String> {
+/// The names `lib.rs` re-exports from the crate's modules, at the root (`pub use module::{A, B};`)
+/// or in a module of its own that only re-exports (`pub mod adapter { pub use crate::live::X; }`),
+/// by the module each comes from; and the names of those re-exporting modules.
+fn root_names(lib: &str, modules: &[&str]) -> (BTreeMap<String, String>, Vec<String>) {
     let mut names = BTreeMap::new();
+    let mut facades = Vec::new();
     for statement in lib.split(';') {
-        let Some(used) = statement.trim().strip_prefix("pub use ") else { continue };
+        for line in statement.lines() {
+            if let Some(facade) = line.trim().strip_prefix("pub mod ").and_then(|m| m.strip_suffix(" {")) {
+                facades.push(facade.to_owned());
+            }
+        }
+        let Some(at) = statement.find("pub use ") else { continue };
+        let used = &statement[at + "pub use ".len()..];
+        let used = used.strip_prefix("crate::").unwrap_or(used);
         let Some((module, items)) = used.split_once("::") else { continue };
         if !modules.contains(&module) {
             continue;
@@ -107,7 +120,7 @@ fn root_names(lib: &str, modules: &[&str]) -> BTreeMap<String, String> {
             names.insert(item.to_owned(), module.to_owned());
         }
     }
-    names
+    (names, facades)
 }
 
 #[test]
@@ -121,7 +134,7 @@ fn every_module_imports_only_lower_layers() {
     let unplaced: Vec<_> = modules.iter().filter(|m| layer_of(m).is_none()).collect();
     assert!(unplaced.is_empty(), "modules in no layer (add each to LAYERS, and to docs/DESIGN.md's map): {unplaced:?}");
     let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
-    let root = root_names(&lib, &modules);
+    let (root, facades) = root_names(&lib, &modules);
     let mut upward = Vec::new();
     for (module, file, text) in &files {
         let Some(from) = layer_of(module) else { continue };
@@ -129,7 +142,9 @@ fn every_module_imports_only_lower_layers() {
             continue;
         }
         for (line, code) in code(text) {
-            for name in crate_paths(code) {
+            for (first, second) in crate_paths(code) {
+                // A path through a re-exporting module counts as the module the name comes from.
+                let name = if facades.iter().any(|f| f == first) { second } else { first };
                 let target = if modules.contains(&name) { Some(name) } else { root.get(name).map(String::as_str) };
                 let Some(target) = target.filter(|t| t != module) else { continue };
                 let to = layer_of(target).unwrap();
@@ -162,10 +177,17 @@ fn every_module_is_in_one_layer() {
 /// The scan itself: a path through the root counts as its module, a comment does not.
 #[test]
 fn the_scan_follows_root_names_and_skips_comments() {
-    let root = root_names("pub use retrier::{Retrier, RetrierStats};\npub use error::Error;", &["retrier", "error"]);
+    let lib = "pub use retrier::{Retrier, RetrierStats};\npub use error::Error;\n\
+               pub mod adapter {\n    pub use crate::live::{Dispatcher, current_store};\n}";
+    let (root, facades) = root_names(lib, &["retrier", "error", "live"]);
     assert_eq!(root.get("Retrier").map(String::as_str), Some("retrier"));
     assert_eq!(root.get("Error").map(String::as_str), Some("error"));
-    assert_eq!(crate_paths("let r: crate::Retrier = $crate::x; my_crate::y"), ["Retrier", "x"]);
+    assert_eq!(root.get("Dispatcher").map(String::as_str), Some("live"));
+    assert_eq!(facades, ["adapter"]);
+    assert_eq!(
+        crate_paths("let r: crate::Retrier = $crate::x; my_crate::y; crate::adapter::Dispatcher"),
+        [("Retrier", ""), ("x", ""), ("adapter", "Dispatcher")]
+    );
     let text = "/// [`Retrier`](crate::Retrier)\nuse crate::store::X;\n#[cfg(test)]\nuse crate::admin;";
     assert_eq!(code(text), [(2, "use crate::store::X;")]);
 }

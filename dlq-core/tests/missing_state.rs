@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use dlq_core::{
-    Context, Dispatched, Dispatcher, Error, MemoryStore, Payload, Retrier, State, Status, dead_letter, handlers,
-    store::NewDeadLetter,
+    Context, Error, MemoryStore, Payload, Retrier, State, Status, adapter::Dispatched, adapter::Dispatcher,
+    dead_letter, handlers, store::NewDeadLetter,
 };
 
 #[derive(Clone)]
@@ -17,7 +17,7 @@ async fn post(amount: u64, _ledger: State<Ledger>) -> Result<(), std::io::Error>
 }
 
 async fn parked_row(store: &MemoryStore) -> dlq_core::DlqId {
-    use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo};
+    use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo};
     let failure = FailureInfo::new(ErrorClass::Transient, "io", "ledger down".into(), vec![], None);
     let letter =
         NewDeadLetter::new("missing-state-post", Payload::Json(5.into()), failure).retry(Default::default(), 3);

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use dlq_core::sealed::{self, KeyRing, SealError};
 use dlq_core::{
-    Attempt, DeadLetterStore, Dispatched, Dispatcher, Error, HandlerError, MemoryStore, Retrier, Scope, Status,
-    dead_letter, handlers,
+    DeadLetterStore, Error, HandlerError, MemoryStore, Retrier, Scope, Status, adapter::Dispatched,
+    adapter::Dispatcher, dead_letter, handlers, handlers::Attempt,
 };
 use serde::{Deserialize, Serialize};
 

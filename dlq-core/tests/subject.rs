@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use dlq_core::admin::Admin;
 use dlq_core::subject::{Count, SubjectKey, install_key};
-use dlq_core::{DeadLetterStore, Dispatcher, MemoryStore, Scope, SourceMeta, dead_letter, handlers, with_store};
+use dlq_core::{
+    DeadLetterStore, MemoryStore, Scope, adapter::Dispatcher, adapter::SourceMeta, dead_letter, handlers, with_store,
+};
 use serde_json::{Value, json};
 
 #[dead_letter(event_type = "subject-card", subject = "/holder/id", max_retries = 3)]

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use dlq_core::{DeadLetterStore, DeadReason, HandlerError, MemoryStore, Payload, Status, dead_letter, with_store};
+use dlq_core::{
+    DeadLetterStore, HandlerError, MemoryStore, Payload, Status, adapter::DeadReason, dead_letter, with_store,
+};
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 

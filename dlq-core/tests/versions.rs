@@ -31,7 +31,8 @@ async fn store_of_the_old_builds() -> (Arc<MemoryStore>, dlq_core::DlqId) {
         "properties": {"id": {"type": "integer"}, "cents": {"type": "integer"}}}));
     store.publish_types(vec![v1]).await.unwrap();
     store.publish_types(vec![EventTypeInfo::new("versions-payment", 2, "payments-v2")]).await.unwrap();
-    let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "down".into(), vec![], None);
+    let failure =
+        dlq_core::classify::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "down".into(), vec![], None);
     let payload = dlq_core::Payload::Json(serde_json::json!({"id": 1, "cents": 5}));
     let letter = dlq_core::store::NewDeadLetter::new("versions-payment", payload, failure);
     (Arc::clone(&store), store.park(letter).await.unwrap().id)

@@ -613,7 +613,7 @@ impl RawArgs {
             (None, Some(v)) if needs > 0 && !self.progress.seen.contains(&"upcast") => (
                 v.tokens.clone(),
                 format!(
-                    "{ATTR}: `version = {version}` needs `upcast = [...]` naming {needs} upcaster{}, one per version before it ({}), so that rows parked by earlier versions can be decoded; for a version whose payloads decode as they are, name `dlq_core::unchanged`",
+                    "{ATTR}: `version = {version}` needs `upcast = [...]` naming {needs} upcaster{}, one per version before it ({}), so that rows parked by earlier versions can be decoded; for a version whose payloads decode as they are, name `dlq_core::handlers::unchanged`",
                     plural(needs as usize),
                     steps()
                 ),

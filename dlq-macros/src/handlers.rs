@@ -55,7 +55,7 @@ pub(crate) fn expand(input: TokenStream) -> TokenStream {
     match syn::parse2::<Input>(input) {
         Ok(Input { krate, handlers }) => {
             let registrations = handlers.iter().map(|path| registration(&krate, path));
-            quote!(#krate::Registry::from_registrations([#(#registrations),*]))
+            quote!(#krate::handlers::Registry::from_registrations([#(#registrations),*]))
         }
         Err(err) => err.into_compile_error(),
     }
@@ -87,7 +87,7 @@ fn registration(krate: &TokenStream, path: &Path) -> TokenStream {
             use __dlq_fallback::*;
             #[allow(unused_imports, reason = "unused only when the path is not a handler, which fails")]
             use #path as __dlq_handler;
-            <__dlq_handler as #krate::Handler>::registration()
+            <__dlq_handler as #krate::handlers::Handler>::registration()
         }
     }
 }

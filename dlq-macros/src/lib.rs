@@ -63,7 +63,7 @@ mod upcast;
 /// - its first argument is the event: any owned `Serialize + DeserializeOwned` type (any
 ///   pattern); not `&str` or another borrowing type, since the event is stored and decoded later;
 /// - further arguments are `dlq_core::State<T>` (filled from the `Context` given to the
-///   retrier or `Dispatcher`) and `dlq_core::Attempt` (which row, how many retries so far);
+///   retrier or `Dispatcher`) and `dlq_core::handlers::Attempt` (which row, how many retries so far);
 /// - it returns `Result<T, E>` (or an alias such as `anyhow::Result<T>`) where `E` implements
 ///   `Classify + Error` (see [`derive@Classify`]), `Error` (classified by the defaults: transient,
 ///   `serde_json` errors permanent, class markers found anywhere in the `source()` chain),

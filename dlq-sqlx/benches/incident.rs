@@ -78,8 +78,13 @@ fn payment(id: u64) -> serde_json::Value {
 /// A letter as a consumer's batch or the probe's trickle parks it, due after `delay`.
 fn letter(event_type: &str, id: u64, delay: Duration) -> NewDeadLetter {
     let reason = format!("ledger unavailable (503) for payment {id}");
-    let failure =
-        dlq_core::FailureInfo::new(dlq_core::ErrorClass::Transient, "io::Error", reason.clone(), vec![reason], None);
+    let failure = dlq_core::classify::FailureInfo::new(
+        dlq_core::ErrorClass::Transient,
+        "io::Error",
+        reason.clone(),
+        vec![reason],
+        None,
+    );
     NewDeadLetter::new(event_type, dlq_core::Payload::Json(payment(id)), failure).retry(delay, 240)
 }
 

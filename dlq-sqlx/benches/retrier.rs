@@ -20,7 +20,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dlq_core::store::Settlement;
-use dlq_core::{Attempt, CancellationToken, DeadLetterStore, Registry, Retrier, RetrierConfig, dead_letter, handlers};
+use dlq_core::{
+    CancellationToken, DeadLetterStore, Retrier, RetrierConfig, dead_letter, handlers, handlers::Attempt,
+    handlers::Registry,
+};
 use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgConnection, PgPool};
@@ -236,7 +239,7 @@ async fn ours(
     registry: Registry,
     expected: u64,
     config: RetrierConfig,
-) -> Result<(Duration, dlq_core::RetrierStats)> {
+) -> Result<(Duration, dlq_core::retry::RetrierStats)> {
     let shutdown = CancellationToken::new();
     let retrier = Retrier::new(Arc::new(store.clone()), registry).config(config);
     let cpu = cpu_ticks();
@@ -280,7 +283,7 @@ async fn ours_drain(
 }
 
 fn letter(n: usize) -> dlq_core::store::NewDeadLetter {
-    let failure = dlq_core::FailureInfo::new(
+    let failure = dlq_core::classify::FailureInfo::new(
         dlq_core::ErrorClass::Transient,
         "io::Error",
         format!("downstream 503 for event {n}"),

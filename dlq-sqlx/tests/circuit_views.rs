@@ -7,7 +7,7 @@ mod pg_support;
 use std::sync::Arc;
 
 use dlq_core::admin::Admin;
-use dlq_core::{DeadLetterStore, circuit_of, refresh_circuits};
+use dlq_core::{DeadLetterStore, adapter::circuit_of, adapter::refresh_circuits};
 use dlq_sqlx::{PgConfig, SqliteStore};
 use pg_support::*;
 use sqlx::PgPool;
@@ -27,7 +27,7 @@ async fn pg_stores_share_views_per_schema(pool: PgPool) {
     assert!(circuit_of(&same_schema, "payment").paused, "the same schema: the same circuits");
     assert!(!circuit_of(&*other_schema, "payment").paused, "another schema: its own circuits");
     let in_scope =
-        |store: Arc<dyn DeadLetterStore>| dlq_core::with_store(store, async { dlq_core::circuit("payment") });
+        |store: Arc<dyn DeadLetterStore>| dlq_core::with_store(store, async { dlq_core::adapter::circuit("payment") });
     assert!(in_scope(paused.clone()).await.paused);
     assert!(!in_scope(other_schema.clone()).await.paused);
 }

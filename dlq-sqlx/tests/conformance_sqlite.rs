@@ -116,7 +116,7 @@ async fn open_default_child() {
 
 #[tokio::test]
 async fn park_in_commits_with_the_callers_transaction() {
-    use dlq_core::{ErrorClass, FailureInfo, Payload, store::NewDeadLetter};
+    use dlq_core::{ErrorClass, Payload, classify::FailureInfo, store::NewDeadLetter};
     let db = TempDb::new("park_in");
     let store = db.store().await;
     sqlx::query("CREATE TABLE accounts (id INTEGER PRIMARY KEY, flagged INTEGER NOT NULL)")
@@ -143,7 +143,7 @@ async fn park_in_commits_with_the_callers_transaction() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_stores_share_one_file() {
     use dlq_core::store::{ClaimRequest, Settlement};
-    use dlq_core::{ErrorClass, FailureInfo, Payload, Status, store::NewDeadLetter};
+    use dlq_core::{ErrorClass, Payload, Status, classify::FailureInfo, store::NewDeadLetter};
     let db = TempDb::new("shared");
     let (a, b) = (db.store().await, db.store().await);
     let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
@@ -200,7 +200,7 @@ async fn handle_upload(u: Upload) -> Result<(), std::io::Error> {
 /// and that serialization's length and SHA-256.
 #[tokio::test]
 async fn a_live_event_over_the_limit_is_too_large_with_the_hash_of_its_serialization() {
-    use dlq_core::{DeadReason, HandlerError, Payload, Status};
+    use dlq_core::{HandlerError, Payload, Status, adapter::DeadReason};
     use sha2::Digest;
     let db = TempDb::new("too_large");
     let store = std::sync::Arc::new(db.store().await);
@@ -261,7 +261,7 @@ async fn operations_of_the_previous_release_are_kept_when_patch_joins_the_action
 #[tokio::test]
 async fn json_that_serde_cannot_read_is_read_as_its_text() {
     use dlq_core::store::{ClaimRequest, NewDeadLetter};
-    use dlq_core::{ErrorClass, FailureInfo, ListFilter, Payload};
+    use dlq_core::{ErrorClass, ListFilter, Payload, classify::FailureInfo};
     let store = SqliteStore::in_memory().await.expect("SQLite store");
     let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
     let letter = NewDeadLetter::new("odd", Payload::Json(serde_json::json!(1)), failure).retry(Default::default(), 5);

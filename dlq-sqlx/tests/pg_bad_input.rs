@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use dlq_core::store::Settlement;
 use dlq_core::{
-    DeadLetterStore, DeadReason, Dispatched, Dispatcher, ErrorClass, FailureInfo, HandlerError, ListFilter, Payload,
-    Registry, Scope, SourceMeta, Status, dead_letter, handlers, store::NewDeadLetter,
+    DeadLetterStore, ErrorClass, HandlerError, ListFilter, Payload, Scope, Status, adapter::DeadReason,
+    adapter::Dispatched, adapter::Dispatcher, adapter::SourceMeta, classify::FailureInfo, dead_letter, handlers,
+    handlers::Registry, store::NewDeadLetter,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use pg_support::*;

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use dlq_core::store::{ActionKind, Claimed, Maintenance, Refused, Settlement};
 use dlq_core::{
-    DeadLetterStore, DeadReason, ErrorClass, FailureInfo, ListFilter, Payload, SourceMeta, Status, store::NewDeadLetter,
+    DeadLetterStore, ErrorClass, ListFilter, Payload, Status, adapter::DeadReason, adapter::SourceMeta,
+    classify::FailureInfo, store::NewDeadLetter,
 };
 use pg_support::*;
 use sqlx::PgPool;
@@ -78,7 +79,7 @@ async fn a_batch_of_full_and_bare_letters_keeps_each_letters_fields(pool: PgPool
     let mut full =
         NewDeadLetter::new("payment", Payload::Raw { bytes: vec![0xff, 0x00, 0xfe], truncated: None }, failure("full"))
             .with_source(source.clone());
-    full.dead_reason = Some(dlq_core::DeadReason::Undecodable);
+    full.dead_reason = Some(dlq_core::adapter::DeadReason::Undecodable);
     let bare_batch = || (0..3).map(bare).collect::<Vec<_>>();
     for batch in [vec![bare(0), full.clone(), bare(1)], bare_batch()] {
         let expected: Vec<NewDeadLetter> = batch.clone();

@@ -1,7 +1,7 @@
 //! The CLI's filters in the URL: `?status=&event_type=&group=&kind=&reason=&since=&until=&after=&order=&limit=`.
 
 use chrono::{DateTime, Utc};
-use dlq_core::{ListFilter, Order, Status};
+use dlq_core::{ListFilter, Status, admin::Order};
 
 use crate::error::Failure;
 

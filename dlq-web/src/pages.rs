@@ -11,7 +11,9 @@ use chrono::{DateTime, Utc};
 use dlq_core::admin::{
     Admin, BulkPlan, BulkReport, Detail, GroupValidation, Pacing, Page, StatsReport, ValidationReport,
 };
-use dlq_core::{CircuitState, DeadLetter, DlqId, ListFilter, Payload, Status, admin::FailureGroup, store::Circuit};
+use dlq_core::{
+    DeadLetter, DlqId, ListFilter, Payload, Status, adapter::CircuitState, admin::FailureGroup, store::Circuit,
+};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -413,7 +415,7 @@ fn filter_form(base: &Base, f: &ListFilter) -> Markup {
             label { "Until " input name="until" value=(at(f.until)); }
             label { "Order " select name="order" {
                 option value="newest" { "newest first" }
-                option value="oldest" selected[f.order == dlq_core::Order::OldestFirst] { "oldest first" }
+                option value="oldest" selected[f.order == dlq_core::admin::Order::OldestFirst] { "oldest first" }
             } }
             button type="submit" { "Filter" }
         }

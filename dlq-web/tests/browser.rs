@@ -24,7 +24,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlq_core::admin::Admin;
-use dlq_core::{DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, Payload, Status, store::NewDeadLetter};
+use dlq_core::{
+    DeadLetterStore, DlqId, ErrorClass, Payload, Status, adapter::DeadReason, classify::FailureInfo,
+    store::NewDeadLetter,
+};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
@@ -409,7 +412,7 @@ async fn seed_hostile(store: &Arc<dyn DeadLetterStore>) -> Hostile {
         "note": PWN_SCRIPT, PWN_IMG: PWN_TEXTAREA, "url": PWN_URL, "svg": PWN_SVG, "quote": PWN_QUOTE,
         "ansi": ANSI, "controls": CONTROLS, "bidi": BIDI, (format!("key{ANSI}{BIDI}")): [CONTROLS, BIDI],
     });
-    let mut source = dlq_core::SourceMeta::kafka(PWN_SVG, 1, 2);
+    let mut source = dlq_core::adapter::SourceMeta::kafka(PWN_SVG, 1, 2);
     source.headers.insert(PWN_SCRIPT.into(), PWN_URL.into());
     source.headers.insert(format!("x-ansi{ANSI}"), BIDI.into());
     source.trace_context = Some(evil("trace"));
@@ -429,7 +432,7 @@ async fn seed_hostile(store: &Arc<dyn DeadLetterStore>) -> Hostile {
         Payload::Json(json!({ANSI: CONTROLS, BIDI: [ANSI, CONTROLS]})),
     );
     let terminal = park(terminal).await;
-    let mut source = dlq_core::SourceMeta::kafka("long", 0, 1);
+    let mut source = dlq_core::adapter::SourceMeta::kafka("long", 0, 1);
     source.headers.insert("x-long".into(), long("header"));
     let long_row = hostile_letter(
         &long("type"),

@@ -157,7 +157,7 @@ async fn no_route_shows_a_redacted_value_and_no_filter_tells_a_guess(pool: sqlx:
 /// overrides in stored text leave as `\u` escapes, and the document parses to the stored text.
 #[tokio::test]
 async fn the_json_api_escapes_c1_controls_and_bidi_overrides() {
-    use dlq_core::{ErrorClass, FailureInfo, Payload, store::NewDeadLetter};
+    use dlq_core::{ErrorClass, Payload, classify::FailureInfo, store::NewDeadLetter};
     let store: Arc<dyn DeadLetterStore> = Arc::new(dlq_sqlx::SqliteStore::in_memory().await.unwrap());
     let hostile = "a\u{9b}2J b\u{202e}fdp.exe";
     let failure = FailureInfo::new(ErrorClass::Permanent, "Hostile", hostile.to_owned(), vec![], None);

@@ -10,7 +10,9 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, header};
 use dlq_core::admin::Admin;
-use dlq_core::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, MemoryStore, Payload, store::NewDeadLetter};
+use dlq_core::{
+    DeadLetterStore, ErrorClass, MemoryStore, Payload, adapter::DeadReason, classify::FailureInfo, store::NewDeadLetter,
+};
 use proptest::prelude::*;
 use tower::ServiceExt;
 

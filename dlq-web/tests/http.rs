@@ -9,7 +9,10 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use dlq_core::admin::Admin;
-use dlq_core::{DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, Payload, Status, store::NewDeadLetter};
+use dlq_core::{
+    DeadLetterStore, DlqId, ErrorClass, Payload, Status, adapter::DeadReason, classify::FailureInfo,
+    store::NewDeadLetter,
+};
 use dlq_web::Options;
 use serde_json::{Value, json};
 use tower::ServiceExt;

@@ -16,7 +16,10 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::get;
 use dlq_core::admin::Admin;
-use dlq_core::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, Payload, SourceMeta, store::NewDeadLetter};
+use dlq_core::{
+    DeadLetterStore, ErrorClass, Payload, adapter::DeadReason, adapter::SourceMeta, classify::FailureInfo,
+    store::NewDeadLetter,
+};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use serde_json::json;
 

@@ -21,8 +21,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_nats::jetstream::{self, consumer::pull, stream};
 use dlq_consumers::nats::JetStreamConsumer;
 use dlq_core::{
-    CancellationToken, Classify, Context, DeadLetterStore, Dispatcher, ListFilter, Retrier, State, Status, dead_letter,
-    handlers,
+    CancellationToken, Classify, Context, DeadLetterStore, ListFilter, Retrier, State, Status, adapter::Dispatcher,
+    dead_letter, handlers,
 };
 use serde::{Deserialize, Serialize};
 

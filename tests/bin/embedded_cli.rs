@@ -7,7 +7,7 @@
 
 use std::process::ExitCode;
 
-use dlq_core::{UpcastError, dead_letter, handlers};
+use dlq_core::{dead_letter, handlers, handlers::UpcastError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

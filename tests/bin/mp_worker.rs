@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use dlq_core::{Attempt, Classify, Context, Retrier, RetrierConfig, State, dead_letter, handlers};
+use dlq_core::{Classify, Context, Retrier, RetrierConfig, State, dead_letter, handlers, handlers::Attempt};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 

@@ -64,7 +64,7 @@ async fn the_attribute_alone_opens_the_circuit() {
 
     assert_eq!(retrier.run_once().await.unwrap(), 10);
     assert_eq!(ledger.calls(), 20 + 5, "the fifth failed retry trips the breaker; the other five rows do not run");
-    assert!(dlq_core::circuit_of(&*store, "attr-breaker").is_open());
+    assert!(dlq_core::adapter::circuit_of(&*store, "attr-breaker").is_open());
     assert_eq!(retrier.run_once().await.unwrap(), 0, "open: the type is not claimed");
     assert_eq!(ledger.calls(), 25);
     assert!(store.snapshot().iter().all(|l| l.status == Status::Pending), "no row died");
@@ -85,5 +85,5 @@ async fn the_configuration_for_the_type_overrides_the_attribute() {
 
     assert_eq!(retrier.run_once().await.unwrap(), 10);
     assert_eq!(ledger.calls(), 20 + 10, "the operator turned the breaker off: every claimed row runs");
-    assert!(!dlq_core::circuit_of(&*store, "attr-breaker-overridden").is_open());
+    assert!(!dlq_core::adapter::circuit_of(&*store, "attr-breaker-overridden").is_open());
 }

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use dlq_core::admin::Admin;
 use dlq_core::{
-    Attempt, CancellationToken, CircuitState, DeadLetterStore, ErrorClass, FailureInfo, Payload, Retrier,
-    RetrierConfig, State, Status, dead_letter, handlers, store::NewDeadLetter,
+    CancellationToken, DeadLetterStore, ErrorClass, Payload, Retrier, RetrierConfig, State, Status,
+    adapter::CircuitState, classify::FailureInfo, dead_letter, handlers, handlers::Attempt, store::NewDeadLetter,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::PgPool;

@@ -6,7 +6,10 @@
 
 use std::process::{Command, Output};
 
-use dlq_core::{DeadLetterStore, DeadReason, DlqId, ErrorClass, FailureInfo, Payload, Status, store::NewDeadLetter};
+use dlq_core::{
+    DeadLetterStore, DlqId, ErrorClass, Payload, Status, adapter::DeadReason, classify::FailureInfo,
+    store::NewDeadLetter,
+};
 use dlq_sqlx::{PgConfig, PgStore};
 use serde_json::{Value, json};
 use sqlx::PgPool;

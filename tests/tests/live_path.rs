@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use dlq_core::{DeadLetterStore, ErrorClass, HandlerError, ListFilter, Scope, SourceMeta, Status, dead_letter};
+use dlq_core::{
+    DeadLetterStore, ErrorClass, HandlerError, ListFilter, Scope, Status, adapter::SourceMeta, dead_letter,
+};
 use dlq_sqlx::{PgConfig, PgStore, SqliteStore};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;

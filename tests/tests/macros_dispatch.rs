@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dlq_core::{
-    Attempt, BackoffKind, Context, DeadReason, Dispatched, Dispatcher, ErrorClass, HandlerError, MemoryStore, Payload,
-    State, Status, with_store,
+    Context, ErrorClass, HandlerError, MemoryStore, Payload, State, Status, adapter::DeadReason, adapter::Dispatched,
+    adapter::Dispatcher, handlers::Attempt, retry::BackoffKind, with_store,
 };
 
 mod payments {
-    use dlq_core::{Attempt, Classify, State, dead_letter};
+    use dlq_core::{Classify, State, dead_letter, handlers::Attempt};
     use serde::{Deserialize, Serialize};
 
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,7 +59,7 @@ mod payments {
 }
 
 mod refunds {
-    use dlq_core::{MarkError, dead_letter};
+    use dlq_core::{classify::MarkError, dead_letter};
 
     #[dead_letter(event_type = "macros-refund")]
     pub(crate) async fn handle_refund(amount: i64) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -95,7 +95,7 @@ fn line_of(needle: &str) -> u32 {
 
 #[test]
 fn both_handlers_register_with_their_sites_and_policies() {
-    let registry = dlq_core::registry().unwrap();
+    let registry = dlq_core::handlers::registry().unwrap();
     let payment = registry.get("macros-payment").unwrap();
     assert_eq!(payment.handler(), "macros_dispatch::payments::handle_payment");
     let site = format!("macros_dispatch.rs:{}", line_of("pub(crate) async fn handle_payment("));
@@ -111,11 +111,11 @@ fn both_handlers_register_with_their_sites_and_policies() {
 
     let refund = registry.get("macros-refund").unwrap();
     assert_eq!(refund.handler(), "macros_dispatch::refunds::handle_refund");
-    assert_eq!(*refund.policy(), dlq_core::RetryPolicy::DEFAULT);
+    assert_eq!(*refund.policy(), dlq_core::retry::RetryPolicy::DEFAULT);
 
     let pinned = dlq_core::handlers![payments::handle_payment, refunds::handle_refund].unwrap();
     assert_eq!(pinned.event_types().collect::<Vec<_>>(), ["macros-payment", "macros-refund"]);
-    assert_eq!(<payments::handle_payment as dlq_core::Handler>::EVENT_TYPE, "macros-payment");
+    assert_eq!(<payments::handle_payment as dlq_core::handlers::Handler>::EVENT_TYPE, "macros-payment");
 }
 
 #[tokio::test]

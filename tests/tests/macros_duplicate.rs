@@ -30,7 +30,7 @@ fn site(module: &str) -> String {
 
 #[test]
 fn duplicate_event_type_names_both_handlers() {
-    let err = dlq_core::registry().unwrap_err();
+    let err = dlq_core::handlers::registry().unwrap_err();
     let message = err.to_string();
     assert!(message.contains("`macros-duplicate`"), "{message}");
     assert!(message.contains("`macros_duplicate::first::handle`"), "{message}");
@@ -38,7 +38,7 @@ fn duplicate_event_type_names_both_handlers() {
     assert!(message.contains(&site("first")), "{message}: {}", site("first"));
     assert!(message.contains(&site("second")), "{message}: {}", site("second"));
     // The first call's verdict is kept.
-    assert_eq!(dlq_core::registry().unwrap_err().to_string(), message);
+    assert_eq!(dlq_core::handlers::registry().unwrap_err().to_string(), message);
 }
 
 #[test]

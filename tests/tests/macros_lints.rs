@@ -2,7 +2,7 @@
 //! pedantic lints, with a module that shadows the prelude names generated code must not use.
 #![deny(clippy::pedantic, unused_qualifications, missing_docs, warnings)]
 
-use dlq_core::{Attempt, Classify, State, dead_letter};
+use dlq_core::{Classify, State, dead_letter, handlers::Attempt};
 use serde::{Deserialize, Serialize};
 
 /// An event.

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dlq_core::{
-    CancellationToken, Context, DeadLetterStore, DeadReason, Dispatched, Dispatcher, HandlerError, Retrier,
-    RetrierConfig, Scope, SourceMeta, State, Status, dead_letter, handlers,
+    CancellationToken, Context, DeadLetterStore, HandlerError, Retrier, RetrierConfig, Scope, State, Status,
+    adapter::DeadReason, adapter::Dispatched, adapter::Dispatcher, adapter::SourceMeta, dead_letter, handlers,
 };
 use dlq_sqlx::{PgConfig, PgStore, SqliteStore};
 use serde::{Deserialize, Serialize};
@@ -35,7 +35,7 @@ fn five_mb(id: u64) -> Upload {
     Upload { id, blob: "x".repeat(5 * 1024 * 1024) }
 }
 
-async fn drain(store: Arc<dyn DeadLetterStore>) -> dlq_core::RetrierStats {
+async fn drain(store: Arc<dyn DeadLetterStore>) -> dlq_core::retry::RetrierStats {
     let config = RetrierConfig::from_json_str(r#"{"poll-interval": "50ms", "heartbeat": "100ms"}"#).unwrap();
     let retrier = Retrier::new(store, handlers![handle_upload].unwrap()).config(config);
     let stop = CancellationToken::new();

@@ -266,7 +266,7 @@ async fn circuit_metrics_follow_the_breaker_and_the_operator(pool: PgPool) {
 
     let admin = dlq_core::admin::Admin::new(store.clone(), "on-call");
     admin.pause_type("obs-circuit", "ledger migration").await.unwrap();
-    dlq_core::refresh_circuits(store.as_ref()).await.unwrap();
+    dlq_core::adapter::refresh_circuits(store.as_ref()).await.unwrap();
     let text = metrics.render();
     assert_eq!(sample(&text, "dlq_circuit_transitions_total", &labels("paused")), Some(1.0), "{text}");
     assert_eq!(sample(&text, "dlq_circuit_state", &state), Some(3.0), "{text}");
@@ -285,8 +285,8 @@ async fn circuit_state_has_one_series_per_store() {
             .unwrap();
     }
     dlq_core::admin::Admin::new(resumed.clone(), "on-call").resume_type("obs-refund", None).await.unwrap();
-    dlq_core::refresh_circuits(paused.as_ref()).await.unwrap();
-    dlq_core::refresh_circuits(resumed.as_ref()).await.unwrap();
+    dlq_core::adapter::refresh_circuits(paused.as_ref()).await.unwrap();
+    dlq_core::adapter::refresh_circuits(resumed.as_ref()).await.unwrap();
 
     let text = metrics.render();
     let state = |store: &dlq_core::MemoryStore| {
@@ -302,7 +302,9 @@ async fn circuit_state_has_one_series_per_store() {
 /// `MAX_UNREGISTERED_TYPE_LABELS` others, neutralized and cut; the rest add up under `other`.
 #[sqlx::test(migrations = false)]
 async fn event_type_labels_are_bounded_whatever_the_store_holds(pool: PgPool) {
-    use dlq_core::{DeadReason, ErrorClass, FailureInfo, Payload, observe::StoreGauges, store::NewDeadLetter};
+    use dlq_core::{
+        ErrorClass, Payload, adapter::DeadReason, classify::FailureInfo, observe::StoreGauges, store::NewDeadLetter,
+    };
 
     let metrics = exporter();
     let store = PgStore::from_pool(pool.clone(), PgConfig::default()).await.unwrap();

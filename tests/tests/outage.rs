@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use dlq_core::{
-    Attempt, CancellationToken, DeadReason, MemoryStore, Payload, Registry, Retrier, RetrierConfig, State, Status,
-    dead_letter, handlers, with_store,
+    CancellationToken, MemoryStore, Payload, Retrier, RetrierConfig, State, Status, adapter::DeadReason, dead_letter,
+    handlers, handlers::Attempt, handlers::Registry, with_store,
 };
 use tokio::time::Instant;
 

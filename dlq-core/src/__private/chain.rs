@@ -12,8 +12,8 @@ use crate::upcast::UpcastError;
 /// A function that brings one version's event to the next.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not an upcaster of `#[dead_letter]`",
-    label = "not `fn(Old) -> Result<New, dlq_core::UpcastError>`",
-    note = "an upcaster is a function `fn(Old) -> Result<New, dlq_core::UpcastError>` from one version's event to the next, or `fn(serde_json::Value) -> Result<serde_json::Value, dlq_core::UpcastError>` on the JSON itself"
+    label = "not `fn(Old) -> Result<New, dlq_core::handlers::UpcastError>`",
+    note = "an upcaster is a function `fn(Old) -> Result<New, dlq_core::handlers::UpcastError>` from one version's event to the next, or `fn(serde_json::Value) -> Result<serde_json::Value, dlq_core::handlers::UpcastError>` on the JSON itself"
 )]
 pub trait Upcaster<A, B> {
     fn __dlq_upcast(&self, old: A) -> Result<B, UpcastError>;

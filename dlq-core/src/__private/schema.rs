@@ -63,7 +63,7 @@ pub const fn with_schemas(mut reg: Registration, schemas: fn() -> Schemas) -> Re
 #[allow(clippy::needless_borrow, reason = "autoref specialization is chosen by the number of references")]
 mod tests {
     use super::*;
-    use crate::UpcastError;
+    use crate::upcast::UpcastError;
 
     #[derive(schemars::JsonSchema)]
     #[allow(dead_code, reason = "only its schema is used")]

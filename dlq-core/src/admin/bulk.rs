@@ -122,7 +122,7 @@ impl BulkPlan {
     ///
     /// ```
     /// use dlq_core::admin::{Admin, BulkPlan, Pacing};
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
     /// use serde_json::json;
     /// use std::sync::Arc;
     ///
@@ -478,7 +478,7 @@ impl Admin {
     ///
     /// ```
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     /// use std::sync::Arc;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -1023,7 +1023,10 @@ mod tests {
 
     use super::*;
     use crate::store::{ClaimRequest, Settlement};
-    use crate::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, MemoryStore, Payload, store::NewDeadLetter};
+    use crate::{
+        DeadLetterStore, ErrorClass, MemoryStore, Payload, classify::FailureInfo, record::DeadReason,
+        store::NewDeadLetter,
+    };
 
     /// `n` dead payments on a memory store, and an admin over it.
     async fn dead(n: u64) -> (Arc<MemoryStore>, Admin) {

@@ -62,7 +62,7 @@ pub fn payload(payload: &Payload) -> Value {
 /// written in).
 ///
 /// ```
-/// use dlq_core::{DeadLetter, ErrorClass, FailureInfo, Payload};
+/// use dlq_core::{DeadLetter, ErrorClass, classify::FailureInfo, Payload};
 /// let failure = FailureInfo::new(ErrorClass::Permanent, "BadCurrency", "currency".into(), vec![], None);
 /// let row = DeadLetter::new(7, "payment", Payload::from_bytes(b"{}"), failure, chrono::Utc::now());
 /// assert_eq!(dlq_core::admin::json::row(&row)["error_kind"], "BadCurrency");

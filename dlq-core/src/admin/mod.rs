@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use dlq_core::admin::{Admin, BulkPlan, Pacing};
-//! use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload, DeadReason, Status};
+//! use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload, adapter::DeadReason, Status};
 //! use std::sync::Arc;
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -53,7 +53,9 @@ pub use validation::{GroupValidation, Undecodable, ValidationReport};
 
 /// The records an operator reads: a row's attempts and audit log, failure groups, counts by
 /// type and status, the retriers' heartbeats.
-pub use crate::record::{AttemptRecord, AuditEntry, Change, Detail, FailureGroup, RetrierHeartbeat, StatsRow};
+pub use crate::record::{
+    AttemptRecord, AuditEntry, Change, DeadReason, Detail, FailureGroup, Order, RetrierHeartbeat, StatsRow,
+};
 pub use crate::record::{hex, unhex};
 
 /// Whether `c` must not reach an operator's screen as it is: a control character (bar the
@@ -97,7 +99,7 @@ pub fn one_line(err: &(dyn std::error::Error + 'static)) -> String {
 
 use crate::record::{AuditNote, DeadLetter, DlqId, ListFilter, Payload};
 use crate::store::{DeadLetterStore, PatchRequest, payload_from_diff};
-use crate::{Error, Registry};
+use crate::{Error, registry::Registry};
 
 /// The admin layer over one store, acting as one operator.
 ///
@@ -171,7 +173,7 @@ impl Admin {
     ///
     /// ```
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
     /// use std::sync::Arc;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -246,7 +248,7 @@ impl Admin {
     }
 
     /// Deletes every row of one data subject (a customer, a card holder: what the events
-    /// named with [`SourceMeta::subject`](crate::SourceMeta::subject) or their handler's
+    /// named with [`SourceMeta::subject`](crate::adapter::SourceMeta::subject) or their handler's
     /// `subject = "/pointer"`), whatever its status, with its attempts and audit entries,
     /// and leaves a record of the erasure ([`Erasure`](crate::subject::Erasure)) holding the
     /// actor, `reason`, the counts and the first digits of the subject's keyed hash: nothing
@@ -257,7 +259,7 @@ impl Admin {
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
     /// use dlq_core::subject::{Count, SubjectKey};
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let key = SubjectKey::new("the service's key, thirty-two bytes or more")?;
@@ -354,7 +356,7 @@ impl Admin {
     ///
     /// ```
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetter, ErrorClass, FailureInfo, MemoryStore, Payload};
+    /// use dlq_core::{DeadLetter, ErrorClass, classify::FailureInfo, MemoryStore, Payload};
     /// use std::sync::Arc;
     ///
     /// #[dlq_core::dead_letter(event_type = "doc-admin-check")]
@@ -482,7 +484,7 @@ impl Admin {
     /// ```
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = Arc::new(MemoryStore::new());
@@ -542,7 +544,7 @@ impl Admin {
     ///
     /// ```
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
     /// use std::sync::Arc;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -613,7 +615,7 @@ impl Admin {
     ///
     /// ```
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
     /// use std::sync::Arc;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -690,7 +692,7 @@ impl Admin {
     /// ```
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     /// use serde_json::json;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -824,7 +826,7 @@ impl Admin {
     /// ```
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, DeadReason, ErrorClass, FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload, Status};
+    /// use dlq_core::{DeadLetterStore, adapter::DeadReason, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload, Status};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = Arc::new(MemoryStore::new());
@@ -855,7 +857,7 @@ impl Admin {
     /// ```
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload, Status};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload, Status};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = Arc::new(MemoryStore::new());
@@ -886,7 +888,7 @@ impl Admin {
     /// ```
     /// use std::{sync::Arc, time::Duration};
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = Arc::new(MemoryStore::new());
@@ -999,7 +1001,7 @@ mod tests {
 
     use super::*;
     use crate::store::{ActionKind, BatchAction, Refused};
-    use crate::{DeadReason, ErrorClass, FailureInfo, MemoryStore, Status, store::NewDeadLetter};
+    use crate::{ErrorClass, MemoryStore, Status, classify::FailureInfo, record::DeadReason, store::NewDeadLetter};
 
     async fn dead_rows(store: &MemoryStore, n: u64) -> Vec<DlqId> {
         let failure = FailureInfo::new(ErrorClass::Permanent, "E", "bad".into(), vec![], None);

@@ -77,7 +77,7 @@ impl Admin {
     /// ```
     /// use dlq_core::admin::Admin;
     /// use dlq_core::sealed::{self, KeyRing};
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, ListFilter, MemoryStore, Payload, store::NewDeadLetter};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, Payload, store::NewDeadLetter};
     /// use std::sync::Arc;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {

@@ -10,7 +10,7 @@ use crate::Error;
 use crate::observe::unreadable_problem;
 use crate::record::{FailureGroup, ListFilter, RetrierHeartbeat, Status};
 use crate::store::TableHealth;
-use crate::{CircuitState, observe::Capacity, store::Circuit};
+use crate::{observe::Capacity, record::CircuitState, store::Circuit};
 
 /// Rows by status for one event type.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -120,7 +120,9 @@ pub(crate) fn unreadable_problem(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ErrorClass, FailureInfo, MemoryStore, Payload, admin::RetrierHeartbeat, store::NewDeadLetter};
+    use crate::{
+        ErrorClass, MemoryStore, Payload, admin::RetrierHeartbeat, classify::FailureInfo, store::NewDeadLetter,
+    };
     use std::time::Duration;
 
     #[tokio::test]

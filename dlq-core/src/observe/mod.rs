@@ -148,7 +148,7 @@ fn neutralized(text: &str) -> String {
 /// ```
 pub fn type_label(event_type: &str) -> String {
     let label = neutralized(event_type);
-    if crate::registry().is_ok_and(|r| r.get(event_type).is_ok()) {
+    if crate::registry::registry().is_ok_and(|r| r.get(event_type).is_ok()) {
         return label;
     }
     UNREGISTERED.label(label, OTHER_EVENT_TYPES)
@@ -258,12 +258,12 @@ pub(crate) fn circuit_transition(event_type: &str, to: &'static str) {
 }
 
 /// A circuit of the store labelled `store` ([`store_label`]) as last read.
-pub(crate) fn circuit_state(store: &str, event_type: &str, state: crate::CircuitState, paused: bool) {
+pub(crate) fn circuit_state(store: &str, event_type: &str, state: crate::record::CircuitState, paused: bool) {
     let value = match (paused, state) {
         (true, _) => 3.0,
-        (false, crate::CircuitState::Open) => 2.0,
-        (false, crate::CircuitState::HalfOpen) => 1.0,
-        (false, crate::CircuitState::Closed) => 0.0,
+        (false, crate::record::CircuitState::Open) => 2.0,
+        (false, crate::record::CircuitState::HalfOpen) => 1.0,
+        (false, crate::record::CircuitState::Closed) => 0.0,
     };
     gauge!(CIRCUIT_STATE, "store" => store.to_owned(), "event_type" => type_label(event_type)).set(value);
 }

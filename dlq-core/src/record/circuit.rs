@@ -28,7 +28,7 @@ text_forms!(CircuitState { Closed => "closed", Open => "open", HalfOpen => "half
 ///
 /// ```
 /// let c = dlq_core::store::Circuit::closed("payment");
-/// assert_eq!((c.state, c.paused, c.version), (dlq_core::CircuitState::Closed, false, 0));
+/// assert_eq!((c.state, c.paused, c.version), (dlq_core::adapter::CircuitState::Closed, false, 0));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -177,7 +177,7 @@ impl CircuitWrite {
     /// `current.version` is not the expected one (for store implementations).
     ///
     /// ```
-    /// use dlq_core::{store::Circuit, CircuitState};
+    /// use dlq_core::{store::Circuit, adapter::CircuitState};
     /// let now = chrono::Utc::now();
     /// let closed = Circuit::closed("payment");
     /// let open = closed.write(CircuitState::Open, "retrier-1", "ledger down").applied_to(&closed, now).unwrap();
@@ -276,7 +276,7 @@ impl CircuitView {
 }
 
 /// Which circuits a store holds: the key of this process's circuit views (`circuit()`,
-/// [`circuit_of`](crate::circuit_of)), returned by [`DeadLetterStore::store_id`](crate::DeadLetterStore::store_id).
+/// [`circuit_of`](crate::adapter::circuit_of)), returned by [`DeadLetterStore::store_id`](crate::DeadLetterStore::store_id).
 ///
 /// Two store values that read and write the same circuits (two `PgStore`s on one database
 /// and schema, two `SqliteStore`s on one file, clones of one `MemoryStore`) have equal ids,

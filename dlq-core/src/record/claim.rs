@@ -139,7 +139,7 @@ impl ClaimCap {
 ///
 /// ```
 /// use dlq_core::store::Claimed;
-/// use dlq_core::{DeadLetter, ErrorClass, FailureInfo, Payload};
+/// use dlq_core::{DeadLetter, ErrorClass, classify::FailureInfo, Payload};
 ///
 /// let failure = FailureInfo::new(ErrorClass::Transient, "timeout", "gateway timed out".into(), vec![], None);
 /// let letter = DeadLetter::new(7, "payment", Payload::Json(serde_json::json!({"id": 1})), failure, chrono::Utc::now());
@@ -248,7 +248,7 @@ impl Settlement {
     ///
     /// ```
     /// use dlq_core::store::{Lease, Settlement};
-    /// use dlq_core::{ErrorClass, FailureInfo};
+    /// use dlq_core::{ErrorClass, classify::FailureInfo};
     ///
     /// let lease = Lease { id: 7, token: uuid::Uuid::new_v4() };
     /// let timeout = FailureInfo::new(ErrorClass::Transient, "io", "timed out".into(), vec![], None);

@@ -10,7 +10,7 @@ use crate::subject::SubjectHash;
 /// A failed event about to be parked.
 ///
 /// ```
-/// use dlq_core::{ErrorClass, FailureInfo, store::NewDeadLetter, Payload, RetryPolicy};
+/// use dlq_core::{ErrorClass, classify::FailureInfo, store::NewDeadLetter, Payload, retry::RetryPolicy};
 ///
 /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "ledger down".into(), vec![], None);
 /// let letter = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({"amount": 5})), failure)
@@ -59,7 +59,7 @@ impl NewDeadLetter {
             failure,
             dead_reason: None,
             retry_delay: Duration::ZERO,
-            max_retries: crate::RetryPolicy::DEFAULT.max_retries,
+            max_retries: crate::backoff::RetryPolicy::DEFAULT.max_retries,
             dedupe_key: None,
             source: SourceMeta::default(),
             subject: None,
@@ -69,7 +69,7 @@ impl NewDeadLetter {
     /// Sets the subject's keyed hash (`SubjectKey::hash`).
     ///
     /// ```
-    /// use dlq_core::{ErrorClass, FailureInfo, store::NewDeadLetter, Payload, subject::SubjectKey};
+    /// use dlq_core::{ErrorClass, classify::FailureInfo, store::NewDeadLetter, Payload, subject::SubjectKey};
     ///
     /// let key = SubjectKey::new([7; 32])?;
     /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "ledger down".into(), vec![], None);
@@ -109,7 +109,7 @@ impl NewDeadLetter {
     /// Sets the version of the event's contract the payload is written in.
     ///
     /// ```
-    /// use dlq_core::{ErrorClass, FailureInfo, store::NewDeadLetter, Payload};
+    /// use dlq_core::{ErrorClass, classify::FailureInfo, store::NewDeadLetter, Payload};
     ///
     /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
     /// let letter = NewDeadLetter::new("payment", Payload::Json(serde_json::json!({})), failure);
@@ -148,7 +148,7 @@ impl NewDeadLetter {
     /// dead with [`DeadReason::TooLarge`], so no retrier ever claims what it cannot decode.
     ///
     /// ```
-    /// use dlq_core::{DeadReason, ErrorClass, FailureInfo, store::NewDeadLetter, Payload, Status};
+    /// use dlq_core::{adapter::DeadReason, ErrorClass, classify::FailureInfo, store::NewDeadLetter, Payload, Status};
     ///
     /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
     /// let letter = NewDeadLetter::new("upload", Payload::from_bytes(&[7; 64]), failure).fit(16);

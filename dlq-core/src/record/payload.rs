@@ -7,10 +7,10 @@ use serde::Serialize;
 ///
 /// Below it, a payload is stored whole, so a retry or a redrive sees exactly the event the
 /// handler saw. Above it, a store keeps only the first bytes with the original's length and
-/// SHA-256, and parks the row dead with [`DeadReason::TooLarge`](crate::DeadReason::TooLarge)
+/// SHA-256, and parks the row dead with [`DeadReason::TooLarge`](crate::adapter::DeadReason::TooLarge)
 /// (never claimed for a retry it cannot succeed at); the live path reports that as
 /// [`HandlerError::TooLarge`](crate::HandlerError::TooLarge), so the caller knows the event is
-/// not saved. The live path and a [`Dispatcher`](crate::Dispatcher) measure and cut the event
+/// not saved. The live path and a [`Dispatcher`](crate::adapter::Dispatcher) measure and cut the event
 /// themselves, before they call the store, against the store's own
 /// [`max_payload_bytes`](crate::DeadLetterStore::max_payload_bytes) (see [`Truncation`] for
 /// which bytes are measured and hashed). Why 64 MiB: PostgreSQL's `jsonb` holds at most 255 MiB and `bytea` (and one
@@ -64,7 +64,7 @@ pub enum Payload {
 ///
 /// The length and hash are those of the original's bytes, so that a copy kept elsewhere
 /// (a broker's dead-letter topic, object storage) can be matched to the row:
-/// - the bytes a [`Dispatcher`](crate::Dispatcher) was given, exactly as given
+/// - the bytes a [`Dispatcher`](crate::adapter::Dispatcher) was given, exactly as given
 ///   ([`Payload::from_bytes_within`]);
 /// - for the event of a `#[dead_letter]` handler, its compact JSON serialization,
 ///   `serde_json::to_vec(&event)`: fields in the order its `Serialize` writes them, no

@@ -49,7 +49,7 @@ string_enum! {
     /// Why a dead letter is `FAILED_PERMANENTLY`.
     ///
     /// ```
-    /// assert_eq!(dlq_core::DeadReason::RetriesExhausted.as_str(), "retries_exhausted");
+    /// assert_eq!(dlq_core::adapter::DeadReason::RetriesExhausted.as_str(), "retries_exhausted");
     /// ```
     DeadReason {
         /// The handler's error was classified permanent.
@@ -122,7 +122,7 @@ impl DeadLetter {
     /// outside this crate build the rows they read back with it, then set the public fields.
     ///
     /// ```
-    /// use dlq_core::{DeadLetter, ErrorClass, FailureInfo, Payload, Status};
+    /// use dlq_core::{DeadLetter, ErrorClass, classify::FailureInfo, Payload, Status};
     ///
     /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
     /// let mut row = DeadLetter::new(7, "payment", Payload::Json(serde_json::json!({})), failure, chrono::Utc::now());

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 /// Where an event came from: topic/partition/offset, headers, trace context.
 ///
 /// ```
-/// let src = dlq_core::SourceMeta::kafka("payments", 3, 1_204_331);
+/// let src = dlq_core::adapter::SourceMeta::kafka("payments", 3, 1_204_331);
 /// assert_eq!(src.partition, Some(3));
 /// ```
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,7 +52,7 @@ impl SourceMeta {
     /// stream, kept in the `Nats-Stream` header so the row says which stream it came from.
     ///
     /// ```
-    /// let src = dlq_core::SourceMeta::jetstream("PAYMENTS", "payments.eu", 42);
+    /// let src = dlq_core::adapter::SourceMeta::jetstream("PAYMENTS", "payments.eu", 42);
     /// assert_eq!((src.topic.as_deref(), src.partition, src.offset), (Some("payments.eu"), None, Some(42)));
     /// assert_eq!(src.dedupe_key().as_deref(), Some("PAYMENTS/42"));
     /// ```
@@ -73,7 +73,7 @@ impl SourceMeta {
     /// stored, serialized or printed.
     ///
     /// ```
-    /// let src = dlq_core::SourceMeta::kafka("payments", 3, 42).subject("customer-42");
+    /// let src = dlq_core::adapter::SourceMeta::kafka("payments", 3, 42).subject("customer-42");
     /// assert_eq!(src.subject.as_deref(), Some("customer-42"));
     /// assert!(!format!("{src:?}").contains("customer-42"));
     /// ```
@@ -87,7 +87,7 @@ impl SourceMeta {
     /// `stream/sequence` for a JetStream source ([`jetstream`](Self::jetstream)).
     ///
     /// ```
-    /// let src = dlq_core::SourceMeta::kafka("payments", 3, 42);
+    /// let src = dlq_core::adapter::SourceMeta::kafka("payments", 3, 42);
     /// assert_eq!(src.dedupe_key().as_deref(), Some("payments/3/42"));
     /// ```
     pub fn dedupe_key(&self) -> Option<String> {

@@ -10,8 +10,8 @@ use crate::admin::Admin;
 use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{HandlerOutcome, Invocation, Registration};
 use crate::{
-    Backoff, BreakerConfig, CircuitState, DeadLetterStore, MemoryStore, Payload, RetryPolicy, Status,
-    store::NewDeadLetter,
+    DeadLetterStore, MemoryStore, Payload, Status, backoff::Backoff, backoff::RetryPolicy,
+    breaker_config::BreakerConfig, record::CircuitState, store::NewDeadLetter,
 };
 
 #[derive(Default)]
@@ -94,7 +94,7 @@ async fn an_outage_opens_the_circuit_and_spends_no_retries_until_recovery() {
     assert_eq!(calls(&ledger), 5, "the fifth failure trips the breaker; the other five rows do not run");
     let counted = store.snapshot().iter().filter(|l| l.retry_count > 0).count();
     assert_eq!(counted, 4, "rows failing as the circuit opens are released uncounted");
-    assert_eq!(crate::circuit_of(&*store, "breaker-trip").state, CircuitState::Open, "the live path knows");
+    assert_eq!(crate::circuit::circuit_of(&*store, "breaker-trip").state, CircuitState::Open, "the live path knows");
 
     for _ in 0..3 {
         assert_eq!(r.run_once().await.unwrap(), 0, "open: the type is not claimed");
@@ -163,7 +163,7 @@ async fn live_failures_of_an_open_type_wait_for_the_next_probe() {
     ledger.down.store(true, Ordering::SeqCst);
     let r = retrier(&store, &LIVE, &ledger);
     r.run_once().await.unwrap();
-    assert!(crate::circuit_of(&*store, "breaker-live").is_open());
+    assert!(crate::circuit::circuit_of(&*store, "breaker-live").is_open());
     tokio::time::advance(Duration::from_secs(4)).await;
     let failure = FailureInfo::new(ErrorClass::Transient, "LedgerDown", "ledger down".into(), vec![], None);
     // The live path of this store: its circuit is the one the retrier opened.
@@ -231,11 +231,12 @@ async fn two_stores_keep_their_own_circuit_views() {
     retrier(&up, &TRIP, &working).run_once().await.unwrap();
     assert_eq!(calls(&working), 10, "store `up`'s rows all ran");
 
-    assert!(crate::circuit_of(&*down, "breaker-trip").is_open());
-    assert!(!crate::circuit_of(&*up, "breaker-trip").is_open(), "another store's open circuit");
-    let seen_by = |store: &Arc<MemoryStore>| crate::with_store(store.clone(), async { crate::circuit("breaker-trip") });
+    assert!(crate::circuit::circuit_of(&*down, "breaker-trip").is_open());
+    assert!(!crate::circuit::circuit_of(&*up, "breaker-trip").is_open(), "another store's open circuit");
+    let seen_by =
+        |store: &Arc<MemoryStore>| crate::with_store(store.clone(), async { crate::circuit::circuit("breaker-trip") });
     assert!(seen_by(&down).await.is_open());
-    assert_eq!(seen_by(&up).await, crate::CircuitView::default(), "closed, as never written");
+    assert_eq!(seen_by(&up).await, crate::record::CircuitView::default(), "closed, as never written");
 
     let failure = FailureInfo::new(ErrorClass::Transient, "LedgerDown", "ledger down".into(), vec![], None);
     let parked_in = |store: &Arc<MemoryStore>| {

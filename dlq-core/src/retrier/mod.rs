@@ -179,18 +179,18 @@ impl<S: ?Sized> std::fmt::Debug for Retrier<S> {
 
 impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// A retrier over every `#[dead_letter]` handler linked into the binary (found through
-    /// `inventory`, see [`registry()`](crate::registry())), with the default configuration.
+    /// `inventory`, see [`registry()`](crate::handlers::registry())), with the default configuration.
     ///
     /// Convenient, but it runs whatever handlers the linker kept: prefer [`new`](Self::new)
-    /// with an explicit [`handlers!`](crate::handlers) list, which the compiler checks.
+    /// with an explicit [`handlers!`](macro@crate::handlers) list, which the compiler checks.
     ///
     /// # Errors
     /// A duplicate event type in the registry.
     pub fn discover(store: Arc<S>) -> Result<Self, Error> {
-        Ok(Self::new(store, crate::registry()?.clone()))
+        Ok(Self::new(store, crate::registry::registry()?.clone()))
     }
 
-    /// A retrier over the handlers of `registry`, built with [`handlers!`](crate::handlers),
+    /// A retrier over the handlers of `registry`, built with [`handlers!`](macro@crate::handlers),
     /// with the default configuration.
     ///
     /// ```
@@ -326,7 +326,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// `owner`, or `host:pid:<random>`.
     ///
     /// ```
-    /// use dlq_core::{MemoryStore, Registry, Retrier, RetrierConfig};
+    /// use dlq_core::{MemoryStore, handlers::Registry, Retrier, RetrierConfig};
     /// use std::sync::Arc;
     ///
     /// let config = RetrierConfig::from_json_str(r#"{"owner": "worker-1"}"#)?;
@@ -340,7 +340,9 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
 }
 
 /// Each handler's event type and the breaker of its attribute, for [`Breakers::new`].
-fn breakers_of(registry: &Registry) -> impl Iterator<Item = (&'static str, Option<crate::BreakerConfig>)> + '_ {
+fn breakers_of(
+    registry: &Registry,
+) -> impl Iterator<Item = (&'static str, Option<crate::breaker_config::BreakerConfig>)> + '_ {
     registry.iter().map(|r| (r.event_type(), r.breaker()))
 }
 

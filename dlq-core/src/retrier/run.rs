@@ -31,7 +31,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// until the task is dropped.
     ///
     /// ```
-    /// # use dlq_core::{MemoryStore, Registry, Retrier};
+    /// # use dlq_core::{MemoryStore, handlers::Registry, Retrier};
     /// # use std::sync::Arc;
     /// # async fn serve(retrier: Retrier<MemoryStore>) -> Result<(), dlq_core::Error> {
     /// // In a service: runs until Ctrl-C.
@@ -40,7 +40,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// ```
     ///
     /// ```
-    /// use dlq_core::{MemoryStore, Registry, Retrier};
+    /// use dlq_core::{MemoryStore, handlers::Registry, Retrier};
     /// use std::sync::Arc;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {

@@ -16,7 +16,9 @@ use super::*;
 use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{HandlerOutcome, Invocation, Registration};
 use crate::record::{ClaimRequest, Claimed, DeadReason, DlqId, RetrierHeartbeat, Settlement};
-use crate::{Backoff, DeadLetterStore, MemoryStore, Payload, RetryPolicy, Status, store::NewDeadLetter};
+use crate::{
+    DeadLetterStore, MemoryStore, Payload, Status, backoff::Backoff, backoff::RetryPolicy, store::NewDeadLetter,
+};
 
 static RUNS: AtomicU32 = AtomicU32::new(0);
 

@@ -288,7 +288,7 @@ static INSTALLED: RwLock<Option<Arc<KeyRing>>> = RwLock::new(None);
 
 /// Installs the key ring the live path, dispatchers and retriers seal and open with, unless
 /// they were given one of their own ([`Scope::keys`](crate::Scope::keys),
-/// [`Dispatcher::keys`](crate::Dispatcher::keys), [`Retrier::keys`](crate::Retrier::keys)).
+/// [`Dispatcher::keys`](crate::adapter::Dispatcher::keys), [`Retrier::keys`](crate::Retrier::keys)).
 /// A second call replaces the ring: a service reloads rotated keys without a restart.
 ///
 /// ```

@@ -17,7 +17,7 @@
 //! seals the failure it writes back. A row whose key the retrier does not hold is not run
 //! and not counted: it stays under the claim until the lease expires (a retrier that holds
 //! the key takes it then), and the retrier logs the key id and counts it
-//! ([`RetrierStats::sealed_unreadable`](crate::RetrierStats::sealed_unreadable)).
+//! ([`RetrierStats::sealed_unreadable`](crate::retry::RetrierStats::sealed_unreadable)).
 //!
 //! What stays readable: the event type, the error's kind and class, the timestamps and
 //! counts, the dedupe key and the source (the broker's coordinates), and the fields named by
@@ -31,7 +31,7 @@
 //!
 //! ```
 //! use dlq_core::sealed::{self, KeyRing};
-//! use dlq_core::{ErrorClass, FailureInfo, Payload};
+//! use dlq_core::{ErrorClass, classify::FailureInfo, Payload};
 //!
 //! let ring = KeyRing::new("k1", [("k1", [7; 32])])?;
 //! let card = Payload::Json(serde_json::json!({"id": 7, "pan": "4111111111111111"}));
@@ -353,7 +353,7 @@ pub fn open_failure(ring: &KeyRing, event_type: &str, failure: FailureInfo) -> R
 ///
 /// ```
 /// use dlq_core::sealed::{self, KeyRing, Sealing};
-/// use dlq_core::{ErrorClass, FailureInfo, Payload};
+/// use dlq_core::{ErrorClass, classify::FailureInfo, Payload};
 ///
 /// let ring = KeyRing::new("k1", [("k1", [7; 32])])?;
 /// let card = Payload::Json(serde_json::json!({"id": 7, "pan": "4111111111111111"}));
@@ -426,7 +426,7 @@ pub(crate) const fn sealed_limit(max_bytes: usize) -> usize {
 ///
 /// ```
 /// use dlq_core::sealed::{self, KeyRing, Sealing};
-/// use dlq_core::{ErrorClass, FailureInfo, Payload};
+/// use dlq_core::{ErrorClass, classify::FailureInfo, Payload};
 ///
 /// let ring = KeyRing::new("k1", [("k1", [7; 32])])?;
 /// let event = Payload::Json(serde_json::json!({"id": 7, "pan": "4111111111111111"}));

@@ -169,7 +169,7 @@ async fn contents<S: DeadLetterStore + ?Sized>(store: &S) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DeadReason, ErrorClass, FailureInfo, MemoryStore, Payload, store::NewDeadLetter};
+    use crate::{ErrorClass, MemoryStore, Payload, classify::FailureInfo, record::DeadReason, store::NewDeadLetter};
 
     fn letter(event_type: &str, reason: &str) -> NewDeadLetter {
         let failure = FailureInfo::new(ErrorClass::Transient, "io", reason.to_owned(), vec![], None);

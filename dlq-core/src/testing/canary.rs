@@ -28,7 +28,9 @@ use serde_json::json;
 use crate::admin::{Admin, BulkPlan};
 use crate::catalog::EventTypeInfo;
 use crate::store::NewDeadLetter;
-use crate::{DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, ListFilter, Payload};
+use crate::{
+    DeadLetterStore, DlqId, Error, ErrorClass, ListFilter, Payload, classify::FailureInfo, record::DeadReason,
+};
 
 /// The card number the rows hold at a redacted field and quote in their texts.
 pub const CARD: &str = "4111111111111111";

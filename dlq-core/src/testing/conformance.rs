@@ -29,8 +29,9 @@ use crate::store::{
     PatchBatch, PatchRequest, Refused, RowEdit, Settlement, StoreResult, operation_patch_diff, payload_from_diff,
 };
 use crate::{
-    DeadLetter, DeadLetterStore, DeadReason, DlqId, Error, ErrorClass, FailureInfo, ListFilter, Payload, SourceMeta,
-    Status, admin::StatsRow, store::AuditNote, store::NewDeadLetter, store::VersionUpgrade,
+    DeadLetter, DeadLetterStore, DlqId, Error, ErrorClass, ListFilter, Payload, Status, admin::StatsRow,
+    classify::FailureInfo, record::DeadReason, record::SourceMeta, store::AuditNote, store::NewDeadLetter,
+    store::VersionUpgrade,
 };
 
 /// A long lease: the row stays claimed for the whole test.
@@ -1550,7 +1551,7 @@ pub async fn heartbeats_refresh_and_expire<S: DeadLetterStore>(s: &S) {
 /// Circuits: a fresh store has none; a write applies only on the expected version, sets
 /// `open_until` from the store's clock, and is logged (newest first) with actor and reason.
 pub async fn circuits_compare_and_set<S: DeadLetterStore>(s: &S) {
-    use crate::{CircuitState, store::Circuit};
+    use crate::{record::CircuitState, store::Circuit};
     let read = s.circuits().await.expect("circuits");
     assert!(read.circuits.is_empty(), "a fresh store has no circuits");
     let closed = read.get("payment");
@@ -1590,7 +1591,7 @@ pub async fn circuits_compare_and_set<S: DeadLetterStore>(s: &S) {
 
 /// Eight retriers race for the trial of an open circuit: exactly one wins.
 pub async fn circuit_trial_taken_once<S: DeadLetterStore>(s: &S) {
-    use crate::CircuitState;
+    use crate::record::CircuitState;
     let closed = s.circuits().await.expect("circuits").get("payment");
     let mut open = closed.write(CircuitState::Open, "retrier-a", "down");
     open.open_for = Some(Duration::ZERO);

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::backoff::now;
-use crate::{Context, MemoryStore, Registry, Retrier, RetrierConfig, Status, with_store};
+use crate::{Context, MemoryStore, Retrier, RetrierConfig, Status, registry::Registry, with_store};
 
 /// Runs an application's annotated handlers against a fresh [`MemoryStore`], and retries
 /// their parked failures on demand, as a retrier would: River's `rivertest` for `dlq`.
@@ -58,7 +58,7 @@ pub struct Harness {
 }
 
 impl Harness {
-    /// A harness over the handlers of `registry` (usually [`handlers!`](crate::handlers)),
+    /// A harness over the handlers of `registry` (usually [`handlers!`](macro@crate::handlers)),
     /// with an empty store.
     ///
     /// ```
@@ -97,7 +97,7 @@ impl Harness {
     /// The store the handlers park into.
     ///
     /// ```
-    /// let harness = dlq_core::testing::Harness::new(dlq_core::Registry::default());
+    /// let harness = dlq_core::testing::Harness::new(dlq_core::handlers::Registry::default());
     /// assert_eq!(harness.store().len(), 0);
     /// ```
     pub fn store(&self) -> &MemoryStore {

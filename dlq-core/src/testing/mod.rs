@@ -19,7 +19,7 @@
 //!
 //! ```
 //! use dlq_core::testing::{Harness, assert_parked};
-//! use dlq_core::{dead_letter, handlers, Permanent, MarkError, Status};
+//! use dlq_core::{dead_letter, handlers, Permanent, classify::MarkError, Status};
 //!
 //! #[dead_letter(event_type = "doc-testing-payment", backoff = "exp")]
 //! async fn handle_payment(currency: String) -> Result<(), Permanent> {

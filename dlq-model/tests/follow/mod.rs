@@ -17,7 +17,9 @@ use dlq_core::store::{
     ActionKind, AuditNote, BatchAction, ClaimRequest, EraseRequest, Lease, NewDeadLetter, OperationStep, PatchBatch,
     RowEdit, Settlement, SubjectHash,
 };
-use dlq_core::{DeadLetterStore, DeadReason, Error, ErrorClass, FailureInfo, ListFilter, Payload, Status};
+use dlq_core::{
+    DeadLetterStore, Error, ErrorClass, ListFilter, Payload, Status, adapter::DeadReason, classify::FailureInfo,
+};
 use dlq_model::db::{BatchResult, Db, Outcome, Status as ModelStatus};
 use dlq_model::model::{Operator, ParkPhase, Retrier, Run};
 use dlq_model::{Action, Operation, Protocol, State};

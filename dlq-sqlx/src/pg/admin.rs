@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use dlq_core::store::{HistogramBucket, PatchRequest, StoreResult, patch_diff};
 use dlq_core::{
-    DeadLetter, DlqId, ListFilter, Order, Payload, Status, admin::AttemptRecord, admin::AuditEntry,
-    admin::FailureGroup, admin::StatsRow,
+    DeadLetter, DlqId, ListFilter, Payload, Status, admin::AttemptRecord, admin::AuditEntry, admin::FailureGroup,
+    admin::Order, admin::StatsRow,
 };
 use sqlx::Row;
 use sqlx::postgres::{PgArguments, PgRow};

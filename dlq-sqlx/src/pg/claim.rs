@@ -239,7 +239,7 @@ impl Outcomes {
         self.dead_reason.push(reason);
         let earlier = settlement.earlier_failures();
         self.earlier.push((!earlier.is_empty()).then(|| {
-            let attempt = |f: &dlq_core::FailureInfo| {
+            let attempt = |f: &dlq_core::classify::FailureInfo| {
                 let mut reason = f.reason.clone();
                 super::park::clean(&mut reason);
                 serde_json::json!({ "class": f.class.as_str(), "reason": reason })
@@ -380,7 +380,7 @@ mod tests {
 
     use chrono::{DateTime, TimeDelta, Utc};
     use dlq_core::store::Claimed;
-    use dlq_core::{DeadLetter, ErrorClass, FailureInfo, Payload};
+    use dlq_core::{DeadLetter, ErrorClass, Payload, classify::FailureInfo};
 
     use super::{ClaimFloors, FLOOR_MARGIN, FULL_WALK_EVERY};
 

@@ -258,7 +258,7 @@ impl PgConfig {
 /// retriers with `NOTIFY`, at most one per 20 ms burst.
 ///
 /// ```no_run
-/// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, store::NewDeadLetter, Payload};
+/// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, store::NewDeadLetter, Payload};
 /// use dlq_sqlx::PgStore;
 ///
 /// # async fn demo() -> Result<(), dlq_core::Error> {
@@ -416,7 +416,7 @@ impl PgStore {
     /// The database error ([`dlq_core::Error::Store`]) or [`dlq_core::Error::Full`].
     ///
     /// ```no_run
-    /// # use dlq_core::{ErrorClass, FailureInfo, store::NewDeadLetter, Payload};
+    /// # use dlq_core::{ErrorClass, classify::FailureInfo, store::NewDeadLetter, Payload};
     /// # async fn demo(store: dlq_sqlx::PgStore) -> Result<(), Box<dyn std::error::Error>> {
     /// let mut tx = store.pool().begin().await?;
     /// sqlx::query("UPDATE accounts SET flagged = true WHERE id = $1").bind(7_i64).execute(&mut *tx).await?;

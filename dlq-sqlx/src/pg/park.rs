@@ -663,14 +663,15 @@ mod tests {
     fn payload_normalization() {
         let nul = Payload::Json(serde_json::json!({"a": "x\u{0}y"}));
         assert!(matches!(jsonb_storable(nul), Payload::Raw { truncated: None, .. }));
-        let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
+        let failure =
+            dlq_core::classify::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
         let big = Payload::Json(serde_json::json!({"a": "x".repeat(100)}));
         let (letter, len) = prepare_one(NewDeadLetter::new("t", big, failure.clone()), 10);
         assert_eq!(len, 10);
         let Payload::Raw { bytes, truncated: Some(t) } = letter.payload else { panic!() };
         assert_eq!(bytes.len(), 10);
         assert_eq!(t.original_len, 108); // {"a":"…"}
-        assert_eq!(letter.dead_reason, Some(dlq_core::DeadReason::TooLarge));
+        assert_eq!(letter.dead_reason, Some(dlq_core::adapter::DeadReason::TooLarge));
         let small = Payload::Json(serde_json::json!([1, 2]));
         let (letter, _) = prepare_one(NewDeadLetter::new("t", small.clone(), failure), 5);
         assert_eq!((letter.payload, letter.dead_reason), (small, None));
@@ -681,7 +682,8 @@ mod tests {
     /// for the lookup; a count that does not add up is an error, not a wrong id.
     #[test]
     fn inserted_ids_are_matched_to_letters() {
-        let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
+        let failure =
+            dlq_core::classify::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
         let letter = |key: Option<&str>| {
             let l = NewDeadLetter::new("t", Payload::Json(serde_json::json!(1)), failure.clone());
             match key {
@@ -705,7 +707,8 @@ mod tests {
     /// One key under two event types is two identities: each letter gets its own row.
     #[test]
     fn a_key_shared_by_two_event_types_matches_each_its_own_row() {
-        let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
+        let failure =
+            dlq_core::classify::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
         let letter = |event_type: &str| {
             NewDeadLetter::new(event_type, Payload::Json(serde_json::json!(1)), failure.clone())
                 .with_dedupe_key("payments/3/42")

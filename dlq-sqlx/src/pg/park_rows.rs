@@ -277,7 +277,7 @@ fn int4(buf: &mut Vec<u8>, value: Option<i32>) -> Result<(), BoxDynError> {
 mod tests {
     use std::collections::BTreeMap;
 
-    use dlq_core::{DeadReason, ErrorClass, FailureInfo, SourceMeta};
+    use dlq_core::{ErrorClass, adapter::DeadReason, adapter::SourceMeta, classify::FailureInfo};
 
     use super::*;
 

@@ -10,7 +10,10 @@ use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use dlq_core::store::{Claimed, Lease};
-use dlq_core::{DeadLetter, DeadReason, ErrorClass, FailureInfo, Payload, SourceMeta, Status, store::Truncation};
+use dlq_core::{
+    DeadLetter, ErrorClass, Payload, Status, adapter::DeadReason, adapter::SourceMeta, classify::FailureInfo,
+    store::Truncation,
+};
 use sqlx::error::BoxDynError;
 use sqlx::postgres::types::Oid;
 use sqlx::postgres::{PgRow, PgTypeInfo, PgValueFormat, PgValueRef};

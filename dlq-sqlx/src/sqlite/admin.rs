@@ -6,8 +6,8 @@ use std::time::Duration;
 use dlq_core::store::{HistogramBucket, StoreResult};
 use dlq_core::store::{PatchRequest, patch_diff};
 use dlq_core::{
-    DeadLetter, DlqId, Error, ListFilter, Order, Payload, Status, admin::AttemptRecord, admin::AuditEntry,
-    admin::FailureGroup, admin::StatsRow, store::AuditNote,
+    DeadLetter, DlqId, Error, ListFilter, Payload, Status, admin::AttemptRecord, admin::AuditEntry,
+    admin::FailureGroup, admin::Order, admin::StatsRow, store::AuditNote,
 };
 use sqlx::Row;
 use sqlx::sqlite::{SqlitePool, SqliteRow};

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use dlq_core::CircuitState;
+use dlq_core::adapter::CircuitState;
 use dlq_core::store::{Circuit, CircuitLogEntry, CircuitWrite, Circuits, StoreResult};
 use sqlx::Row;
 use sqlx::sqlite::{SqlitePool, SqliteRow};

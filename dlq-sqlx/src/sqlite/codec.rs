@@ -6,7 +6,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use dlq_core::store::StoreResult;
 use dlq_core::{
-    DeadLetter, DeadReason, Error, ErrorClass, FailureInfo, Payload, SourceMeta, Status, store::Truncation,
+    DeadLetter, Error, ErrorClass, Payload, Status, adapter::DeadReason, adapter::SourceMeta, classify::FailureInfo,
+    store::Truncation,
 };
 use sqlx::FromRow;
 use sqlx::error::BoxDynError;

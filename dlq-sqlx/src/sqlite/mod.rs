@@ -71,7 +71,7 @@ const FILE_POOL_SIZE: u32 = 4;
 /// when retriers run on several hosts.
 ///
 /// ```
-/// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, store::NewDeadLetter, Payload, Status};
+/// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, store::NewDeadLetter, Payload, Status};
 /// use dlq_core::store::{ClaimRequest, Settlement};
 /// use dlq_sqlx::SqliteStore;
 /// use std::time::Duration;
@@ -230,7 +230,7 @@ impl SqliteStore {
     /// one that looks too early finds the row at its next poll.
     ///
     /// ```
-    /// use dlq_core::{DeadLetterStore, ErrorClass, FailureInfo, store::NewDeadLetter, Payload};
+    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, store::NewDeadLetter, Payload};
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = dlq_sqlx::SqliteStore::in_memory().await?;
     /// let failure = FailureInfo::new(ErrorClass::Permanent, "validation", "bad iban".into(), vec![], None);
@@ -253,7 +253,7 @@ impl SqliteStore {
     /// back in input order.
     ///
     /// ```
-    /// use dlq_core::{ErrorClass, FailureInfo, store::NewDeadLetter, Payload};
+    /// use dlq_core::{ErrorClass, classify::FailureInfo, store::NewDeadLetter, Payload};
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = dlq_sqlx::SqliteStore::in_memory().await?;
     /// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
@@ -543,7 +543,8 @@ mod tests {
     #[tokio::test]
     async fn a_purge_of_many_slices_deletes_each_old_finished_row_with_its_history() {
         let store = SqliteStore::in_memory().await.unwrap();
-        let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
+        let failure =
+            dlq_core::classify::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
         let pending = store.park(NewDeadLetter::new("t", Payload::Json(serde_json::json!(0)), failure)).await.unwrap();
         sqlx::query(
             "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 12001)
@@ -565,7 +566,7 @@ mod tests {
             .park(NewDeadLetter::new(
                 "t",
                 Payload::Json(serde_json::json!(1)),
-                dlq_core::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None),
+                dlq_core::classify::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None),
             ))
             .await
             .unwrap();
@@ -593,7 +594,8 @@ mod tests {
         let waiter =
             tokio::spawn(async move { clone.wait_for_work(clone.work_ticket(), Duration::from_secs(30)).await });
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let failure = dlq_core::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
+        let failure =
+            dlq_core::classify::FailureInfo::new(dlq_core::ErrorClass::Transient, "io", "x".into(), vec![], None);
         let letter = NewDeadLetter::new("t", Payload::Json(serde_json::json!(1)), failure);
         let id = store.park(letter).await.unwrap().id;
         tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken by the park").unwrap();

@@ -33,7 +33,7 @@ pub fn count() -> u64 {
 ///
 /// # Panics
 /// When the store fails: these programs are run by the crate's test.
-pub async fn publish_and_drain(registry: dlq_core::Registry, owner: &str) {
+pub async fn publish_and_drain(registry: dlq_core::handlers::Registry, owner: &str) {
     let store = store().await;
     let retrier = dlq_core::Retrier::new(store.clone(), registry.clone());
     let first = retrier.run_once().await;
@@ -50,6 +50,6 @@ pub async fn publish_and_drain(registry: dlq_core::Registry, owner: &str) {
 ///
 /// # Panics
 /// When the store fails.
-pub async fn publish(registry: &dlq_core::Registry, owner: &str) {
+pub async fn publish(registry: &dlq_core::handlers::Registry, owner: &str) {
     registry.publish(&*store().await, owner).await.expect("publish the event types");
 }

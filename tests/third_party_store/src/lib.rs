@@ -19,7 +19,7 @@ use dlq_core::store::{
     PatchBatch, PatchRequest, Refusal, Refused, SettleReport, Settlement, StoreResult, SubjectHash, WorkSignal,
     WorkTicket, operation_patch_diff, patch_diff, patched_by, refusal,
 };
-use dlq_core::{DeadLetter, DeadLetterStore, DlqId, Error, FailureInfo, ListFilter, Order, Status};
+use dlq_core::{DeadLetter, DeadLetterStore, DlqId, Error, classify::FailureInfo, ListFilter, admin::Order, Status};
 use uuid::Uuid;
 
 /// A stored row and the token of the lease that holds it (while `PROCESSING`).

@@ -3,7 +3,7 @@ struct Payment {
     cents: i64,
 }
 
-fn v1_to_v2(p: serde_json::Value) -> Result<serde_json::Value, dlq_core::UpcastError> {
+fn v1_to_v2(p: serde_json::Value) -> Result<serde_json::Value, dlq_core::handlers::UpcastError> {
     Ok(p)
 }
 

@@ -1,4 +1,4 @@
-use dlq_core::UpcastError;
+use dlq_core::handlers::UpcastError;
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct PaymentV1 {

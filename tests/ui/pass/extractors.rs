@@ -1,7 +1,7 @@
 //! Arguments after the event: `State<T>` and `Attempt`, with patterns in any position.
 #![deny(warnings)]
 
-use dlq_core::{Attempt, State, dead_letter};
+use dlq_core::{handlers::Attempt, State, dead_letter};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

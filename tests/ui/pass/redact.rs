@@ -13,7 +13,7 @@ async fn refund(refund: serde_json::Value) -> Result<(), std::io::Error> {
 }
 
 fn main() {
-    use dlq_core::Handler as _;
+    use dlq_core::handlers::Handler as _;
     assert_eq!(charge::registration().redact(), ["/card/number", "/customer/email", "/a~1b", "/items/0/pan"]);
     assert_eq!(refund::registration().redact(), ["/email"]);
 }

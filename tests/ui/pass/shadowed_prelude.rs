@@ -44,7 +44,7 @@ mod shadowing {
     #[dlq_core::dead_letter(
         event_type = "shadowed",
         version = 2,
-        upcast = [::dlq_core::unchanged],
+        upcast = [::dlq_core::handlers::unchanged],
         max_retries = 100_000,
         backoff = "linear",
         base = "250ms",

@@ -3,7 +3,7 @@
 #![deny(warnings, unused_qualifications, missing_docs, unreachable_pub)]
 
 mod payments {
-    use dlq_core::UpcastError;
+    use dlq_core::handlers::UpcastError;
     use serde_json::Value;
 
     #[derive(serde::Serialize, serde::Deserialize)]
@@ -36,7 +36,7 @@ mod payments {
     #[dlq_core::dead_letter(
         event_type = "payment",
         version = 5,
-        upcast = [v1_to_v2, v2_to_v3, dlq_core::unchanged, v4_to_v5]
+        upcast = [v1_to_v2, v2_to_v3, dlq_core::handlers::unchanged, v4_to_v5]
     )]
     pub(crate) async fn handle(payment: Payment) -> Result<i64, std::io::Error> {
         let _ = &payment.currency;
@@ -45,6 +45,6 @@ mod payments {
 }
 
 fn main() {
-    let reg = <payments::handle as dlq_core::Handler>::registration();
+    let reg = <payments::handle as dlq_core::handlers::Handler>::registration();
     assert_eq!((reg.version(), reg.upcasters()), (5, 4));
 }

@@ -5,7 +5,7 @@
 //! `cargo run --bin payments-v2 -- /tmp/payments.db 400`
 
 use dlq_core::schemars::JsonSchema;
-use dlq_core::{UpcastError, dead_letter, with_store};
+use dlq_core::{handlers::UpcastError, dead_letter, with_store};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -5,7 +5,7 @@
 //! `cargo run --bin payments-v3 -- /tmp/payments.db`
 
 use dlq_core::schemars::JsonSchema;
-use dlq_core::{UpcastError, dead_letter, handlers};
+use dlq_core::{handlers::UpcastError, dead_letter, handlers};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
