@@ -97,6 +97,36 @@ fn is_type(value: &Value, name: &str) -> bool {
 }
 
 /// `/`-joined pointer segment, escaped as RFC 6901 says.
+/// The keywords [`validate`] judges; any other keyword but an annotation is refused.
+const KEYWORDS: &[&str] = &[
+    "$ref",
+    "type",
+    "enum",
+    "const",
+    "properties",
+    "required",
+    "additionalProperties",
+    "minProperties",
+    "maxProperties",
+    "propertyNames",
+    "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "not",
+];
+
 fn push(at: &str, segment: &str) -> String {
     format!("{at}/{}", segment.replace('~', "~0").replace('/', "~1"))
 }
@@ -109,6 +139,14 @@ impl Checker<'_> {
             Value::Object(keywords) => keywords,
             other => return Err(SchemaError::Unsupported(format!("a schema must be an object, found {other}"))),
         };
+        // A keyword outside the subset is refused before any is judged: keywords come in
+        // alphabetical order, and one judged first (`additionalProperties: false`) would call a
+        // value invalid that a keyword after it (`patternProperties`) allows.
+        if let Some(other) =
+            keywords.keys().find(|k| !ANNOTATIONS.contains(&k.as_str()) && !KEYWORDS.contains(&k.as_str()))
+        {
+            return Err(unsupported(&format!("keyword `{other}`")));
+        }
         for (keyword, rule) in keywords {
             match keyword.as_str() {
                 k if ANNOTATIONS.contains(&k) => {}
@@ -569,5 +607,18 @@ mod derived {
                 validate(&schema, &bad)
             );
         }
+    }
+
+    /// An integer-keyed map (`HashMap<u32, _>`): schemars writes `patternProperties` beside
+    /// `"additionalProperties": false`. The map cannot be checked here, so it is refused as
+    /// unchecked, not called invalid because `additionalProperties` came first.
+    #[test]
+    fn an_unsupported_keyword_is_refused_before_another_judges_the_value() {
+        let schema = json!({
+            "type": "object",
+            "additionalProperties": false,
+            "patternProperties": {"^\\d+$": {"type": "integer"}}
+        });
+        assert!(matches!(validate(&schema, &json!({"3": 1})), Err(SchemaError::Unsupported(_))));
     }
 }

@@ -133,7 +133,7 @@ pub struct PgConfig {
     /// concerned: parks, operator actions and the store's other writes always commit durably,
     /// and any later durable commit flushes the outcomes before it. `true`: outcomes commit
     /// as the server's `synchronous_commit` says (durably by default), for handlers whose
-    /// second run is costly; burst drains are then about a tenth slower (`docs/BENCHMARKS.md`).
+    /// second run is costly; burst drains are then about a tenth slower (`docs/DESIGN.md`, the retrier against raw SQL).
     pub durable_outcomes: bool,
 }
 
@@ -345,7 +345,7 @@ impl PgStore {
     /// `test_before_acquire` is off) and each time it takes one back. During a burst the store
     /// skips both: a retrier's claims and outcome writes, and the group-commit writer's
     /// inserts, keep their connection between one statement and the next instead of giving it
-    /// back. That is about a fifth more drain throughput (`docs/BENCHMARKS.md`). A connection
+    /// back. That is about a fifth more drain throughput (`docs/DESIGN.md`, the retrier against raw SQL). A connection
     /// is kept only
     /// - while the pool has one to spare (a caller may be waiting otherwise);
     /// - for a second after its last statement succeeded;

@@ -9,7 +9,7 @@
 -- array, so they rise in input order: the caller matches the keyless letters to the keyless
 -- ids in ascending order, the others by key. (Drawing ids in a CTE first, so that each input
 -- row carried its own, kept a copy of every letter for a row-per-letter answer: 7-9 % of the
--- statement's time in `pgbench` of a 64-letter batch, docs/BENCHMARKS.md.)
+-- statement's time in `pgbench` of a 64-letter batch, measured when this statement was written.)
 -- Attempt 0 of the history is the row's own failure (see attempts.sql); retriers are woken
 -- when a PENDING row lands, unless $3 says another write woke them a moment ago (the store
 -- then sends one trailing NOTIFY). It writes its own tallies (migration 0010; parks per minute, 0030) and tells the
