@@ -1146,7 +1146,9 @@ async fn a_batch_is_settled_and_the_next_claimed_in_one_statement(pool: PgPool) 
 /// A park batch is one `dlq_park_letter[]` (migration 0016), whose OIDs the store looks up once.
 /// A schema dropped and migrated again under a running store gets a new type OID; parks report
 /// the error instead of storing anything wrong, and park again once the store has looked the
-/// new OIDs up and prepared its statement again on that connection.
+/// new OIDs up and prepared its statement again on that connection. At most two parks fail
+/// here: one for the store's stale OIDs, and one on the connection whose prepared statement
+/// still names them (which one comes first depends on the connection the pool hands out).
 #[sqlx::test(migrations = false)]
 async fn parks_go_on_after_the_schema_is_dropped_and_migrated_again(pool: PgPool) {
     let store = store_with(&pool, dlq_sqlx::postgres::PgConfig::default().schema("again")).await;
@@ -1154,11 +1156,11 @@ async fn parks_go_on_after_the_schema_is_dropped_and_migrated_again(pool: PgPool
     sqlx::query("DROP SCHEMA again CASCADE").execute(&pool).await.unwrap();
     dlq_sqlx::postgres::migrate(&pool, "again").await.unwrap();
     let mut outcomes = Vec::new();
-    for n in 2..6 {
+    for n in 2..8 {
         outcomes.push(store.park(letter("payment", n)).await.map_err(|e| e.to_string()));
     }
-    // The first park after it may fail (its type's OID is gone), and says so; the rest park.
-    assert!(outcomes[1..].iter().all(Result::is_ok), "{outcomes:#?}");
+    // The first parks after it may fail (its type's OID is gone), and say so; the rest park.
+    assert!(outcomes[2..].iter().all(Result::is_ok), "{outcomes:#?}");
     let parked = outcomes.iter().filter(|o| o.is_ok()).count();
     let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM again.dlq_events").fetch_one(&pool).await.unwrap();
     assert_eq!(stored, parked as i64, "{outcomes:#?}");
