@@ -17,9 +17,11 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("leaves", &["backoff", "classify", "validate", "otel"]),
     // The vocabulary: the error type, the stored row and the subject it is about.
     ("vocabulary", &["error", "record", "subject"]),
-    // What is done to rows, sealing, and the settings read from configuration.
-    ("actions and settings", &["action", "sealed", "config"]),
-    ("breaker settings", &["breaker_config"]),
+    // What is done to rows, and sealing.
+    ("actions", &["action", "sealed"]),
+    // The settings read from configuration: the retrier's, and its breakers' (each reads the
+    // other's duration format and type).
+    ("settings", &["config", "breaker_config"]),
     // A handler's registration: its upcasters and the schemas it publishes.
     ("handlers", &["handler", "catalog", "upcast"]),
     // The store contract.
@@ -66,33 +68,72 @@ fn files(src: &Path) -> Vec<(String, String, String)> {
     found
 }
 
-/// `text` without its `#[cfg(test)]` part and without comment lines.
-fn code(text: &str) -> Vec<(usize, &str)> {
+/// `text` without its `#[cfg(test)]` part, with comment lines blanked (so that line numbers
+/// stay).
+fn code(text: &str) -> String {
     let end = text.find("#[cfg(test)]").unwrap_or(text.len());
-    text[..end]
-        .lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim_start().starts_with("//"))
-        .map(|(n, line)| (n + 1, line))
-        .collect()
+    let lines: Vec<_> =
+        text[..end].lines().map(|line| if line.trim_start().starts_with("//") { "" } else { line }).collect();
+    lines.join("\n")
 }
 
-/// The first two identifiers of each path that follows `crate::` in `line` (the second empty
-/// when the path has one segment).
-fn crate_paths(line: &str) -> Vec<(&str, &str)> {
-    let ident_end = |s: &str| s.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(s.len());
+fn ident_end(s: &str) -> usize {
+    s.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(s.len())
+}
+
+/// The first two identifiers of `path` (`a::b::c` gives `a`, `b`; the second empty when there
+/// is one segment).
+fn head(path: &str) -> (&str, &str) {
+    let path = path.trim();
+    let first = &path[..ident_end(path)];
+    let second = path[first.len()..].strip_prefix("::").map_or("", |tail| &tail[..ident_end(tail)]);
+    (first, second)
+}
+
+/// The entries of the `{...}` group that starts `text` (`{a::B, C, d::{E, F}}`), and the
+/// group's length; a nested group counts as its entry (`d`).
+fn group(text: &str) -> (Vec<&str>, usize) {
+    let (mut depth, mut start, mut entries) = (0, 1, Vec::new());
+    for (at, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    entries.push(&text[start..at]);
+                    return (entries, at + 1);
+                }
+            }
+            ',' if depth == 1 => {
+                entries.push(&text[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    (entries, text.len())
+}
+
+/// Each path that follows `crate::` in `code`, as its first two identifiers with the line it
+/// is on; a group (`crate::{a::B, C}`) gives one path per entry.
+fn crate_paths(code: &str) -> Vec<(usize, (&str, &str))> {
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
     let mut paths = Vec::new();
-    let mut rest = line;
-    while let Some(at) = rest.find("crate::") {
-        let before = rest[..at].chars().next_back();
-        rest = &rest[at + "crate::".len()..];
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+    let mut from = 0;
+    while let Some(found) = code[from..].find("crate::") {
+        let at = from + found;
+        from = at + "crate::".len();
+        if code[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_') {
             continue;
         }
-        let first = &rest[..ident_end(rest)];
-        let after = &rest[first.len()..];
-        let second = after.strip_prefix("::").map_or("", |tail| &tail[..ident_end(tail)]);
-        paths.push((first, second));
+        let rest = &code[from..];
+        if rest.starts_with('{') {
+            let (entries, len) = group(rest);
+            paths.extend(entries.into_iter().map(|e| (line_of(at), head(e))).filter(|(_, (f, _))| !f.is_empty()));
+            from += len;
+        } else {
+            paths.push((line_of(at), head(rest)));
+        }
     }
     paths
 }
@@ -141,8 +182,9 @@ fn every_module_imports_only_lower_layers() {
         if file.ends_with("tests.rs") {
             continue;
         }
-        for (line, code) in code(text) {
-            for (first, second) in crate_paths(code) {
+        let code = code(text);
+        for (line, (first, second)) in crate_paths(&code) {
+            {
                 // A path through a re-exporting module counts as the module the name comes from.
                 let name = if facades.iter().any(|f| f == first) { second } else { first };
                 let target = if modules.contains(&name) { Some(name) } else { root.get(name).map(String::as_str) };
@@ -185,9 +227,13 @@ fn the_scan_follows_root_names_and_skips_comments() {
     assert_eq!(root.get("Dispatcher").map(String::as_str), Some("live"));
     assert_eq!(facades, ["adapter"]);
     assert_eq!(
-        crate_paths("let r: crate::Retrier = $crate::x; my_crate::y; crate::adapter::Dispatcher"),
-        [("Retrier", ""), ("x", ""), ("adapter", "Dispatcher")]
+        crate_paths("let r: crate::Retrier = $crate::x; my_crate::y;\ncrate::adapter::Dispatcher"),
+        [(1, ("Retrier", "")), (1, ("x", "")), (2, ("adapter", "Dispatcher"))]
+    );
+    assert_eq!(
+        crate_paths("use crate::{\n    Error,\n    record::{A, B}, breaker_config::BreakerConfig,\n};"),
+        [(1, ("Error", "")), (1, ("record", "")), (1, ("breaker_config", "BreakerConfig"))]
     );
     let text = "/// [`Retrier`](crate::Retrier)\nuse crate::store::X;\n#[cfg(test)]\nuse crate::admin;";
-    assert_eq!(code(text), [(2, "use crate::store::X;")]);
+    assert_eq!(code(text), "\nuse crate::store::X;");
 }

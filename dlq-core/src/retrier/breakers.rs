@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::record::{Circuit, CircuitState, CircuitWrite, Circuits};
 use crate::store::{ClaimCap, StoreId};
-use crate::{DeadLetterStore, Error, RetrierConfig, admin::RetrierHeartbeat, breaker_config::BreakerConfig};
+use crate::{DeadLetterStore, Error, RetrierConfig, breaker_config::BreakerConfig, record::RetrierHeartbeat};
 
 /// Buckets of a window.
 const BUCKETS: usize = 10;
