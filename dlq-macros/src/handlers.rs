@@ -99,10 +99,14 @@ mod tests {
     #[test]
     fn expands_each_path_beside_a_stand_in_named_like_it() {
         let out = expand(quote!(::dlq_core; handle_payment, refunds::handle_refund,)).to_string();
-        assert!(out.starts_with(":: dlq_core :: Registry :: from_registrations (["), "{out}");
+        assert!(out.starts_with(":: dlq_core :: handlers :: Registry :: from_registrations (["), "{out}");
         assert!(out.contains("pub struct handle_refund ;"), "{out}");
         assert!(out.contains("use refunds :: handle_refund as __dlq_handler ;"), "{out}");
-        assert_eq!(out.matches("< __dlq_handler as :: dlq_core :: Handler > :: registration ()").count(), 2, "{out}");
+        assert_eq!(
+            out.matches("< __dlq_handler as :: dlq_core :: handlers :: Handler > :: registration ()").count(),
+            2,
+            "{out}"
+        );
     }
 
     #[test]
