@@ -259,6 +259,10 @@ pub const DLQ_ID_HEADER: &str = "Dlq-Id";
 
 /// The actor of the audit entry an adapter writes when it finishes the row a replay came from
 /// (see [`DLQ_ID_HEADER`]).
+///
+/// ```
+/// assert_eq!(dlq_consumers::REPLAY_ACTOR, "dlq-consumers");
+/// ```
 pub const REPLAY_ACTOR: &str = "dlq-consumers";
 
 /// Finishes the row a replay came from, before the replay runs (see [`DLQ_ID_HEADER`]): the

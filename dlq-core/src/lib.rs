@@ -182,6 +182,14 @@ pub use tokio_util::sync::CancellationToken;
 
 /// For broker adapters and consumers: run a handler on raw input ([`Dispatcher`](adapter::Dispatcher)) with
 /// the message's source, and check an event type's circuit before pulling more.
+///
+/// ```
+/// use dlq_core::adapter::SourceMeta;
+///
+/// let from = SourceMeta::kafka("payments", 2, 41);
+/// assert_eq!(from.dedupe_key().as_deref(), Some("payments/2/41"));
+/// assert!(!dlq_core::adapter::circuit("payment").is_open(), "closed while nothing is known");
+/// ```
 pub mod adapter {
     pub use crate::circuit::{circuit, circuit_of, refresh_circuits};
     pub use crate::live::{Dispatched, Dispatcher, current_store};
@@ -192,6 +200,17 @@ pub mod adapter {
 /// [`registry()`](handlers::registry)), one handler's [`Registration`](handlers::Registration) and
 /// [`Attempt`](handlers::Attempt), and the upcasters that
 /// bring old payload versions up to date.
+///
+/// ```
+/// use dlq_core::{dead_letter, handlers};
+///
+/// #[dead_letter(event_type = "doc-handlers-module")]
+/// async fn handle(amount: u64) -> Result<(), std::io::Error> { Ok(()) }
+///
+/// let registry: dlq_core::handlers::Registry = handlers![handle]?;
+/// assert!(registry.get("doc-handlers-module").is_ok());
+/// # Ok::<(), dlq_core::Error>(())
+/// ```
 pub mod handlers {
     pub use crate::handler::{Attempt, Handler, Registration};
     pub use crate::registry::{Registry, registry};
@@ -200,6 +219,12 @@ pub mod handlers {
 
 /// How failures are retried: the backoff and retry policy, the circuit breaker's settings,
 /// the retrier's own settings and what a run did.
+///
+/// ```
+/// use dlq_core::retry::RetryPolicy;
+///
+/// assert!(RetryPolicy::DEFAULT.max_retries > 0);
+/// ```
 pub mod retry {
     pub use crate::backoff::{Backoff, BackoffKind, RetryPolicy};
     pub use crate::breaker_config::BreakerConfig;
