@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use dlq_core::admin::Admin;
 use dlq_core::{
-    CancellationToken, Classify, Context, DeadLetterStore, DlqId, HandlerError, ListFilter, Retrier, RetrierConfig,
-    State, Status, dead_letter, handlers,
+    CancellationToken, Classify, Context, DlqId, HandlerError, ListFilter, Retrier, RetrierConfig, State, Status,
+    dead_letter, handlers, store::prelude::*,
 };
 use serde::{Deserialize, Serialize};
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlq_core::{handlers::Attempt, CancellationToken, DeadLetterStore, Retrier, RetrierConfig, dead_letter, handlers};
+use dlq_core::{handlers::Attempt, CancellationToken, store::prelude::*, Retrier, RetrierConfig, dead_letter, handlers};
 use dlq_sqlx::{PgConfig, PgStore};
 
 use crate::Scenario;

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use dlq_core::{
-    DeadLetterStore, ErrorClass, Payload, adapter::DeadReason, classify::FailureInfo, store::NewDeadLetter,
+    ErrorClass, Payload, adapter::DeadReason, classify::FailureInfo, store::NewDeadLetter, store::prelude::*,
 };
 
 const ROWS: u64 = 1_000;

@@ -4,7 +4,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dlq_core::DeadLetterStore;
+use dlq_core::store::prelude::*;
 use dlq_sqlx::{PgConfig, PgStore, SqliteStore};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::SqliteConnectOptions;

@@ -11,7 +11,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use clap::Args;
 use dlq_core::admin::Admin;
-use dlq_core::{DeadLetterStore, observe::HealthStatus, observe::StoreGauges};
+use dlq_core::{observe::HealthStatus, observe::StoreGauges, store::prelude::*};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 use crate::Failure;

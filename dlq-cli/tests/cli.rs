@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use assert_cmd::Command;
 use dlq_core::{
-    CancellationToken, Classify, DeadLetterStore, DlqId, ErrorClass, ListFilter, Payload, Retrier, RetrierConfig,
-    Status, adapter::DeadReason, classify::FailureInfo, dead_letter, handlers, store::NewDeadLetter,
+    CancellationToken, Classify, DlqId, ErrorClass, ListFilter, Payload, Retrier, RetrierConfig, Status,
+    adapter::DeadReason, classify::FailureInfo, dead_letter, handlers, store::NewDeadLetter, store::prelude::*,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

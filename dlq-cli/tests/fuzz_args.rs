@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 
 use dlq_core::{
-    DeadLetterStore, ErrorClass, Payload, adapter::DeadReason, classify::FailureInfo, store::NewDeadLetter,
+    ErrorClass, Payload, adapter::DeadReason, classify::FailureInfo, store::NewDeadLetter, store::prelude::*,
 };
 use proptest::prelude::*;
 

@@ -234,7 +234,7 @@ fn a_public_address_needs_a_strong_token_or_gets_one() {
 /// audit entry naming the operator `--actor-header` gives; any other request stays masked.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_proxy_header_grants_an_audited_reveal() {
-    use dlq_core::DeadLetterStore as _;
+    use dlq_core::store::prelude::*;
     const CARD: &str = "4111-1111-1111-1111";
     let (_dir, url) = migrated_sqlite();
     let store = dlq_sqlx::SqliteStore::connect(&url).await.unwrap();

@@ -370,8 +370,8 @@ mod tests {
 
     use dlq_core::admin::Admin;
     use dlq_core::{
-        DeadLetterStore, DlqId, ErrorClass, ListFilter, MemoryStore, Payload, Status, adapter::DeadReason,
-        adapter::SourceMeta, classify::FailureInfo, store::NewDeadLetter,
+        DlqId, ErrorClass, ListFilter, MemoryStore, Payload, Status, adapter::DeadReason, adapter::SourceMeta,
+        classify::FailureInfo, store::NewDeadLetter, store::prelude::*,
     };
 
     use super::{DLQ_ID_HEADER, Error, REPLAY_ACTOR, republish_rows, supersede_origin};

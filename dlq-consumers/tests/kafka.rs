@@ -13,8 +13,8 @@ use dlq_consumers::kafka::{self, KEY_HEADER, KafkaConsumer, republish};
 use dlq_consumers::{DEDUPE_KEY_HEADER, DLQ_ID_HEADER, RunStats};
 use dlq_core::admin::Admin;
 use dlq_core::{
-    CancellationToken, Context, DeadLetterStore, ListFilter, Retrier, RetrierConfig, State, Status,
-    adapter::DeadReason, adapter::Dispatcher, dead_letter, handlers,
+    CancellationToken, Context, ListFilter, Retrier, RetrierConfig, State, Status, adapter::DeadReason,
+    adapter::Dispatcher, dead_letter, handlers, store::prelude::*,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};

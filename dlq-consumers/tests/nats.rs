@@ -13,8 +13,8 @@ use dlq_consumers::nats::{JetStreamConsumer, republish};
 use dlq_consumers::{Action, DEDUPE_KEY_HEADER, DLQ_ID_HEADER, MAX_REPLAY_KEY_LEN};
 use dlq_core::admin::Admin;
 use dlq_core::{
-    CancellationToken, Context, DeadLetterStore, ListFilter, Retrier, RetrierConfig, Status, adapter::DeadReason,
-    adapter::Dispatched, adapter::Dispatcher, handlers,
+    CancellationToken, Context, ListFilter, Retrier, RetrierConfig, Status, adapter::DeadReason, adapter::Dispatched,
+    adapter::Dispatcher, handlers, store::prelude::*,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use futures_util::StreamExt;

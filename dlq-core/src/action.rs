@@ -19,18 +19,16 @@ pub enum ActionKind {
     /// already discarded is refused.
     Discard,
     /// One RFC 6902 JSON Patch on the payload of each row but `PROCESSING` and `SUCCEEDED`
-    /// ones, the status unchanged ([`DeadLetterStore::patch_rows`]).
+    /// ones, the status unchanged (`OperatorStore::patch_rows`).
     ///
-    /// [`DeadLetterStore::patch_rows`]: crate::DeadLetterStore::patch_rows
     Patch,
 }
 
 // The action's name in the audit log and in `dlq_operations.action`.
 text_forms!(ActionKind { Redrive => "redrive", Discard => "discard", Patch => "patch" });
 
-/// One batch of an operator action, applied by [`DeadLetterStore::apply`] in one transaction.
+/// One batch of an operator action, applied by `OperatorStore::apply` in one transaction.
 ///
-/// [`DeadLetterStore::apply`]: crate::DeadLetterStore::apply
 #[derive(Debug, Clone, PartialEq)]
 pub struct BatchAction {
     /// What to do.
@@ -215,7 +213,7 @@ pub struct Operation {
 }
 
 /// One batch of a stored patch operation, written by
-/// [`DeadLetterStore::patch_rows`](crate::DeadLetterStore::patch_rows) in one transaction
+/// `OperatorStore::patch_rows` in one transaction
 /// with the operation's cursor move.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PatchBatch {
@@ -268,7 +266,7 @@ pub fn patched_by(diff: &serde_json::Value, operation: i64) -> bool {
     diff.get("operation").and_then(serde_json::Value::as_i64) == Some(operation)
 }
 
-/// A payload replacement, audited ([`DeadLetterStore::patch`](crate::DeadLetterStore::patch)).
+/// A payload replacement, audited (`OperatorStore::patch`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PatchRequest {
     /// The row.
@@ -346,7 +344,7 @@ pub struct TableHealth {
     pub last_vacuum: Option<DateTime<Utc>>,
 }
 
-/// What a store's upkeep ([`DeadLetterStore::maintain`]) did.
+/// What a store's upkeep (`OperatorStore::maintain`) did.
 ///
 /// ```
 /// use dlq_core::store::Maintenance;
@@ -356,7 +354,6 @@ pub struct TableHealth {
 /// assert!(!reclaimed(Maintenance::Light));
 /// ```
 ///
-/// [`DeadLetterStore::maintain`]: crate::DeadLetterStore::maintain
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Maintenance {

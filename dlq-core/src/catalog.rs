@@ -4,7 +4,7 @@
 //!
 //! Every [`Retrier`](crate::Retrier) publishes one [`EventTypeInfo`] per registered type when
 //! it starts ([`Registry::catalog`](crate::handlers::Registry::catalog),
-//! [`DeadLetterStore::publish_types`](crate::DeadLetterStore::publish_types)); a process that only dispatches can publish with
+//! `FleetStore::publish_types`); a process that only dispatches can publish with
 //! [`Registry::publish`](crate::handlers::Registry::publish). The store keeps one record per event type,
 //! and the **newest version wins**: during a rolling deploy, a process still on version 1 that
 //! starts after one on version 2 does not overwrite version 2's record (an equal version
@@ -66,7 +66,7 @@ use crate::handler::Registration;
 pub use crate::validate::{SchemaError, validate};
 
 /// What the processes handling one event type publish about it into the store's catalog
-/// ([`DeadLetterStore::publish_types`](crate::DeadLetterStore::publish_types), read back by [`DeadLetterStore::event_types`](crate::DeadLetterStore::event_types)).
+/// (`FleetStore::publish_types`, read back by `FleetStore::event_types`).
 ///
 /// ```
 /// use dlq_core::catalog::EventTypeInfo;
@@ -213,8 +213,8 @@ impl Verdict {
     }
 }
 
-/// The type catalog as read from a store ([`DeadLetterStore::event_types`](crate::DeadLetterStore::event_types)), to judge rows by,
-/// with the schemas each version was published with ([`DeadLetterStore::version_schemas`](crate::DeadLetterStore::version_schemas)).
+/// The type catalog as read from a store (`FleetStore::event_types`), to judge rows by,
+/// with the schemas each version was published with (`FleetStore::version_schemas`).
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     by_type: BTreeMap<String, EventTypeInfo>,
@@ -368,7 +368,7 @@ impl Schemas {
 }
 
 /// Keeps in `catalog` the records of `published` that [replace](EventTypeInfo::replaces) the
-/// stored one of their type (or add a type): what [`DeadLetterStore::publish_types`](crate::DeadLetterStore::publish_types) does, for
+/// stored one of their type (or add a type): what `FleetStore::publish_types` does, for
 /// stores that keep the catalog in memory.
 ///
 /// ```
@@ -392,7 +392,7 @@ pub fn merge(catalog: &mut Vec<EventTypeInfo>, published: Vec<EventTypeInfo>) {
 /// A JSON Schema one version of an event type was published with: the catalog keeps every
 /// schema of a different shape ([`shape_digest`]) a version was published with, so that a
 /// changed event published under an old version (a forgotten `version = N` bump) is seen
-/// before any row is run ([`DeadLetterStore::version_schemas`](crate::DeadLetterStore::version_schemas)). The first published is the
+/// before any row is run (`FleetStore::version_schemas`). The first published is the
 /// version's contract.
 ///
 /// ```
@@ -596,7 +596,7 @@ pub(crate) fn check_versions(
 
 /// Keeps in `stored` the schemas of `published` (records being published): a shape new to its
 /// version is added, a known one is marked published again (time and publisher): what
-/// [`DeadLetterStore::publish_types`](crate::DeadLetterStore::publish_types) does with the versions' schemas, for stores that keep the
+/// `FleetStore::publish_types` does with the versions' schemas, for stores that keep the
 /// catalog in memory.
 ///
 /// ```
@@ -630,7 +630,7 @@ pub fn merge_schemas(stored: &mut Vec<VersionSchema>, published: &[EventTypeInfo
     sort_schemas(stored);
 }
 
-/// Makes `schema` the only one of its version in `stored` ([`DeadLetterStore::accept_schema`](crate::DeadLetterStore::accept_schema)),
+/// Makes `schema` the only one of its version in `stored` (`FleetStore::accept_schema`),
 /// for stores that keep the catalog in memory.
 pub fn accept_schema(stored: &mut Vec<VersionSchema>, schema: VersionSchema) {
     stored.retain(|s| (s.event_type.as_str(), s.version) != (schema.event_type.as_str(), schema.version));
@@ -638,7 +638,7 @@ pub fn accept_schema(stored: &mut Vec<VersionSchema>, schema: VersionSchema) {
     sort_schemas(stored);
 }
 
-/// The order [`DeadLetterStore::version_schemas`](crate::DeadLetterStore::version_schemas) returns: by event type, version, then
+/// The order `FleetStore::version_schemas` returns: by event type, version, then
 /// first publication.
 fn sort_schemas(schemas: &mut [VersionSchema]) {
     schemas.sort_by(|a, b| {

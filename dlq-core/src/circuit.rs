@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::record::{Circuit, CircuitView, StoreId};
-use crate::{DeadLetterStore, Error};
+use crate::{Error, store::prelude::*};
 
 /// The views of every store this process read circuits from, by store and event type.
 type Views = HashMap<StoreId, HashMap<String, CircuitView>>;
@@ -41,7 +41,7 @@ pub fn circuit(event_type: &str) -> CircuitView {
 }
 
 /// What this process knows of `event_type`'s circuit in `store` (the views of the stores
-/// with its [`store_id`](DeadLetterStore::store_id)): what [`circuit()`] reads for the live
+/// with its [`store_id`](crate::store::QueueStore::store_id)): what [`circuit()`] reads for the live
 /// path's store, for any store. Closed when nothing is known.
 ///
 /// ```

@@ -10,7 +10,7 @@ use crate::handler::{Attempt, Context, HandlerOutcome, Invocation, Registration,
 use crate::record::{DeadReason, DlqId, NewDeadLetter, Parked, Payload, SourceMeta};
 use crate::registry::Registry;
 use crate::sealed::KeyRing;
-use crate::store::DeadLetterStore;
+use crate::store::prelude::*;
 
 /// Why an annotated handler returned `Err`: the caller can always tell whether the event is
 /// safe to acknowledge upstream.
@@ -59,7 +59,7 @@ pub enum HandlerError<E> {
         error: E,
     },
     /// The event is over the store's payload limit
-    /// ([`DeadLetterStore::max_payload_bytes`]: [`DEFAULT_MAX_PAYLOAD_BYTES`](crate::store::DEFAULT_MAX_PAYLOAD_BYTES)
+    /// ([`crate::store::QueueStore::max_payload_bytes`]: [`DEFAULT_MAX_PAYLOAD_BYTES`](crate::store::DEFAULT_MAX_PAYLOAD_BYTES)
     /// unless the store says otherwise): a dead row (`too_large`) records the failure with
     /// the payload's first bytes, length and SHA-256, so it is visible, but **the event
     /// itself is not saved**. Acknowledging it upstream loses it: keep it elsewhere first (a
@@ -323,7 +323,7 @@ impl Scope {
     /// [`HandlerError::Fatal`].
     ///
     /// ```
-    /// use dlq_core::{dead_letter, DeadLetterStore, HandlerError, MemoryStore, Scope};
+    /// use dlq_core::{dead_letter, store::prelude::*, HandlerError, MemoryStore, Scope};
     ///
     /// #[dead_letter(event_type = "doc-defer")]
     /// async fn handle(n: u64) -> Result<(), std::io::Error> { Err(std::io::Error::other("ledger down")) }
@@ -427,7 +427,7 @@ async fn once_per_store(store: &dyn DeadLetterStore, what: FirstPark, step: impl
 }
 
 /// The largest payload the live path's store here keeps whole
-/// ([`DeadLetterStore::max_payload_bytes`]); no limit without a store (the park then fails
+/// ([`crate::store::QueueStore::max_payload_bytes`]); no limit without a store (the park then fails
 /// with [`Error::NoStore`], or a deferred letter is cut by the store the caller parks it in).
 pub(crate) fn payload_limit() -> usize {
     current_store().map_or(usize::MAX, |store| store.max_payload_bytes())
@@ -563,7 +563,7 @@ pub enum Dispatched {
         dead_reason: Option<DeadReason>,
     },
     /// The event is over the store's payload limit (the bytes given are longer than
-    /// [`DeadLetterStore::max_payload_bytes`]): a dead row (`too_large`) records the failure
+    /// [`crate::store::QueueStore::max_payload_bytes`]): a dead row (`too_large`) records the failure
     /// with their first bytes, and the length and SHA-256 of the bytes exactly as given, but
     /// the event itself is not saved (see [`HandlerError::TooLarge`]).
     TooLarge {
@@ -648,7 +648,7 @@ impl Dispatcher {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use dlq_core::{adapter::Dispatcher, DeadLetterStore, MemoryStore};
+    /// use dlq_core::{adapter::Dispatcher, store::prelude::*, MemoryStore};
     ///
     /// let store: Arc<dyn DeadLetterStore> = Arc::new(MemoryStore::new());
     /// let dispatcher = Dispatcher::new(store.clone(), dlq_core::handlers::Registry::from_registrations([])?);
@@ -830,70 +830,75 @@ mod tests {
         Box::pin(async { Err(Error::store(std::io::Error::other("connection refused"))) })
     }
 
-    impl DeadLetterStore for DownStore {
+    impl QueueStore for DownStore {
         fn park(&self, _: NewDeadLetter) -> BoxFuture<'_, StoreResult<Parked>> {
             down()
         }
+
         fn park_many(&self, _: Vec<NewDeadLetter>) -> BoxFuture<'_, StoreResult<Vec<Parked>>> {
             down()
         }
+
         fn claim(&self, _: ClaimRequest) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
             down()
         }
+
         fn settle(&self, _: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>> {
             down()
         }
+
         fn get(&self, _: DlqId) -> BoxFuture<'_, StoreResult<Option<crate::DeadLetter>>> {
             down()
         }
+
+        fn capped_claims(&self) -> Option<&dyn CappedClaimStore> {
+            None
+        }
+    }
+
+    impl ReadStore for DownStore {
         fn list(&self, _: ListFilter) -> BoxFuture<'_, StoreResult<Vec<crate::DeadLetter>>> {
             down()
         }
+
         fn stats(&self) -> BoxFuture<'_, StoreResult<Vec<crate::admin::StatsRow>>> {
             down()
         }
+
         fn groups(&self, _: ListFilter) -> BoxFuture<'_, StoreResult<Vec<crate::admin::FailureGroup>>> {
             down()
         }
+
         fn attempts(&self, _: DlqId) -> BoxFuture<'_, StoreResult<Vec<crate::admin::AttemptRecord>>> {
             down()
         }
+
         fn audit(&self, _: DlqId) -> BoxFuture<'_, StoreResult<Vec<crate::admin::AuditEntry>>> {
             down()
         }
-        fn apply(&self, _: crate::store::BatchAction) -> BoxFuture<'_, StoreResult<crate::store::BatchReport>> {
-            down()
-        }
-        fn patch(&self, _: crate::store::PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
-            down()
-        }
-        fn patch_rows(&self, _: crate::store::PatchBatch) -> BoxFuture<'_, StoreResult<crate::store::BatchReport>> {
-            down()
-        }
-        fn upgrade(&self, _: crate::store::VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
-            down()
-        }
-        fn erase(&self, _: crate::store::EraseRequest) -> BoxFuture<'_, StoreResult<crate::store::Erasure>> {
-            down()
-        }
-        fn erasures(&self, _: usize) -> BoxFuture<'_, StoreResult<Vec<crate::store::Erasure>>> {
-            down()
-        }
-        fn subject_key_check(&self, _: crate::store::KeyCheck) -> BoxFuture<'_, StoreResult<crate::store::KeyCheck>> {
-            down()
-        }
-        fn count_subject(&self, _: crate::store::SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
-            down()
-        }
-        fn version_schemas(&self) -> BoxFuture<'_, StoreResult<Vec<crate::catalog::VersionSchema>>> {
-            down()
-        }
-        fn accept_schema(&self, _: crate::catalog::VersionSchema) -> BoxFuture<'_, StoreResult<()>> {
-            down()
-        }
+
         fn audit_entry(&self, _: i64) -> BoxFuture<'_, StoreResult<Option<crate::admin::AuditEntry>>> {
             down()
         }
+    }
+
+    impl OperatorStore for DownStore {
+        fn apply(&self, _: crate::store::BatchAction) -> BoxFuture<'_, StoreResult<crate::store::BatchReport>> {
+            down()
+        }
+
+        fn patch(&self, _: crate::store::PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
+            down()
+        }
+
+        fn patch_rows(&self, _: crate::store::PatchBatch) -> BoxFuture<'_, StoreResult<crate::store::BatchReport>> {
+            down()
+        }
+
+        fn upgrade(&self, _: crate::store::VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
+            down()
+        }
+
         fn create_operation(
             &self,
             _: crate::store::ActionKind,
@@ -902,28 +907,93 @@ mod tests {
         ) -> BoxFuture<'_, StoreResult<crate::store::Operation>> {
             down()
         }
+
         fn operation(&self, _: i64) -> BoxFuture<'_, StoreResult<Option<crate::store::Operation>>> {
             down()
         }
+
         fn set_operation_state(&self, _: i64, _: crate::store::OperationState) -> BoxFuture<'_, StoreResult<()>> {
             down()
         }
+
         fn purge(&self, _: Duration) -> BoxFuture<'_, StoreResult<u64>> {
             down()
         }
+    }
+
+    impl FleetStore for DownStore {
+        fn circuits(&self) -> BoxFuture<'_, StoreResult<crate::store::Circuits>> {
+            down()
+        }
+        fn write_circuit(
+            &self,
+            _: crate::store::CircuitWrite,
+        ) -> BoxFuture<'_, StoreResult<Option<crate::store::Circuit>>> {
+            down()
+        }
+        fn circuit_log(
+            &self,
+            _: Option<String>,
+            _: usize,
+        ) -> BoxFuture<'_, StoreResult<Vec<crate::store::CircuitLogEntry>>> {
+            down()
+        }
+        fn version_schemas(&self) -> BoxFuture<'_, StoreResult<Vec<crate::catalog::VersionSchema>>> {
+            down()
+        }
+
+        fn accept_schema(&self, _: crate::catalog::VersionSchema) -> BoxFuture<'_, StoreResult<()>> {
+            down()
+        }
+
         fn heartbeat(&self, _: &crate::admin::RetrierHeartbeat, _: Duration) -> BoxFuture<'_, StoreResult<()>> {
             down()
         }
+
         fn remove_heartbeat(&self, _: &str) -> BoxFuture<'_, StoreResult<()>> {
             down()
         }
+
         fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<crate::admin::RetrierHeartbeat>>> {
             down()
         }
+
         fn publish_types(&self, _: Vec<crate::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
             down()
         }
+
         fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<crate::catalog::EventTypeInfo>>> {
+            down()
+        }
+
+        fn singleton(&self) -> Option<&dyn SingletonStore> {
+            None
+        }
+    }
+
+    impl PrivacyStore for DownStore {
+        fn mark_unreadable(&self, _: Vec<crate::store::Lease>) -> BoxFuture<'_, StoreResult<()>> {
+            down()
+        }
+        fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
+            down()
+        }
+        fn reveal(&self, _: DlqId, _: crate::store::AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
+            down()
+        }
+        fn erase(&self, _: crate::store::EraseRequest) -> BoxFuture<'_, StoreResult<crate::store::Erasure>> {
+            down()
+        }
+
+        fn erasures(&self, _: usize) -> BoxFuture<'_, StoreResult<Vec<crate::store::Erasure>>> {
+            down()
+        }
+
+        fn subject_key_check(&self, _: crate::store::KeyCheck) -> BoxFuture<'_, StoreResult<crate::store::KeyCheck>> {
+            down()
+        }
+
+        fn count_subject(&self, _: crate::store::SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
             down()
         }
     }

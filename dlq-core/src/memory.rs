@@ -20,8 +20,8 @@ use crate::record::{
     DlqId, FailureGroup, ListFilter, NewDeadLetter, Order, Parked, SettleReport, Settlement, StatsRow, Status,
 };
 use crate::store::{
-    BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits, DeadLetterStore, EraseRequest, Erasure, SingletonLock,
-    StoreId, StoreResult, SubjectHash, VersionUpgrade, WorkSignal, WorkTicket,
+    BoxFuture, Circuit, CircuitLogEntry, CircuitWrite, Circuits, EraseRequest, Erasure, SingletonLock, StoreId,
+    StoreResult, SubjectHash, VersionUpgrade, WorkSignal, WorkTicket, prelude::*,
 };
 
 /// A [`DeadLetterStore`] in process memory, with the same semantics as the SQL stores:
@@ -32,7 +32,7 @@ use crate::store::{
 /// tokio's, so tests with a paused clock (`tokio::time::pause`) control when rows fall due.
 ///
 /// ```
-/// use dlq_core::{dead_letter, with_store, DeadLetterStore, ListFilter, MemoryStore, Status};
+/// use dlq_core::{dead_letter, with_store, store::prelude::*, ListFilter, MemoryStore, Status};
 /// use std::sync::Arc;
 ///
 /// #[dead_letter(event_type = "doc-memory", max_retries = 5)]
@@ -510,36 +510,7 @@ impl SingletonLock for MemoryLock {
     }
 }
 
-impl DeadLetterStore for MemoryStore {
-    fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>> {
-        let at = now();
-        let mut inner = self.lock();
-        let started_at = inner.retriers.get(&beat.owner).map_or(beat.started_at, |b| b.started_at);
-        inner.retriers.insert(beat.owner.clone(), RetrierHeartbeat { started_at, last_seen: at, ..beat.clone() });
-        let horizon = at - chrono::Duration::from_std(expire_after).unwrap_or(chrono::TimeDelta::MAX);
-        inner.retriers.retain(|_, b| b.last_seen >= horizon);
-        ready(Ok(()))
-    }
-
-    fn remove_heartbeat(&self, owner: &str) -> BoxFuture<'_, StoreResult<()>> {
-        self.lock().retriers.remove(owner);
-        ready(Ok(()))
-    }
-
-    fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<RetrierHeartbeat>>> {
-        let mut all: Vec<_> = self.lock().retriers.values().cloned().collect();
-        all.sort_by_key(|b| b.started_at);
-        ready(Ok(all))
-    }
-
-    /// One retrier at a time among those sharing this `MemoryStore` (and its clones).
-    fn try_lock_singleton(&self) -> BoxFuture<'_, StoreResult<Option<Box<dyn SingletonLock>>>> {
-        let flag = &self.inner.singleton;
-        let won = flag.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_ok();
-        let lock: Option<Box<dyn SingletonLock>> = won.then(|| Box::new(MemoryLock(Arc::clone(flag))) as _);
-        ready(Ok(lock))
-    }
-
+impl QueueStore for MemoryStore {
     fn park(&self, letter: NewDeadLetter) -> BoxFuture<'_, StoreResult<Parked>> {
         let parked = self.park_sync(vec![letter]).remove(0);
         ready(Ok(parked))
@@ -551,39 +522,6 @@ impl DeadLetterStore for MemoryStore {
 
     fn claim(&self, request: ClaimRequest) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
         ready(Ok(self.lock().claim(&request, now())))
-    }
-
-    /// Counts, claims and records under the store's lock.
-    fn claim_capped(&self, mut request: ClaimRequest, cap: ClaimCap) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
-        let at = now();
-        let mut inner = self.lock();
-        let Some(event_type) = request.event_types.first().cloned() else { return ready(Ok(Vec::new())) };
-        let in_flight = inner
-            .rows
-            .values()
-            .filter(|r| r.letter.event_type == event_type && r.letter.status == Status::Processing)
-            .filter(|r| r.letter.lease_until.is_some_and(|u| u > at))
-            .count();
-        let mut starts = inner.starts.remove(&event_type).unwrap_or_default();
-        if let Some(window) = cap.window() {
-            let since = earlier(at, window);
-            while starts.front().is_some_and(|(t, _)| *t <= since) {
-                starts.pop_front();
-            }
-        }
-        let started: usize = starts.iter().map(|(_, n)| n).sum();
-        request.event_types.truncate(1);
-        request.limit = cap.allows(request.limit, in_flight, started as u64);
-        let claimed = if request.limit == 0 { Vec::new() } else { inner.claim(&request, at) };
-        if cap.starts.is_some() && !claimed.is_empty() {
-            starts.push_back((at, claimed.len()));
-        }
-        inner.starts.insert(event_type, starts);
-        ready(Ok(claimed))
-    }
-
-    fn supports_claim_capped(&self) -> bool {
-        true
     }
 
     fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>> {
@@ -619,6 +557,16 @@ impl DeadLetterStore for MemoryStore {
         ready(Ok(self.get_now(id)))
     }
 
+    fn store_id(&self) -> StoreId {
+        self.inner.id.clone()
+    }
+
+    fn capped_claims(&self) -> Option<&dyn CappedClaimStore> {
+        Some(self)
+    }
+}
+
+impl ReadStore for MemoryStore {
     fn list(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<Vec<DeadLetter>>> {
         let inner = self.lock();
         let rows = inner.matching(&filter).into_iter().take(filter.limit).map(|id| inner.rows[&id].letter.clone());
@@ -692,53 +640,23 @@ impl DeadLetterStore for MemoryStore {
         ready(Ok(all))
     }
 
-    fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
-        ready(self.lock().patch(request))
-    }
-
-    fn mark_unreadable(&self, leases: Vec<crate::store::Lease>) -> BoxFuture<'_, StoreResult<()>> {
-        let mut inner = self.lock();
-        for lease in leases {
-            if let Some(row) = inner.rows.get_mut(&lease.id)
-                && row.letter.status == Status::Processing
-                && row.token == Some(lease.token)
-            {
-                row.unreadable = Some(lease.token);
-            }
-        }
-        ready(Ok(()))
-    }
-
-    fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
-        let inner = self.lock();
-        let unreadable = inner
-            .rows
-            .values()
-            .filter(|r| r.letter.status == Status::Processing && r.unreadable.is_some() && r.unreadable == r.token);
-        ready(Ok(unreadable.count() as u64))
-    }
-
-    fn reveal(&self, id: DlqId, note: AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
-        let mut inner = self.lock();
-        let found = inner.rows.contains_key(&id);
-        ready(if found {
-            Ok(inner.record(id, "reveal", &note, serde_json::json!({}), now()))
-        } else {
-            Err(Error::NotFound(id))
-        })
-    }
-
     fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {
         let found = self.lock().matching(&filter).len().min(filter.limit);
         ready(Ok(found as u64))
     }
 
-    fn upgrade(&self, upgrade: VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
-        ready(self.lock().upgrade(upgrade))
-    }
-
     fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
         ready(Ok(self.lock().audit.iter().find(|a| a.id == id).cloned()))
+    }
+}
+
+impl OperatorStore for MemoryStore {
+    fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
+        ready(self.lock().patch(request))
+    }
+
+    fn upgrade(&self, upgrade: VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
+        ready(self.lock().upgrade(upgrade))
     }
 
     fn patch_rows(&self, batch: PatchBatch) -> BoxFuture<'_, StoreResult<BatchReport>> {
@@ -788,8 +706,42 @@ impl DeadLetterStore for MemoryStore {
         ready(result)
     }
 
-    fn store_id(&self) -> StoreId {
-        self.inner.id.clone()
+    fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
+        let cutoff = chrono::Duration::from_std(older_than)
+            .ok()
+            .and_then(|age| now().checked_sub_signed(age))
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let mut inner = self.lock();
+        let before = inner.rows.len();
+        inner.rows.retain(|_, r| {
+            !(matches!(r.letter.status, Status::Succeeded | Status::Discarded) && r.letter.updated_at < cutoff)
+        });
+        let purged = (before - inner.rows.len()) as u64;
+        inner.forget_removed();
+        ready(Ok(purged))
+    }
+}
+
+impl FleetStore for MemoryStore {
+    fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>> {
+        let at = now();
+        let mut inner = self.lock();
+        let started_at = inner.retriers.get(&beat.owner).map_or(beat.started_at, |b| b.started_at);
+        inner.retriers.insert(beat.owner.clone(), RetrierHeartbeat { started_at, last_seen: at, ..beat.clone() });
+        let horizon = at - chrono::Duration::from_std(expire_after).unwrap_or(chrono::TimeDelta::MAX);
+        inner.retriers.retain(|_, b| b.last_seen >= horizon);
+        ready(Ok(()))
+    }
+
+    fn remove_heartbeat(&self, owner: &str) -> BoxFuture<'_, StoreResult<()>> {
+        self.lock().retriers.remove(owner);
+        ready(Ok(()))
+    }
+
+    fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<RetrierHeartbeat>>> {
+        let mut all: Vec<_> = self.lock().retriers.values().cloned().collect();
+        all.sort_by_key(|b| b.started_at);
+        ready(Ok(all))
     }
 
     fn circuits(&self) -> BoxFuture<'_, StoreResult<Circuits>> {
@@ -818,25 +770,6 @@ impl DeadLetterStore for MemoryStore {
         ready(Ok(inner.circuit_log.iter().rev().filter(wanted).take(limit).cloned().collect()))
     }
 
-    fn erase(&self, request: EraseRequest) -> BoxFuture<'_, StoreResult<Erasure>> {
-        ready(Ok(self.lock().erase(request, now())))
-    }
-
-    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>> {
-        ready(Ok(self.lock().erasures.iter().rev().take(limit).cloned().collect()))
-    }
-
-    fn subject_key_check(
-        &self,
-        check: crate::subject::KeyCheck,
-    ) -> BoxFuture<'_, StoreResult<crate::subject::KeyCheck>> {
-        ready(Ok(self.lock().key_check.get_or_insert(check).clone()))
-    }
-
-    fn count_subject(&self, subject: SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
-        ready(Ok(self.lock().rows.values().filter(|r| r.subject.as_ref() == Some(&subject)).count() as u64))
-    }
-
     fn publish_types(&self, types: Vec<crate::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
         let mut inner = self.lock();
         crate::catalog::merge_schemas(&mut inner.schemas, &types);
@@ -857,19 +790,102 @@ impl DeadLetterStore for MemoryStore {
         ready(Ok(self.lock().catalog.clone()))
     }
 
-    fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
-        let cutoff = chrono::Duration::from_std(older_than)
-            .ok()
-            .and_then(|age| now().checked_sub_signed(age))
-            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    fn singleton(&self) -> Option<&dyn SingletonStore> {
+        Some(self)
+    }
+}
+
+impl PrivacyStore for MemoryStore {
+    fn mark_unreadable(&self, leases: Vec<crate::store::Lease>) -> BoxFuture<'_, StoreResult<()>> {
         let mut inner = self.lock();
-        let before = inner.rows.len();
-        inner.rows.retain(|_, r| {
-            !(matches!(r.letter.status, Status::Succeeded | Status::Discarded) && r.letter.updated_at < cutoff)
-        });
-        let purged = (before - inner.rows.len()) as u64;
-        inner.forget_removed();
-        ready(Ok(purged))
+        for lease in leases {
+            if let Some(row) = inner.rows.get_mut(&lease.id)
+                && row.letter.status == Status::Processing
+                && row.token == Some(lease.token)
+            {
+                row.unreadable = Some(lease.token);
+            }
+        }
+        ready(Ok(()))
+    }
+
+    fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
+        let inner = self.lock();
+        let unreadable = inner
+            .rows
+            .values()
+            .filter(|r| r.letter.status == Status::Processing && r.unreadable.is_some() && r.unreadable == r.token);
+        ready(Ok(unreadable.count() as u64))
+    }
+
+    fn reveal(&self, id: DlqId, note: AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
+        let mut inner = self.lock();
+        let found = inner.rows.contains_key(&id);
+        ready(if found {
+            Ok(inner.record(id, "reveal", &note, serde_json::json!({}), now()))
+        } else {
+            Err(Error::NotFound(id))
+        })
+    }
+
+    fn erase(&self, request: EraseRequest) -> BoxFuture<'_, StoreResult<Erasure>> {
+        ready(Ok(self.lock().erase(request, now())))
+    }
+
+    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>> {
+        ready(Ok(self.lock().erasures.iter().rev().take(limit).cloned().collect()))
+    }
+
+    fn subject_key_check(
+        &self,
+        check: crate::subject::KeyCheck,
+    ) -> BoxFuture<'_, StoreResult<crate::subject::KeyCheck>> {
+        ready(Ok(self.lock().key_check.get_or_insert(check).clone()))
+    }
+
+    fn count_subject(&self, subject: SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
+        ready(Ok(self.lock().rows.values().filter(|r| r.subject.as_ref() == Some(&subject)).count() as u64))
+    }
+}
+
+impl SingletonStore for MemoryStore {
+    /// One retrier at a time among those sharing this `MemoryStore` (and its clones).
+    fn try_lock_singleton(&self) -> BoxFuture<'_, StoreResult<Option<Box<dyn SingletonLock>>>> {
+        let flag = &self.inner.singleton;
+        let won = flag.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_ok();
+        let lock: Option<Box<dyn SingletonLock>> = won.then(|| Box::new(MemoryLock(Arc::clone(flag))) as _);
+        ready(Ok(lock))
+    }
+}
+
+impl CappedClaimStore for MemoryStore {
+    /// Counts, claims and records under the store's lock.
+    fn claim_capped(&self, mut request: ClaimRequest, cap: ClaimCap) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
+        let at = now();
+        let mut inner = self.lock();
+        let Some(event_type) = request.event_types.first().cloned() else { return ready(Ok(Vec::new())) };
+        let in_flight = inner
+            .rows
+            .values()
+            .filter(|r| r.letter.event_type == event_type && r.letter.status == Status::Processing)
+            .filter(|r| r.letter.lease_until.is_some_and(|u| u > at))
+            .count();
+        let mut starts = inner.starts.remove(&event_type).unwrap_or_default();
+        if let Some(window) = cap.window() {
+            let since = earlier(at, window);
+            while starts.front().is_some_and(|(t, _)| *t <= since) {
+                starts.pop_front();
+            }
+        }
+        let started: usize = starts.iter().map(|(_, n)| n).sum();
+        request.event_types.truncate(1);
+        request.limit = cap.allows(request.limit, in_flight, started as u64);
+        let claimed = if request.limit == 0 { Vec::new() } else { inner.claim(&request, at) };
+        if cap.starts.is_some() && !claimed.is_empty() {
+            starts.push_back((at, claimed.len()));
+        }
+        inner.starts.insert(event_type, starts);
+        ready(Ok(claimed))
     }
 }
 

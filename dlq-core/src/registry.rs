@@ -147,7 +147,7 @@ impl Registry {
     /// The store's.
     ///
     /// ```
-    /// use dlq_core::{DeadLetterStore, MemoryStore};
+    /// use dlq_core::{store::prelude::*, MemoryStore};
     ///
     /// #[dlq_core::dead_letter(event_type = "doc-publish")]
     /// async fn handle(n: u64) -> Result<(), std::io::Error> { Ok(()) }

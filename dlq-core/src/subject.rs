@@ -22,7 +22,7 @@
 //!   ([`at_pointer`]: `42`, `4.5`; `42` and `42.0` are two subjects).
 //! - The stored hash: HMAC-SHA256(key, subject) in 64 lowercase hex digits ([`SubjectHash`]).
 //! - The key's check value: HMAC-SHA256(key, [`CHECK_LABEL`]) likewise ([`SubjectKey::check`]).
-//!   The store keeps the first one ([`DeadLetterStore::subject_key_check`](crate::DeadLetterStore::subject_key_check)),
+//!   The store keeps the first one (`PrivacyStore::subject_key_check`),
 //!   and an erasure with a key whose check value differs is refused ([`check_key`]) before
 //!   anything is deleted or recorded.
 //!
@@ -141,11 +141,10 @@ impl SubjectKey {
     }
 
     /// The key's check value: its HMAC-SHA256 of [`CHECK_LABEL`], in hex. A store keeps the
-    /// first one it is given ([`DeadLetterStore::subject_key_check`]), so that an erasure
+    /// first one it is given (`PrivacyStore::subject_key_check`), so that an erasure
     /// with another key is refused instead of finding no rows. It tells keys apart without
     /// revealing them (finding the key from it is as hard as from any HMAC output).
     ///
-    /// [`DeadLetterStore::subject_key_check`]: crate::DeadLetterStore::subject_key_check
     ///
     /// ```
     /// use dlq_core::subject::SubjectKey;
@@ -183,7 +182,7 @@ impl KeyCheck {
     }
 }
 
-/// `Ok` when `stored`, the check value a store keeps (what `DeadLetterStore::subject_key_check`
+/// `Ok` when `stored`, the check value a store keeps (what `PrivacyStore::subject_key_check`
 /// answers when given `key`'s, storing it when the store has none yet, as the first key to hash
 /// a subject), is `key`'s.
 ///
@@ -350,7 +349,7 @@ pub(crate) fn stamp_pointer(event_type: &str, payload: &crate::Payload, pointer:
 }
 
 /// For store implementers: what `Admin::erase` asks of
-/// [`DeadLetterStore::erase`](crate::DeadLetterStore::erase).
+/// `PrivacyStore::erase`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct EraseRequest {

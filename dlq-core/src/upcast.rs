@@ -102,7 +102,7 @@ pub fn unchanged(value: Value) -> Result<Value, UpcastError> {
 
 /// A row's payload rewritten in a newer version of its event's contract: after a retry
 /// succeeded on the upcast payload, or by `dlq upgrade`
-/// ([`DeadLetterStore::upgrade`](crate::DeadLetterStore::upgrade)).
+/// (`OperatorStore::upgrade`).
 ///
 /// ```
 /// use dlq_core::{Payload, store::{AuditNote, VersionUpgrade}};

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use dlq_core::testing::Harness;
 use dlq_core::{
-    DeadLetterStore, ErrorClass, Payload, classify::FailureInfo, dead_letter, handlers, store::NewDeadLetter,
+    ErrorClass, Payload, classify::FailureInfo, dead_letter, handlers, store::NewDeadLetter, store::prelude::*,
 };
 
 #[dead_letter(event_type = "harness-down", backoff = "none", max_retries = 10)]

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use dlq_core::store::ClaimRequest;
-use dlq_core::{DeadLetterStore, ErrorClass, MemoryStore, Payload, classify::FailureInfo, store::NewDeadLetter};
+use dlq_core::{ErrorClass, MemoryStore, Payload, classify::FailureInfo, store::NewDeadLetter, store::prelude::*};
 
 #[test]
 fn a_clock_paused_before_the_stores_origin_still_brings_rows_due() {

@@ -17,7 +17,7 @@ async fn post(amount: u64, _ledger: State<Ledger>) -> Result<(), std::io::Error>
 }
 
 async fn parked_row(store: &MemoryStore) -> dlq_core::DlqId {
-    use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo};
+    use dlq_core::{ErrorClass, classify::FailureInfo, store::prelude::*};
     let failure = FailureInfo::new(ErrorClass::Transient, "io", "ledger down".into(), vec![], None);
     let letter =
         NewDeadLetter::new("missing-state-post", Payload::Json(5.into()), failure).retry(Default::default(), 3);

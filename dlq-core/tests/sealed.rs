@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use dlq_core::sealed::{self, KeyRing, SealError};
 use dlq_core::{
-    DeadLetterStore, Error, HandlerError, MemoryStore, Retrier, Scope, Status, adapter::Dispatched,
-    adapter::Dispatcher, dead_letter, handlers, handlers::Attempt,
+    Error, HandlerError, MemoryStore, Retrier, Scope, Status, adapter::Dispatched, adapter::Dispatcher, dead_letter,
+    handlers, handlers::Attempt, store::prelude::*,
 };
 use serde::{Deserialize, Serialize};
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use dlq_core::admin::Admin;
 use dlq_core::subject::{Count, SubjectKey, install_key};
 use dlq_core::{
-    DeadLetterStore, MemoryStore, Scope, adapter::Dispatcher, adapter::SourceMeta, dead_letter, handlers, with_store,
+    MemoryStore, Scope, adapter::Dispatcher, adapter::SourceMeta, dead_letter, handlers, store::prelude::*, with_store,
 };
 use serde_json::{Value, json};
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use dlq_core::{
-    DeadLetterStore, HandlerError, MemoryStore, Payload, Status, adapter::DeadReason, dead_letter, with_store,
+    HandlerError, MemoryStore, Payload, Status, adapter::DeadReason, dead_letter, store::prelude::*, with_store,
 };
 use serde::{Deserialize, Serialize};
 use sha2::Digest;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use dlq_core::catalog::{Catalog, EventTypeInfo};
 use dlq_core::schemars::JsonSchema;
-use dlq_core::{DeadLetterStore, Error, MemoryStore, Retrier, Status, dead_letter, handlers};
+use dlq_core::{Error, MemoryStore, Retrier, Status, dead_letter, handlers, store::prelude::*};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, JsonSchema)]

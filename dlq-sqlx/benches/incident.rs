@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dlq_core::store::{ClaimRequest, NewDeadLetter, Settlement};
-use dlq_core::{CancellationToken, DeadLetterStore, Retrier, dead_letter, handlers};
+use dlq_core::{CancellationToken, Retrier, dead_letter, handlers, store::prelude::*};
 use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::{Connection, PgConnection, PgPool};
 

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use dlq_core::store::Settlement;
 use dlq_core::{
-    CancellationToken, DeadLetterStore, Retrier, RetrierConfig, dead_letter, handlers, handlers::Attempt,
-    handlers::Registry,
+    CancellationToken, Retrier, RetrierConfig, dead_letter, handlers, handlers::Attempt, handlers::Registry,
+    store::prelude::*,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::postgres::PgPoolOptions;
@@ -411,7 +411,7 @@ async fn claim_latency(pool: &PgPool, store: &PgStore, size: usize) -> Result<(D
 
 /// The same right after `size - 10 000` rows went from PENDING to SUCCEEDED in one burst,
 /// before any vacuum (the hot index still holds every completed row as a dead entry), and
-/// again once a retrier's upkeep (`DeadLetterStore::maintain`, every heartbeat, with the
+/// again once a retrier's upkeep (`OperatorStore::maintain`, every heartbeat, with the
 /// default `PgConfig::vacuum_dead_tuples`) has vacuumed it: no manual VACUUM, and no
 /// autovacuum (off on this machine's PostgreSQL).
 async fn claim_latency_after_completions(

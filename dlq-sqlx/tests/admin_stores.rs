@@ -10,8 +10,8 @@ use std::sync::Arc;
 use dlq_core::admin::{Admin, BulkPlan, Pacing};
 use dlq_core::store::{ClaimRequest, OperationState, PatchRequest, Refused, Settlement};
 use dlq_core::{
-    DeadLetterStore, DlqId, Error, ErrorClass, ListFilter, MemoryStore, Payload, Status, adapter::DeadReason,
-    classify::FailureInfo, store::NewDeadLetter,
+    DlqId, Error, ErrorClass, ListFilter, MemoryStore, Payload, Status, adapter::DeadReason, classify::FailureInfo,
+    store::NewDeadLetter, store::prelude::*,
 };
 
 type Store = Arc<dyn DeadLetterStore>;

@@ -1,4 +1,4 @@
-//! What this process knows of circuits is kept per store (`DeadLetterStore::store_id`): two
+//! What this process knows of circuits is kept per store (`QueueStore::store_id`): two
 //! stores on the same circuits (one PostgreSQL schema, one SQLite file) share it, stores on
 //! different ones (another schema, another file, in memory) never do, whatever the event type.
 
@@ -7,7 +7,7 @@ mod pg_support;
 use std::sync::Arc;
 
 use dlq_core::admin::Admin;
-use dlq_core::{DeadLetterStore, adapter::circuit_of, adapter::refresh_circuits};
+use dlq_core::{adapter::circuit_of, adapter::refresh_circuits, store::prelude::*};
 use dlq_sqlx::{PgConfig, SqliteStore};
 use pg_support::*;
 use sqlx::PgPool;

@@ -6,4 +6,4 @@ async fn memory_store() -> MemoryStore {
     MemoryStore::new()
 }
 
-dlq_core::store_conformance_tests!(memory_store);
+dlq_core::store_conformance_tests!([queue, reads, operator, fleet, privacy, singleton, capped_claims] memory_store);

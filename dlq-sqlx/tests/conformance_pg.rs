@@ -6,6 +6,7 @@ use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::PgPool;
 
 dlq_core::store_conformance_tests! {
+    [queue, reads, operator, fleet, privacy, singleton, capped_claims]
     #[sqlx::test(migrations = false)]
     async fn pg_store(pool: PgPool) -> PgStore {
         let config = PgConfig::default().max_payload_bytes(8 << 20);
@@ -19,6 +20,7 @@ mod durable_outcomes {
     use super::*;
 
     dlq_core::store_conformance_tests! {
+        [queue, reads, operator, fleet, privacy, singleton, capped_claims]
         #[sqlx::test(migrations = false)]
         async fn pg_store(pool: PgPool) -> PgStore {
             let config = PgConfig::default().max_payload_bytes(8 << 20).durable_outcomes(true);

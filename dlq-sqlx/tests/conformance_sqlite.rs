@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use dlq_core::DeadLetterStore;
+use dlq_core::store::prelude::*;
 use dlq_core::testing::{Fixture, conformance};
 use dlq_sqlx::SqliteStore;
 
@@ -65,13 +65,14 @@ async fn sqlite_store() -> SqliteFixture {
     SqliteFixture { store: db.store().await, _db: db }
 }
 
-dlq_core::store_conformance_tests!(sqlite_store);
+// SQLite has no session-scoped lock: no `singleton` part.
+dlq_core::store_conformance_tests!([queue, reads, operator, fleet, privacy, capped_claims] sqlite_store);
 
 #[tokio::test]
 async fn in_memory_store_passes_a_round_trip() {
     let store = SqliteStore::in_memory().await.expect("in-memory store");
-    conformance::park_and_get(&store).await;
-    conformance::settle_retry_not_due_until_delay(&store).await;
+    conformance::queue::park_and_get(&store).await;
+    conformance::queue::settle_retry_not_due_until_delay(&store).await;
 }
 
 #[tokio::test]
@@ -81,7 +82,7 @@ async fn connect_url_creates_the_file_in_wal_mode_and_reopens_it() {
     let store = SqliteStore::connect(&url).await.expect("connect");
     let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode").fetch_one(store.pool()).await.expect("pragma");
     assert_eq!(mode, "wal");
-    conformance::park_many_keeps_order(&store).await;
+    conformance::queue::park_many_keeps_order(&store).await;
     store.pool().close().await;
     let reopened = SqliteStore::connect(&url).await.expect("reconnect; migrations already applied");
     assert_eq!(reopened.list(dlq_core::ListFilter::default()).await.expect("list").len(), 5, "rows survive");
@@ -110,7 +111,7 @@ async fn open_default_child() {
         return;
     }
     let store = SqliteStore::open_default().await.expect("open_default");
-    conformance::park_and_get(&store).await;
+    conformance::queue::park_and_get(&store).await;
     store.pool().close().await;
 }
 

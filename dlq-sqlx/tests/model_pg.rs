@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use dlq_core::store::{ActionKind, BatchAction, BatchReport, ClaimRequest, Claimed, Lease, Refused, Settlement};
 use dlq_core::{
-    DeadLetterStore, DlqId, ErrorClass, ListFilter, MemoryStore, Payload, Status, adapter::DeadReason,
-    classify::FailureInfo, store::AuditNote, store::NewDeadLetter,
+    DlqId, ErrorClass, ListFilter, MemoryStore, Payload, Status, adapter::DeadReason, classify::FailureInfo,
+    store::AuditNote, store::NewDeadLetter, store::prelude::*,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use proptest::prelude::*;

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use dlq_core::store::Settlement;
 use dlq_core::{
-    DeadLetterStore, ErrorClass, HandlerError, ListFilter, Payload, Scope, Status, adapter::DeadReason,
-    adapter::Dispatched, adapter::Dispatcher, adapter::SourceMeta, classify::FailureInfo, dead_letter, handlers,
-    handlers::Registry, store::NewDeadLetter,
+    ErrorClass, HandlerError, ListFilter, Payload, Scope, Status, adapter::DeadReason, adapter::Dispatched,
+    adapter::Dispatcher, adapter::SourceMeta, classify::FailureInfo, dead_letter, handlers, handlers::Registry,
+    store::NewDeadLetter, store::prelude::*,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use pg_support::*;

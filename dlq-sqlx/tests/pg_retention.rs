@@ -6,7 +6,7 @@ mod pg_support;
 use std::time::Duration;
 
 use dlq_core::store::{Maintenance, Settlement};
-use dlq_core::{DeadLetterStore, ListFilter, Status, adapter::DeadReason};
+use dlq_core::{ListFilter, Status, adapter::DeadReason, store::prelude::*};
 use dlq_sqlx::postgres::{Overflow, PgConfig};
 use pg_support::*;
 use sqlx::PgPool;

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use dlq_core::{
-    CancellationToken, DeadLetterStore, ListFilter, Payload, Retrier, RetrierConfig, Status, adapter::DeadReason,
-    dead_letter, handlers, handlers::Registry, retry::RetrierStats, store::NewDeadLetter,
+    CancellationToken, ListFilter, Payload, Retrier, RetrierConfig, Status, adapter::DeadReason, dead_letter, handlers,
+    handlers::Registry, retry::RetrierStats, store::NewDeadLetter, store::prelude::*,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use pg_support::*;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use dlq_core::store::{ActionKind, Claimed, Maintenance, Refused, Settlement};
 use dlq_core::{
-    DeadLetterStore, ErrorClass, ListFilter, Payload, Status, adapter::DeadReason, adapter::SourceMeta,
-    classify::FailureInfo, store::NewDeadLetter,
+    ErrorClass, ListFilter, Payload, Status, adapter::DeadReason, adapter::SourceMeta, classify::FailureInfo,
+    store::NewDeadLetter, store::prelude::*,
 };
 use pg_support::*;
 use sqlx::PgPool;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use dlq_core::admin::Admin;
 use dlq_core::sealed::KeyRing;
-use dlq_core::{DeadLetterStore, HandlerError, Retrier, Scope, Status, dead_letter, handlers, handlers::Attempt};
+use dlq_core::{HandlerError, Retrier, Scope, Status, dead_letter, handlers, handlers::Attempt, store::prelude::*};
 use dlq_sqlx::{PgConfig, PgStore, SqliteStore};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;

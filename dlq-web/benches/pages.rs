@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use dlq_core::DeadLetterStore;
 use dlq_core::admin::Admin;
+use dlq_core::store::prelude::*;
 use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::{Connection, PgConnection};
 use tower::ServiceExt;

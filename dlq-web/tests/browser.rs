@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use dlq_core::admin::Admin;
 use dlq_core::{
-    DeadLetterStore, DlqId, ErrorClass, Payload, Status, adapter::DeadReason, classify::FailureInfo,
-    store::NewDeadLetter,
+    DlqId, ErrorClass, Payload, Status, adapter::DeadReason, classify::FailureInfo, store::NewDeadLetter,
+    store::prelude::*,
 };
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;

@@ -11,7 +11,8 @@ use axum::body::Body;
 use axum::http::{Method, Request, header};
 use dlq_core::admin::Admin;
 use dlq_core::{
-    DeadLetterStore, ErrorClass, MemoryStore, Payload, adapter::DeadReason, classify::FailureInfo, store::NewDeadLetter,
+    ErrorClass, MemoryStore, Payload, adapter::DeadReason, classify::FailureInfo, store::NewDeadLetter,
+    store::prelude::*,
 };
 use proptest::prelude::*;
 use tower::ServiceExt;

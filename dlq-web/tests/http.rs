@@ -10,8 +10,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use dlq_core::admin::Admin;
 use dlq_core::{
-    DeadLetterStore, DlqId, ErrorClass, Payload, Status, adapter::DeadReason, classify::FailureInfo,
-    store::NewDeadLetter,
+    DlqId, ErrorClass, Payload, Status, adapter::DeadReason, classify::FailureInfo, store::NewDeadLetter,
+    store::prelude::*,
 };
 use dlq_web::Options;
 use serde_json::{Value, json};

@@ -17,8 +17,8 @@ use axum::Router;
 use axum::routing::get;
 use dlq_core::admin::Admin;
 use dlq_core::{
-    DeadLetterStore, ErrorClass, Payload, adapter::DeadReason, adapter::SourceMeta, classify::FailureInfo,
-    store::NewDeadLetter,
+    ErrorClass, Payload, adapter::DeadReason, adapter::SourceMeta, classify::FailureInfo, store::NewDeadLetter,
+    store::prelude::*,
 };
 use metrics_exporter_prometheus::PrometheusBuilder;
 use serde_json::json;

@@ -21,8 +21,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dlq_consumers::kafka::{self, KafkaConsumer};
 use dlq_core::{
-    CancellationToken, Classify, Context, DeadLetterStore, ListFilter, Retrier, State, Status, adapter::Dispatcher,
-    dead_letter, handlers,
+    CancellationToken, Classify, Context, ListFilter, Retrier, State, Status, adapter::Dispatcher, dead_letter,
+    handlers, store::prelude::*,
 };
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};

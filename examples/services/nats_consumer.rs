@@ -21,8 +21,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_nats::jetstream::{self, consumer::pull, stream};
 use dlq_consumers::nats::JetStreamConsumer;
 use dlq_core::{
-    CancellationToken, Classify, Context, DeadLetterStore, ListFilter, Retrier, State, Status, adapter::Dispatcher,
-    dead_letter, handlers,
+    CancellationToken, Classify, Context, ListFilter, Retrier, State, Status, adapter::Dispatcher, dead_letter,
+    handlers, store::prelude::*,
 };
 use serde::{Deserialize, Serialize};
 

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use dlq_core::{Classify, Context, DeadLetterStore, Retrier, Scope, State, dead_letter, handlers};
+use dlq_core::{Classify, Context, Retrier, Scope, State, dead_letter, handlers, store::prelude::*};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use dlq_core::admin::Admin;
 use dlq_core::{
-    CancellationToken, DeadLetterStore, ErrorClass, Payload, Retrier, RetrierConfig, State, Status,
-    adapter::CircuitState, classify::FailureInfo, dead_letter, handlers, handlers::Attempt, store::NewDeadLetter,
+    CancellationToken, ErrorClass, Payload, Retrier, RetrierConfig, State, Status, adapter::CircuitState,
+    classify::FailureInfo, dead_letter, handlers, handlers::Attempt, store::NewDeadLetter, store::prelude::*,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::PgPool;

@@ -7,8 +7,8 @@
 use std::process::{Command, Output};
 
 use dlq_core::{
-    DeadLetterStore, DlqId, ErrorClass, Payload, Status, adapter::DeadReason, classify::FailureInfo,
-    store::NewDeadLetter,
+    DlqId, ErrorClass, Payload, Status, adapter::DeadReason, classify::FailureInfo, store::NewDeadLetter,
+    store::prelude::*,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use serde_json::{Value, json};

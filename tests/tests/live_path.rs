@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use dlq_core::{
-    DeadLetterStore, ErrorClass, HandlerError, ListFilter, Scope, Status, adapter::SourceMeta, dead_letter,
+    ErrorClass, HandlerError, ListFilter, Scope, Status, adapter::SourceMeta, dead_letter, store::prelude::*,
 };
 use dlq_sqlx::{PgConfig, PgStore, SqliteStore};
 use serde::{Deserialize, Serialize};

@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dlq_core::{DeadLetterStore, ErrorClass, Payload, classify::FailureInfo, store::NewDeadLetter};
+use dlq_core::{ErrorClass, Payload, classify::FailureInfo, store::NewDeadLetter, store::prelude::*};
 use dlq_sqlx::{PgConfig, PgStore};
 use serde_json::json;
 use sqlx::PgPool;

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dlq_core::{
-    CancellationToken, Context, DeadLetterStore, HandlerError, Retrier, RetrierConfig, Scope, State, Status,
-    adapter::DeadReason, adapter::Dispatched, adapter::Dispatcher, adapter::SourceMeta, dead_letter, handlers,
+    CancellationToken, Context, HandlerError, Retrier, RetrierConfig, Scope, State, Status, adapter::DeadReason,
+    adapter::Dispatched, adapter::Dispatcher, adapter::SourceMeta, dead_letter, handlers, store::prelude::*,
 };
 use dlq_sqlx::{PgConfig, PgStore, SqliteStore};
 use serde::{Deserialize, Serialize};

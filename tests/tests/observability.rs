@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use dlq_core::{
-    CancellationToken, Classify, DeadLetterStore, Retrier, RetrierConfig, Scope, Status, dead_letter, handlers,
-    observe::METRICS,
+    CancellationToken, Classify, Retrier, RetrierConfig, Scope, Status, dead_letter, handlers, observe::METRICS,
+    store::prelude::*,
 };
 use dlq_sqlx::{PgConfig, PgStore};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use dlq_core::testing::{Harness, assert_nothing_parked, assert_parked};
-use dlq_core::{Classify, DeadLetterStore, ListFilter, Status, adapter::DeadReason, dead_letter, handlers};
+use dlq_core::{Classify, ListFilter, Status, adapter::DeadReason, dead_letter, handlers, store::prelude::*};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use dlq_core::{DeadLetterStore, MemoryStore, Retrier, Scope, adapter::SourceMeta, dead_letter, handlers};
+use dlq_core::{MemoryStore, Retrier, Scope, adapter::SourceMeta, dead_letter, handlers, store::prelude::*};
 use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
 use tracing::Instrument as _;

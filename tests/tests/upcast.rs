@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use dlq_core::store::NewDeadLetter;
 use dlq_core::{
-    DeadLetterStore, ErrorClass, MemoryStore, Payload, Retrier, Status, adapter::DeadReason, classify::FailureInfo,
-    dead_letter, handlers, handlers::UpcastError, with_store,
+    ErrorClass, MemoryStore, Payload, Retrier, Status, adapter::DeadReason, classify::FailureInfo, dead_letter,
+    handlers, handlers::UpcastError, store::prelude::*, with_store,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

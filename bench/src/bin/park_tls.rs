@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlq_core::{DeadLetterStore, classify::FailureInfo, store::NewDeadLetter, Payload, classify::classify_error};
+use dlq_core::{store::prelude::*, classify::FailureInfo, store::NewDeadLetter, Payload, classify::classify_error};
 use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::Connection;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use assert_cmd::Command;
-use dlq_core::DeadLetterStore;
+use dlq_core::store::prelude::*;
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dlq_core::{Classify, Context, DeadLetterStore, ListFilter, State, adapter::Dispatcher, dead_letter, handlers};
+use dlq_core::{Classify, Context, ListFilter, State, adapter::Dispatcher, dead_letter, handlers, store::prelude::*};
 use dlq_sqlx::{PgConfig, PgStore};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;

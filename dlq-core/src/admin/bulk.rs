@@ -122,7 +122,7 @@ impl BulkPlan {
     ///
     /// ```
     /// use dlq_core::admin::{Admin, BulkPlan, Pacing};
-    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
     /// use serde_json::json;
     /// use std::sync::Arc;
     ///
@@ -478,7 +478,7 @@ impl Admin {
     ///
     /// ```
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     /// use std::sync::Arc;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -846,7 +846,7 @@ impl Bulk<'_> {
 
     /// A patch's batch: each row the patch fits is written with the operation's mark in its
     /// audit entry, under its lock, only while it holds the payload the patch was computed
-    /// from ([`DeadLetterStore::patch_rows`](crate::DeadLetterStore::patch_rows)).
+    /// from ([`OperatorStore::patch_rows`](crate::store::OperatorStore::patch_rows)).
     async fn patch_batch(
         &self,
         run: &Run,
@@ -1024,8 +1024,8 @@ mod tests {
     use super::*;
     use crate::store::{ClaimRequest, Settlement};
     use crate::{
-        DeadLetterStore, ErrorClass, MemoryStore, Payload, classify::FailureInfo, record::DeadReason,
-        store::NewDeadLetter,
+        ErrorClass, MemoryStore, Payload, classify::FailureInfo, record::DeadReason, store::NewDeadLetter,
+        store::prelude::*,
     };
 
     /// `n` dead payments on a memory store, and an admin over it.

@@ -29,7 +29,7 @@ impl Admin {
     ///
     /// ```
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, MemoryStore};
+    /// use dlq_core::{store::prelude::*, MemoryStore};
     /// use std::sync::Arc;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {

@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use dlq_core::admin::{Admin, BulkPlan, Pacing};
-//! use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload, adapter::DeadReason, Status};
+//! use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload, adapter::DeadReason, Status};
 //! use std::sync::Arc;
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -98,7 +98,7 @@ pub fn one_line(err: &(dyn std::error::Error + 'static)) -> String {
 }
 
 use crate::record::{AuditNote, DeadLetter, DlqId, ListFilter, Payload};
-use crate::store::{DeadLetterStore, PatchRequest, payload_from_diff};
+use crate::store::{PatchRequest, payload_from_diff, prelude::*};
 use crate::{Error, registry::Registry};
 
 /// The admin layer over one store, acting as one operator.
@@ -173,7 +173,7 @@ impl Admin {
     ///
     /// ```
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
+    /// use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
     /// use std::sync::Arc;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -259,7 +259,7 @@ impl Admin {
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
     /// use dlq_core::subject::{Count, SubjectKey};
-    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let key = SubjectKey::new("the service's key, thirty-two bytes or more")?;
@@ -484,7 +484,7 @@ impl Admin {
     /// ```
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
+    /// use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = Arc::new(MemoryStore::new());
@@ -544,7 +544,7 @@ impl Admin {
     ///
     /// ```
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
+    /// use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
     /// use std::sync::Arc;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -615,7 +615,7 @@ impl Admin {
     ///
     /// ```
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
+    /// use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, MemoryStore, Payload, redact::Policy, store::NewDeadLetter};
     /// use std::sync::Arc;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -692,7 +692,7 @@ impl Admin {
     /// ```
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, MemoryStore, store::NewDeadLetter, Payload};
     /// use serde_json::json;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -826,7 +826,7 @@ impl Admin {
     /// ```
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, adapter::DeadReason, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload, Status};
+    /// use dlq_core::{store::prelude::*, adapter::DeadReason, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload, Status};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = Arc::new(MemoryStore::new());
@@ -857,7 +857,7 @@ impl Admin {
     /// ```
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload, Status};
+    /// use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload, Status};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = Arc::new(MemoryStore::new());
@@ -888,7 +888,7 @@ impl Admin {
     /// ```
     /// use std::{sync::Arc, time::Duration};
     /// use dlq_core::admin::Admin;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = Arc::new(MemoryStore::new());

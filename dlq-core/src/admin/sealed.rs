@@ -77,7 +77,7 @@ impl Admin {
     /// ```
     /// use dlq_core::admin::Admin;
     /// use dlq_core::sealed::{self, KeyRing};
-    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, Payload, store::NewDeadLetter};
+    /// use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, Payload, store::NewDeadLetter};
     /// use std::sync::Arc;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -222,16 +222,18 @@ mod tests {
     use super::*;
     use crate::admin::RetrierHeartbeat;
     use crate::record::{Claimed, Settlement};
-    use crate::retrier::tests::{delegate, delegate_required};
-    use crate::store::{ClaimRequest, DeadLetterStore, NewDeadLetter};
+    use crate::retrier::tests::{delegate, delegate_parts};
+    use crate::store::{ClaimRequest, NewDeadLetter, prelude::*};
     use crate::testing::conformance::{SEALED_MARKER, sealed_letter};
     use crate::{DlqId, MemoryStore};
 
     /// A store that goes down (its patches fail) after `.1` more patches.
     struct GoesDown(MemoryStore, AtomicUsize);
 
-    impl DeadLetterStore for GoesDown {
-        delegate_required!(but_patch);
+    delegate_parts!(GoesDown: queue, reads, fleet, privacy);
+
+    impl crate::store::OperatorStore for GoesDown {
+        delegate_parts!(@operator_but_patch);
 
         fn patch(&self, r: PatchRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<i64>> {
             if self.1.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_err() {

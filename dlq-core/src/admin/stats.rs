@@ -97,7 +97,7 @@ pub struct StatsReport {
     /// store without circuits.
     pub circuits: Vec<Circuit>,
     /// Sealed rows whose latest claim could not open them: the retrier that claimed them
-    /// lacks their key ([`DeadLetterStore::count_unreadable`](crate::DeadLetterStore::count_unreadable));
+    /// lacks their key ([`PrivacyStore::count_unreadable`](crate::store::PrivacyStore::count_unreadable));
     /// `None` where the store does not count them.
     pub sealed_unreadable: Option<u64>,
     /// Things an operator should act on, in words.
@@ -110,10 +110,10 @@ const DEAD_TUPLES_WARN: u64 = 100_000;
 const VACUUM_AGE_WARN: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
 impl Admin {
-    /// The failure groups of the rows `filter` selects ([`DeadLetterStore::groups`]), each
+    /// The failure groups of the rows `filter` selects ([`crate::store::ReadStore::groups`]), each
     /// sample reason scrubbed of its sample row's redacted values ([`crate::redact`]).
     ///
-    /// [`DeadLetterStore::groups`]: crate::DeadLetterStore::groups
+    /// [`crate::store::ReadStore::groups`]: crate::store::ReadStore::groups
     ///
     /// # Errors
     /// The store's error.

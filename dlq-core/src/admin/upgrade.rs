@@ -38,7 +38,7 @@ impl Admin {
     /// ```
     /// use dlq_core::admin::Admin;
     /// use dlq_core::store::NewDeadLetter;
-    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, MemoryStore, Payload, handlers::UpcastError};
+    /// use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, MemoryStore, Payload, handlers::UpcastError};
     /// use serde_json::{json, Value};
     /// use std::sync::Arc;
     ///

@@ -156,7 +156,7 @@ impl Admin {
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
     /// use dlq_core::catalog::{Catalog, EventTypeInfo};
-    /// use dlq_core::{DeadLetterStore, adapter::DeadReason, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{store::prelude::*, adapter::DeadReason, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = Arc::new(MemoryStore::new());
@@ -217,7 +217,7 @@ impl Admin {
     /// use std::sync::Arc;
     /// use dlq_core::admin::Admin;
     /// use dlq_core::catalog::{Catalog, EventTypeInfo};
-    /// use dlq_core::{DeadLetterStore, adapter::DeadReason, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
+    /// use dlq_core::{store::prelude::*, adapter::DeadReason, ErrorClass, classify::FailureInfo, ListFilter, MemoryStore, store::NewDeadLetter, Payload};
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = Arc::new(MemoryStore::new());

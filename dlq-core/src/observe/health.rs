@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use crate::record::Status;
-use crate::store::DeadLetterStore;
+use crate::store::prelude::*;
 
 /// The saturation at which [`health`] reports [`HealthStatus::Degraded`] and a retrier logs
 /// an error (at [`SATURATION_WARNING`] it logs a warning).
@@ -40,7 +40,7 @@ pub struct Health {
     /// Event types with due `PENDING` rows that no live retrier handles.
     pub orphaned: Vec<String>,
     /// Encrypted rows whose latest claim could not open them (the retrier lacks their key,
-    /// [`DeadLetterStore::count_unreadable`]); `None` where the store does not count them.
+    /// [`crate::store::PrivacyStore::count_unreadable`]); `None` where the store does not count them.
     pub sealed_unreadable: Option<u64>,
 }
 

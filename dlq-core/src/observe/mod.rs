@@ -154,7 +154,7 @@ pub fn type_label(event_type: &str) -> String {
     UNREGISTERED.label(label, OTHER_EVENT_TYPES)
 }
 
-/// The `store` label of `store` ([`DeadLetterStore::store_id`](crate::DeadLetterStore::store_id)):
+/// The `store` label of `store` ([`QueueStore::store_id`](crate::store::QueueStore::store_id)):
 /// its name without credentials (a user and password in an address, a query parameter whose
 /// name says password, secret or token), with control characters replaced by `.` and cut to
 /// [`MAX_TYPE_LABEL_CHARS`]; at most [`MAX_STORE_LABELS`] of them, the first seen, after which

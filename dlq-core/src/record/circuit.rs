@@ -111,7 +111,7 @@ impl Circuit {
 }
 
 /// The circuits of a store and the store's clock when they were read: what
-/// [`DeadLetterStore::circuits`](crate::DeadLetterStore::circuits) returns. Times in the circuits compare against `at`, never
+/// `FleetStore::circuits` returns. Times in the circuits compare against `at`, never
 /// against this host's clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -138,7 +138,7 @@ impl Circuits {
     }
 }
 
-/// A compare-and-set write of one circuit ([`DeadLetterStore::write_circuit`](crate::DeadLetterStore::write_circuit)): applied only
+/// A compare-and-set write of one circuit (`FleetStore::write_circuit`): applied only
 /// while the stored version is still `expected_version` (0: no row yet), then the version is
 /// bumped and one [`CircuitLogEntry`] appended. Times are relative to the store's clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -276,7 +276,7 @@ impl CircuitView {
 }
 
 /// Which circuits a store holds: the key of this process's circuit views (`circuit()`,
-/// [`circuit_of`](crate::adapter::circuit_of)), returned by [`DeadLetterStore::store_id`](crate::DeadLetterStore::store_id).
+/// [`circuit_of`](crate::adapter::circuit_of)), returned by `QueueStore::store_id`.
 ///
 /// Two store values that read and write the same circuits (two `PgStore`s on one database
 /// and schema, two `SqliteStore`s on one file, clones of one `MemoryStore`) have equal ids,
@@ -285,7 +285,7 @@ impl CircuitView {
 /// open circuit would delay the other's parks.
 ///
 /// ```
-/// use dlq_core::{DeadLetterStore, MemoryStore, store::StoreId};
+/// use dlq_core::{store::prelude::*, MemoryStore, store::StoreId};
 ///
 /// let (a, b) = (MemoryStore::new(), MemoryStore::new());
 /// assert_eq!(a.store_id(), a.clone().store_id(), "clones share their rows and circuits");
@@ -328,7 +328,7 @@ impl StoreId {
         Self(StoreIdRepr::Unique(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)))
     }
 
-    /// The id of `store` by its address: [`DeadLetterStore::store_id`](crate::DeadLetterStore::store_id)'s default. Distinct for
+    /// The id of `store` by its address: `QueueStore::store_id`'s default. Distinct for
     /// two values alive at once, but a store created where a dropped one lived gets the same
     /// id, and sees the dropped one's views until its own circuits are first read.
     pub fn of<T: ?Sized>(store: &T) -> Self {

@@ -38,7 +38,7 @@ impl ClaimRequest {
     /// `order` (`(retry_after, id)`); a share a type cannot fill goes to the types with more,
     /// so one type's backlog never holds back the others' rows. Returned oldest first.
     ///
-    /// For store implementations: [`DeadLetterStore::claim`](crate::DeadLetterStore::claim)
+    /// For store implementations: `QueueStore::claim`
     /// shares its batch this way.
     ///
     /// ```
@@ -87,7 +87,7 @@ impl ClaimRequest {
 /// Limits a claim of one event type keeps across every retrier that shares the store: the
 /// type's `max-concurrent` and `max-rate` (and the ramp after its circuit closes), checked
 /// and recorded by the store in one atomic step, so that however many processes claim, the
-/// limits hold as a whole ([`DeadLetterStore::claim_capped`](crate::DeadLetterStore::claim_capped)).
+/// limits hold as a whole (`CappedClaimStore::claim_capped`).
 ///
 /// ```
 /// use dlq_core::store::ClaimCap;
@@ -135,7 +135,7 @@ impl ClaimCap {
 /// A claim returns only these columns, not the whole [`DeadLetter`]: a retrier claims a
 /// batch between two runs of its handlers, and the error, its chain and the source metadata
 /// it never reads were most of what each claim sent. The whole row is
-/// `DeadLetterStore::get(claimed.id())`.
+/// `QueueStore::get(claimed.id())`.
 ///
 /// ```
 /// use dlq_core::store::Claimed;

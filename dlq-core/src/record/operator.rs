@@ -171,7 +171,7 @@ pub struct Change {
     pub new: Option<serde_json::Value>,
 }
 
-/// How full a store with a row limit is (`DeadLetterStore::capacity`).
+/// How full a store with a row limit is (`ReadStore::capacity`).
 ///
 /// ```
 /// let capacity = dlq_core::observe::Capacity { entries: 850, max_entries: 1000, blocks_when_full: false };

@@ -12,7 +12,7 @@ use serde::Serialize;
 /// [`HandlerError::TooLarge`](crate::HandlerError::TooLarge), so the caller knows the event is
 /// not saved. The live path and a [`Dispatcher`](crate::adapter::Dispatcher) measure and cut the event
 /// themselves, before they call the store, against the store's own
-/// [`max_payload_bytes`](crate::DeadLetterStore::max_payload_bytes) (see [`Truncation`] for
+/// `max_payload_bytes` (see [`Truncation`] for
 /// which bytes are measured and hashed). Why 64 MiB: PostgreSQL's `jsonb` holds at most 255 MiB and `bytea` (and one
 /// protocol message) 1 GiB; 64 MiB leaves room for a group-commit batch and for a retrier
 /// that claims a batch of such rows into memory, and is above every broker's default
@@ -140,7 +140,7 @@ impl Payload {
     /// [`Truncation`]. The event is serialized once to measure it (and to hash it when it is
     /// too large), without holding more than `max_bytes` of it; this is what the live path
     /// of a `#[dead_letter]` handler parks, with the store's
-    /// [`max_payload_bytes`](crate::DeadLetterStore::max_payload_bytes).
+    /// `max_payload_bytes`.
     ///
     /// # Errors
     /// The event's `Serialize` implementation failed.

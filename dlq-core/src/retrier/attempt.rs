@@ -14,7 +14,7 @@ use crate::backoff::now;
 use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{Attempt, HandlerOutcome, Invocation, Registration, Runner};
 use crate::record::{Claimed, DeadReason, Settlement};
-use crate::store::DeadLetterStore;
+use crate::store::prelude::*;
 use crate::upcast::{Upcast, upcast};
 
 use super::{Counters, Retrier};

@@ -14,7 +14,7 @@ use tracing::Instrument as _;
 
 use crate::Error;
 use crate::record::{ClaimCap, ClaimRequest, Claimed, DlqId, SettleReport, Settlement};
-use crate::store::{Circuit, DeadLetterStore};
+use crate::store::{Circuit, prelude::*};
 
 use super::{Counters, Retrier};
 
@@ -271,9 +271,9 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     ) -> Result<Vec<Claimed>, Error> {
         let request = self.request(event_types, limit);
         // A limited type's claim keeps its cap across every retrier when the store can.
-        let claim = match cap {
-            Some(cap) => self.store.claim_capped(request, cap),
-            None => self.store.claim(request),
+        let claim = match (cap, self.store.capped_claims()) {
+            (Some(cap), Some(capped)) => capped.claim_capped(request, cap),
+            _ => self.store.claim(request),
         };
         self.timed(limit, claim, |c| c.as_ref().ok().map(Vec::len)).await.inspect_err(|e| self.store_error(e))
     }

@@ -10,8 +10,8 @@ use crate::admin::Admin;
 use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{HandlerOutcome, Invocation, Registration};
 use crate::{
-    DeadLetterStore, MemoryStore, Payload, Status, backoff::Backoff, backoff::RetryPolicy,
-    breaker_config::BreakerConfig, record::CircuitState, store::NewDeadLetter,
+    MemoryStore, Payload, Status, backoff::Backoff, backoff::RetryPolicy, breaker_config::BreakerConfig,
+    record::CircuitState, store::NewDeadLetter,
 };
 
 #[derive(Default)]

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::record::{Circuit, CircuitState, CircuitWrite, Circuits};
 use crate::store::{ClaimCap, StoreId};
-use crate::{DeadLetterStore, Error, RetrierConfig, breaker_config::BreakerConfig, record::RetrierHeartbeat};
+use crate::{Error, RetrierConfig, breaker_config::BreakerConfig, record::RetrierHeartbeat, store::prelude::*};
 
 /// Buckets of a window.
 const BUCKETS: usize = 10;
@@ -126,7 +126,7 @@ pub(crate) struct Breakers {
     /// Whether the store keeps circuits (else everything stays in this process).
     shared: AtomicBool,
     /// Whether the store keeps limits across retriers
-    /// (`DeadLetterStore::supports_claim_capped`): then each claim of a limited type carries
+    /// (`QueueStore::capped_claims`): then each claim of a limited type carries
     /// its whole cap, else this retrier keeps its share.
     store_caps_claims: bool,
     local: Mutex<Local>,

@@ -14,7 +14,7 @@ use crate::Error;
 use crate::RetrierConfig;
 use crate::handler::Context;
 use crate::registry::Registry;
-use crate::store::DeadLetterStore;
+use crate::store::prelude::*;
 
 mod attempt;
 mod batch;
@@ -205,7 +205,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// ```
     pub fn new(store: Arc<S>, registry: Registry) -> Self {
         let config = RetrierConfig::default();
-        let breakers = Arc::new(Breakers::new(&config, breakers_of(&registry), store.supports_claim_capped()));
+        let breakers = Arc::new(Breakers::new(&config, breakers_of(&registry), store.capped_claims().is_some()));
         Self {
             store,
             registry,
@@ -227,7 +227,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             self.owner = config.owner.as_str().into();
         }
         self.breakers =
-            Arc::new(Breakers::new(&config, breakers_of(&self.registry), self.store.supports_claim_capped()));
+            Arc::new(Breakers::new(&config, breakers_of(&self.registry), self.store.capped_claims().is_some()));
         self.config = config;
         self
     }
@@ -279,7 +279,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     ///
     /// ```
     /// use dlq_core::catalog::VersionSchema;
-    /// use dlq_core::{dead_letter, handlers, DeadLetterStore, MemoryStore, Retrier};
+    /// use dlq_core::{dead_letter, handlers, store::prelude::*, MemoryStore, Retrier};
     /// use std::sync::Arc;
     ///
     /// #[derive(serde::Serialize, serde::Deserialize, dlq_core::schemars::JsonSchema)]

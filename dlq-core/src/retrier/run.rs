@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::record::RetrierHeartbeat;
-use crate::store::{DeadLetterStore, SingletonLock};
+use crate::store::{SingletonLock, prelude::*};
 
 use super::{Retrier, RetrierStats};
 
@@ -19,7 +19,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// and returns what it did. Returns at once when the configuration says `enabled: false`.
     ///
     /// Around the claim loops it keeps a heartbeat row in the store (see
-    /// [`DeadLetterStore::retriers`]), removes the rows of retriers that stopped beating,
+    /// [`crate::store::FleetStore::retriers`]), removes the rows of retriers that stopped beating,
     /// purges finished rows past `retention`, and in `singleton` mode claims only while it
     /// holds the store's singleton lock (the others wait as standbys and take over).
     ///
@@ -217,7 +217,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
         }
     }
 
-    /// Asks the store for its upkeep (`DeadLetterStore::maintain`) every `heartbeat`.
+    /// Asks the store for its upkeep (`OperatorStore::maintain`) every `heartbeat`.
     async fn keep_maintaining(&self, stop: &CancellationToken) {
         loop {
             tokio::select! {
@@ -249,14 +249,17 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// until shutdown.
     async fn run_singleton(&self, stop: &CancellationToken) -> Result<(), Error> {
         let every = self.config.heartbeat;
+        // A store without the lock is refused at start, before any claim.
+        let Some(locks) = self.store.singleton() else {
+            return Err(Error::Unsupported { store: "this store", what: "singleton mode (use PostgreSQL)" });
+        };
         while !stop.is_cancelled() {
-            match self.store.try_lock_singleton().await {
+            match locks.try_lock_singleton().await {
                 Ok(Some(lock)) => {
                     tracing::info!(owner = %self.owner, "singleton retrier elected");
                     self.lead(lock, every, stop).await;
                 }
                 Ok(None) => {}
-                Err(error @ Error::Unsupported { .. }) => return Err(error),
                 Err(error) => tracing::warn!(%error, "singleton lock attempt failed; retrying"),
             }
             tokio::select! {

@@ -7,7 +7,7 @@ use crate::Error;
 use crate::classify::FailureInfo;
 use crate::record::{Claimed, Payload, Settlement};
 use crate::sealed::{self, KeyRing, SealError};
-use crate::store::DeadLetterStore;
+use crate::store::prelude::*;
 
 use super::{Counters, Retrier};
 
@@ -34,7 +34,7 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
     /// retrier (one holding the key) may claim it again. Each is logged with its key id and
     /// counted in [`RetrierStats::sealed_unreadable`](super::RetrierStats::sealed_unreadable).
     ///
-    /// The store marks them under this claim ([`DeadLetterStore::mark_unreadable`]), so
+    /// The store marks them under this claim ([`PrivacyStore::mark_unreadable`](crate::store::PrivacyStore::mark_unreadable)), so
     /// `dlq stats` and health count them from any process.
     pub(super) async fn open_sealed(&self, claimed: Vec<Claimed>) -> Vec<Claimed> {
         if !claimed.iter().any(|c| sealed::sealed_key(&c.payload).is_some()) {

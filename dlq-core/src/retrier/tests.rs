@@ -16,9 +16,7 @@ use super::*;
 use crate::classify::{ErrorClass, FailureInfo};
 use crate::handler::{HandlerOutcome, Invocation, Registration};
 use crate::record::{ClaimRequest, Claimed, DeadReason, DlqId, RetrierHeartbeat, Settlement};
-use crate::{
-    DeadLetterStore, MemoryStore, Payload, Status, backoff::Backoff, backoff::RetryPolicy, store::NewDeadLetter,
-};
+use crate::{MemoryStore, Payload, Status, backoff::Backoff, backoff::RetryPolicy, store::NewDeadLetter};
 
 static RUNS: AtomicU32 = AtomicU32::new(0);
 
@@ -131,47 +129,92 @@ fn status(store: &MemoryStore, id: crate::DlqId) -> (Status, u32, Option<DeadRea
     (l.status, l.retry_count, l.dead_reason)
 }
 
-/// The trait's required methods, delegated to the wrapped store (`self.0`); `(but_patch)`:
-/// all but `patch`, for a store that writes its own.
-macro_rules! delegate_required {
-    () => {
-        delegate_required!(but_patch);
-        delegate! {
-            patch(r: crate::store::PatchRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<i64>>;
+/// Impls of store parts that hand every call to the wrapped store (`self.0`), for test
+/// stores that change one part: `delegate_parts!(T: queue, reads)` implements those two
+/// parts for `T`; a test store writes the part it changes itself, with [`delegate!`] for the
+/// methods it keeps.
+macro_rules! delegate_parts {
+    ($ty:ty: $($part:ident),*) => { $(delegate_parts!(@ $part $ty);)* };
+    (@ queue $ty:ty) => {
+        impl crate::store::QueueStore for $ty {
+            delegate_parts!(@queue_body);
         }
     };
-    (but_patch) => {
+    (@queue_body) => {
             delegate! {
                 park(l: NewDeadLetter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::Parked>>;
                 park_many(l: Vec<NewDeadLetter>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::store::Parked>>>;
                 claim(r: ClaimRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<Claimed>>>;
                 settle(o: Vec<Settlement>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::SettleReport>>;
                 get(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<crate::DeadLetter>>>;
+                capped_claims() -> Option<&dyn crate::store::CappedClaimStore>;
+            }
+    };
+    (@ reads $ty:ty) => {
+        impl crate::store::ReadStore for $ty {
+            delegate! {
                 list(f: crate::ListFilter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::DeadLetter>>>;
                 stats() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::admin::StatsRow>>>;
                 groups(f: crate::ListFilter) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::admin::FailureGroup>>>;
                 attempts(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::admin::AttemptRecord>>>;
                 audit(id: DlqId) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::admin::AuditEntry>>>;
-                apply(b: crate::store::BatchAction) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::BatchReport>>;
-                patch_rows(b: crate::store::PatchBatch) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::BatchReport>>;
                 audit_entry(id: i64) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<crate::admin::AuditEntry>>>;
-                create_operation(a: crate::store::ActionKind, s: serde_json::Value, n: crate::store::AuditNote) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::Operation>>;
-                operation(id: i64) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<crate::store::Operation>>>;
-                set_operation_state(id: i64, s: crate::store::OperationState) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
-                purge(d: Duration) -> crate::store::BoxFuture<'_, crate::store::StoreResult<u64>>;
-                heartbeat(b: &RetrierHeartbeat, d: Duration) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
-                remove_heartbeat(o: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
-                retriers() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<RetrierHeartbeat>>>;
-                upgrade(u: crate::store::VersionUpgrade) -> crate::store::BoxFuture<'_, crate::store::StoreResult<i64>>;
+            }
+        }
+    };
+    (@ operator $ty:ty) => {
+        impl crate::store::OperatorStore for $ty {
+            delegate! {
+                patch(r: crate::store::PatchRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<i64>>;
+            }
+            delegate_parts!(@operator_but_patch);
+        }
+    };
+    (@operator_but_patch) => {
+        delegate! {
+            apply(b: crate::store::BatchAction) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::BatchReport>>;
+            patch_rows(b: crate::store::PatchBatch) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::BatchReport>>;
+            upgrade(u: crate::store::VersionUpgrade) -> crate::store::BoxFuture<'_, crate::store::StoreResult<i64>>;
+            create_operation(a: crate::store::ActionKind, s: serde_json::Value, n: crate::store::AuditNote) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::Operation>>;
+            operation(id: i64) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<crate::store::Operation>>>;
+            set_operation_state(id: i64, s: crate::store::OperationState) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
+            purge(d: Duration) -> crate::store::BoxFuture<'_, crate::store::StoreResult<u64>>;
+        }
+    };
+    (@ fleet $ty:ty) => {
+        impl crate::store::FleetStore for $ty {
+            delegate! {
+                singleton() -> Option<&dyn crate::store::SingletonStore>;
+            }
+            delegate_parts!(@fleet_but_singleton);
+        }
+    };
+    (@fleet_but_singleton) => {
+        delegate! {
+            heartbeat(b: &RetrierHeartbeat, d: Duration) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
+            remove_heartbeat(o: &str) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
+            retriers() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<RetrierHeartbeat>>>;
+            circuits() -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::Circuits>>;
+            write_circuit(w: crate::store::CircuitWrite) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Option<crate::store::Circuit>>>;
+            circuit_log(t: Option<String>, n: usize) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::store::CircuitLogEntry>>>;
+            publish_types(t: Vec<crate::catalog::EventTypeInfo>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
+            event_types() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::catalog::EventTypeInfo>>>;
+            version_schemas() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::catalog::VersionSchema>>>;
+            accept_schema(v: crate::catalog::VersionSchema) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
+        }
+    };
+    (@ privacy $ty:ty) => {
+        impl crate::store::PrivacyStore for $ty {
+            delegate! {
                 erase(r: crate::store::EraseRequest) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::Erasure>>;
                 erasures(n: usize) -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::store::Erasure>>>;
-                publish_types(t: Vec<crate::catalog::EventTypeInfo>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
-                event_types() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::catalog::EventTypeInfo>>>;
                 subject_key_check(c: crate::store::KeyCheck) -> crate::store::BoxFuture<'_, crate::store::StoreResult<crate::store::KeyCheck>>;
                 count_subject(h: crate::store::SubjectHash) -> crate::store::BoxFuture<'_, crate::store::StoreResult<u64>>;
-                version_schemas() -> crate::store::BoxFuture<'_, crate::store::StoreResult<Vec<crate::catalog::VersionSchema>>>;
-                accept_schema(v: crate::catalog::VersionSchema) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
+                mark_unreadable(l: Vec<crate::store::Lease>) -> crate::store::BoxFuture<'_, crate::store::StoreResult<()>>;
+                count_unreadable() -> crate::store::BoxFuture<'_, crate::store::StoreResult<u64>>;
+                reveal(id: DlqId, n: crate::store::AuditNote) -> crate::store::BoxFuture<'_, crate::store::StoreResult<i64>>;
             }
+        }
     };
 }
 
@@ -183,7 +226,7 @@ macro_rules! delegate {
 }
 
 // For the test stores of other modules (the admin's).
-pub(crate) use {delegate, delegate_required};
+pub(crate) use {delegate, delegate_parts};
 
 #[tokio::test(start_paused = true)]
 async fn success_marks_succeeded_and_records_the_attempt() {
@@ -447,10 +490,14 @@ async fn singletons_take_turns_and_stale_heartbeats_expire() {
 
 #[tokio::test]
 async fn singleton_on_a_store_without_a_lock_refuses_to_start() {
-    // Delegates everything but the singleton lock, which keeps the trait's default.
+    // Delegates everything but the singleton lock: it offers none.
     struct NoLock(MemoryStore);
-    impl DeadLetterStore for NoLock {
-        delegate_required!();
+    delegate_parts!(NoLock: queue, reads, operator, privacy);
+    impl crate::store::FleetStore for NoLock {
+        fn singleton(&self) -> Option<&dyn crate::store::SingletonStore> {
+            None
+        }
+        delegate_parts!(@fleet_but_singleton);
     }
     let registry = Registry::from_registrations([&SCRIPTED]).unwrap();
     let r = Retrier::new(Arc::new(NoLock(MemoryStore::new())), registry)
@@ -487,8 +534,9 @@ async fn rows_claimed_with_the_last_outcomes_are_handed_back_on_shutdown() {
     // Shutdown arrives while the outcomes of the first batch are written and the next batch
     // claimed: that batch does not run, and its rows are released at once.
     struct StopsMidWrite(MemoryStore, CancellationToken);
-    impl DeadLetterStore for StopsMidWrite {
-        delegate_required!();
+    delegate_parts!(StopsMidWrite: reads, operator, fleet, privacy);
+    impl crate::store::QueueStore for StopsMidWrite {
+        delegate_parts!(@queue_body);
         fn settle_and_claim(
             &self,
             outcomes: Vec<Settlement>,

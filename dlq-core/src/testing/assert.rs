@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::{DeadLetter, DeadLetterStore, ListFilter, Status};
+use crate::{DeadLetter, ListFilter, Status, store::prelude::*};
 
 /// Which rows an assertion looks at: an event type (`"payment"`) or a whole [`ListFilter`].
 ///

@@ -29,7 +29,7 @@ use crate::admin::{Admin, BulkPlan};
 use crate::catalog::EventTypeInfo;
 use crate::store::NewDeadLetter;
 use crate::{
-    DeadLetterStore, DlqId, Error, ErrorClass, ListFilter, Payload, classify::FailureInfo, record::DeadReason,
+    DlqId, Error, ErrorClass, ListFilter, Payload, classify::FailureInfo, record::DeadReason, store::prelude::*,
 };
 
 /// The card number the rows hold at a redacted field and quote in their texts.

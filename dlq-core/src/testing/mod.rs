@@ -57,7 +57,7 @@
 
 use std::future::Future;
 
-use crate::DeadLetterStore;
+use crate::store::prelude::*;
 
 mod assert;
 pub mod canary;
@@ -70,7 +70,7 @@ pub use harness::Harness;
 /// What a conformance test's setup returns: the store under test, and whatever must live as
 /// long as the test does.
 ///
-/// Implemented for every [`DeadLetterStore`] and for a `(store, guard)` pair, whose guard (a
+/// Implemented for every store ([`QueueStore`], the first part) and for a `(store, guard)` pair, whose guard (a
 /// temporary directory, a container handle) is dropped after the test. Implement it for a type
 /// of your own when a passed test should clean up asynchronously, e.g. close a pool before its
 /// database file is removed.
@@ -108,7 +108,7 @@ pub use harness::Harness;
 /// ```
 pub trait Fixture {
     /// The store under test.
-    type Store: DeadLetterStore;
+    type Store: QueueStore;
 
     /// The store under test.
     fn store(&self) -> &Self::Store;
@@ -123,7 +123,7 @@ pub trait Fixture {
     }
 }
 
-impl<S: DeadLetterStore> Fixture for S {
+impl<S: QueueStore> Fixture for S {
     type Store = S;
 
     fn store(&self) -> &S {
@@ -131,7 +131,7 @@ impl<S: DeadLetterStore> Fixture for S {
     }
 }
 
-impl<S: DeadLetterStore, G> Fixture for (S, G) {
+impl<S: QueueStore, G> Fixture for (S, G) {
     type Store = S;
 
     fn store(&self) -> &S {
@@ -189,80 +189,118 @@ impl<S: DeadLetterStore, G> Fixture for (S, G) {
 ///
 /// The tests are named after the suite's functions (`park_and_get`, `claim_takes_only_due_rows`,
 /// ...): invoke the macro once per module, in a test file or a `#[cfg(test)] mod` of its own.
+///
+/// **Parts.** Without a list, the macro runs the parts every [`DeadLetterStore`](crate::DeadLetterStore)
+/// has: `queue`, `reads`, `operator`, `fleet` and `privacy` (one module of
+/// [`conformance`] each). A list in brackets before the setup runs those parts only: a store
+/// that so far implements [`QueueStore`] alone runs `[queue]`, and a store with the optional
+/// parts adds `singleton` and `capped_claims`. A part the store lacks does not compile.
+///
+/// ```
+/// use dlq_core::MemoryStore;
+///
+/// async fn fresh_store() -> MemoryStore {
+///     MemoryStore::new()
+/// }
+///
+/// dlq_core::store_conformance_tests!([queue, reads, operator, fleet, privacy, singleton, capped_claims] fresh_store);
+/// # fn main() {}
+/// ```
 #[macro_export]
 macro_rules! store_conformance_tests {
-    ($(#[$attr:meta])* async fn $setup:ident ($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
+    ([$($part:ident),* $(,)?] $(#[$attr:meta])* async fn $setup:ident ($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         async fn $setup($($arg: $ty),*) $(-> $ret)? $body
-        $crate::__store_conformance_each!({ attrs: [$(#[$attr])*], setup: $setup, args: [$($arg: $ty),*] });
+        $crate::__store_conformance_each!({ attrs: [$(#[$attr])*], setup: $setup, args: [$($arg: $ty),*] } [$($part),*]);
+    };
+    ($(#[$attr:meta])* async fn $setup:ident ($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
+        $crate::store_conformance_tests!([queue, reads, operator, fleet, privacy] $(#[$attr])* async fn $setup($($arg: $ty),*) $(-> $ret)? $body);
+    };
+    ([$($part:ident),* $(,)?] $setup:path $(,)?) => {
+        $crate::__store_conformance_each!({ setup: $setup } [$($part),*]);
     };
     ($setup:path $(,)?) => {
-        $crate::__store_conformance_each!({ setup: $setup });
+        $crate::__store_conformance_each!({ setup: $setup } [queue, reads, operator, fleet, privacy]);
     };
 }
 
-/// Calls `__store_conformance_test!` once per function of the suite.
+/// Calls `__store_conformance_test!` once per function of the listed parts of the suite.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __store_conformance_each {
-    ($setup:tt) => {
-        $crate::__store_conformance_test!($setup park_and_get);
-        $crate::__store_conformance_test!($setup park_keeps_the_payload_version);
-        $crate::__store_conformance_test!($setup park_raw_payloads);
-        $crate::__store_conformance_test!($setup park_large_payload_whole);
-        $crate::__store_conformance_test!($setup park_over_limit_is_dead_and_never_claimed);
-        $crate::__store_conformance_test!($setup park_hostile_text);
-        $crate::__store_conformance_test!($setup park_dead_on_arrival);
-        $crate::__store_conformance_test!($setup park_many_keeps_order);
-        $crate::__store_conformance_test!($setup dedupe_returns_first_id);
-        $crate::__store_conformance_test!($setup dedupe_is_per_event_type);
-        $crate::__store_conformance_test!($setup dedupe_parks_anew_once_finished);
-        $crate::__store_conformance_test!($setup claim_takes_only_due_rows);
-        $crate::__store_conformance_test!($setup concurrent_claims_are_disjoint);
-        $crate::__store_conformance_test!($setup claim_only_requested_types);
-        $crate::__store_conformance_test!($setup claim_limit_and_order);
-        $crate::__store_conformance_test!($setup claim_shares_the_batch_among_event_types);
-        $crate::__store_conformance_test!($setup claim_reclaims_expired_leases);
-        $crate::__store_conformance_test!($setup settle_succeeded);
-        $crate::__store_conformance_test!($setup settle_retry_not_due_until_delay);
-        $crate::__store_conformance_test!($setup settle_dead_counts);
-        $crate::__store_conformance_test!($setup settle_release);
-        $crate::__store_conformance_test!($setup huge_delays_saturate);
-        $crate::__store_conformance_test!($setup settle_fences_stale_tokens);
-        $crate::__store_conformance_test!($setup settle_same_lease_twice_first_wins);
-        $crate::__store_conformance_test!($setup settle_repeated_attempts);
-        $crate::__store_conformance_test!($setup settle_fences_expired_leases);
-        $crate::__store_conformance_test!($setup attempt_history);
-        $crate::__store_conformance_test!($setup redrive_only_dead_rows);
-        $crate::__store_conformance_test!($setup apply_refuses_what_it_must_and_audits_the_reason);
-        $crate::__store_conformance_test!($setup operation_cursor_moves_with_its_batch_only_once);
-        $crate::__store_conformance_test!($setup discard_rules);
-        $crate::__store_conformance_test!($setup patch_records_diff);
-        $crate::__store_conformance_test!($setup upgrade_rewrites_payload_and_version);
-        $crate::__store_conformance_test!($setup patch_rows_patch_each_row_once);
-        $crate::__store_conformance_test!($setup purge_by_age);
-        $crate::__store_conformance_test!($setup erase_by_subject);
-        $crate::__store_conformance_test!($setup subject_key_check_keeps_the_first);
-        $crate::__store_conformance_test!($setup type_catalog_newest_version_wins);
-        $crate::__store_conformance_test!($setup type_catalog_keeps_every_shape_of_a_version);
-        $crate::__store_conformance_test!($setup list_filters_newest_first);
-        $crate::__store_conformance_test!($setup list_keyset_pages_and_other_filters);
-        $crate::__store_conformance_test!($setup stats_counts);
-        $crate::__store_conformance_test!($setup created_histogram_buckets);
-        $crate::__store_conformance_test!($setup groups_by_fingerprint);
-        $crate::__store_conformance_test!($setup wait_for_work_wakes_on_park);
-        $crate::__store_conformance_test!($setup wait_for_work_wakes_on_redrive);
-        $crate::__store_conformance_test!($setup wait_for_work_keeps_a_park_announced_before_the_wait);
-        $crate::__store_conformance_test!($setup singleton_lock_has_one_holder);
-        $crate::__store_conformance_test!($setup heartbeats_refresh_and_expire);
-        $crate::__store_conformance_test!($setup circuits_compare_and_set);
-        $crate::__store_conformance_test!($setup circuit_trial_taken_once);
-        $crate::__store_conformance_test!($setup claim_capped_keeps_the_cap);
-        $crate::__store_conformance_test!($setup settle_and_claim_writes_then_claims);
-        $crate::__store_conformance_test!($setup sealed_rows_keep_no_plaintext);
-        $crate::__store_conformance_test!($setup sealed_rows_drain_after_rotation);
-        $crate::__store_conformance_test!($setup sealed_rows_of_envelope_v1_open);
-        $crate::__store_conformance_test!($setup reveal_is_audited);
-        $crate::__store_conformance_test!($setup unreadable_rows_are_counted);
+    ($setup:tt [$($part:ident),*]) => {
+        $($crate::__store_conformance_each!($setup $part);)*
+    };
+    ($setup:tt queue) => {
+        $crate::__store_conformance_test!($setup queue::park_and_get);
+        $crate::__store_conformance_test!($setup queue::park_keeps_the_payload_version);
+        $crate::__store_conformance_test!($setup queue::park_raw_payloads);
+        $crate::__store_conformance_test!($setup queue::park_large_payload_whole);
+        $crate::__store_conformance_test!($setup queue::park_dead_on_arrival);
+        $crate::__store_conformance_test!($setup queue::park_many_keeps_order);
+        $crate::__store_conformance_test!($setup queue::claim_takes_only_due_rows);
+        $crate::__store_conformance_test!($setup queue::concurrent_claims_are_disjoint);
+        $crate::__store_conformance_test!($setup queue::claim_only_requested_types);
+        $crate::__store_conformance_test!($setup queue::claim_limit_and_order);
+        $crate::__store_conformance_test!($setup queue::claim_shares_the_batch_among_event_types);
+        $crate::__store_conformance_test!($setup queue::claim_reclaims_expired_leases);
+        $crate::__store_conformance_test!($setup queue::settle_succeeded);
+        $crate::__store_conformance_test!($setup queue::settle_retry_not_due_until_delay);
+        $crate::__store_conformance_test!($setup queue::settle_dead_counts);
+        $crate::__store_conformance_test!($setup queue::huge_delays_saturate);
+        $crate::__store_conformance_test!($setup queue::settle_fences_stale_tokens);
+        $crate::__store_conformance_test!($setup queue::wait_for_work_wakes_on_park);
+        $crate::__store_conformance_test!($setup queue::wait_for_work_keeps_a_park_announced_before_the_wait);
+        $crate::__store_conformance_test!($setup queue::settle_and_claim_writes_then_claims);
+    };
+    ($setup:tt reads) => {
+        $crate::__store_conformance_test!($setup reads::attempt_history);
+        $crate::__store_conformance_test!($setup reads::list_filters_newest_first);
+        $crate::__store_conformance_test!($setup reads::list_keyset_pages_and_other_filters);
+        $crate::__store_conformance_test!($setup reads::stats_counts);
+        $crate::__store_conformance_test!($setup reads::created_histogram_buckets);
+        $crate::__store_conformance_test!($setup reads::groups_by_fingerprint);
+        $crate::__store_conformance_test!($setup reads::dedupe_is_per_event_type);
+        $crate::__store_conformance_test!($setup reads::dedupe_returns_first_id);
+        $crate::__store_conformance_test!($setup reads::settle_release);
+        $crate::__store_conformance_test!($setup reads::settle_same_lease_twice_first_wins);
+        $crate::__store_conformance_test!($setup reads::settle_repeated_attempts);
+        $crate::__store_conformance_test!($setup reads::settle_fences_expired_leases);
+    };
+    ($setup:tt operator) => {
+        $crate::__store_conformance_test!($setup operator::redrive_only_dead_rows);
+        $crate::__store_conformance_test!($setup operator::apply_refuses_what_it_must_and_audits_the_reason);
+        $crate::__store_conformance_test!($setup operator::operation_cursor_moves_with_its_batch_only_once);
+        $crate::__store_conformance_test!($setup operator::discard_rules);
+        $crate::__store_conformance_test!($setup operator::patch_records_diff);
+        $crate::__store_conformance_test!($setup operator::upgrade_rewrites_payload_and_version);
+        $crate::__store_conformance_test!($setup operator::patch_rows_patch_each_row_once);
+        $crate::__store_conformance_test!($setup operator::purge_by_age);
+        $crate::__store_conformance_test!($setup operator::wait_for_work_wakes_on_redrive);
+        $crate::__store_conformance_test!($setup operator::park_over_limit_is_dead_and_never_claimed);
+        $crate::__store_conformance_test!($setup operator::park_hostile_text);
+        $crate::__store_conformance_test!($setup operator::dedupe_parks_anew_once_finished);
+    };
+    ($setup:tt fleet) => {
+        $crate::__store_conformance_test!($setup fleet::type_catalog_newest_version_wins);
+        $crate::__store_conformance_test!($setup fleet::type_catalog_keeps_every_shape_of_a_version);
+        $crate::__store_conformance_test!($setup fleet::heartbeats_refresh_and_expire);
+        $crate::__store_conformance_test!($setup fleet::circuits_compare_and_set);
+        $crate::__store_conformance_test!($setup fleet::circuit_trial_taken_once);
+    };
+    ($setup:tt privacy) => {
+        $crate::__store_conformance_test!($setup privacy::erase_by_subject);
+        $crate::__store_conformance_test!($setup privacy::subject_key_check_keeps_the_first);
+        $crate::__store_conformance_test!($setup privacy::sealed_rows_keep_no_plaintext);
+        $crate::__store_conformance_test!($setup privacy::sealed_rows_drain_after_rotation);
+        $crate::__store_conformance_test!($setup privacy::sealed_rows_of_envelope_v1_open);
+        $crate::__store_conformance_test!($setup privacy::reveal_is_audited);
+        $crate::__store_conformance_test!($setup privacy::unreadable_rows_are_counted);
+    };
+    ($setup:tt singleton) => {
+        $crate::__store_conformance_test!($setup singleton::singleton_lock_has_one_holder);
+    };
+    ($setup:tt capped_claims) => {
+        $crate::__store_conformance_test!($setup capped_claims::claim_capped_keeps_the_cap);
     };
 }
 
@@ -270,21 +308,21 @@ macro_rules! __store_conformance_each {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __store_conformance_test {
-    ({ setup: $setup:path } $name:ident) => {
+    ({ setup: $setup:path } $part:ident :: $name:ident) => {
         #[test]
         fn $name() {
             $crate::__private::block_on(async {
                 let fixture = $setup().await;
-                $crate::testing::conformance::$name($crate::testing::Fixture::store(&fixture)).await;
+                $crate::testing::conformance::$part::$name($crate::testing::Fixture::store(&fixture)).await;
                 $crate::testing::Fixture::teardown(fixture).await;
             });
         }
     };
-    ({ attrs: [$(#[$attr:meta])*], setup: $setup:ident, args: [$($arg:ident : $ty:ty),*] } $name:ident) => {
+    ({ attrs: [$(#[$attr:meta])*], setup: $setup:ident, args: [$($arg:ident : $ty:ty),*] } $part:ident :: $name:ident) => {
         $(#[$attr])*
         async fn $name($($arg: $ty),*) {
             let fixture = $setup($($arg),*).await;
-            $crate::testing::conformance::$name($crate::testing::Fixture::store(&fixture)).await;
+            $crate::testing::conformance::$part::$name($crate::testing::Fixture::store(&fixture)).await;
             $crate::testing::Fixture::teardown(fixture).await;
         }
     };

@@ -18,7 +18,7 @@ use dlq_core::store::{
     RowEdit, Settlement, SubjectHash,
 };
 use dlq_core::{
-    DeadLetterStore, Error, ErrorClass, ListFilter, Payload, Status, adapter::DeadReason, classify::FailureInfo,
+    Error, ErrorClass, ListFilter, Payload, Status, adapter::DeadReason, classify::FailureInfo, store::prelude::*,
 };
 use dlq_model::db::{BatchResult, Db, Outcome, Status as ModelStatus};
 use dlq_model::model::{Operator, ParkPhase, Retrier, Run};

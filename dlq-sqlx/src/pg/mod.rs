@@ -33,9 +33,9 @@ use dlq_core::store::{
     PatchBatch, PatchRequest, SettleReport, Settlement, StoreId, StoreResult, WorkTicket,
 };
 use dlq_core::{
-    DeadLetter, DeadLetterStore, DlqId, ListFilter, admin::AttemptRecord, admin::AuditEntry, admin::FailureGroup,
+    DeadLetter, DlqId, ListFilter, admin::AttemptRecord, admin::AuditEntry, admin::FailureGroup,
     admin::RetrierHeartbeat, admin::StatsRow, store::AuditNote, store::DEFAULT_MAX_PAYLOAD_BYTES, store::NewDeadLetter,
-    store::Parked,
+    store::Parked, store::prelude::*,
 };
 use sqlx::PgPool;
 use sqlx::migrate::MigrateError;
@@ -107,7 +107,7 @@ pub struct PgConfig {
     pub writers: usize,
     /// Payloads larger than this are stored truncated, with the original's length and SHA-256
     /// ([`DEFAULT_MAX_PAYLOAD_BYTES`] by default). The store reports it as
-    /// [`DeadLetterStore::max_payload_bytes`], which the live path and a `Dispatcher` read to
+    /// [`dlq_core::store::QueueStore::max_payload_bytes`], which the live path and a `Dispatcher` read to
     /// decide "too large" before they call the store.
     pub max_payload_bytes: usize,
     /// The most rows the table may hold; `None` for no limit.
@@ -254,11 +254,11 @@ impl PgConfig {
 /// is claimed and run again, as when a retrier dies mid-batch (see
 /// [`PgConfig::durable_outcomes`]). Between two batches a retrier writes the outcomes of one
 /// and claims the next in a single statement
-/// ([`settle_and_claim`](DeadLetterStore::settle_and_claim)). Parks and retries wake waiting
+/// ([`settle_and_claim`](dlq_core::store::QueueStore::settle_and_claim)). Parks and retries wake waiting
 /// retriers with `NOTIFY`, at most one per 20 ms burst.
 ///
 /// ```no_run
-/// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, store::NewDeadLetter, Payload};
+/// use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, store::NewDeadLetter, Payload};
 /// use dlq_sqlx::PgStore;
 ///
 /// # async fn demo() -> Result<(), dlq_core::Error> {
@@ -300,7 +300,7 @@ impl std::fmt::Debug for PgStore {
 
 /// Whose circuits a store on `pool` and `schema` holds: the server's address, the database
 /// and the schema (no user, no password). Two stores on the same ones share their circuits,
-/// so this process's views of them too ([`DeadLetterStore::store_id`]); another schema or
+/// so this process's views of them too ([`dlq_core::store::QueueStore::store_id`]); another schema or
 /// database has its own. The same database reached under two host names counts as two.
 fn store_id(pool: &PgPool, schema: &str) -> StoreId {
     let options = pool.connect_options();
@@ -410,7 +410,7 @@ impl PgStore {
     /// stored, and retriers are woken, only if and when the caller commits.
     ///
     /// Runs on the caller's connection, so the caller's `statement_timeout` bounds it rather
-    /// than the park timeout. `max_entries` applies as for [`park`](DeadLetterStore::park).
+    /// than the park timeout. `max_entries` applies as for [`park`](dlq_core::store::QueueStore::park).
     ///
     /// # Errors
     /// The database error ([`dlq_core::Error::Store`]) or [`dlq_core::Error::Full`].
@@ -551,7 +551,7 @@ async fn drop_interrupted_index_builds(
     Ok(())
 }
 
-impl DeadLetterStore for PgStore {
+impl QueueStore for PgStore {
     fn park(&self, letter: NewDeadLetter) -> BoxFuture<'_, StoreResult<Parked>> {
         Box::pin(async move {
             let mut parked = park::park(self, vec![letter]).await?;
@@ -565,16 +565,6 @@ impl DeadLetterStore for PgStore {
 
     fn claim(&self, request: ClaimRequest) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
         Box::pin(claim::claim(self, request))
-    }
-
-    /// Counts, claims and records in one transaction under the type's advisory lock, so
-    /// capped claims of one type take turns across every process (migration 0011).
-    fn claim_capped(&self, request: ClaimRequest, cap: ClaimCap) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
-        Box::pin(claim::claim_capped(self, request, cap))
-    }
-
-    fn supports_claim_capped(&self) -> bool {
-        true
     }
 
     fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>> {
@@ -602,6 +592,21 @@ impl DeadLetterStore for PgStore {
         Box::pin(admin::get(self, id))
     }
 
+    fn max_payload_bytes(&self) -> usize {
+        self.inner.config.max_payload_bytes
+    }
+
+    /// `dlq_circuits`, compared against the database clock.
+    fn store_id(&self) -> StoreId {
+        self.inner.id.clone()
+    }
+
+    fn capped_claims(&self) -> Option<&dyn CappedClaimStore> {
+        Some(self)
+    }
+}
+
+impl ReadStore for PgStore {
     fn list(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<Vec<DeadLetter>>> {
         Box::pin(admin::list(self, filter))
     }
@@ -635,6 +640,34 @@ impl DeadLetterStore for PgStore {
         Box::pin(admin::audit(self, id))
     }
 
+    fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(admin::count(self, filter))
+    }
+
+    fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
+        Box::pin(ops::audit_one(self, id))
+    }
+
+    /// `max_entries` with an exact count when set, and the table's dead tuples and vacuum state.
+    fn table_health(&self) -> BoxFuture<'_, StoreResult<Option<dlq_core::store::TableHealth>>> {
+        Box::pin(ops::table_health(self))
+    }
+
+    fn count_purgeable(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(admin::count_purgeable(self, older_than))
+    }
+
+    fn capacity(&self) -> BoxFuture<'_, StoreResult<Option<dlq_core::observe::Capacity>>> {
+        Box::pin(async move {
+            let Some(capacity) = &self.inner.capacity else { return Ok(None) };
+            let entries = self.entries().await?;
+            capacity.observe(entries);
+            Ok(Some(capacity.report(entries)))
+        })
+    }
+}
+
+impl OperatorStore for PgStore {
     fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
         Box::pin(admin::patch(self, request))
     }
@@ -646,26 +679,6 @@ impl DeadLetterStore for PgStore {
     /// One transaction per batch, the operation's marks read under the rows' locks.
     fn patch_rows(&self, batch: PatchBatch) -> BoxFuture<'_, StoreResult<BatchReport>> {
         Box::pin(ops::patch_rows(self, batch))
-    }
-
-    fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {
-        Box::pin(admin::count(self, filter))
-    }
-
-    fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
-        Box::pin(ops::audit_one(self, id))
-    }
-
-    fn reveal(&self, id: DlqId, note: AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
-        Box::pin(ops::reveal(self, id, note))
-    }
-
-    fn mark_unreadable(&self, leases: Vec<dlq_core::store::Lease>) -> BoxFuture<'_, StoreResult<()>> {
-        Box::pin(ops::mark_unreadable(self, leases))
-    }
-
-    fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
-        Box::pin(ops::count_unreadable(self))
     }
 
     /// One transaction per batch; a redrive wakes retriers with `NOTIFY` on commit.
@@ -690,11 +703,6 @@ impl DeadLetterStore for PgStore {
         Box::pin(ops::set_state(self, id, state))
     }
 
-    /// `max_entries` with an exact count when set, and the table's dead tuples and vacuum state.
-    fn table_health(&self) -> BoxFuture<'_, StoreResult<Option<dlq_core::store::TableHealth>>> {
-        Box::pin(ops::table_health(self))
-    }
-
     /// Folds the tallies behind [`stats`](Self::stats) and [`groups`](Self::groups), and
     /// vacuums `dlq_events` when its dead tuples pass [`PgConfig::vacuum_dead_tuples`]
     /// ([`Maintenance::Vacuumed`](dlq_core::store::Maintenance::Vacuumed)).
@@ -713,30 +721,9 @@ impl DeadLetterStore for PgStore {
             Ok(purged)
         })
     }
+}
 
-    fn count_purgeable(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
-        Box::pin(admin::count_purgeable(self, older_than))
-    }
-
-    fn erase(&self, request: dlq_core::store::EraseRequest) -> BoxFuture<'_, StoreResult<dlq_core::store::Erasure>> {
-        Box::pin(erase::erase(self, request))
-    }
-
-    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::Erasure>>> {
-        Box::pin(erase::erasures(self, limit))
-    }
-
-    fn subject_key_check(
-        &self,
-        check: dlq_core::store::KeyCheck,
-    ) -> BoxFuture<'_, StoreResult<dlq_core::store::KeyCheck>> {
-        Box::pin(erase::key_check(self, check))
-    }
-
-    fn count_subject(&self, subject: dlq_core::store::SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
-        Box::pin(erase::count_subject(self, subject))
-    }
-
+impl FleetStore for PgStore {
     fn publish_types(&self, types: Vec<dlq_core::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
         Box::pin(catalog::publish(self, types))
     }
@@ -753,19 +740,6 @@ impl DeadLetterStore for PgStore {
         Box::pin(catalog::accept(self, schema))
     }
 
-    fn max_payload_bytes(&self) -> usize {
-        self.inner.config.max_payload_bytes
-    }
-
-    fn capacity(&self) -> BoxFuture<'_, StoreResult<Option<dlq_core::observe::Capacity>>> {
-        Box::pin(async move {
-            let Some(capacity) = &self.inner.capacity else { return Ok(None) };
-            let entries = self.entries().await?;
-            capacity.observe(entries);
-            Ok(Some(capacity.report(entries)))
-        })
-    }
-
     fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>> {
         let beat = beat.clone();
         Box::pin(async move { self.beat(&beat, expire_after).await })
@@ -778,11 +752,6 @@ impl DeadLetterStore for PgStore {
 
     fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<RetrierHeartbeat>>> {
         Box::pin(self.heartbeats())
-    }
-
-    /// `dlq_circuits`, compared against the database clock.
-    fn store_id(&self) -> StoreId {
-        self.inner.id.clone()
     }
 
     fn circuits(&self) -> BoxFuture<'_, StoreResult<dlq_core::store::Circuits>> {
@@ -805,9 +774,56 @@ impl DeadLetterStore for PgStore {
         Box::pin(circuits::log(self, event_type, limit))
     }
 
+    fn singleton(&self) -> Option<&dyn SingletonStore> {
+        Some(self)
+    }
+}
+
+impl PrivacyStore for PgStore {
+    fn reveal(&self, id: DlqId, note: AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
+        Box::pin(ops::reveal(self, id, note))
+    }
+
+    fn mark_unreadable(&self, leases: Vec<dlq_core::store::Lease>) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(ops::mark_unreadable(self, leases))
+    }
+
+    fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(ops::count_unreadable(self))
+    }
+
+    fn erase(&self, request: dlq_core::store::EraseRequest) -> BoxFuture<'_, StoreResult<dlq_core::store::Erasure>> {
+        Box::pin(erase::erase(self, request))
+    }
+
+    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::Erasure>>> {
+        Box::pin(erase::erasures(self, limit))
+    }
+
+    fn subject_key_check(
+        &self,
+        check: dlq_core::store::KeyCheck,
+    ) -> BoxFuture<'_, StoreResult<dlq_core::store::KeyCheck>> {
+        Box::pin(erase::key_check(self, check))
+    }
+
+    fn count_subject(&self, subject: dlq_core::store::SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(erase::count_subject(self, subject))
+    }
+}
+
+impl SingletonStore for PgStore {
     /// A PostgreSQL advisory lock named after the schema, on a connection of its own.
     fn try_lock_singleton(&self) -> BoxFuture<'_, StoreResult<Option<Box<dyn dlq_core::store::SingletonLock>>>> {
         Box::pin(self.lock_singleton())
+    }
+}
+
+impl CappedClaimStore for PgStore {
+    /// Counts, claims and records in one transaction under the type's advisory lock, so
+    /// capped claims of one type take turns across every process (migration 0011).
+    fn claim_capped(&self, request: ClaimRequest, cap: ClaimCap) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
+        Box::pin(claim::claim_capped(self, request, cap))
     }
 }
 

@@ -272,7 +272,7 @@ const VACUUM_EVERY: Duration = Duration::from_secs(30);
 /// table stays a few pages, so the stats that sum it stay sub-millisecond.
 const TALLY_VACUUM_ROWS: u64 = 20_000;
 
-/// The retrier's upkeep (`DeadLetterStore::maintain`): folds the tallies, then vacuums
+/// The retrier's upkeep (`OperatorStore::maintain`): folds the tallies, then vacuums
 /// `dlq_events` when it needs it.
 pub(crate) async fn maintain(store: &PgStore) -> StoreResult<Maintenance> {
     fold_tallies(store).await?;

@@ -1,5 +1,5 @@
 //! A row's payload rewritten in a newer version of its event's contract
-//! ([`DeadLetterStore::upgrade`](dlq_core::DeadLetterStore::upgrade)): locked, checked, written
+//! ([`OperatorStore::upgrade`](dlq_core::store::OperatorStore::upgrade)): locked, checked, written
 //! with its audit entry in one transaction.
 
 use dlq_core::store::{StoreResult, VersionUpgrade};

@@ -24,9 +24,8 @@ use dlq_core::store::{
 };
 use dlq_core::store::{WorkSignal, WorkTicket};
 use dlq_core::{
-    DeadLetter, DeadLetterStore, DlqId, Error, ListFilter, admin::AttemptRecord, admin::AuditEntry,
-    admin::FailureGroup, admin::RetrierHeartbeat, admin::StatsRow, store::AuditNote, store::NewDeadLetter,
-    store::Parked,
+    DeadLetter, DlqId, Error, ListFilter, admin::AttemptRecord, admin::AuditEntry, admin::FailureGroup,
+    admin::RetrierHeartbeat, admin::StatsRow, store::AuditNote, store::NewDeadLetter, store::Parked, store::prelude::*,
 };
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
@@ -71,7 +70,7 @@ const FILE_POOL_SIZE: u32 = 4;
 /// when retriers run on several hosts.
 ///
 /// ```
-/// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, store::NewDeadLetter, Payload, Status};
+/// use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, store::NewDeadLetter, Payload, Status};
 /// use dlq_core::store::{ClaimRequest, Settlement};
 /// use dlq_sqlx::SqliteStore;
 /// use std::time::Duration;
@@ -226,11 +225,11 @@ impl SqliteStore {
     ///
     /// Open the transaction with `BEGIN IMMEDIATE` (`pool.begin_with("BEGIN IMMEDIATE")`) so it
     /// takes the write lock up front. Retriers waiting in
-    /// [`wait_for_work`](DeadLetterStore::wait_for_work) are woken at once, before the commit;
+    /// [`wait_for_work`](dlq_core::store::QueueStore::wait_for_work) are woken at once, before the commit;
     /// one that looks too early finds the row at its next poll.
     ///
     /// ```
-    /// use dlq_core::{DeadLetterStore, ErrorClass, classify::FailureInfo, store::NewDeadLetter, Payload};
+    /// use dlq_core::{store::prelude::*, ErrorClass, classify::FailureInfo, store::NewDeadLetter, Payload};
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let store = dlq_sqlx::SqliteStore::in_memory().await?;
     /// let failure = FailureInfo::new(ErrorClass::Permanent, "validation", "bad iban".into(), vec![], None);
@@ -283,7 +282,7 @@ impl SqliteStore {
     }
 }
 
-impl DeadLetterStore for SqliteStore {
+impl QueueStore for SqliteStore {
     fn park(&self, letter: NewDeadLetter) -> BoxFuture<'_, StoreResult<Parked>> {
         Box::pin(async move {
             let parked = write::park(&self.pool, vec![letter]).await?;
@@ -302,15 +301,6 @@ impl DeadLetterStore for SqliteStore {
 
     fn claim(&self, request: ClaimRequest) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
         Box::pin(write::claim(&self.pool, request, None))
-    }
-
-    /// Counts, claims and records in one write transaction (`BEGIN IMMEDIATE`).
-    fn claim_capped(&self, request: ClaimRequest, cap: ClaimCap) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
-        Box::pin(write::claim(&self.pool, request, Some(cap)))
-    }
-
-    fn supports_claim_capped(&self) -> bool {
-        true
     }
 
     fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>> {
@@ -336,6 +326,16 @@ impl DeadLetterStore for SqliteStore {
         Box::pin(admin::get(&self.pool, id))
     }
 
+    fn store_id(&self) -> StoreId {
+        self.id.clone()
+    }
+
+    fn capped_claims(&self) -> Option<&dyn CappedClaimStore> {
+        Some(self)
+    }
+}
+
+impl ReadStore for SqliteStore {
     fn list(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<Vec<DeadLetter>>> {
         Box::pin(admin::list(&self.pool, filter))
     }
@@ -365,6 +365,20 @@ impl DeadLetterStore for SqliteStore {
         Box::pin(admin::audit(&self.pool, id))
     }
 
+    fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(admin::count(&self.pool, filter))
+    }
+
+    fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
+        Box::pin(ops::audit_one(&self.pool, id))
+    }
+
+    fn count_purgeable(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(admin::count_purgeable(&self.pool, older_than))
+    }
+}
+
+impl OperatorStore for SqliteStore {
     fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
         Box::pin(admin::patch(&self.pool, request))
     }
@@ -375,26 +389,6 @@ impl DeadLetterStore for SqliteStore {
 
     fn patch_rows(&self, batch: PatchBatch) -> BoxFuture<'_, StoreResult<BatchReport>> {
         Box::pin(ops::patch_rows(&self.pool, batch))
-    }
-
-    fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {
-        Box::pin(admin::count(&self.pool, filter))
-    }
-
-    fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
-        Box::pin(ops::audit_one(&self.pool, id))
-    }
-
-    fn reveal(&self, id: DlqId, note: AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
-        Box::pin(admin::reveal(&self.pool, id, note))
-    }
-
-    fn mark_unreadable(&self, leases: Vec<dlq_core::store::Lease>) -> BoxFuture<'_, StoreResult<()>> {
-        Box::pin(admin::mark_unreadable(&self.pool, leases))
-    }
-
-    fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
-        Box::pin(admin::count_unreadable(&self.pool))
     }
 
     fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {
@@ -428,30 +422,9 @@ impl DeadLetterStore for SqliteStore {
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
         Box::pin(admin::purge(&self.pool, older_than))
     }
+}
 
-    fn count_purgeable(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
-        Box::pin(admin::count_purgeable(&self.pool, older_than))
-    }
-
-    fn erase(&self, request: dlq_core::store::EraseRequest) -> BoxFuture<'_, StoreResult<dlq_core::store::Erasure>> {
-        Box::pin(erase::erase(&self.pool, request))
-    }
-
-    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::Erasure>>> {
-        Box::pin(erase::erasures(&self.pool, limit))
-    }
-
-    fn subject_key_check(
-        &self,
-        check: dlq_core::store::KeyCheck,
-    ) -> BoxFuture<'_, StoreResult<dlq_core::store::KeyCheck>> {
-        Box::pin(erase::key_check(&self.pool, check))
-    }
-
-    fn count_subject(&self, subject: dlq_core::store::SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
-        Box::pin(erase::count_subject(&self.pool, subject))
-    }
-
+impl FleetStore for SqliteStore {
     fn publish_types(&self, types: Vec<dlq_core::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
         Box::pin(catalog::publish(&self.pool, types))
     }
@@ -482,10 +455,6 @@ impl DeadLetterStore for SqliteStore {
         Box::pin(heartbeat::all(&self.pool))
     }
 
-    fn store_id(&self) -> StoreId {
-        self.id.clone()
-    }
-
     fn circuits(&self) -> BoxFuture<'_, StoreResult<dlq_core::store::Circuits>> {
         Box::pin(circuits::all(&self.pool))
     }
@@ -503,6 +472,50 @@ impl DeadLetterStore for SqliteStore {
         limit: usize,
     ) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::CircuitLogEntry>>> {
         Box::pin(circuits::log(&self.pool, event_type, limit))
+    }
+
+    fn singleton(&self) -> Option<&dyn SingletonStore> {
+        None
+    }
+}
+
+impl PrivacyStore for SqliteStore {
+    fn reveal(&self, id: DlqId, note: AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
+        Box::pin(admin::reveal(&self.pool, id, note))
+    }
+
+    fn mark_unreadable(&self, leases: Vec<dlq_core::store::Lease>) -> BoxFuture<'_, StoreResult<()>> {
+        Box::pin(admin::mark_unreadable(&self.pool, leases))
+    }
+
+    fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(admin::count_unreadable(&self.pool))
+    }
+
+    fn erase(&self, request: dlq_core::store::EraseRequest) -> BoxFuture<'_, StoreResult<dlq_core::store::Erasure>> {
+        Box::pin(erase::erase(&self.pool, request))
+    }
+
+    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::Erasure>>> {
+        Box::pin(erase::erasures(&self.pool, limit))
+    }
+
+    fn subject_key_check(
+        &self,
+        check: dlq_core::store::KeyCheck,
+    ) -> BoxFuture<'_, StoreResult<dlq_core::store::KeyCheck>> {
+        Box::pin(erase::key_check(&self.pool, check))
+    }
+
+    fn count_subject(&self, subject: dlq_core::store::SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
+        Box::pin(erase::count_subject(&self.pool, subject))
+    }
+}
+
+impl CappedClaimStore for SqliteStore {
+    /// Counts, claims and records in one write transaction (`BEGIN IMMEDIATE`).
+    fn claim_capped(&self, request: ClaimRequest, cap: ClaimCap) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
+        Box::pin(write::claim(&self.pool, request, Some(cap)))
     }
 }
 

@@ -1,5 +1,5 @@
 //! A row's payload rewritten in a newer version of its event's contract
-//! ([`DeadLetterStore::upgrade`](dlq_core::DeadLetterStore::upgrade)): checked and written with
+//! ([`OperatorStore::upgrade`](dlq_core::store::OperatorStore::upgrade)): checked and written with
 //! its audit entry in one `BEGIN IMMEDIATE` transaction.
 
 use dlq_core::store::{StoreResult, VersionUpgrade};

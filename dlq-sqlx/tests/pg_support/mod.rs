@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use dlq_core::admin::Admin;
 use dlq_core::store::{ClaimRequest, Claimed};
-use dlq_core::{DeadLetterStore, ErrorClass, Payload, classify::FailureInfo, store::NewDeadLetter};
+use dlq_core::{ErrorClass, Payload, classify::FailureInfo, store::NewDeadLetter, store::prelude::*};
 use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::PgPool;
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use dlq_core::{DeadLetterStore, ListFilter, Payload, Status};
+use dlq_core::{store::prelude::*, ListFilter, Payload, Status};
 use dlq_sqlx::sqlite::SqliteStore;
 
 fn run(program: &str, db: &Path, count: Option<u64>) {

@@ -3,9 +3,12 @@
 //! `Vec` behind one `Mutex`, and each call does its whole work under the lock, so each call is
 //! one transaction and nothing is held across an `.await`.
 //!
-//! Optional parts it leaves at the trait's defaults: capped claims (`claim_capped`), the
-//! singleton lock, `settle_and_claim`, `count`, `count_purgeable`, `created_histogram`, the
-//! payload limit and `store_id` (its address: a `VecStore` lives as long as its test).
+//! It is built part by part, one `impl` per part of the contract (`QueueStore`, `ReadStore`,
+//! `OperatorStore`, `FleetStore`, `PrivacyStore`); together they make it a `DeadLetterStore`.
+//! It offers neither optional part (no capped claims, no singleton lock: both accessors answer
+//! `None`), and keeps the defaults of `settle_and_claim`, `count`, `count_purgeable`,
+//! `created_histogram`, the payload limit and `store_id` (its address: a `VecStore` lives as
+//! long as its test).
 
 use std::future::ready;
 use std::sync::{Mutex, MutexGuard};
@@ -19,7 +22,7 @@ use dlq_core::store::{
     PatchBatch, PatchRequest, Refusal, Refused, SettleReport, Settlement, StoreResult, SubjectHash, WorkSignal,
     WorkTicket, operation_patch_diff, patch_diff, patched_by, refusal,
 };
-use dlq_core::{DeadLetter, DeadLetterStore, DlqId, Error, classify::FailureInfo, ListFilter, admin::Order, Status};
+use dlq_core::{DeadLetter, store::prelude::*, DlqId, Error, classify::FailureInfo, ListFilter, admin::Order, Status};
 use uuid::Uuid;
 
 /// A stored row and the token of the lease that holds it (while `PROCESSING`).
@@ -28,6 +31,8 @@ struct Row {
     token: Option<Uuid>,
     /// The subject's keyed hash, that `erase` finds the row by.
     subject: Option<SubjectHash>,
+    /// The lease under which a retrier could not open the row (`mark_unreadable`).
+    unreadable: Option<Uuid>,
 }
 
 #[derive(Default)]
@@ -181,7 +186,7 @@ impl Tables {
         row.dedupe_key = letter.dedupe_key;
         row.source = letter.source;
         let failure = row.failure.clone();
-        self.rows.push(Row { letter: row, token: None, subject });
+        self.rows.push(Row { letter: row, token: None, subject, unreadable: None });
         self.attempt(id, 0, "failed", Some(&failure), None);
         Parked { id, deduplicated: false, truncated }
     }
@@ -240,7 +245,7 @@ impl Tables {
     }
 }
 
-impl DeadLetterStore for VecStore {
+impl QueueStore for VecStore {
     fn park(&self, letter: NewDeadLetter) -> BoxFuture<'_, StoreResult<Parked>> {
         let parked = self.lock().park(letter, self.max_payload_bytes());
         self.work.announce();
@@ -321,6 +326,12 @@ impl DeadLetterStore for VecStore {
         done(Ok(self.lock().row(id).map(|r| r.letter.clone())))
     }
 
+    fn capped_claims(&self) -> Option<&dyn CappedClaimStore> {
+        None
+    }
+}
+
+impl ReadStore for VecStore {
     fn list(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<Vec<DeadLetter>>> {
         let tables = self.lock();
         let matching = tables.rows.iter().map(|r| &r.letter).filter(|l| filter.matches(l));
@@ -398,6 +409,12 @@ impl DeadLetterStore for VecStore {
         done(Ok(self.lock().audit.iter().filter(|a| a.dlq_id == id).cloned().collect()))
     }
 
+    fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
+        done(Ok(self.lock().audit.iter().find(|a| a.id == id).cloned()))
+    }
+}
+
+impl OperatorStore for VecStore {
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
         let cutoff = chrono::Duration::from_std(older_than)
             .ok()
@@ -407,52 +424,6 @@ impl DeadLetterStore for VecStore {
         let old = |l: &DeadLetter| matches!(l.status, Status::Succeeded | Status::Discarded) && l.updated_at < cutoff;
         let gone: Vec<DlqId> = tables.rows.iter().filter(|r| old(&r.letter)).map(|r| r.letter.id).collect();
         done(Ok(tables.delete(&gone).0))
-    }
-
-    fn erase(&self, request: EraseRequest) -> BoxFuture<'_, StoreResult<Erasure>> {
-        let mut tables = self.lock();
-        let mine = |r: &Row| r.subject.as_ref() == Some(&request.subject);
-        let gone: Vec<DlqId> = tables.rows.iter().filter(|r| mine(r)).map(|r| r.letter.id).collect();
-        let counts = tables.delete(&gone);
-        let id = tables.erasures.last().map_or(1, |e| e.id + 1);
-        let erasure = Erasure::new(id, request.subject.prefix(), counts, request.note, Utc::now());
-        tables.erasures.push(erasure.clone());
-        done(Ok(erasure))
-    }
-
-    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>> {
-        done(Ok(self.lock().erasures.iter().rev().take(limit).cloned().collect()))
-    }
-
-    fn subject_key_check(
-        &self,
-        check: dlq_core::store::KeyCheck,
-    ) -> BoxFuture<'_, StoreResult<dlq_core::store::KeyCheck>> {
-        done(Ok(self.lock().key_check.get_or_insert(check).clone()))
-    }
-
-    fn count_subject(&self, subject: SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
-        done(Ok(self.lock().rows.iter().filter(|r| r.subject.as_ref() == Some(&subject)).count() as u64))
-    }
-
-    fn publish_types(&self, types: Vec<dlq_core::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
-        let mut tables = self.lock();
-        dlq_core::catalog::merge_schemas(&mut tables.schemas, &types);
-        dlq_core::catalog::merge(&mut tables.catalog, types);
-        done(Ok(()))
-    }
-
-    fn version_schemas(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::VersionSchema>>> {
-        done(Ok(self.lock().schemas.clone()))
-    }
-
-    fn accept_schema(&self, schema: dlq_core::catalog::VersionSchema) -> BoxFuture<'_, StoreResult<()>> {
-        dlq_core::catalog::accept_schema(&mut self.lock().schemas, schema);
-        done(Ok(()))
-    }
-
-    fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::EventTypeInfo>>> {
-        done(Ok(self.lock().catalog.clone()))
     }
 
     fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {
@@ -578,10 +549,6 @@ impl DeadLetterStore for VecStore {
         done(Ok(report))
     }
 
-    fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
-        done(Ok(self.lock().audit.iter().find(|a| a.id == id).cloned()))
-    }
-
     fn create_operation(
         &self,
         action: ActionKind,
@@ -622,6 +589,28 @@ impl DeadLetterStore for VecStore {
             None => Err(Error::OperationNotFound(id)),
         };
         done(result)
+    }
+}
+
+impl FleetStore for VecStore {
+    fn publish_types(&self, types: Vec<dlq_core::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
+        let mut tables = self.lock();
+        dlq_core::catalog::merge_schemas(&mut tables.schemas, &types);
+        dlq_core::catalog::merge(&mut tables.catalog, types);
+        done(Ok(()))
+    }
+
+    fn version_schemas(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::VersionSchema>>> {
+        done(Ok(self.lock().schemas.clone()))
+    }
+
+    fn accept_schema(&self, schema: dlq_core::catalog::VersionSchema) -> BoxFuture<'_, StoreResult<()>> {
+        dlq_core::catalog::accept_schema(&mut self.lock().schemas, schema);
+        done(Ok(()))
+    }
+
+    fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::EventTypeInfo>>> {
+        done(Ok(self.lock().catalog.clone()))
     }
 
     fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>> {
@@ -678,5 +667,65 @@ impl DeadLetterStore for VecStore {
         let tables = self.lock();
         let of_type = |e: &&CircuitLogEntry| event_type.as_ref().is_none_or(|t| *t == e.event_type);
         done(Ok(tables.circuit_log.iter().rev().filter(of_type).take(limit).cloned().collect()))
+    }
+
+    fn singleton(&self) -> Option<&dyn SingletonStore> {
+        None
+    }
+}
+
+impl PrivacyStore for VecStore {
+    fn erase(&self, request: EraseRequest) -> BoxFuture<'_, StoreResult<Erasure>> {
+        let mut tables = self.lock();
+        let mine = |r: &Row| r.subject.as_ref() == Some(&request.subject);
+        let gone: Vec<DlqId> = tables.rows.iter().filter(|r| mine(r)).map(|r| r.letter.id).collect();
+        let counts = tables.delete(&gone);
+        let id = tables.erasures.last().map_or(1, |e| e.id + 1);
+        let erasure = Erasure::new(id, request.subject.prefix(), counts, request.note, Utc::now());
+        tables.erasures.push(erasure.clone());
+        done(Ok(erasure))
+    }
+
+    fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<Erasure>>> {
+        done(Ok(self.lock().erasures.iter().rev().take(limit).cloned().collect()))
+    }
+
+    fn subject_key_check(
+        &self,
+        check: dlq_core::store::KeyCheck,
+    ) -> BoxFuture<'_, StoreResult<dlq_core::store::KeyCheck>> {
+        done(Ok(self.lock().key_check.get_or_insert(check).clone()))
+    }
+
+    fn count_subject(&self, subject: SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
+        done(Ok(self.lock().rows.iter().filter(|r| r.subject.as_ref() == Some(&subject)).count() as u64))
+    }
+
+    fn mark_unreadable(&self, leases: Vec<dlq_core::store::Lease>) -> BoxFuture<'_, StoreResult<()>> {
+        let mut tables = self.lock();
+        for lease in leases {
+            if let Some(row) = tables.row(lease.id)
+                && row.letter.status == Status::Processing
+                && row.token == Some(lease.token)
+            {
+                row.unreadable = Some(lease.token);
+            }
+        }
+        done(Ok(()))
+    }
+
+    fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
+        let tables = self.lock();
+        // Counted while the claim it was marked under is the row's latest.
+        let held = |r: &&Row| r.letter.status == Status::Processing && r.unreadable.is_some() && r.unreadable == r.token;
+        done(Ok(tables.rows.iter().filter(held).count() as u64))
+    }
+
+    fn reveal(&self, id: DlqId, note: AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
+        let mut tables = self.lock();
+        if tables.row(id).is_none() {
+            return done(Err(Error::NotFound(id)));
+        }
+        done(Ok(tables.audit(id, "reveal", &note, serde_json::json!({}), Utc::now())))
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use dlq_core::admin::{Admin, BulkPlan, Pacing};
 use dlq_core::store::{NewDeadLetter, OperationState};
-use dlq_core::{DeadLetterStore, adapter::DeadReason, DlqId, ErrorClass, classify::FailureInfo, ListFilter, Payload, Status};
+use dlq_core::{store::prelude::*, adapter::DeadReason, DlqId, ErrorClass, classify::FailureInfo, ListFilter, Payload, Status};
 use serde_json::json;
 use third_party_store::VecStore;
 

@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use dlq_core::admin::Admin;
 use dlq_core::store::NewDeadLetter;
-use dlq_core::{DeadLetterStore, adapter::DeadReason, ErrorClass, classify::FailureInfo, Payload};
+use dlq_core::{store::prelude::*, adapter::DeadReason, ErrorClass, classify::FailureInfo, Payload};
 use third_party_store::VecStore;
 use tower::ServiceExt;
 
