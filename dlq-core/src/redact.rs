@@ -490,21 +490,42 @@ fn scrub_value(secrets: &Secrets, value: &mut Value) {
 /// What logs, spans and circuit reasons say of an encrypted type's failure text: nothing.
 pub(crate) const ENCRYPTED_TEXT: &str = "[encrypted]";
 
-/// A handler's failure `text` as this process's logs, spans and circuit reasons (stored,
-/// shown by `dlq stats` and the console) may say it: [`ENCRYPTED_TEXT`] for an encrypted
-/// type, scrubbed of the redacted values of `payload` (the event, in clear) for a type with
-/// `redact`, [`MASK`] whole when such a payload is not JSON (its values cannot be found).
-pub(crate) fn loggable<'a>(reg: &crate::handler::Registration, payload: &Payload, text: &'a str) -> Cow<'a, str> {
-    if reg.sealing().is_some() {
-        return Cow::Borrowed(ENCRYPTED_TEXT);
+/// What a handler's failure texts may say in this process's logs, spans and circuit reasons
+/// (stored, shown by `dlq stats` and the console), worked out from the event before its
+/// handler takes it: [`ENCRYPTED_TEXT`] for an encrypted type; for a type with `redact`, the
+/// text scrubbed of the values at the redacted fields of the event (in clear), or [`MASK`]
+/// whole when the event is not JSON (its values cannot be found); otherwise the text itself.
+pub(crate) enum LogText {
+    Encrypted,
+    AsIs,
+    Scrubbed(Secrets),
+    Masked,
+}
+
+impl LogText {
+    /// The rule for failures of `reg`'s handler run on `payload`.
+    pub(crate) fn of(reg: &crate::handler::Registration, payload: &Payload) -> Self {
+        if reg.sealing().is_some() {
+            return Self::Encrypted;
+        }
+        let pointers = reg.redact();
+        if pointers.is_empty() {
+            return Self::AsIs;
+        }
+        match payload {
+            Payload::Json(_) => Self::Scrubbed(self::payload(payload, pointers).1),
+            Payload::Raw { .. } => Self::Masked,
+        }
     }
-    let pointers = reg.redact();
-    if pointers.is_empty() {
-        return Cow::Borrowed(text);
-    }
-    match payload {
-        Payload::Json(_) => Cow::Owned(self::payload(payload, pointers).1.scrub(text).into_owned()),
-        Payload::Raw { .. } => Cow::Borrowed(MASK),
+
+    /// `text` as the rule lets it be said.
+    pub(crate) fn say<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match self {
+            Self::Encrypted => Cow::Borrowed(ENCRYPTED_TEXT),
+            Self::AsIs => Cow::Borrowed(text),
+            Self::Scrubbed(secrets) => secrets.scrub(text),
+            Self::Masked => Cow::Borrowed(MASK),
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dlq_core::admin::Admin;
-use dlq_core::{Classify, DeadLetterStore, ListFilter, MemoryStore, Retrier, Scope, dead_letter, handlers};
+use dlq_core::{Classify, ListFilter, MemoryStore, Retrier, Scope, dead_letter, handlers, store::prelude::*};
 
 const PAN: &str = "4000-0027-6000-3184";
 const EMAIL: &str = "dave.redacted@example.com";
@@ -176,4 +176,37 @@ async fn the_live_path_publishes_what_its_type_redacts_before_any_retrier_starts
         assert!(page.rows.is_empty(), "a reason filter matches the masked text, not {guess:?}");
     }
     assert_eq!(admin.list(ListFilter::default().reason_contains("gateway refused")).await.unwrap().rows.len(), 1);
+}
+
+#[dead_letter(event_type = "e2e-redacted-charge-exp", redact = ["/card/number", "/email"], backoff = "exp")]
+async fn charge_later(c: Charge) -> Result<(), ChargeError> {
+    Err(ChargeError::Refused(c.card.number, c.email))
+}
+
+/// A handler whose backoff waits runs once per claim, and that one attempt takes the event:
+/// what its failure may say in the retry span, the log and the circuit's reason is worked out
+/// from the event before the handler takes it, so the values are masked there too.
+#[tokio::test(start_paused = true)]
+async fn a_retry_that_takes_the_event_still_masks_its_failure_text() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let captured = Captured::default();
+    let _guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(captured.clone()));
+    let store = Arc::new(MemoryStore::new());
+    let registry = handlers![charge_later].unwrap();
+    let event = Charge { id: 21, card: Card { number: PAN.into() }, email: EMAIL.into() };
+    Scope::new().store(store.clone()).run(charge_later(event)).await.unwrap_err();
+
+    let retrier = Retrier::new(store.clone(), registry);
+    for _ in 0..3 {
+        tokio::time::advance(std::time::Duration::from_secs(3600)).await;
+        assert_eq!(retrier.run_once().await.unwrap(), 1, "one retry per claim");
+    }
+    let logged = captured.0.lock().unwrap().clone();
+    assert!(
+        logged.contains("gateway refused card [redacted] for [redacted]"),
+        "the retry's error was recorded: {logged}"
+    );
+    assert_hidden("tracing output of retries that took the event", &logged);
+    let circuits = store.circuits().await.unwrap();
+    assert_hidden("circuit reasons", &format!("{:?}", circuits.circuits));
 }

@@ -3,8 +3,8 @@
 //! - here: [`Retrier`] and how it is built and configured, and its [`RetrierStats`];
 //! - `run`: [`Retrier::run_until`] and the loops beside the claim loops (heartbeat, purge,
 //!   store upkeep, singleton leadership), each worker's claim loop, [`Retrier::run_once`];
-//! - `batch`: one batch: its claims, the run of its rows, the write of their outcomes;
-//! - `attempt`: one claimed row: its attempts, the handler's call, the outcome decided.
+//! - `pipeline`: one batch, stage by stage: claim → open → upcast → run → decide → settle;
+//! - `sealed`: the key ring and the sealing of an encrypted type's failures;
 //! - `breakers`: the retrier's side of the circuits: windows, cached state, claim plans, limits.
 
 use std::sync::Arc;
@@ -16,9 +16,8 @@ use crate::handler::Context;
 use crate::registry::Registry;
 use crate::store::prelude::*;
 
-mod attempt;
-mod batch;
 mod breakers;
+mod pipeline;
 mod run;
 mod sealed;
 
