@@ -82,11 +82,6 @@ pub const fn with_subject(reg: Registration, pointer: &'static str) -> Registrat
     reg.with_subject(pointer)
 }
 
-/// `reg` with its attribute's `redact = [...]` JSON pointers.
-pub const fn with_redact(reg: Registration, pointers: &'static [&'static str]) -> Registration {
-    reg.with_redact(pointers)
-}
-
 /// What a `CheckFn` returns for a decode: `Ok` when the event deserialized, else the reason.
 pub fn checked<T>(decoded: Result<T, HandlerOutcome>) -> Result<(), String> {
     match decoded {

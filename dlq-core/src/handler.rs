@@ -384,25 +384,6 @@ impl Registration {
         self.subject
     }
 
-    /// The attribute's `redact = ["/card/number"]`: the JSON pointers of the payload's fields
-    /// operators see masked ([`crate::redact`]).
-    ///
-    /// ```
-    /// #[dlq_core::dead_letter(event_type = "doc-registration-redact", redact = ["/card/number"])]
-    /// async fn handle(payment: serde_json::Value) -> Result<(), std::io::Error> { let _ = payment; Ok(()) }
-    ///
-    /// assert_eq!(<handle as dlq_core::handlers::Handler>::registration().redact(), ["/card/number"]);
-    /// ```
-    pub const fn redact(&self) -> &'static [&'static str] {
-        self.redact
-    }
-
-    /// The same registration, the payload's fields at `pointers` shown masked to operators.
-    pub(crate) const fn with_redact(mut self, pointers: &'static [&'static str]) -> Self {
-        self.redact = pointers;
-        self
-    }
-
     /// The event type it handles.
     pub const fn event_type(&self) -> &'static str {
         self.event_type

@@ -87,9 +87,12 @@
 //! - [`redact`], [`sealed`], [`subject`]: sensitive payloads: what operators may see,
 //!   encryption at rest with key rings, erasure by data subject.
 //! - [`observe`]: metrics and health, for a service's `/metrics` and health check.
-//! - [`store`]: what someone writing a new [`DeadLetterStore`] needs besides the trait (what
-//!   a store receives and answers: [`store::NewDeadLetter`], [`store::Parked`], claims and
-//!   settlements, circuits, operations).
+//! - [`store`]: the store contract in parts ([`store::QueueStore`], [`store::ReadStore`],
+//!   [`store::OperatorStore`], [`store::FleetStore`], [`store::PrivacyStore`], the optional
+//!   [`store::SingletonStore`] and [`store::CappedClaimStore`]; [`DeadLetterStore`] is the
+//!   five required ones together), what a store receives and answers
+//!   ([`store::NewDeadLetter`], [`store::Parked`], claims and settlements, circuits,
+//!   operations), and [`store::prelude`] to call a concrete store's methods.
 //! - `testing` (feature `testing`): an application's tests (assertions on parked rows, a
 //!   harness on a paused clock) and the conformance suite a new store runs.
 

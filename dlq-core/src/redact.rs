@@ -31,6 +31,35 @@ use serde_json::Value;
 
 use crate::record::Payload;
 
+/// The option's place in a handler's registration: the one field `redact` of
+/// [`Registration`](crate::handlers::Registration), read here and written by the attribute's
+/// expansion through [`registered`].
+impl crate::handler::Registration {
+    /// The attribute's `redact = ["/card/number"]`: the JSON pointers of the payload's fields
+    /// operators see masked ([`crate::redact`]).
+    ///
+    /// ```
+    /// #[dlq_core::dead_letter(event_type = "doc-registration-redact", redact = ["/card/number"])]
+    /// async fn handle(payment: serde_json::Value) -> Result<(), std::io::Error> { let _ = payment; Ok(()) }
+    ///
+    /// assert_eq!(<handle as dlq_core::handlers::Handler>::registration().redact(), ["/card/number"]);
+    /// ```
+    pub const fn redact(&self) -> &'static [&'static str] {
+        self.redact
+    }
+}
+
+/// What `#[dead_letter(redact = [...])]` expands to: `reg` with its payload's fields at
+/// `pointers` shown masked to operators.
+#[doc(hidden)]
+pub const fn registered(
+    mut reg: crate::handler::Registration,
+    pointers: &'static [&'static str],
+) -> crate::handler::Registration {
+    reg.redact = pointers;
+    reg
+}
+
 /// What an operator is shown in place of a redacted value.
 pub const MASK: &str = "[redacted]";
 

@@ -12,12 +12,28 @@ use syn::{Lit, LitBool, LitStr, Path, Token};
 
 use crate::duration::{self, Millis};
 use crate::errors::Errors;
+use crate::options::{self, Room};
 
 /// The attribute's name, as every message names it.
 const ATTR: &str = "`#[dead_letter]`";
 
-/// The valid keys, in the order the docs give them.
-const KEYS: &str = "event_type, version, upcast, max_retries, backoff, base, max, jitter, max_age, timeout, breaker, encrypt, clear, subject, redact, crate";
+/// The keys parsed here, in the order the docs give them; the rooms' keys and `crate` follow.
+const KEYS: &str = "event_type, version, upcast, max_retries, backoff, base, max, jitter, max_age, timeout, breaker, encrypt, clear, subject";
+
+/// The per-type options with a room of their own ([`options`]): one line each.
+pub(crate) const ROOMS: &[&dyn Room] = &[&options::redact::Redact];
+
+/// Every valid key, in the order the docs give them.
+fn keys() -> String {
+    let rooms: Vec<&str> = ROOMS.iter().map(|room| room.key()).collect();
+    format!("{KEYS}, {}, crate", rooms.join(", "))
+}
+
+/// The room of the key `input` starts with, if any.
+fn room_at(input: ParseStream) -> Option<&'static dyn Room> {
+    let key = input.fork().parse::<syn::Ident>().ok()?;
+    ROOMS.iter().copied().find(|room| key == room.key())
+}
 
 mod kw {
     syn::custom_keyword!(event_type);
@@ -34,7 +50,6 @@ mod kw {
     syn::custom_keyword!(encrypt);
     syn::custom_keyword!(clear);
     syn::custom_keyword!(subject);
-    syn::custom_keyword!(redact);
 }
 
 /// The shape of a backoff schedule, as `backoff = "..."` names it.
@@ -85,7 +100,8 @@ pub(crate) struct RawArgs {
     encrypt: Option<Arg<kw::encrypt, LitBool>>,
     clear: Option<Arg<kw::clear, Vec<LitStr>>>,
     subject: Option<Arg<kw::subject, LitStr>>,
-    redact: Option<Arg<kw::redact, Vec<LitStr>>>,
+    /// The rooms' keys as written, each with the value its room read.
+    rooms: Vec<(&'static dyn Room, Arg<syn::Ident, TokenStream>)>,
     krate: Option<Arg<Token![crate], Path>>,
     progress: Progress,
 }
@@ -121,8 +137,8 @@ pub(crate) struct Args {
     pub(crate) clear: Vec<LitStr>,
     /// The JSON pointer to the payload's subject (erasure by subject).
     pub(crate) subject: Option<LitStr>,
-    /// The JSON pointers of the payload fields operators see masked.
-    pub(crate) redact: Vec<LitStr>,
+    /// The per-type options with a room of their own, each with its value read.
+    pub(crate) rooms: Vec<(&'static dyn Room, TokenStream)>,
     /// The path of `dlq_core`, `::dlq_core` unless `crate = "..."` says otherwise.
     pub(crate) krate: TokenStream,
 }
@@ -147,8 +163,7 @@ pub(crate) struct Args {
 //          | "clear"       "=" "[" STRING ("," STRING)* ","? "]"
 //                                          JSON pointers ("/id") kept readable; needs `encrypt = true`
 //          | "subject"     "=" STRING      an RFC 6901 JSON pointer to a field: "/customer_id"
-//          | "redact"      "=" "[" STRING ("," STRING)* ","? "]"
-//                                          JSON pointers ("/card/number") operators see masked
+//          | ROOM          "=" ...         a key of `ROOMS`, its value read by its room
 //          | "crate"       "=" STRING      a path, like "::dlq_core"
 //   DURATION := STRING that `humantime::parse_duration` reads (numbers with units, added up),
 //               a whole number of milliseconds, longer than zero: "250ms", "30s", "1h 30m", "7d"
@@ -186,8 +201,10 @@ impl Parse for RawArgs {
                 parse_value(input, "clear", &mut args.clear, |t| pointers("clear", t), errors)?;
             } else if lookahead.peek(kw::subject) {
                 parse_arg(input, "subject", &mut args.subject, subject, errors)?;
-            } else if lookahead.peek(kw::redact) {
-                parse_value(input, "redact", &mut args.redact, |t| pointers("redact", t), errors)?;
+            } else if let Some(room) = room_at(input) {
+                let mut slot = None;
+                parse_value(input, room.key(), &mut slot, |t| room.read(t), errors)?;
+                args.rooms.extend(slot.map(|arg| (room, arg)));
             } else if lookahead.peek(Token![crate]) {
                 parse_arg(input, "crate", &mut args.krate, crate_path, errors)?;
             } else {
@@ -312,16 +329,19 @@ fn skip_arg(input: ParseStream) -> TokenStream {
 
 fn unknown_key(tokens: &TokenStream) -> syn::Error {
     if let Some(TokenTree::Ident(ident)) = tokens.clone().into_iter().next() {
-        let message = format!("{ATTR}: unknown key `{ident}`; valid keys: {KEYS}");
+        let message = format!("{ATTR}: unknown key `{ident}`; valid keys: {}", keys());
         syn::Error::new_spanned(ident, message)
     } else {
-        let message = format!("{ATTR}: expected `key = value`; valid keys: {KEYS}");
+        let message = format!("{ATTR}: expected `key = value`; valid keys: {}", keys());
         syn::Error::new_spanned(tokens, message)
     }
 }
 
 /// An example value for each key, for messages that suggest the fix.
 fn example(name: &str) -> &'static str {
+    if let Some(room) = ROOMS.iter().find(|room| room.key() == name) {
+        return room.example();
+    }
     match name {
         "event_type" => "\"payment\"",
         "max_retries" => "240",
@@ -336,18 +356,17 @@ fn example(name: &str) -> &'static str {
         "encrypt" => "true",
         "clear" => "[\"/id\", \"/currency\"]",
         "subject" => "\"/customer_id\"",
-        "redact" => "[\"/card/number\", \"/customer/email\"]",
         _ => "\"::dlq_core\"",
     }
 }
 
-fn expected_literal(name: &str, tokens: &dyn ToTokens) -> syn::Error {
+pub(crate) fn expected_literal(name: &str, tokens: &dyn ToTokens) -> syn::Error {
     let what = match name {
         "max_retries" | "version" => "an integer literal",
         "jitter" => "a float literal",
         "encrypt" => "`true` or `false`",
-        "clear" | "redact" => "an array of JSON pointers",
-        _ => "a string literal",
+        "clear" => "an array of JSON pointers",
+        _ => ROOMS.iter().find(|room| room.key() == name).map_or("a string literal", |room| room.takes()),
     };
     let message = format!("{ATTR}: `{name}` takes {what}, like `{name} = {}`", example(name));
     syn::Error::new_spanned(tokens, message)
@@ -501,7 +520,7 @@ fn boolean(name: &str, lit: &Lit) -> syn::Result<LitBool> {
 
 /// `["/id", "/currency"]` (`clear`, `redact`): JSON pointers to fields (never `""`, the whole
 /// payload), each `~` escaping `~0` or `~1` (RFC 6901).
-fn pointers(name: &str, tokens: &TokenStream) -> syn::Result<Vec<LitStr>> {
+pub(crate) fn pointers(name: &str, tokens: &TokenStream) -> syn::Result<Vec<LitStr>> {
     let array = syn::parse2::<syn::ExprArray>(tokens.clone()).map_err(|_| expected_literal(name, tokens))?;
     let like = if name == "clear" { "\"/id\"" } else { "\"/card/number\"" };
     let mut pointers = Vec::new();
@@ -595,7 +614,7 @@ impl RawArgs {
             encrypt: self.encrypt.is_some_and(|a| a.value.value),
             clear: self.clear.map(|a| a.value).unwrap_or_default(),
             subject: self.subject.map(|a| a.value),
-            redact: self.redact.map(|a| a.value).unwrap_or_default(),
+            rooms: self.rooms.into_iter().map(|(room, arg)| (room, arg.value)).collect(),
             krate,
         })
     }
@@ -700,6 +719,15 @@ pub(crate) fn parse(args: TokenStream) -> syn::Result<Args> {
     syn::parse2::<RawArgs>(args)?.build()
 }
 
+/// The messages of every error in `args` (none when they parse), for tests.
+#[cfg(test)]
+pub(crate) fn parse_messages(args: TokenStream) -> Vec<String> {
+    match parse(args) {
+        Ok(_) => Vec::new(),
+        Err(err) => err.into_iter().map(|e| e.to_string()).collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -712,10 +740,7 @@ mod tests {
     }
 
     fn messages(tokens: TokenStream) -> Vec<String> {
-        match parse(tokens) {
-            Ok(_) => Vec::new(),
-            Err(err) => err.into_iter().map(|e| e.to_string()).collect(),
-        }
+        parse_messages(tokens)
     }
 
     #[test]
@@ -760,38 +785,12 @@ mod tests {
     #[test]
     fn the_docs_table_lists_every_key() {
         let docs = include_str!("lib.rs");
-        for key in KEYS.split(", ") {
+        for key in keys().split(", ") {
             assert!(
                 docs.contains(&format!("/// | `{key}` | ")),
                 "`{key}` is missing from the table of `#[dead_letter]`'s docs"
             );
         }
-    }
-
-    #[test]
-    fn redact_takes_json_pointers() {
-        let args = parse_ok(quote!(event_type = "x", redact = ["/card/number", "/a~1b/~0c", "/items/0"]));
-        assert_eq!(
-            args.redact.iter().map(LitStr::value).collect::<Vec<_>>(),
-            ["/card/number", "/a~1b/~0c", "/items/0"]
-        );
-        assert!(parse_ok(quote!(event_type = "x")).redact.is_empty());
-        let got = messages(quote!(event_type = "x", redact = ["card", "/a~2", "/ok~"]));
-        assert_eq!(got.len(), 3, "{got:?}");
-        assert!(
-            got[0].contains("`redact` entry \"card\" is not a JSON pointer to a field: start it with `/`"),
-            "{got:?}"
-        );
-        assert!(
-            got[1].contains("`redact` entry \"/a~2\"") && got[1].contains("`~` must be followed by `0`"),
-            "{got:?}"
-        );
-        assert!(got[2].contains("\"/ok~\""), "{got:?}");
-        assert!(
-            messages(quote!(event_type = "x", redact = "/card"))[0]
-                .contains("`redact` takes an array of JSON pointers")
-        );
-        assert!(messages(quote!(event_type = "x", redact = [], redact = []))[0].contains("redact"));
     }
 
     #[test]

@@ -301,10 +301,10 @@ fn registration(paths: &Paths, args: &Args, handler: &Handler) -> TokenStream {
         None => registration,
     };
     let registration = quote!(#p::with_schemas(#registration, Self::__dlq_schemas));
-    let registration = match args.redact.as_slice() {
-        [] => registration,
-        redact => quote!(#p::with_redact(#registration, &[#(#redact),*])),
-    };
+    let registration = args
+        .rooms
+        .iter()
+        .fold(registration, |registration, (room, value)| room.apply(&args.krate, value, registration));
     quote! {
         const __DLQ_REGISTRATION: #p::Registration = #registration;
     }

@@ -17,6 +17,7 @@ mod errors;
 mod expand;
 mod handler;
 mod handlers;
+mod options;
 mod upcast;
 
 /// Gives an async event handler dead-letter-queue semantics.
