@@ -169,14 +169,14 @@ pub type StoreResult<T> = Result<T, Error>;
 ///   `retry_after` first, skipping rows others hold;
 /// - `settle` writes an outcome only while the presented token still holds the row; a stale
 ///   token changes nothing and is reported in [`SettleReport::fenced`];
-/// - [`apply`](Self::apply) and [`patch`](Self::patch), the primitives of operator actions,
+/// - [`apply`](OperatorStore::apply) and [`patch`](OperatorStore::patch), the primitives of operator actions,
 ///   change rows only with an audit entry (actor, reason, diff) in the same transaction.
 ///
 /// Applications read rows through the trait, and act on them (redrive, discard, patch, undo)
 /// only through `Admin`, which adds what operators rely on: a reason
 /// for the audit log, the loop guard, validation, and bulk actions that walk every matching
-/// row in resumable batches. The methods it calls ([`apply`](Self::apply),
-/// [`patch`](Self::patch), [`audit_entry`](Self::audit_entry) and the operation methods) are
+/// row in resumable batches. The methods it calls ([`apply`](OperatorStore::apply),
+/// [`patch`](OperatorStore::patch), [`audit_entry`](ReadStore::audit_entry) and the operation methods) are
 /// for store implementers.
 ///
 /// ```
