@@ -8,15 +8,25 @@ cd "$(dirname "$0")/.."
 
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 
-# host[:port] of the URL: drop the scheme, the user info and the path.
-authority="${DATABASE_URL#*://}"
-authority="${authority##*@}"
-authority="${authority%%/*}"
-authority="${authority%%\?*}"
-host="${authority%%:*}"
-port=5432
-[[ "$authority" == *:* ]] && port="${authority##*:}"
-if ! (exec 3<>"/dev/tcp/${host:-127.0.0.1}/${port}") 2>/dev/null; then
+# Sets host and port from a postgres:// URL: drop the scheme, the user info and the path.
+host_port() {
+    local authority="${1#*://}"
+    authority="${authority##*@}"
+    authority="${authority%%/*}"
+    authority="${authority%%\?*}"
+    host="${authority%%:*}"
+    host="${host:-127.0.0.1}"
+    port=5432
+    if [[ "$authority" == *:* ]]; then port="${authority##*:}"; fi
+}
+answers() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+# Processes started here (tansu, PgBouncer), stopped at exit.
+started=()
+trap 'for pid in ${started[@]+"${started[@]}"}; do kill "$pid" 2>/dev/null || true; done' EXIT
+
+host_port "$DATABASE_URL"
+if ! answers "$host" "$port"; then
     echo "error: no PostgreSQL answers at ${host}:${port} (DATABASE_URL=${DATABASE_URL})." >&2
     echo "       The tests need one: start it, or point DATABASE_URL at one." >&2
     exit 1
@@ -58,12 +68,84 @@ if ! (exec 3<>"/dev/tcp/${KAFKA_BROKERS%%:*}/${KAFKA_BROKERS##*:}") 2>/dev/null;
     tansu broker --listener-url "tcp://${KAFKA_BROKERS}" --advertised-listener-url "tcp://${KAFKA_BROKERS}" \
         --storage-engine memory://tansu/ >target/tansu.log 2>&1 &
     tansu_pid=$!
-    trap 'kill "$tansu_pid" 2>/dev/null || true' EXIT
+    started+=("$tansu_pid")
     for _ in $(seq 1 100); do
         (exec 3<>"/dev/tcp/${KAFKA_BROKERS%%:*}/${KAFKA_BROKERS##*:}") 2>/dev/null && break
         kill -0 "$tansu_pid" 2>/dev/null || { cat target/tansu.log >&2; echo "error: tansu did not start" >&2; exit 1; }
         sleep 0.1
     done
+fi
+
+# PgStore through PgBouncer in transaction mode (dlq-sqlx/tests/pgbouncer.rs), started here
+# in front of DATABASE_URL's server unless one answers at $DLQ_PGBOUNCER_URL already. It must be
+# PgBouncer 1.21 or later (max_prepared_statements keeps sqlx's prepared statements across
+# server connections); $PGBOUNCER names the binary, else `pgbouncer` (Debian's package,
+# installed when missing).
+export DLQ_PGBOUNCER_URL="${DLQ_PGBOUNCER_URL:-postgres://postgres@127.0.0.1:6432/postgres}"
+pg_host="$host" pg_port="$port"
+host_port "$DLQ_PGBOUNCER_URL"
+if ! answers "$host" "$port"; then
+    PGBOUNCER="${PGBOUNCER:-$(command -v pgbouncer || echo /usr/sbin/pgbouncer)}"
+    if [[ ! -x "$PGBOUNCER" ]]; then
+        echo "installing pgbouncer (Debian package pgbouncer) for the PgBouncer tests" >&2
+        if ! { apt-get install -y -q --no-install-recommends pgbouncer >/dev/null ||
+            { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends pgbouncer >/dev/null; }; }; then
+            echo "error: pgbouncer is missing and could not be installed: run apt-get install pgbouncer" >&2
+            exit 1
+        fi
+        PGBOUNCER=/usr/sbin/pgbouncer
+    fi
+    version="$("$PGBOUNCER" --version | head -1)"
+    version="${version#PgBouncer }"
+    IFS=. read -r major minor _ <<<"$version"
+    if ((major < 1 || (major == 1 && minor < 21))); then
+        echo "error: $PGBOUNCER is PgBouncer $version: the store needs 1.21 or later behind it in transaction" >&2
+        echo "       mode (max_prepared_statements). Install one (Debian 13 ships 1.24; apt.postgresql.org has" >&2
+        echo "       the latest) and set PGBOUNCER=/path/to/pgbouncer, or point DLQ_PGBOUNCER_URL at one." >&2
+        exit 1
+    fi
+    # Any database of DATABASE_URL's server, as DATABASE_URL's user (its password, if any, from
+    # the auth file), in transaction mode, keeping prepared statements; idle server connections
+    # close after a second, so that a test's database can be dropped soon after the test.
+    mkdir -p target/pgbouncer
+    userinfo="${DATABASE_URL#*://}"
+    if [[ "$userinfo" == *@* ]]; then userinfo="${userinfo%%@*}"; else userinfo=postgres; fi
+    user="${userinfo%%:*}" password=""
+    if [[ "$userinfo" == *:* ]]; then password="${userinfo#*:}"; fi
+    printf '"%s" "%s"\n' "$user" "$password" >target/pgbouncer/userlist.txt
+    cat >target/pgbouncer/pgbouncer.ini <<EOF
+[databases]
+* = host=${pg_host} port=${pg_port}
+[pgbouncer]
+listen_addr = ${host}
+listen_port = ${port}
+unix_socket_dir =
+auth_type = trust
+auth_file = ${PWD}/target/pgbouncer/userlist.txt
+admin_users = ${user}
+pool_mode = transaction
+max_prepared_statements = 200
+default_pool_size = 20
+max_client_conn = 1000
+server_idle_timeout = 1
+ignore_startup_parameters = extra_float_digits,options,search_path
+EOF
+    # PgBouncer refuses to run as root: as root, it runs as nobody, which must read the files.
+    run_as=()
+    if [[ "$(id -u)" == 0 ]]; then
+        run_as=(-u nobody)
+        chmod a+rx target target/pgbouncer
+    fi
+    "$PGBOUNCER" ${run_as[@]+"${run_as[@]}"} target/pgbouncer/pgbouncer.ini >target/pgbouncer/pgbouncer.log 2>&1 &
+    echo $! >target/pgbouncer/pgbouncer.pid
+    started+=("$!")
+    for _ in $(seq 1 100); do
+        answers "$host" "$port" && break
+        kill -0 "$(cat target/pgbouncer/pgbouncer.pid)" 2>/dev/null ||
+            { cat target/pgbouncer/pgbouncer.log >&2; echo "error: PgBouncer did not start" >&2; exit 1; }
+        sleep 0.1
+    done
+    answers "$host" "$port" || { echo "error: PgBouncer does not answer at ${host}:${port}" >&2; exit 1; }
 fi
 
 cargo test --workspace --locked "$@"

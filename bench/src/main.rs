@@ -20,7 +20,9 @@
 //!
 //! Options (flags, or the environment variable in brackets): `--rows N` (`BENCH_ROWS`, 20000),
 //! `--reps N` (`BENCH_REPS`, 3; medians are printed), `--peers a,b` (`BENCH_PEERS`; raw, dlq,
-//! dlq-db (dlq with `immediate-retries = 0`, fail_once only) and the peers compiled in), `--scenarios a,b` (`BENCH_SCENARIOS`; enqueue, drain, fail_once).
+//! dlq-db (dlq with `immediate-retries = 0`, fail_once only) and the peers compiled in; and, only
+//! when named, dlq-pgbouncer: dlq with its pool through the PgBouncer at `DLQ_PGBOUNCER_URL`,
+//! default `postgres://postgres@127.0.0.1:6432/postgres`, in front of the same server), `--scenarios a,b` (`BENCH_SCENARIOS`; enqueue, drain, fail_once).
 
 mod common;
 mod ours;
@@ -47,6 +49,8 @@ enum Peer {
     Dlq,
     /// dlq with `immediate-retries = 0`: every attempt through the database (fail once only).
     DlqDb,
+    /// dlq with its pool through PgBouncer in transaction mode (only when named).
+    DlqPgBouncer,
     #[cfg(feature = "graphile")]
     Graphile,
     #[cfg(feature = "apalis")]
@@ -72,11 +76,15 @@ impl Peer {
         Peer::Awa,
     ];
 
+    /// Peers run only when `--peers` names them.
+    const ON_REQUEST: &[Peer] = &[Peer::DlqPgBouncer];
+
     fn name(self) -> &'static str {
         match self {
             Peer::Raw => "raw",
             Peer::Dlq => "dlq",
             Peer::DlqDb => "dlq-db",
+            Peer::DlqPgBouncer => "dlq-pgbouncer",
             #[cfg(feature = "graphile")]
             Peer::Graphile => "graphile",
             #[cfg(feature = "apalis")]
@@ -93,6 +101,7 @@ impl Peer {
             Peer::Raw => "raw SQL (claim 50 SKIP LOCKED walking the index, complete by id array, 4 tasks)",
             Peer::Dlq => "dlq (park_many; PgRetrier, default RetrierConfig)",
             Peer::DlqDb => "dlq, every attempt through the database (immediate-retries 0)",
+            Peer::DlqPgBouncer => "dlq through PgBouncer (transaction mode; `session_url` direct)",
             #[cfg(feature = "graphile")]
             Peer::Graphile => graphile::LABEL,
             #[cfg(feature = "apalis")]
@@ -108,6 +117,7 @@ impl Peer {
         match self {
             Peer::Raw => raw::run(scenario, bench).await,
             Peer::Dlq => ours::run(scenario, bench, true).await,
+            Peer::DlqPgBouncer => ours::run_through_pgbouncer(scenario, bench).await,
             // Only a retry can differ from dlq's defaults.
             Peer::DlqDb if scenario != Scenario::FailOnce => Ok(None),
             Peer::DlqDb => ours::run(scenario, bench, false).await,
@@ -190,8 +200,9 @@ fn options() -> Result<Options> {
         Some(names) => names
             .iter()
             .map(|n| {
-                Peer::ALL.iter().copied().find(|p| p.name() == n).ok_or_else(|| {
-                    let known: Vec<_> = Peer::ALL.iter().map(|p| p.name()).collect();
+                let known = Peer::ALL.iter().chain(Peer::ON_REQUEST);
+                known.clone().copied().find(|p| p.name() == n).ok_or_else(|| {
+                    let known: Vec<_> = known.map(|p| p.name()).collect();
                     format!("unknown or not compiled-in peer {n:?} (have: {})", known.join(", "))
                 })
             })

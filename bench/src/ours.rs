@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlq_core::{handlers::Attempt, CancellationToken, store::prelude::*, Retrier, RetrierConfig, dead_letter, handlers};
+use dlq_core::{
+    CancellationToken, Retrier, RetrierConfig, dead_letter, handlers, handlers::Attempt, store::prelude::*,
+};
 use dlq_sqlx::{PgConfig, PgStore};
 
 use crate::Scenario;
@@ -30,6 +32,35 @@ async fn flaky(n: serde_json::Value, attempt: Attempt) -> std::result::Result<()
 pub(crate) async fn run(scenario: Scenario, bench: &Bench, immediate_retries: bool) -> Result<Option<Duration>> {
     let (_, pool) = bench.fresh_pool(if immediate_retries { "dlq" } else { "dlq_db" }).await?;
     let store = PgStore::from_pool(pool.clone(), PgConfig::default()).await?;
+    measure(scenario, bench, immediate_retries, &pool, store).await
+}
+
+/// As `run`, with the store's pool through the PgBouncer at `DLQ_PGBOUNCER_URL` (transaction
+/// mode) and its session URL straight to the server; the harness polls directly.
+pub(crate) async fn run_through_pgbouncer(scenario: Scenario, bench: &Bench) -> Result<Option<Duration>> {
+    let (direct_url, pool) = bench.fresh_pool("dlq_pgbouncer").await?;
+    let bouncer =
+        std::env::var("DLQ_PGBOUNCER_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:6432/postgres".to_owned());
+    let options: sqlx::postgres::PgConnectOptions = bouncer.parse()?;
+    let database = pool.connect_options().get_database().ok_or("no database name")?.to_owned();
+    let pooled = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(crate::common::POOL_SIZE)
+        .connect_with(options.database(&database))
+        .await
+        .map_err(|e| format!("no PgBouncer at DLQ_PGBOUNCER_URL ({}): {e}", dlq_sqlx::mask_passwords(&bouncer)))?;
+    let store = PgStore::from_pool(pooled.clone(), PgConfig::default().session_url(direct_url)).await?;
+    let took = measure(scenario, bench, true, &pool, store).await;
+    pooled.close().await;
+    took
+}
+
+async fn measure(
+    scenario: Scenario,
+    bench: &Bench,
+    immediate_retries: bool,
+    pool: &sqlx::PgPool,
+    store: PgStore,
+) -> Result<Option<Duration>> {
     let event_type = if scenario == Scenario::FailOnce { "bench-flaky" } else { "bench" };
     let start = Instant::now();
     park(&store, event_type, bench.rows).await?;
@@ -50,7 +81,7 @@ pub(crate) async fn run(scenario: Scenario, bench: &Bench, immediate_retries: bo
         let (retrier, shutdown) = (retrier.clone(), shutdown.clone());
         async move { retrier.run_until(shutdown.cancelled_owned()).await }
     });
-    let took = until_done(&pool, crate::raw::DONE, start).await;
+    let took = until_done(pool, crate::raw::DONE, start).await;
     shutdown.cancel();
     let stats = running.await??;
     if stats.fenced != 0 || stats.store_errors != 0 {

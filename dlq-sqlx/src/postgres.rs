@@ -12,4 +12,4 @@
 //! # Ok(()) }
 //! ```
 
-pub use crate::pg::{MIGRATOR, Overflow, PgConfig, PgStore, migrate, validate_schema};
+pub use crate::pg::{MIGRATOR, Overflow, PgConfig, PgStore, SessionUrl, migrate, validate_schema};

@@ -12,7 +12,7 @@ use sqlx::Row;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 
-use super::{PgStore, micros, park, row};
+use super::{PgStore, micros, park, row, session};
 
 fn db(err: sqlx::Error) -> dlq_core::Error {
     dlq_core::Error::store(err)
@@ -66,7 +66,7 @@ pub(crate) async fn list(store: &PgStore, filter: ListFilter) -> StoreResult<Vec
         Order::OldestFirst => &store.inner.sql.list_oldest,
     };
     let query = bind_filter(sqlx::query(statement.sql()), &filter);
-    let rows = query.fetch_all(&store.inner.pool).await.map_err(db)?;
+    let rows = session::rows_unnamed(&store.inner.session, &store.inner.pool, query).await.map_err(db)?;
     row::letters(&rows)
 }
 
@@ -80,7 +80,8 @@ pub(crate) async fn count(store: &PgStore, filter: ListFilter) -> StoreResult<u6
     } else {
         bind_filter(sqlx::query(store.inner.sql.count_matching.sql()), &filter)
     };
-    let n: i64 = query.fetch_one(&store.inner.pool).await.map_err(db)?.try_get(0).map_err(db)?;
+    let rows = session::rows_unnamed(&store.inner.session, &store.inner.pool, query).await.map_err(db)?;
+    let n: i64 = rows.first().ok_or(sqlx::Error::RowNotFound).and_then(|r| r.try_get(0)).map_err(db)?;
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
@@ -165,7 +166,7 @@ pub(crate) async fn groups(store: &PgStore, filter: ListFilter) -> StoreResult<V
     } else {
         bind_filter(sqlx::query(store.inner.sql.groups.sql()), &filter)
     };
-    let rows = query.fetch_all(&store.inner.pool).await.map_err(db)?;
+    let rows = session::rows_unnamed(&store.inner.session, &store.inner.pool, query).await.map_err(db)?;
     rows.iter()
         .map(|r| {
             Ok(FailureGroup {

@@ -56,12 +56,13 @@ impl PgStore {
         rows.iter().map(decode).collect::<Result<_, _>>().map_err(dlq_core::Error::store)
     }
 
-    /// Tries the schema's advisory lock on a connection of its own: held as long as that
-    /// connection lives, released by the server if the process dies.
+    /// Tries the schema's advisory lock on a connection of its own (to the session URL behind
+    /// a transaction pooler): held as long as that connection lives, released by the server if
+    /// the process dies.
     pub(crate) async fn lock_singleton(&self) -> StoreResult<Option<Box<dyn SingletonLock>>> {
         let lock = PgAdvisoryLock::new(format!("dlq-retrier:{}", self.inner.config.schema));
-        let conn =
-            PgConnection::connect_with(&self.inner.pool.connect_options()).await.map_err(dlq_core::Error::store)?;
+        let options = self.inner.session.options(&self.inner.pool);
+        let conn = PgConnection::connect_with(&options).await.map_err(dlq_core::Error::store)?;
         match lock.try_acquire(conn).await.map_err(dlq_core::Error::store)? {
             Either::Left(guard) => Ok(Some(Box::new(AdvisoryLock(guard)))),
             Either::Right(conn) => {

@@ -23,6 +23,7 @@ mod park;
 mod park_rows;
 mod row;
 mod schema;
+mod session;
 mod upgrade;
 
 use std::sync::Arc;
@@ -43,6 +44,7 @@ use sqlx::postgres::{PgConnection, PgPoolOptions};
 
 pub use capacity::Overflow;
 pub use schema::validate_schema;
+pub use session::SessionUrl;
 
 /// The PostgreSQL schema, embedded from `migrations/postgres/`. The migrations are
 /// schema-unqualified: [`migrate`] (and [`PgStore::from_pool`]) run them with `search_path`
@@ -135,6 +137,9 @@ pub struct PgConfig {
     /// as the server's `synchronous_commit` says (durably by default), for handlers whose
     /// second run is costly; burst drains are then about a tenth slower (`docs/DESIGN.md`, the retrier against raw SQL).
     pub durable_outcomes: bool,
+    /// Behind a connection pooler in transaction mode: a URL to the same database with a
+    /// session of its own (see [`session_url`](Self::session_url)); `None` by default.
+    pub session_url: Option<SessionUrl>,
 }
 
 impl Default for PgConfig {
@@ -152,6 +157,7 @@ impl Default for PgConfig {
             overflow: Overflow::Reject,
             vacuum_dead_tuples: Some(50_000),
             durable_outcomes: false,
+            session_url: None,
         }
     }
 }
@@ -290,6 +296,8 @@ struct Inner {
     kept_connections: Arc<kept_connections::KeptConnections>,
     /// The database's address and the schema: whose circuits these are.
     id: StoreId,
+    /// Where `LISTEN`, the singleton lock, migrations and vacuums connect.
+    session: session::Session,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -363,15 +371,16 @@ impl PgStore {
     pub async fn from_pool(pool: PgPool, config: PgConfig) -> StoreResult<Self> {
         validate_schema(&config.schema)?;
         let sql = Arc::new(schema::Sql::new(&config.schema, config.durable_outcomes));
+        let session = session::Session::new(config.session_url.as_ref())?;
         if config.run_migrations {
-            migrate(&pool, &config.schema).await?;
+            session::migrate(&session, &pool, &config.schema).await?;
         }
         let debounce = notify::Debounce::new(pool.clone(), sql.channel.clone());
         let kept_connections = kept_connections::KeptConnections::start(pool.clone());
         let writer =
             park::GroupCommit::start(Arc::clone(&kept_connections), Arc::clone(&sql), &config, Arc::clone(&debounce));
         let capacity = config.max_entries.map(|max| capacity::Capacity::new(max, config.overflow));
-        let wakeups = notify::Wakeups::new(&pool, sql.channel.clone());
+        let wakeups = notify::Wakeups::new(session.options(&pool), sql.channel.clone());
         let vacuum = std::sync::Mutex::default();
         let id = store_id(&pool, &config.schema);
         Ok(Self {
@@ -387,6 +396,7 @@ impl PgStore {
                 floors: claim::ClaimFloors::default(),
                 kept_connections,
                 id,
+                session,
             }),
         })
     }

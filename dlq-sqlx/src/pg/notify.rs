@@ -81,8 +81,8 @@ pub(crate) struct Wakeups {
 }
 
 impl Wakeups {
-    pub(crate) fn new(pool: &PgPool, channel: String) -> Self {
-        let options = (*pool.connect_options()).clone();
+    /// `options`: a connection that keeps its session (the `LISTEN` lasts as long as it).
+    pub(crate) fn new(options: sqlx::postgres::PgConnectOptions, channel: String) -> Self {
         let pool = PgPoolOptions::new()
             .max_connections(1)
             .max_lifetime(None)

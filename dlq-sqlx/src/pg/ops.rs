@@ -11,6 +11,7 @@ use sqlx::{PgConnection, Row};
 use std::time::Duration;
 
 use super::admin::{actor, audit_entry};
+use super::session::SessionConnection;
 use super::{PgStore, park};
 
 fn db(err: sqlx::Error) -> dlq_core::Error {
@@ -291,7 +292,7 @@ pub(crate) async fn fold_tallies(store: &PgStore) -> StoreResult<u64> {
         state.folded >= TALLY_VACUUM_ROWS
     };
     if due {
-        let mut conn = store.inner.pool.acquire().await.map_err(db)?;
+        let mut conn = SessionConnection::acquire(&store.inner.session, &store.inner.pool).await.map_err(db)?;
         if may_vacuum(store, &mut conn).await? {
             sqlx::query(store.inner.sql.vacuum_tallies.sql())
                 .persistent(false)
@@ -349,7 +350,7 @@ pub(crate) async fn vacuum_if_needed(store: &PgStore) -> StoreResult<Maintenance
     if health.dead_tuples < threshold || vacuumed_lately {
         return Ok(Maintenance::Light);
     }
-    let mut conn = store.inner.pool.acquire().await.map_err(db)?;
+    let mut conn = SessionConnection::acquire(&store.inner.session, &store.inner.pool).await.map_err(db)?;
     if !may_vacuum(store, &mut conn).await? {
         return Ok(Maintenance::Light);
     }
@@ -370,7 +371,7 @@ pub(crate) async fn vacuum_if_needed(store: &PgStore) -> StoreResult<Maintenance
     state.folded = 0; // vacuum.sql vacuums dlq_tallies too
     if let Err(error) = unlocked {
         // A session lock outlives the statement: drop the connection so that it goes too.
-        conn.detach();
+        conn.discard();
         tracing::warn!(%error, "could not release the vacuum lock; its connection is closed");
     }
     drop(state);
