@@ -79,10 +79,40 @@ fi
 # PgStore through PgBouncer in transaction mode (dlq-sqlx/tests/pgbouncer.rs), started here
 # in front of DATABASE_URL's server unless one answers at $DLQ_PGBOUNCER_URL already. It must be
 # PgBouncer 1.21 or later (max_prepared_statements keeps sqlx's prepared statements across
-# server connections); $PGBOUNCER names the binary, else `pgbouncer` (Debian's package,
-# installed when missing).
+# server connections). $PGBOUNCER names the binary, else `pgbouncer` on the PATH (Debian's
+# package, installed when missing). Debian 12 ships 1.18: then the source package of Debian 13
+# is fetched from Debian's archive and built under target/pgbouncer-build (once; it is kept).
 export DLQ_PGBOUNCER_URL="${DLQ_PGBOUNCER_URL:-postgres://postgres@127.0.0.1:6432/postgres}"
 pg_host="$host" pg_port="$port"
+
+# The version of the PgBouncer binary $1 as "major minor".
+pgbouncer_version() {
+    local version
+    version="$("$1" --version | head -1)"
+    version="${version#PgBouncer }"
+    IFS=. read -r major minor _ <<<"$version"
+    echo "${major:-0} ${minor:-0}"
+}
+new_enough() {
+    local major minor
+    read -r major minor <<<"$(pgbouncer_version "$1")"
+    ((major > 1 || (major == 1 && minor >= 21)))
+}
+# Builds PgBouncer from Debian 13's source package into target/pgbouncer-build.
+build_pgbouncer() {
+    local dir="$PWD/target/pgbouncer-build"
+    [[ -x "$dir/bin/pgbouncer" ]] && return 0
+    echo "building PgBouncer from Debian 13's source package (Debian 12's 1.18 is too old for transaction mode)" >&2
+    rm -rf "$dir/src" && mkdir -p "$dir/src"
+    echo 'deb-src http://deb.debian.org/debian trixie main' >"$dir/trixie-src.list"
+    local apt_src=(-o Dir::Etc::sourcelist="$dir/trixie-src.list" -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0)
+    apt-get update -q "${apt_src[@]}" >/dev/null &&
+        (cd "$dir/src" && apt-get source --download-only -q "${apt_src[@]}" pgbouncer >/dev/null) &&
+        apt-get install -y -q --no-install-recommends gcc make pkg-config libevent-dev libssl-dev >/dev/null &&
+        tar xzf "$dir"/src/pgbouncer_*.orig.tar.gz -C "$dir/src" &&
+        (cd "$dir"/src/pgbouncer-*/ && ./configure -q --prefix="$dir" --without-cares --without-pam >/dev/null &&
+            make -j2 >/dev/null && make install >/dev/null)
+}
 host_port "$DLQ_PGBOUNCER_URL"
 if ! answers "$host" "$port"; then
     PGBOUNCER="${PGBOUNCER:-$(command -v pgbouncer || echo /usr/sbin/pgbouncer)}"
@@ -95,14 +125,14 @@ if ! answers "$host" "$port"; then
         fi
         PGBOUNCER=/usr/sbin/pgbouncer
     fi
-    version="$("$PGBOUNCER" --version | head -1)"
-    version="${version#PgBouncer }"
-    IFS=. read -r major minor _ <<<"$version"
-    if ((major < 1 || (major == 1 && minor < 21))); then
-        echo "error: $PGBOUNCER is PgBouncer $version: the store needs 1.21 or later behind it in transaction" >&2
-        echo "       mode (max_prepared_statements). Install one (Debian 13 ships 1.24; apt.postgresql.org has" >&2
-        echo "       the latest) and set PGBOUNCER=/path/to/pgbouncer, or point DLQ_PGBOUNCER_URL at one." >&2
-        exit 1
+    if ! new_enough "$PGBOUNCER"; then
+        if ! build_pgbouncer; then
+            echo "error: $PGBOUNCER is PgBouncer $(pgbouncer_version "$PGBOUNCER" | tr ' ' .), and building 1.21 or later from" >&2
+            echo "       Debian 13's source failed: set PGBOUNCER=/path/to/pgbouncer (1.21 or later), or point" >&2
+            echo "       DLQ_PGBOUNCER_URL at one in transaction mode." >&2
+            exit 1
+        fi
+        PGBOUNCER="$PWD/target/pgbouncer-build/bin/pgbouncer"
     fi
     # Any database of DATABASE_URL's server, as DATABASE_URL's user (its password, if any, from
     # the auth file), in transaction mode, keeping prepared statements; idle server connections
