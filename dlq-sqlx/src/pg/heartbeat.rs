@@ -60,8 +60,9 @@ impl PgStore {
     /// connection lives, released by the server if the process dies.
     pub(crate) async fn lock_singleton(&self) -> StoreResult<Option<Box<dyn SingletonLock>>> {
         let lock = PgAdvisoryLock::new(format!("dlq-retrier:{}", self.inner.config.schema));
-        let conn =
-            PgConnection::connect_with(&self.inner.pool.connect_options()).await.map_err(dlq_core::Error::store)?;
+        let options = self.inner.pool.connect_options();
+        let conn = PgConnection::connect_with(&options).await.map_err(dlq_core::Error::store)?;
+        super::nodelay::set(&options).await;
         match lock.try_acquire(conn).await.map_err(dlq_core::Error::store)? {
             Either::Left(guard) => Ok(Some(Box::new(AdvisoryLock(guard)))),
             Either::Right(conn) => {

@@ -7,6 +7,7 @@
 //! - `admin`: reads and operator actions;
 //! - `notify`: `LISTEN/NOTIFY` wake-ups;
 //! - `kept_connections`: connections kept out of the pool between the statements of a burst;
+//! - `nodelay`: `TCP_NODELAY` on the connections, which sqlx 0.9.0 leaves off;
 //! - `row`: decoding rows.
 
 mod admin;
@@ -17,6 +18,7 @@ mod claim;
 mod erase;
 mod heartbeat;
 mod kept_connections;
+mod nodelay;
 mod notify;
 mod ops;
 mod park;
@@ -42,6 +44,7 @@ use sqlx::migrate::MigrateError;
 use sqlx::postgres::{PgConnection, PgPoolOptions};
 
 pub use capacity::Overflow;
+pub use nodelay::{set_tcp_nodelay, with_tcp_nodelay};
 pub use schema::validate_schema;
 
 /// The PostgreSQL schema, embedded from `migrations/postgres/`. The migrations are
@@ -328,11 +331,9 @@ impl PgStore {
     /// failed migration.
     pub async fn connect_with(url: &str, config: PgConfig) -> StoreResult<Self> {
         validate_schema(&config.schema)?;
-        let pool = PgPoolOptions::new()
-            .max_connections(10)
-            .acquire_timeout(config.park_timeout)
-            .connect_lazy(url)
-            .map_err(dlq_core::Error::store)?;
+        let options: sqlx::postgres::PgConnectOptions = url.parse().map_err(dlq_core::Error::store)?;
+        let pool = PgPoolOptions::new().max_connections(10).acquire_timeout(config.park_timeout);
+        let pool = nodelay::with_tcp_nodelay(pool, &options).connect_lazy_with(options);
         Self::from_pool(pool, config).await
     }
 
@@ -356,6 +357,10 @@ impl PgStore {
     /// once per statement. A database restart within that second fails the next statement
     /// instead of being caught by the pool's test; the retrier counts it as a store error and
     /// the rows run again when their lease expires, as after any failed write.
+    ///
+    /// # `TCP_NODELAY`
+    /// sqlx 0.9.0 opens connections without it. The pool of [`PgStore::connect_with`] sets it
+    /// after each connection ([`with_tcp_nodelay`]); give a pool of your own the same hook.
     ///
     /// # Errors
     /// [`dlq_core::Error::Config`] (key `schema`) for a schema name that is not a plain
