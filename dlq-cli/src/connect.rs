@@ -87,6 +87,7 @@ async fn open_pg(url: &str, schema: &str, migrate: bool, purpose: Use) -> Result
         Use::Verb => PgPoolOptions::new().max_connections(1).test_before_acquire(false),
         Use::Console => PgPoolOptions::new().max_connections(10),
     };
+    let pool = dlq_sqlx::postgres::with_tcp_nodelay(pool, &options);
     let pool = pool.acquire_timeout(CONNECT_TIMEOUT).connect_lazy_with(options);
     let first = tokio::time::timeout(CONNECT_TIMEOUT, pool.acquire()).await.map_err(|_| no_answer())?;
     drop(first.map_err(|e| unreachable(describe(&e)))?);

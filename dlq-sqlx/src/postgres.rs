@@ -12,4 +12,6 @@
 //! # Ok(()) }
 //! ```
 
-pub use crate::pg::{MIGRATOR, Overflow, PgConfig, PgStore, SessionUrl, migrate, validate_schema};
+pub use crate::pg::{
+    MIGRATOR, Overflow, PgConfig, PgStore, SessionUrl, migrate, set_tcp_nodelay, validate_schema, with_tcp_nodelay,
+};

@@ -1,16 +1,18 @@
 //! Parking from 64 concurrent tasks (each letter through the group-commit writer, as failing
-//! handlers park), over TLS and without, on the same server: sqlx 0.9.0 sets no `TCP_NODELAY`,
-//! so a statement longer than one TLS record (16 KiB) waits for the server's delayed ACK
-//! (about 40 ms on Linux). See docs/BENCHMARKS.md.
+//! handlers park), over TLS and without, on the same server. Over TLS twice: through
+//! `PgStore::connect_with`, whose pool sets `TCP_NODELAY`, and through `PgStore::from_pool` on a
+//! plain sqlx pool, which sqlx 0.9.0 opens without it: there a statement longer than one TLS
+//! record (16 KiB) waits for the server's delayed ACK (about 40 ms on Linux), so the store keeps
+//! batches under 16,000 bytes. See docs/BENCHMARKS.md.
 //!
 //! ```sh
-//! cargo run --release --manifest-path bench/Cargo.toml --bin park_tls
+//! cargo run --release --no-default-features --manifest-path bench/Cargo.toml --bin park_tls
 //! ```
 //!
 //! `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`) names the server; the
-//! run drops and creates `dlq_bench_park_tls` on it. `BENCH_REPS` (3) alternations of both,
+//! run drops and creates `dlq_bench_park_tls` on it. `BENCH_REPS` (3) alternations of the three,
 //! `BENCH_PAYLOAD` (0) bytes of padding in each payload, `BENCH_MAX_BATCH_BYTES` the store's
-//! `PgConfig::max_batch_bytes` (unset: the store chooses, 16,000 over TLS).
+//! `PgConfig::max_batch_bytes` (unset: the store chooses).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,30 +37,38 @@ async fn main() -> Result<()> {
     if let Some(max) = std::env::var("BENCH_MAX_BATCH_BYTES").ok().and_then(|v| v.parse().ok()) {
         config = config.max_batch_bytes(max);
     }
-    println!("| | TLS (sslmode=require) rows/s | no TLS (sslmode=disable) rows/s |\n| --- | ---: | ---: |");
+    println!(
+        "| | TLS, `connect_with` (TCP_NODELAY) rows/s | TLS, `from_pool` on a sqlx pool rows/s | no TLS rows/s |\n| --- | ---: | ---: | ---: |"
+    );
     for rep in 1..=reps {
         let mut cells = Vec::new();
-        for mode in ["require", "disable"] {
+        for (mode, nodelay) in [("require", true), ("require", false), ("disable", true)] {
             let mut conn = sqlx::PgConnection::connect(&admin).await?;
             sqlx::query("DROP DATABASE IF EXISTS dlq_bench_park_tls WITH (FORCE)").execute(&mut conn).await?;
             sqlx::query("CREATE DATABASE dlq_bench_park_tls").execute(&mut conn).await?;
             conn.close().await?;
             let url = format!("{base}/dlq_bench_park_tls?sslmode={mode}");
-            let took = park(&url, &config, padding).await?;
+            let store = if nodelay {
+                PgStore::connect_with(&url, config.clone()).await?
+            } else {
+                let pool = sqlx::postgres::PgPoolOptions::new().max_connections(10).connect_lazy(&url)?;
+                PgStore::from_pool(pool, config.clone()).await?
+            };
+            let took = park(store, padding).await?;
             cells.push(format!("{:.0}", (TASKS * PER_TASK) as f64 / took.as_secs_f64()));
         }
         let max = config.max_batch_bytes;
         println!(
-            "| run {rep} ({TASKS} tasks x {PER_TASK} parks, payload +{padding} B, max_batch_bytes {max:?}) | {} | {} |",
-            cells[0], cells[1]
+            "| run {rep} ({TASKS} tasks x {PER_TASK} parks, payload +{padding} B, max_batch_bytes {max:?}) | {} | {} | {} |",
+            cells[0], cells[1], cells[2]
         );
     }
     Ok(())
 }
 
 /// Parks `TASKS * PER_TASK` transient failures, one `park` call each, from `TASKS` tasks.
-async fn park(url: &str, config: &PgConfig, padding: usize) -> Result<Duration> {
-    let store = Arc::new(PgStore::connect_with(url, config.clone()).await?);
+async fn park(store: PgStore, padding: usize) -> Result<Duration> {
+    let store = Arc::new(store);
     let pad = "x".repeat(padding);
     let start = Instant::now();
     let tasks: Vec<_> = (0..TASKS)

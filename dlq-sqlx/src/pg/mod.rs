@@ -7,6 +7,7 @@
 //! - `admin`: reads and operator actions;
 //! - `notify`: `LISTEN/NOTIFY` wake-ups;
 //! - `kept_connections`: connections kept out of the pool between the statements of a burst;
+//! - `nodelay`: `TCP_NODELAY` on the connections, which sqlx 0.9.0 leaves off;
 //! - `row`: decoding rows.
 
 mod admin;
@@ -17,6 +18,7 @@ mod claim;
 mod erase;
 mod heartbeat;
 mod kept_connections;
+mod nodelay;
 mod notify;
 mod ops;
 mod park;
@@ -43,6 +45,7 @@ use sqlx::migrate::MigrateError;
 use sqlx::postgres::{PgConnection, PgPoolOptions};
 
 pub use capacity::Overflow;
+pub use nodelay::{set_tcp_nodelay, with_tcp_nodelay};
 pub use schema::validate_schema;
 pub use session::SessionUrl;
 
@@ -98,12 +101,12 @@ pub struct PgConfig {
     /// past it goes in the next one, and one `park_many` larger than it goes alone, as several
     /// inserts of about this size in one transaction (all of its letters stored, or none).
     /// (`park_many_in` sends its letters as one insert, in the caller's transaction.) `None` (the
-    /// default) chooses on the writer's first connection: 16,000 bytes when it is encrypted
-    /// (TLS), 16 MiB otherwise. sqlx 0.9.0 sets no `TCP_NODELAY` on its sockets,
-    /// and over TLS a statement longer than one TLS record (16 KiB) can wait about
-    /// 40 ms for the server's delayed ACK: 64 tasks parking letters of about 470 bytes over
-    /// TLS to a server on the same host parked 1.3k rows/s in batches of up to 64, and 9-10k
-    /// with batches kept under one record (12k without TLS; `docs/BENCHMARKS.md`).
+    /// default): 16 MiB for the pool of [`PgStore::connect_with`]; for a pool given to
+    /// [`PgStore::from_pool`], chosen on the writer's first connection: 16,000 bytes when it is
+    /// encrypted (TLS), 16 MiB otherwise. sqlx 0.9.0 sets no `TCP_NODELAY` on its sockets
+    /// (`connect_with`'s pool sets it, [`with_tcp_nodelay`]), and then over TLS a statement
+    /// longer than one TLS record (16 KiB) can wait about 40 ms for the server's delayed ACK
+    /// (`docs/BENCHMARKS.md`, parking over TLS).
     pub max_batch_bytes: Option<usize>,
     /// Group-commit writers (each writes one batch at a time, on its own connection).
     pub writers: usize,
@@ -336,12 +339,12 @@ impl PgStore {
     /// failed migration.
     pub async fn connect_with(url: &str, config: PgConfig) -> StoreResult<Self> {
         validate_schema(&config.schema)?;
-        let pool = PgPoolOptions::new()
-            .max_connections(10)
-            .acquire_timeout(config.park_timeout)
-            .connect_lazy(url)
-            .map_err(dlq_core::Error::store)?;
-        Self::from_pool(pool, config).await
+        let options: sqlx::postgres::PgConnectOptions = url.parse().map_err(dlq_core::Error::store)?;
+        let pool = PgPoolOptions::new().max_connections(10).acquire_timeout(config.park_timeout);
+        let pool = nodelay::with_tcp_nodelay(pool, &options).connect_lazy_with(options);
+        // With TCP_NODELAY a statement longer than a TLS record does not wait: no TLS limit.
+        let max_batch_bytes = config.max_batch_bytes.unwrap_or(park::PLAIN_MAX_BATCH_BYTES);
+        Self::from_pool(pool, config.max_batch_bytes(max_batch_bytes)).await
     }
 
     /// Builds a store on an existing pool; applies the migrations unless turned off.
@@ -364,6 +367,12 @@ impl PgStore {
     /// once per statement. A database restart within that second fails the next statement
     /// instead of being caught by the pool's test; the retrier counts it as a store error and
     /// the rows run again when their lease expires, as after any failed write.
+    ///
+    /// # `TCP_NODELAY`
+    /// sqlx 0.9.0 opens connections without it. The pool of [`PgStore::connect_with`] sets it
+    /// after each connection ([`with_tcp_nodelay`]); give a pool of your own the same hook, and
+    /// then `PgConfig::max_batch_bytes(16 << 20)`: over TLS the default keeps a pool that may
+    /// lack it to batches under one TLS record.
     ///
     /// # Errors
     /// [`dlq_core::Error::Config`] (key `schema`) for a schema name that is not a plain

@@ -87,8 +87,8 @@ impl Wakeups {
             .max_connections(1)
             .max_lifetime(None)
             .idle_timeout(None)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect_lazy_with(options);
+            .acquire_timeout(Duration::from_secs(5));
+        let pool = super::nodelay::with_tcp_nodelay(pool, &options).connect_lazy_with(options);
         let (stop, _) = watch::channel(());
         Self { notify: WorkSignal::new(), started: OnceLock::new(), pool, channel, stop }
     }

@@ -647,12 +647,13 @@ impl Writer {
     }
 }
 
-/// The batch byte limit over a plain connection: far below PostgreSQL's 1 GiB message limit.
-const PLAIN_MAX_BATCH_BYTES: usize = 16 << 20;
+/// The batch byte limit over a plain connection, or one with `TCP_NODELAY` (the pool of
+/// `PgStore::connect_with`): far below PostgreSQL's 1 GiB message limit.
+pub(crate) const PLAIN_MAX_BATCH_BYTES: usize = 16 << 20;
 
-/// The batch byte limit over TLS: a statement in one TLS record (16 KiB, with room for the
-/// statement's other arguments and the estimate's error), so that it does not wait for a
-/// delayed ACK (sqlx 0.9.0 sets no `TCP_NODELAY`).
+/// The batch byte limit over TLS on a pool the store did not build: a statement in one TLS
+/// record (16 KiB, with room for the statement's other arguments and the estimate's error),
+/// so that it does not wait for a delayed ACK (sqlx 0.9.0 sets no `TCP_NODELAY`).
 const TLS_MAX_BATCH_BYTES: usize = 16_000;
 
 #[cfg(test)]

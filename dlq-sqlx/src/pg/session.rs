@@ -122,7 +122,11 @@ pub(crate) enum SessionConnection {
 impl SessionConnection {
     pub(crate) async fn acquire(session: &Session, pool: &PgPool) -> Result<Self, sqlx::Error> {
         match &session.direct {
-            Some(options) => Ok(Self::Own(PgConnection::connect_with(options).await?)),
+            Some(options) => {
+                let conn = PgConnection::connect_with(options).await?;
+                super::nodelay::set(options).await;
+                Ok(Self::Own(conn))
+            }
             None => Ok(Self::Pooled(pool.acquire().await?)),
         }
     }
