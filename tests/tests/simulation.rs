@@ -40,9 +40,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dlq_core::admin::Admin;
+use dlq_core::classify::FailureInfo;
 use dlq_core::handlers::Attempt;
+use dlq_core::store::NewDeadLetter;
 use dlq_core::{
-    CancellationToken, Context, DeadLetterStore, HandlerError, ListFilter, MemoryStore, Payload, Retrier,
+    CancellationToken, Context, DeadLetterStore, ErrorClass, HandlerError, ListFilter, MemoryStore, Payload, Retrier,
     RetrierConfig, Scope, State, Status, dead_letter, handlers, store::prelude::*,
 };
 use faulty::{Chaos, Dice, Faulty, Mutation};
@@ -113,6 +115,8 @@ struct Running {
 struct World {
     dice: Dice,
     chaos: Arc<Chaos>,
+    /// Whether the retriers run `sim-mail` with a circuit breaker and a concurrency cap.
+    breaker: bool,
     /// Once set, every handler succeeds: the downstream recovered.
     healthy: AtomicBool,
     answers: Mutex<Vec<Answer>>,
@@ -125,10 +129,11 @@ struct World {
 }
 
 impl World {
-    fn new(dice: Dice, chaos: Arc<Chaos>) -> Arc<Self> {
+    fn new(dice: Dice, chaos: Arc<Chaos>, breaker: bool) -> Arc<Self> {
         Arc::new(Self {
             dice,
             chaos,
+            breaker,
             healthy: AtomicBool::new(false),
             answers: Mutex::default(),
             runs: Mutex::default(),
@@ -210,7 +215,7 @@ impl Sim {
 
 fn config(sim: &Sim, owner: &str) -> RetrierConfig {
     let dice = &sim.0.dice;
-    let json = serde_json::json!({
+    let mut json = serde_json::json!({
         "owner": owner,
         "lease": "10s",
         "poll-interval": "1s",
@@ -224,6 +229,14 @@ fn config(sim: &Sim, owner: &str) -> RetrierConfig {
         "immediate-retries": dice.below(3),
         "retention": null,
     });
+    if sim.0.breaker {
+        // `sim-mail`'s circuit opens at half of three retries failing, its trials come after
+        // 5 s, and at most two of its handlers run at once over every retrier (claims within a
+        // cap, through the store's `CappedClaimStore`).
+        json["breakers"] = serde_json::json!({
+            "sim-mail": {"threshold": "50%", "min-calls": 3, "window": "30s", "cool-down": "5s", "max-concurrent": 2}
+        });
+    }
     RetrierConfig::from_json_str(&json.to_string()).unwrap()
 }
 
@@ -294,7 +307,7 @@ async fn scenario(seed: u64, mutation: Mutation) -> Outcome {
     let chaos = Chaos::new(dice.clone(), mutation, LEASE);
     let memory = Arc::new(MemoryStore::new());
     let store: Arc<dyn DeadLetterStore> = Arc::new(Faulty::new(memory.clone(), chaos.clone()));
-    let world = World::new(dice.clone(), chaos.clone());
+    let world = World::new(dice.clone(), chaos.clone(), false);
     let sim = Sim(world.clone());
     let start = Instant::now();
 
@@ -612,4 +625,36 @@ fn the_checker_catches_a_park_answered_but_not_stored() {
     let found = caught(Mutation::ParkNotStored, "told Parked");
     let (seed, violation) = found.expect("the store lost parks, and no seed below 200 noticed");
     eprintln!("seed {seed}: {violation}");
+}
+
+/// Found by the simulation with `sim-mail` capped (`DLQ_SIM_SEED=974`): a retrier claimed a
+/// row ahead, with the previous batch's outcomes, then claimed its capped types; that claim
+/// took longer than the lease, and the row's handler started on a claim that had run out,
+/// while another retrier, which had claimed the row once the lease ended, was running it.
+#[test]
+fn a_row_whose_claim_ran_out_before_its_turn_is_not_run() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+    runtime.block_on(async {
+        let dice = Dice::new(0);
+        let chaos = Chaos::new(dice.clone(), Mutation::None, LEASE);
+        chaos.calm();
+        // The claim of `sim-mail`, a type with a cap, comes back after the lease has ended.
+        chaos.stall_every("claim_capped", LEASE + Duration::from_secs(1));
+        let memory = Arc::new(MemoryStore::new());
+        let store: Arc<dyn DeadLetterStore> = Arc::new(Faulty::new(memory.clone(), chaos.clone()));
+        let world = World::new(dice, chaos, true);
+        world.healthy.store(true, Ordering::SeqCst);
+        let sim = Sim(world.clone());
+        let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+        let event = Payload::Json(serde_json::to_value(Ev::new(1)).unwrap());
+        let id = memory.park(NewDeadLetter::new("sim-pay", event, failure).retry(Duration::ZERO, 3)).await.unwrap().id;
+
+        let retrier = Retrier::new(store, handlers![pay, mail].unwrap())
+            .config(config(&sim, "slow-claims"))
+            .context(Context::new().with(sim.clone()));
+        assert_eq!(retrier.run_once().await.unwrap(), 1, "the row was claimed");
+        assert_eq!(world.runs.lock().unwrap().get(&id), None, "its handler ran on a claim that had run out");
+        let row = memory.get(id).await.unwrap().unwrap();
+        assert_eq!((row.status, row.retry_count), (Status::Processing, 0), "left for the next claim, nothing counted");
+    });
 }

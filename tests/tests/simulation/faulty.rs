@@ -96,6 +96,9 @@ pub(crate) struct Chaos {
     pub(crate) releases: Mutex<HashMap<DlqId, u64>>,
     fake_ids: Mutex<DlqId>,
     start: Instant,
+    /// Calls that always stall this long, whether faults are on or not: a regression test's
+    /// script.
+    scripted: Mutex<HashMap<&'static str, Duration>>,
 }
 
 impl Chaos {
@@ -112,12 +115,18 @@ impl Chaos {
             releases: Mutex::default(),
             fake_ids: Mutex::new(1_000_000),
             start: Instant::now(),
+            scripted: Mutex::default(),
         })
     }
 
     /// Stops injecting (the mutation stays).
     pub(crate) fn calm(&self) {
         self.on.store(false, Ordering::SeqCst);
+    }
+
+    /// Makes every call of `name` reach the store `after` this long.
+    pub(crate) fn stall_every(&self, name: &'static str, after: Duration) {
+        self.scripted.lock().unwrap().insert(name, after);
     }
 
     /// Adds a line of the scenario's own to the trace.
@@ -128,6 +137,9 @@ impl Chaos {
     /// The fault for one call of `name`, drawn when the call is made: 4 % fail, 4 % lost
     /// replies, 8 % slow (up to 2 s), 1 % stalled past the lease.
     fn draw(&self, name: &'static str) -> Option<Fault> {
+        if let Some(stall) = self.scripted.lock().unwrap().get(name) {
+            return Some(Fault::Stall(*stall));
+        }
         if std::env::var("DLQ_SIM_DEBUG").is_ok() {
             self.trace.lock().unwrap().push(format!("{:?} {name}", self.start.elapsed()));
         }
