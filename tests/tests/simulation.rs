@@ -307,7 +307,9 @@ async fn scenario(seed: u64, mutation: Mutation) -> Outcome {
     let chaos = Chaos::new(dice.clone(), mutation, LEASE);
     let memory = Arc::new(MemoryStore::new());
     let store: Arc<dyn DeadLetterStore> = Arc::new(Faulty::new(memory.clone(), chaos.clone()));
-    let world = World::new(dice.clone(), chaos.clone(), false);
+    // In a third of the seeds, `sim-mail` has a circuit breaker and a cap.
+    let breaker = dice.chance(33);
+    let world = World::new(dice.clone(), chaos.clone(), breaker);
     let sim = Sim(world.clone());
     let start = Instant::now();
 
