@@ -96,6 +96,8 @@ pub(crate) struct Chaos {
     pub(crate) releases: Mutex<HashMap<DlqId, u64>>,
     fake_ids: Mutex<DlqId>,
     start: Instant,
+    /// Whether the trace holds every call, not only the faulty ones (`DLQ_SIM_DEBUG`).
+    every_call: bool,
     /// Calls that always stall this long, whether faults are on or not: a regression test's
     /// script.
     scripted: Mutex<HashMap<&'static str, Duration>>,
@@ -115,6 +117,7 @@ impl Chaos {
             releases: Mutex::default(),
             fake_ids: Mutex::new(1_000_000),
             start: Instant::now(),
+            every_call: std::env::var_os("DLQ_SIM_DEBUG").is_some(),
             scripted: Mutex::default(),
         })
     }
@@ -140,7 +143,7 @@ impl Chaos {
         if let Some(stall) = self.scripted.lock().unwrap().get(name) {
             return Some(Fault::Stall(*stall));
         }
-        if std::env::var("DLQ_SIM_DEBUG").is_ok() {
+        if self.every_call {
             self.trace.lock().unwrap().push(format!("{:?} {name}", self.start.elapsed()));
         }
         if !self.on.load(Ordering::SeqCst) {
