@@ -27,7 +27,7 @@
 //! - liveness: once the faults stop and the downstream recovers, a retrier left to run
 //!   leaves no row `PENDING` or `PROCESSING`.
 //!
-//! `DLQ_SIM_SEEDS=n` runs seeds `0..n` (1,000 by default), `DLQ_SIM_SEED=s` runs seed `s`
+//! `DLQ_SIM_SEEDS=n` runs seeds `0..n` (1,000 by default; `a..b` runs `a` to `b`), `DLQ_SIM_SEED=s` runs seed `s`
 //! alone; a failure names its seed and the command that replays it. `DLQ_SIM_DEBUG=1` prints
 //! each seed's trace, with every store call in it (`--nocapture`).
 
@@ -598,14 +598,20 @@ fn seeds() -> Vec<u64> {
     if let Ok(seed) = std::env::var("DLQ_SIM_SEED") {
         return vec![seed.parse().expect("DLQ_SIM_SEED is a number")];
     }
-    let n = std::env::var("DLQ_SIM_SEEDS").map_or(1_000, |n| n.parse().expect("DLQ_SIM_SEEDS is a number"));
-    (0..n).collect()
+    // `n` for `0..n`, or a range `a..b` (a night's share of a longer run).
+    let seeds = std::env::var("DLQ_SIM_SEEDS").unwrap_or_else(|_| "1000".into());
+    let number = |n: &str| n.parse::<u64>().expect("DLQ_SIM_SEEDS is `n` or `a..b`");
+    match seeds.split_once("..") {
+        Some((a, b)) => (number(a)..number(b)).collect(),
+        None => (0..number(&seeds)).collect(),
+    }
 }
 
 #[test]
 fn seeded_simulation_keeps_every_promise() {
     let mut tally: BTreeMap<String, u64> = BTreeMap::new();
-    for seed in seeds() {
+    let seeds = seeds();
+    for &seed in &seeds {
         let outcome = simulate(seed, Mutation::None);
         if std::env::var_os("DLQ_SIM_DEBUG").is_some() {
             eprintln!("seed {seed}:\n{}", outcome.digest);
@@ -629,7 +635,8 @@ fn seeded_simulation_keeps_every_promise() {
         "handler panics",
         "row Discarded",
     ];
-    for what in exercised {
+    // A thousand seeds do each at least once; a few need not.
+    for what in exercised.into_iter().filter(|_| seeds.len() >= 1_000) {
         assert!(tally.get(what).is_some_and(|n| *n > 0), "no seed did {what:?}: {tally:#?}");
     }
 }
@@ -670,7 +677,7 @@ fn the_checker_catches_a_park_answered_but_not_stored() {
     eprintln!("seed {seed}: {violation}");
 }
 
-/// Found by the simulation with `sim-mail` capped (`DLQ_SIM_SEED=974`): a retrier claimed a
+/// Found by the simulation (seed 974 when `sim-mail` first ran with a cap): a retrier claimed a
 /// row ahead, with the previous batch's outcomes, then claimed its capped types; that claim
 /// took longer than the lease, and the row's handler started on a claim that had run out,
 /// while another retrier, which had claimed the row once the lease ended, was running it.
