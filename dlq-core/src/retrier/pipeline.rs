@@ -428,6 +428,11 @@ impl<S: DeadLetterStore + ?Sized> Retrier<S> {
             // Its circuit opened or it was paused since the claim: not run, nothing counted.
             return Settlement::Release { lease };
         }
+        if claimed_at.elapsed() >= self.config.lease {
+            // The claim ran out before the row's turn came (a slow claim of the batch's other
+            // types, a wait behind `concurrency`): another retrier may be running it now.
+            return Settlement::Release { lease };
+        }
         if payload.is_truncated() {
             // Only the first bytes are stored: no run can succeed. Stores park such rows dead;
             // this covers rows written otherwise. As a trial it says nothing of the downstream:
