@@ -22,14 +22,16 @@
 //!   a claim whose lease has not ended;
 //! - retries: `retry_count` never exceeds `max_retries`; a row's handler runs at most
 //!   `max_retries` times per redrive plus the runs whose outcome was not written (fenced,
-//!   failed before reaching the store, released at shutdown) and those a crash cut; every
-//!   attempt in a row's history is a run that happened; every redrive is in its audit log;
+//!   failed before reaching the store, released) and, for each crash and each lease that
+//!   ended under a running handler, one claim's attempts; every attempt in a row's history is
+//!   a run that happened; every redrive and discard is in its audit log;
 //! - liveness: once the faults stop and the downstream recovers, a retrier left to run
 //!   leaves no row `PENDING` or `PROCESSING`.
 //!
-//! `DLQ_SIM_SEEDS=n` runs seeds `0..n` (1,000 by default; `a..b` runs `a` to `b`), `DLQ_SIM_SEED=s` runs seed `s`
-//! alone; a failure names its seed and the command that replays it. `DLQ_SIM_DEBUG=1` prints
-//! each seed's trace, with every store call in it (`--nocapture`).
+//! `DLQ_SIM_SEEDS=n` runs seeds `0..n` (1,000 by default; `a..b` runs `a` to `b`),
+//! `DLQ_SIM_SEED=s` runs seed `s` alone; a failure names its seed and the command that
+//! replays it. `DLQ_SIM_DEBUG=1` prints each seed's trace, with every store call in it
+//! (`--nocapture`).
 
 #[path = "simulation/faulty.rs"]
 mod faulty;
@@ -130,6 +132,8 @@ struct World {
     /// Retrier runs per row.
     runs: Mutex<BTreeMap<i64, u64>>,
     running: Mutex<HashMap<i64, Vec<Running>>>,
+    /// Runs per row that were still running when their claim's lease ended.
+    outlived: Mutex<HashMap<i64, u64>>,
     next_run: AtomicU64,
     crashes: AtomicU64,
     violations: Mutex<Vec<String>>,
@@ -145,6 +149,7 @@ impl World {
             answers: Mutex::default(),
             runs: Mutex::default(),
             running: Mutex::default(),
+            outlived: Mutex::default(),
             next_run: AtomicU64::new(0),
             crashes: AtomicU64::new(0),
             violations: Mutex::default(),
@@ -155,17 +160,22 @@ impl World {
 #[derive(Clone)]
 struct Sim(Arc<World>);
 
-/// Removes a run from `running` when it ends, returns or is dropped by a crash.
+/// Removes a run from `running` when it ends, returns or is dropped by a crash, and counts
+/// it when its claim ran out before it did.
 struct RunGuard {
     world: Arc<World>,
     id: i64,
     run: u64,
+    until: Instant,
 }
 
 impl Drop for RunGuard {
     fn drop(&mut self) {
         if let Some(runs) = self.world.running.lock().unwrap().get_mut(&self.id) {
             runs.retain(|r| r.run != self.run);
+        }
+        if Instant::now() > self.until {
+            *self.world.outlived.lock().unwrap().entry(self.id).or_default() += 1;
         }
     }
 }
@@ -220,7 +230,7 @@ impl Sim {
             ));
         }
         others.push(Running { run, until });
-        RunGuard { world: Arc::clone(world), id, run }
+        RunGuard { world: Arc::clone(world), id, run, until }
     }
 }
 
@@ -497,8 +507,12 @@ async fn check(world: &World, store: &MemoryStore) -> Vec<String> {
     let runs = world.runs.lock().unwrap().clone();
     let lost = world.chaos.lost_runs.lock().unwrap().clone();
     let releases = world.chaos.releases.lock().unwrap().clone();
+    let outlived = world.outlived.lock().unwrap().clone();
     let crashes = world.crashes.load(Ordering::SeqCst);
-    // A crash or a release cuts at most one claim's attempts: 1 + `immediate-retries` (≤ 2).
+    // A crash, a release or a lease that ends under a running handler costs at most one
+    // claim's attempts: 1 + `immediate-retries` (≤ 2). A crash can cut two claims of one row
+    // when its retrier claimed the row again while still running it on the lease that ended:
+    // that lease is counted in `outlived`.
     let per_cut = 3;
     for row in &rows {
         if row.retry_count > row.max_retries {
@@ -510,7 +524,8 @@ async fn check(world: &World, store: &MemoryStore) -> Vec<String> {
         let ran = runs.get(&row.id).copied().unwrap_or(0);
         let allowed = u64::from(row.max_retries) * (u64::from(row.redrive_count) + 1)
             + lost.get(&row.id).copied().unwrap_or(0)
-            + per_cut * (releases.get(&row.id).copied().unwrap_or(0) + crashes);
+            + per_cut
+                * (releases.get(&row.id).copied().unwrap_or(0) + outlived.get(&row.id).copied().unwrap_or(0) + crashes);
         if ran > allowed {
             found.push(format!(
                 "retries: row {} ran {ran} times, over the {allowed} allowed (max_retries {}, redrives {})",
@@ -558,6 +573,7 @@ async fn tally(world: &World, store: &MemoryStore) -> BTreeMap<String, u64> {
     add("retrier runs".into(), world.runs.lock().unwrap().values().sum());
     add("runs not written".into(), world.chaos.lost_runs.lock().unwrap().values().sum());
     add("releases".into(), world.chaos.releases.lock().unwrap().values().sum());
+    add("runs that outlived their claim".into(), world.outlived.lock().unwrap().values().sum());
     add("crashes".into(), world.crashes.load(Ordering::SeqCst));
     let panics = world.chaos.trace.lock().unwrap().iter().filter(|l| l.contains(" panic ")).count();
     add("handler panics".into(), panics as u64);
