@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use dlq_core::DeadLetterStore;
+use dlq_core::store::prelude::*;
 use dlq_sqlx::postgres::{PgConfig, PgStore};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
@@ -32,7 +32,13 @@ async fn every_connection_a_store_opens_has_tcp_nodelay(_: PgPoolOptions, option
     let pool = store.pool();
     let held = tokio::try_join!(pool.acquire(), pool.acquire(), pool.acquire()).unwrap();
     store.wait_for_work(store.work_ticket(), Duration::from_secs(60)).await;
-    let lock = store.try_lock_singleton().await.unwrap().expect("the lock is free");
+    let lock = store
+        .singleton()
+        .expect("PostgreSQL has the lock")
+        .try_lock_singleton()
+        .await
+        .unwrap()
+        .expect("the lock is free");
 
     let rows: Vec<(i32, String)> = sqlx::query_as(
         "SELECT client_port, query FROM pg_stat_activity
