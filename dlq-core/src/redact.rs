@@ -173,6 +173,17 @@ pub fn mask<P: AsRef<str>>(value: &mut Value, pointers: &[P]) -> Secrets {
     secrets.finish()
 }
 
+/// The texts [`mask`] would return for `value`, read without copying or changing it.
+fn secrets_of<P: AsRef<str>>(value: &Value, pointers: &[P]) -> Secrets {
+    let mut secrets = Secrets::default();
+    for found in pointers.iter().filter_map(|pointer| value.pointer(pointer.as_ref())) {
+        if found.as_str() != Some(MASK) {
+            secrets.collect(found);
+        }
+    }
+    secrets.finish()
+}
+
 /// A payload as an operator without the reveal right sees it when its type redacts
 /// `pointers`: [`mask`]ed when it is JSON; a payload that is not JSON (bytes parked as they
 /// came) cannot be masked field by field, so it is shown as [`MASK`] whole. With no pointer,
@@ -542,7 +553,8 @@ impl LogText {
             return Self::AsIs;
         }
         match payload {
-            Payload::Json(_) => Self::Scrubbed(self::payload(payload, pointers).1),
+            // Read where it lies: this runs before every retry of the type, success or not.
+            Payload::Json(value) => Self::Scrubbed(secrets_of(value, pointers)),
             Payload::Raw { .. } => Self::Masked,
         }
     }
@@ -565,6 +577,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn secrets_read_in_place_are_those_mask_returns() {
+        let doc = json!({"customer": {"email": "a@b.example", "cards": ["4111111111111111", {"pan": 5_500_005_555_555_559_u64}]}, "note": "[redacted]"});
+        let pointers = ["/customer/cards", "/customer/email", "/customer/cards/1/pan", "/note", "/absent"];
+        let mut masked = doc.clone();
+        assert_eq!(secrets_of(&doc, &pointers), mask(&mut masked, &pointers));
+    }
 
     #[test]
     fn masks_keep_the_structure_and_take_every_scalar_under_a_pointer() {
