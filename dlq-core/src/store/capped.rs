@@ -4,6 +4,14 @@ use super::*;
 
 /// An optional part: claims within a cap that every process sharing the store counts against,
 /// offered through [`QueueStore::capped_claims`].
+///
+/// ```
+/// use dlq_core::store::prelude::*;
+/// use dlq_core::MemoryStore;
+///
+/// let store = MemoryStore::new();
+/// assert!(store.capped_claims().is_some(), "MemoryStore keeps caps across its retriers");
+/// ```
 pub trait CappedClaimStore: Send + Sync {
     /// Claims like [`claim`](QueueStore::claim), for the one event type of `request`, within `cap`
     /// as a whole: the rows of that type under a live lease and those claimed within the

@@ -4,6 +4,18 @@ use super::*;
 
 /// The fleet: what retriers and consoles sharing a store tell each other through it
 /// (heartbeats, circuit states and their log, the type catalog and its accepted schemas).
+///
+/// ```
+/// use dlq_core::store::prelude::*;
+/// use dlq_core::MemoryStore;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let store = MemoryStore::new();
+/// assert!(store.retriers().await?.is_empty(), "no retrier has beaten yet");
+/// assert!(store.singleton().is_some(), "MemoryStore offers the singleton lock");
+/// # Ok::<(), dlq_core::Error>(())
+/// # }).unwrap();
+/// ```
 pub trait FleetStore: Send + Sync + 'static {
     /// Inserts or refreshes the heartbeat row of `beat.owner` (`last_seen` now; a refresh
     /// keeps the row's `started_at`), and removes the rows of retriers not seen for

@@ -5,6 +5,21 @@ use super::*;
 /// For store implementers: the primitives of operator actions, each one transaction with its
 /// audit entries. Applications act through `Admin`, which adds the reason, the loop guard,
 /// validation and resumable bulk walks on top of them.
+///
+/// ```
+/// use dlq_core::store::{NewDeadLetter, prelude::*};
+/// use dlq_core::{ErrorClass, ListFilter, MemoryStore, Payload, classify::FailureInfo};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let store = MemoryStore::new();
+/// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+/// let id = store.park(NewDeadLetter::new("payment", Payload::Json(1.into()), failure)).await?.id;
+/// // Nothing finished yet: a purge of everything finished deletes nothing.
+/// assert_eq!(store.purge(std::time::Duration::ZERO).await?, 0);
+/// assert!(store.get(id).await?.is_some());
+/// # Ok::<(), dlq_core::Error>(())
+/// # }).unwrap();
+/// ```
 pub trait OperatorStore: Send + Sync + 'static {
     /// For store implementers; applications act through `Admin`.
     /// Applies one batch of an operator action in one transaction: locks the rows, refuses

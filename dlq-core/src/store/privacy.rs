@@ -4,6 +4,18 @@ use super::*;
 
 /// Privacy: erasing every row of a data subject, the subject key's check value, the sealed
 /// rows a retrier could not open, and the audited reveal of a redacted or sealed row.
+///
+/// ```
+/// use dlq_core::store::prelude::*;
+/// use dlq_core::MemoryStore;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let store = MemoryStore::new();
+/// assert_eq!(store.count_unreadable().await?, 0);
+/// assert!(store.erasures(10).await?.is_empty());
+/// # Ok::<(), dlq_core::Error>(())
+/// # }).unwrap();
+/// ```
 pub trait PrivacyStore: Send + Sync + 'static {
     /// For store implementers; applications erase through
     /// `Admin::erase`. Deletes every row stored under

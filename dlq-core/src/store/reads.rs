@@ -4,6 +4,20 @@ use super::*;
 
 /// What operators read: pages of rows, their attempts and audit log, counts, the stats and
 /// failure groups, and the health of the table. Nothing here writes.
+///
+/// ```
+/// use dlq_core::store::{NewDeadLetter, prelude::*};
+/// use dlq_core::{ErrorClass, ListFilter, MemoryStore, Payload, classify::FailureInfo};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let store = MemoryStore::new();
+/// let failure = FailureInfo::new(ErrorClass::Transient, "io", "down".into(), vec![], None);
+/// let id = store.park(NewDeadLetter::new("payment", Payload::Json(1.into()), failure)).await?.id;
+/// assert_eq!(store.list(ListFilter::default()).await?[0].id, id);
+/// assert_eq!(store.attempts(id).await?.len(), 1, "the failure that parked it");
+/// # Ok::<(), dlq_core::Error>(())
+/// # }).unwrap();
+/// ```
 pub trait ReadStore: Send + Sync + 'static {
     /// Lists the rows [`filter.matches`](ListFilter::matches) (every field of the filter, the
     /// keyset `after` included), in `filter.order` (by id: newest first by default), at most

@@ -22,6 +22,14 @@ use dlq_core::store::StoreResult;
 
 /// A URL that reaches the store's database with a session of its own (not through a pooler
 /// in transaction mode). Its `Debug` masks the password.
+///
+/// ```
+/// use dlq_sqlx::postgres::SessionUrl;
+///
+/// let url = SessionUrl::from("postgres://dlq:s3cret@db:5432/app");
+/// assert_eq!(url.as_str(), "postgres://dlq:s3cret@db:5432/app");
+/// assert!(!format!("{url:?}").contains("s3cret"), "Debug masks the password");
+/// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct SessionUrl(String);
 
