@@ -135,8 +135,15 @@ pub enum Command {
         #[arg(long, default_value_t = 20, value_parser = rows)]
         limit: usize,
     },
-    /// Creates or updates the dlq tables.
-    Migrate,
+    /// Creates or updates the dlq tables. On PostgreSQL this release's contract migrations (those
+    /// that drop what the previous release's processes may still use) wait for `--contract`.
+    Migrate {
+        /// Also apply this release's contract migrations: run it once every process runs this
+        /// release (refused while a retrier of an older release still heartbeats). SQLite has
+        /// no contract migrations.
+        #[arg(long)]
+        contract: bool,
+    },
     /// Lists the live retriers and the event types they handle.
     Workers,
     /// Stops every retrier from claiming an event type (honoured within one poll interval);

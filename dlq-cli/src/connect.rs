@@ -43,22 +43,46 @@ pub(crate) enum Use {
     Console,
 }
 
-/// Opens the store for `purpose`; `migrate` applies the migrations (and
-/// creates a missing SQLite file), otherwise a schema that is missing or behind is an error
-/// that says to run `dlq migrate`.
+/// What `open` does to the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Migrate {
+    /// Nothing: a schema that is missing or behind is an error that says to run `dlq migrate`.
+    No,
+    /// `dlq migrate`: every migration but this release's contract ones (PostgreSQL).
+    Expand,
+    /// `dlq migrate --contract`: every migration.
+    Contract,
+}
+
+/// What `dlq migrate` did and left, each migration as `0038 contract …`.
+#[derive(Debug, Default)]
+pub(crate) struct Migrated {
+    /// The contract migrations it applied.
+    pub(crate) contracted: Vec<String>,
+    /// This release's contract migrations still to apply with `--contract`.
+    pub(crate) contract_waiting: Vec<String>,
+}
+
+/// Opens the store for `purpose`, migrating it as `migrate` says (and creating a missing
+/// SQLite file when it migrates).
 pub(crate) async fn open(
     url: &str,
     schema: &str,
-    migrate: bool,
+    migrate: Migrate,
     purpose: Use,
-) -> Result<Arc<dyn DeadLetterStore>, Failure> {
+) -> Result<(Arc<dyn DeadLetterStore>, Migrated), Failure> {
     match target(url)? {
         Target::Postgres(url) => open_pg(url, schema, migrate, purpose).await,
-        Target::Sqlite(url) => open_sqlite(url, migrate).await,
+        Target::Sqlite(url) => Ok((open_sqlite(url, migrate != Migrate::No).await?, Migrated::default())),
     }
 }
 
-async fn open_pg(url: &str, schema: &str, migrate: bool, purpose: Use) -> Result<Arc<dyn DeadLetterStore>, Failure> {
+async fn open_pg(
+    url: &str,
+    schema: &str,
+    migrate: Migrate,
+    purpose: Use,
+) -> Result<(Arc<dyn DeadLetterStore>, Migrated), Failure> {
     dlq_sqlx::postgres::validate_schema(schema).map_err(|e| Failure::usage(dlq_core::admin::one_line(&e)))?;
     let mut options = PgConnectOptions::from_str(url)
         .map_err(|e| Failure::usage(format!("invalid database URL: {}", describe(&e))))?;
@@ -93,14 +117,21 @@ async fn open_pg(url: &str, schema: &str, migrate: bool, purpose: Use) -> Result
     drop(first.map_err(|e| unreachable(describe(&e)))?);
     let config = PgConfig::default().schema(schema).run_migrations(false).park_timeout(CONNECT_TIMEOUT);
     let store = PgStore::from_pool(pool, config).await.map_err(|e| Failure::error(dlq_core::admin::one_line(&e)))?;
-    if migrate {
-        dlq_sqlx::postgres::migrate(store.pool(), schema)
-            .await
-            .map_err(|e| Failure::error(dlq_core::admin::one_line(&e)))?;
-    } else {
-        check_migrated(&store, schema).await?;
+    let failed = |e: dlq_core::Error| Failure::error(dlq_core::admin::one_line(&e));
+    let mut migrated = Migrated::default();
+    match migrate {
+        Migrate::No => check_migrated(&store, schema).await?,
+        Migrate::Expand => dlq_sqlx::postgres::migrate(store.pool(), schema).await.map_err(failed)?,
+        Migrate::Contract => {
+            let applied = dlq_sqlx::postgres::migrate_contract(store.pool(), schema).await.map_err(failed)?;
+            migrated.contracted = applied.iter().map(ToString::to_string).collect();
+        }
     }
-    Ok(Arc::new(store))
+    if migrate != Migrate::No {
+        let status = dlq_sqlx::postgres::schema_status(store.pool(), schema).await.map_err(failed)?;
+        migrated.contract_waiting = status.contract_waiting.iter().map(ToString::to_string).collect();
+    }
+    Ok((Arc::new(store), migrated))
 }
 
 fn unreachable_pg(err: &sqlx::Error) -> Failure {
@@ -146,32 +177,32 @@ fn describe_io(io: &std::io::Error) -> String {
     }
 }
 
-/// The schema has every embedded migration.
+/// The schema has every migration this release's statements need (this release's contract
+/// migrations may wait: they only drop what the previous release used).
 async fn check_migrated(store: &PgStore, schema: &str) -> Result<(), Failure> {
-    let latest = dlq_sqlx::postgres::MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
-    let applied: Option<i64> = sqlx::query_scalar(
-        "SELECT CASE WHEN to_regclass(format('%I._sqlx_migrations', $1::text)) IS NULL THEN NULL ELSE 0 END::int8",
-    )
-    .bind(schema)
-    .fetch_one(store.pool())
-    .await
-    .map_err(|e| unreachable_pg(&e))?;
-    let behind = |found: &str| {
-        Failure::error(format!("schema `{schema}` {found}: run `dlq migrate` (this dlq needs migration {latest})"))
+    let status = dlq_sqlx::postgres::schema_status(store.pool(), schema).await.map_err(|e| match &e {
+        dlq_core::Error::Store(source) => match source.downcast_ref::<sqlx::Error>() {
+            Some(err) => unreachable_pg(err),
+            None => Failure::error(dlq_core::admin::one_line(&e)),
+        },
+        _ => Failure::error(dlq_core::admin::one_line(&e)),
+    })?;
+    if let Some(newer) = status.newer.iter().max() {
+        return Err(Failure::error(format!(
+            "schema `{schema}` was migrated by a newer dlq (migration {newer}): use that release's `dlq`"
+        )));
+    }
+    let Some(needed) = status.missing.last() else { return Ok(()) };
+    let all = dlq_sqlx::postgres::MIGRATOR.iter().count();
+    let found = if status.missing.len() == all {
+        "has no dlq tables".to_owned()
+    } else {
+        format!("lacks migration {}", status.missing.first().map_or(needed.version, |s| s.version))
     };
-    if applied.is_none() {
-        return Err(behind("has no dlq tables"));
-    }
-    let table = format!("\"{schema}\"._sqlx_migrations");
-    let query = format!("SELECT coalesce(max(version), 0) FROM {table} WHERE success");
-    let version: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(query))
-        .fetch_one(store.pool())
-        .await
-        .map_err(|e| Failure::error(dlq_core::admin::one_line(&e)))?;
-    if version < latest {
-        return Err(behind(&format!("is at migration {version}")));
-    }
-    Ok(())
+    Err(Failure::error(format!(
+        "schema `{schema}` {found}: run `dlq migrate` (this dlq needs migration {})",
+        needed.version
+    )))
 }
 
 async fn open_sqlite(url: &str, migrate: bool) -> Result<Arc<dyn DeadLetterStore>, Failure> {

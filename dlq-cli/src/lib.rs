@@ -72,7 +72,8 @@
 //!   `purge`: `{purged}`; `erase`: `{erased: erasure}` and `erasures`: `{erasures:
 //!   [erasure]}`, an erasure being `{id, subject_prefix, rows, attempts, audit, actor, reason,
 //!   at}`; `migrate`:
-//!   `{migrated, schema}`; `workers`: `{retriers: [...]}`;
+//!   `{migrated, schema, contracted: [migration], contract_waiting: [migration]}` (a migration
+//!   being `"0038 contract …"`: its number and description); `workers`: `{retriers: [...]}`;
 //! - `upgrade`: `{event_type, to, dry_run, upgraded: [{id, from}], refused: [{id, reason}]}`;
 //! - `pause`, `resume`: the circuit, `{event_type, state, open_until, cool_down, trial_owner,
 //!   trial_until, paused, paused_by, pause_reason, reason, version, updated_at}` (`state` is
@@ -238,10 +239,18 @@ impl Embedded {
             serve::check(args)?;
         }
         usage(&cli.command)?;
-        let migrate = matches!(cli.command, Command::Migrate);
+        let migrate = match cli.command {
+            Command::Migrate { contract: false } => connect::Migrate::Expand,
+            Command::Migrate { contract: true } => connect::Migrate::Contract,
+            _ => connect::Migrate::No,
+        };
         connect::target(url)?;
         let purpose = if matches!(cli.command, Command::Serve(_)) { connect::Use::Console } else { connect::Use::Verb };
-        let store = connect::open(url, &cli.schema, migrate, purpose).await?;
+        let (store, migrated) = connect::open(url, &cli.schema, migrate, purpose).await?;
+        if migrate != connect::Migrate::No {
+            out.migrated(&cli.schema, &migrated);
+            return Ok(ExitCode::SUCCESS);
+        }
         // Every verb masks what the handlers redact: the embedding service's registry says it,
         // and the store's type catalog (what the retriers published) says it to every binary.
         let mut admin = Admin::new(store, actor(cli.actor.as_deref()));
@@ -335,7 +344,8 @@ impl Embedded {
                 out.erased(&admin.erase(subject, reason).await?);
             }
             Command::Erasures { limit } => out.erasures(&admin.erasures(*limit).await?),
-            Command::Migrate => out.migrated(&cli.schema),
+            // Answered by `execute` as soon as the store is open and migrated.
+            Command::Migrate { .. } => {}
             Command::Workers => out.workers(&admin.workers().await?),
             Command::Rekey { filter, reason } => out.rekeyed(&admin.rekey(filter.filter(), reason).await?),
             Command::Pause { event_type, reason } => {

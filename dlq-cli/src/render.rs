@@ -599,11 +599,26 @@ impl Out {
         }
     }
 
-    pub(crate) fn migrated(&self, schema: &str) {
+    pub(crate) fn migrated(&self, schema: &str, migrated: &crate::connect::Migrated) {
         if self.json {
-            return self.emit(&json!({ "migrated": true, "schema": schema }));
+            return self.emit(&json!({
+                "migrated": true,
+                "schema": schema,
+                "contracted": migrated.contracted,
+                "contract_waiting": migrated.contract_waiting,
+            }));
         }
         self.line("migrated: the dlq tables are up to date");
+        for step in &migrated.contracted {
+            self.line(format!("contracted: {step}"));
+        }
+        if !migrated.contract_waiting.is_empty() {
+            self.line(format!(
+                "waiting: {} (drops what processes of the previous release may use): run `dlq migrate --contract` \
+                 once every process runs this release",
+                migrated.contract_waiting.join(", ")
+            ));
+        }
     }
 }
 

@@ -1530,6 +1530,45 @@ async fn missing_migrations_and_read_only_roles_get_one_clear_line() {
     drop_role(&role);
 }
 
+/// A rolling deploy from the operator's seat: `dlq migrate` on the previous release's schema
+/// leaves this release's contract migrations waiting and says so; verbs work meanwhile;
+/// `--contract` is refused while a retrier of the previous release heartbeats, and then runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn migrate_leaves_the_contract_for_when_the_previous_release_is_gone() {
+    let pg = Db::postgres().await;
+    let pool = sqlx::PgPool::connect(&pg.url).await.unwrap();
+    let release = dlq_sqlx::postgres::RELEASE_FIRST_MIGRATION;
+    let previous = dlq_sqlx::postgres::MIGRATOR.iter().filter(|m| m.version < release).cloned().collect();
+    sqlx::migrate::Migrator::with_migrations(previous).run(&pool).await.unwrap();
+    // A retrier of the previous release: its heartbeat names no release.
+    sqlx::query("INSERT INTO dlq_retriers (owner, host, pid, event_types) VALUES ('old', 'old-host', 7, '{payment}')")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let out = pg.dlq().arg("migrate").assert().success().get_output().stdout.clone();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.contains("waiting: 0038 contract"), "{text}");
+    assert!(text.contains("run `dlq migrate --contract` once every process runs this release"), "{text}");
+    let json = run_json(&pg, &["migrate"]);
+    assert_eq!(json["contract_waiting"].as_array().map(Vec::len), Some(1), "{json}");
+    pg.dlq().arg("stats").assert().success();
+
+    fails(
+        &pg,
+        &["migrate", "--contract"],
+        1,
+        "a retrier of an older release still running against schema `public` (old-host pid 7",
+    );
+    assert_eq!(run_json(&pg, &["migrate"])["contract_waiting"].as_array().map(Vec::len), Some(1), "nothing applied");
+
+    sqlx::query("DELETE FROM dlq_retriers").execute(&pool).await.unwrap();
+    let json = run_json(&pg, &["migrate", "--contract"]);
+    assert_eq!(json["contracted"].as_array().map(Vec::len), Some(1), "{json}");
+    assert_eq!(json["contract_waiting"], serde_json::json!([]), "{json}");
+    pool.close().await;
+}
+
 /// A role of `pg`'s server that may only read the dlq tables (`options`: more of `CREATE
 /// ROLE`'s), named after the database; the database as that role, and the role's name.
 async fn read_only_role(pg: &Db, prefix: &str, options: &str) -> (Db, String) {

@@ -13,5 +13,7 @@
 //! ```
 
 pub use crate::pg::{
-    MIGRATOR, Overflow, PgConfig, PgStore, SessionUrl, migrate, set_tcp_nodelay, validate_schema, with_tcp_nodelay,
+    HEARTBEAT_COUNTS_FOR, MIGRATOR, OlderReleaseRunning, Overflow, PgConfig, PgStore, RELEASE_FIRST_MIGRATION,
+    SchemaStatus, SessionUrl, Step, migrate, migrate_contract, schema_status, set_tcp_nodelay, validate_schema,
+    with_tcp_nodelay,
 };

@@ -20,6 +20,7 @@ impl PgStore {
             .bind(&beat.event_types)
             .bind(beat.singleton)
             .bind(micros(expire_after))
+            .bind(super::RELEASE_FIRST_MIGRATION)
             .execute(&self.inner.pool)
             .await
             .map(drop)

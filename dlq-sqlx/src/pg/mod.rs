@@ -18,6 +18,7 @@ mod claim;
 mod erase;
 mod heartbeat;
 mod kept_connections;
+mod migrate;
 mod nodelay;
 mod notify;
 mod ops;
@@ -41,10 +42,13 @@ use dlq_core::{
     store::Parked, store::prelude::*,
 };
 use sqlx::PgPool;
-use sqlx::migrate::MigrateError;
 use sqlx::postgres::{PgConnection, PgPoolOptions};
 
 pub use capacity::Overflow;
+pub use migrate::{
+    HEARTBEAT_COUNTS_FOR, OlderReleaseRunning, RELEASE_FIRST_MIGRATION, SchemaStatus, Step, migrate, migrate_contract,
+    schema_status,
+};
 pub use nodelay::{set_tcp_nodelay, with_tcp_nodelay};
 pub use schema::validate_schema;
 pub use session::SessionUrl;
@@ -496,78 +500,6 @@ impl PgStore {
             .map_err(dlq_core::Error::store)?;
         Ok(u64::try_from(count).unwrap_or(0))
     }
-}
-
-/// Applies the embedded migrations ([`MIGRATOR`]) in `schema`, creating the
-/// schema first if needed. Runs on a connection of its own whose `search_path` is the
-/// schema, so the migrations (and sqlx's `_sqlx_migrations` table) land there.
-///
-/// # Errors
-/// [`dlq_core::Error::Config`] (key `schema`) for a schema name that is not a plain
-/// identifier; [`dlq_core::Error::Store`] when no connection can be had or a migration fails
-/// ("migrating the dead-letter schema `dlq` failed", with sqlx's error as the source).
-///
-/// ```no_run
-/// # async fn demo(pool: sqlx::PgPool) -> Result<(), dlq_core::Error> {
-/// dlq_sqlx::postgres::migrate(&pool, "dlq").await?;
-/// # Ok(()) }
-/// ```
-pub async fn migrate(pool: &PgPool, schema: &str) -> StoreResult<()> {
-    validate_schema(schema)?;
-    let sql = schema::Sql::new(schema, PgConfig::default().durable_outcomes);
-    let mut conn = pool.acquire().await.map_err(dlq_core::Error::store)?.detach();
-    let result = migrate_on(&mut conn, schema, &sql.quoted_schema).await;
-    let _ = sqlx::Connection::close(conn).await;
-    result.map_err(|err| crate::migration_failed(Some(schema), err))
-}
-
-async fn migrate_on(conn: &mut PgConnection, schema: &str, quoted: &str) -> Result<(), MigrateError> {
-    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
-        .bind(schema)
-        .fetch_one(&mut *conn)
-        .await?;
-    if !exists {
-        let create = format!("CREATE SCHEMA IF NOT EXISTS {quoted}");
-        sqlx::query(sqlx::AssertSqlSafe(create)).execute(&mut *conn).await?;
-    }
-    let search_path = format!("SET search_path TO {quoted}");
-    sqlx::query(sqlx::AssertSqlSafe(search_path)).execute(&mut *conn).await?;
-    drop_interrupted_index_builds(conn, schema, quoted).await?;
-    // `run_direct` is `Migrator::run` without the `Acquire` bound, whose higher-ranked
-    // lifetime makes callers' futures fail to prove `Send` (sqlx documents the workaround).
-    MIGRATOR.run_direct(None, conn, false).await?;
-    Ok(())
-}
-
-/// The indexes a migration builds `CONCURRENTLY` (a build that cannot run in a transaction).
-const CONCURRENT_INDEXES: &[&str] =
-    &["dlq_events_live_dedupe", "dlq_events_subject", "dlq_events_finished_at", "dlq_events_type_due"];
-
-/// Drops what an interrupted `CREATE INDEX CONCURRENTLY` of a migration left: an INVALID index
-/// that enforces nothing, under the name the migration, not recorded as applied, is about to
-/// build again (it would fail with "already exists").
-async fn drop_interrupted_index_builds(
-    conn: &mut PgConnection,
-    schema: &str,
-    quoted: &str,
-) -> Result<(), MigrateError> {
-    let invalid: Vec<String> = sqlx::query_scalar(
-        "SELECT c.relname::text FROM pg_catalog.pg_index i \
-         JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid \
-         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
-         WHERE n.nspname = $1 AND c.relname = ANY($2) AND NOT i.indisvalid",
-    )
-    .bind(schema)
-    .bind(CONCURRENT_INDEXES)
-    .fetch_all(&mut *conn)
-    .await?;
-    for name in invalid {
-        // `name` is one of CONCURRENT_INDEXES, our own identifiers.
-        tracing::warn!(schema, index = %name, "dropping an index whose concurrent build was interrupted, to build it again");
-        let drop = format!("DROP INDEX CONCURRENTLY IF EXISTS {quoted}.{name}");
-        sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&mut *conn).await?;
-    }
-    Ok(())
 }
 
 impl QueueStore for PgStore {

@@ -53,6 +53,11 @@ pub fn validate_schema(name: &str) -> Result<(), dlq_core::Error> {
     Ok(())
 }
 
+/// `schema` (which must have passed [`validate_schema`]) as an SQL identifier: double-quoted.
+pub(crate) fn quoted(schema: &str) -> String {
+    format!("\"{schema}\"")
+}
+
 /// How many (statement, batch size) pairs keep a rendered claim statement.
 const CLAIM_SIZES_KEPT: usize = 48;
 
@@ -113,8 +118,6 @@ macro_rules! statements {
         pub(crate) struct Sql {
             /// `NOTIFY` channel for wake-ups, derived from the schema.
             pub(crate) channel: String,
-            /// The quoted schema, for DDL run by the migrator.
-            pub(crate) quoted_schema: String,
             /// The park batch's row type (migration 0016) in this schema.
             pub(crate) park_row: super::park_rows::RowType,
             /// The claiming statements rendered per batch size.
@@ -130,7 +133,7 @@ macro_rules! statements {
             /// Renders every statement for `schema`, which must have passed [`validate_schema`];
             /// outcomes commit durably when `durable_outcomes` (`PgConfig::durable_outcomes`).
             pub(crate) fn new(schema: &str, durable_outcomes: bool) -> Self {
-                let quoted = format!("\"{schema}\"");
+                let quoted = quoted(schema);
                 let render = |template: &str| render(template, &quoted, durable_outcomes);
                 Self {
                     channel: channel_name(schema),
@@ -138,7 +141,6 @@ macro_rules! statements {
                     succeed_claim: Stmt(render(&settle_claim("{succeed_rows}", 3, "0")).into()),
                     settle_claim: Stmt(render(&settle_claim("{settle_rows}", 16, "(SELECT count(*) FROM wake)")).into()),
                     park_row: super::park_rows::RowType::new(&quoted),
-                    quoted_schema: quoted,
                     claims: std::sync::Mutex::default(),
                 }
             }

@@ -189,9 +189,9 @@ pub(crate) async fn rows_unnamed(
 /// Applies the migrations on a session connection (see [`super::migrate`]).
 pub(crate) async fn migrate(session: &Session, pool: &PgPool, schema: &str) -> StoreResult<()> {
     let Some(options) = &session.direct else { return super::migrate(pool, schema).await };
-    let sql = super::schema::Sql::new(schema, false);
+    super::validate_schema(schema)?;
     let mut conn = PgConnection::connect_with(options).await.map_err(dlq_core::Error::store)?;
-    let result = super::migrate_on(&mut conn, schema, &sql.quoted_schema).await;
+    let result = super::migrate::run_on(&mut conn, schema, super::migrate::Scope::Expand).await;
     let _ = conn.close().await;
-    result.map_err(|err| crate::migration_failed(Some(schema), err))
+    result
 }
