@@ -192,6 +192,7 @@ pub(crate) async fn migrate(session: &Session, pool: &PgPool, schema: &str) -> S
     let sql = super::schema::Sql::new(schema, false);
     let mut conn = PgConnection::connect_with(options).await.map_err(dlq_core::Error::store)?;
     let result = super::migrate_on(&mut conn, schema, &sql.quoted_schema).await;
+    let result = super::migrated(&mut conn, schema, result).await;
     let _ = conn.close().await;
-    result.map_err(|err| crate::migration_failed(Some(schema), err))
+    result
 }
