@@ -106,6 +106,53 @@ async fn production_limits(admin: PgPool) {
     owner.drop().await;
 }
 
+/// The retrier's vacuum with `statement_timeout` 200 ms on the role: it waits longer than
+/// that for its lock (held by another session until the vacuum has waited 300 ms, as a long
+/// transaction would), and still vacuums rather than being cancelled.
+#[sqlx::test(migrations = false)]
+async fn a_vacuum_outlasts_the_roles_statement_timeout(admin: PgPool) {
+    let owner = Owner::new(&admin, "ALTER ROLE {role} SET statement_timeout = '200ms'").await;
+    let pool = PgPoolOptions::new().max_connections(4).connect_lazy_with(owner.options());
+    let config = PgConfig::default().schema(SCHEMA).vacuum_dead_tuples(Some(1));
+    let store = PgStore::from_pool(pool, config).await.expect("migrated");
+    for n in 0..10 {
+        store.park(letter("payment", n)).await.unwrap();
+    }
+    // Dead tuples, counted in pg_stat_user_tables once this session's statistics are flushed.
+    let mut other = admin.acquire().await.unwrap();
+    sqlx::query("DELETE FROM dq.dlq_events").execute(&mut *other).await.unwrap();
+    sqlx::query("SELECT pg_stat_force_next_flush()").execute(&mut *other).await.unwrap();
+    sqlx::query("SELECT 1").execute(&mut *other).await.unwrap();
+    let dead = "SELECT coalesce(sum(n_dead_tup), 0)::int8 FROM pg_stat_user_tables WHERE schemaname = 'dq' AND relname = 'dlq_events'";
+    let started = std::time::Instant::now();
+    while sqlx::query_scalar::<_, i64>(dead).fetch_one(&admin).await.unwrap() == 0 {
+        assert!(started.elapsed() < Duration::from_secs(30), "the dead tuples are never counted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut blocker = admin.begin().await.unwrap();
+    sqlx::query("LOCK TABLE dq.dlq_events IN SHARE UPDATE EXCLUSIVE MODE").execute(&mut *blocker).await.unwrap();
+    let maintain = tokio::spawn({
+        let store = store.clone();
+        async move { store.maintain().await }
+    });
+    let waited = "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE usename = $1 AND query LIKE '%VACUUM (ANALYZE)%' \
+                  AND wait_event_type = 'Lock' AND now() - query_start > interval '300 ms')";
+    let started = std::time::Instant::now();
+    while !sqlx::query_scalar::<_, bool>(waited).bind(&owner.name).fetch_one(&admin).await.unwrap() {
+        assert!(!maintain.is_finished(), "the vacuum ended before its lock was free: {:?}", maintain.await);
+        assert!(started.elapsed() < Duration::from_secs(30), "no vacuum waited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    blocker.commit().await.unwrap();
+    let done = maintain.await.unwrap().expect("the vacuum, longer than statement_timeout");
+    assert_eq!(done, dlq_core::store::Maintenance::Vacuumed);
+    let timeout: String = sqlx::query_scalar("SHOW statement_timeout").fetch_one(store.pool()).await.unwrap();
+    assert_eq!(timeout, "200ms", "the connection's timeout is the role's again");
+    drop(other);
+    store.pool().close().await;
+    owner.drop().await;
+}
+
 /// A pool of 10 on a role allowed 3 connections (`CONNECTION LIMIT 3`, as a small
 /// `max_connections` would): concurrent parks and reads either succeed or fail with a clear
 /// error within the park timeout, never hang, and every park that succeeded is stored.
