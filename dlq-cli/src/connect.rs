@@ -46,20 +46,67 @@ pub(crate) enum Use {
 /// Opens the store for `purpose`; `migrate` applies the migrations (and
 /// creates a missing SQLite file), otherwise a schema that is missing or behind is an error
 /// that says to run `dlq migrate`.
+/// `session_url` (PostgreSQL only): behind a transaction pooler, where session work connects.
 pub(crate) async fn open(
     url: &str,
     schema: &str,
+    session_url: Option<&str>,
     migrate: bool,
     purpose: Use,
 ) -> Result<Arc<dyn DeadLetterStore>, Failure> {
     match target(url)? {
-        Target::Postgres(url) => open_pg(url, schema, migrate, purpose).await,
+        Target::Postgres(url) => Ok(Arc::new(open_pg(url, schema, session_url, migrate, purpose).await?)),
+        Target::Sqlite(_) if session_url.is_some() => {
+            Err(Failure::usage("--session-url (DLQ_SESSION_URL) is for PostgreSQL behind a pooler, not SQLite"))
+        }
         Target::Sqlite(url) => open_sqlite(url, migrate).await,
     }
 }
 
-async fn open_pg(url: &str, schema: &str, migrate: bool, purpose: Use) -> Result<Arc<dyn DeadLetterStore>, Failure> {
+/// `dlq roles --apply`: the roles and their grants set up on `schema` (PostgreSQL only), on a
+/// session connection (through the session URL behind a pooler: the SQL is one transaction of
+/// many statements).
+pub(crate) async fn apply_roles(
+    url: &str,
+    schema: &str,
+    session_url: Option<&str>,
+    roles: &dlq_sqlx::postgres::Roles,
+) -> Result<(), Failure> {
+    let Target::Postgres(url) = target(url)? else {
+        return Err(Failure::usage("roles are PostgreSQL's: SQLite has no roles (protect the file instead)"));
+    };
     dlq_sqlx::postgres::validate_schema(schema).map_err(|e| Failure::usage(dlq_core::admin::one_line(&e)))?;
+    let pool = pool(session_url.unwrap_or(url), Use::Verb).await?;
+    let result = dlq_sqlx::postgres::apply_roles(&pool, schema, roles).await;
+    pool.close().await;
+    result.map_err(Failure::from)
+}
+
+async fn open_pg(
+    url: &str,
+    schema: &str,
+    session_url: Option<&str>,
+    migrate: bool,
+    purpose: Use,
+) -> Result<PgStore, Failure> {
+    dlq_sqlx::postgres::validate_schema(schema).map_err(|e| Failure::usage(dlq_core::admin::one_line(&e)))?;
+    let pool = pool(url, purpose).await?;
+    let mut config = PgConfig::default().schema(schema).run_migrations(migrate).park_timeout(CONNECT_TIMEOUT);
+    if let Some(session_url) = session_url {
+        PgConnectOptions::from_str(session_url)
+            .map_err(|e| Failure::usage(format!("invalid session URL: {}", describe(&e))))?;
+        config = config.session_url(session_url);
+    }
+    // With a session URL the migrations run on a connection of its own to it.
+    let store = PgStore::from_pool(pool, config).await.map_err(Failure::from)?;
+    if !migrate {
+        check_migrated(&store, schema).await?;
+    }
+    Ok(store)
+}
+
+/// A pool on `url` for `purpose`, with its first connection made (or the reason it cannot be).
+async fn pool(url: &str, purpose: Use) -> Result<sqlx::PgPool, Failure> {
     let mut options = PgConnectOptions::from_str(url)
         .map_err(|e| Failure::usage(format!("invalid database URL: {}", describe(&e))))?;
     // sqlx keeps the brackets of an IPv6 host (`[::1]`), which the resolver does not take.
@@ -91,16 +138,7 @@ async fn open_pg(url: &str, schema: &str, migrate: bool, purpose: Use) -> Result
     let pool = pool.acquire_timeout(CONNECT_TIMEOUT).connect_lazy_with(options);
     let first = tokio::time::timeout(CONNECT_TIMEOUT, pool.acquire()).await.map_err(|_| no_answer())?;
     drop(first.map_err(|e| unreachable(describe(&e)))?);
-    let config = PgConfig::default().schema(schema).run_migrations(false).park_timeout(CONNECT_TIMEOUT);
-    let store = PgStore::from_pool(pool, config).await.map_err(|e| Failure::error(dlq_core::admin::one_line(&e)))?;
-    if migrate {
-        dlq_sqlx::postgres::migrate(store.pool(), schema)
-            .await
-            .map_err(|e| Failure::error(dlq_core::admin::one_line(&e)))?;
-    } else {
-        check_migrated(&store, schema).await?;
-    }
-    Ok(Arc::new(store))
+    Ok(pool)
 }
 
 fn unreachable_pg(err: &sqlx::Error) -> Failure {
