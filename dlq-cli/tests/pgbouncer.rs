@@ -28,6 +28,14 @@ async fn verbs_through_pgbouncer_with_a_session_url() {
         cmd.env("DATABASE_URL", &pooled).env("DLQ_SESSION_URL", &db.url);
         cmd
     };
+    // The migrations go where the session URL says: nowhere, here, so they fail (through the
+    // pooler alone they would have run).
+    let mut nowhere = dlq();
+    nowhere.env("DLQ_SESSION_URL", with_database("postgres://postgres@127.0.0.1:1/x", &name));
+    let out = nowhere.args(["migrate", "--schema", "dq"]).assert().code(1).get_output().stderr.clone();
+    let out = String::from_utf8_lossy(&out);
+    assert_eq!(out.lines().count(), 1, "one line: {out}");
+    assert!(out.to_lowercase().contains("refused"), "{out}");
     dlq().args(["migrate", "--schema", "dq"]).assert().success();
     let store = dlq_sqlx::PgStore::connect_with(&db.url, dlq_sqlx::PgConfig::default().schema("dq")).await.unwrap();
     let failure = dlq_core::classify::FailureInfo::new(dlq_core::ErrorClass::Permanent, "E", "e".into(), vec![], None);
