@@ -218,6 +218,7 @@ async fn each_role_against_each_verb() {
         found.push(allowed);
     }
     println!("{matrix}");
+    console_pages_as_operator_read(&roles, &seed(&service, "payment-console").await);
     for (n, (verb, want)) in expected.iter().enumerate() {
         let got: Vec<bool> = found.iter().map(|row| row[n]).collect();
         assert_eq!(got, want.to_vec(), "{verb} for {GROUPS:?}\n{matrix}");
@@ -284,4 +285,48 @@ async fn production_settings_over_tls() {
     dlq(&["purge", "--older-than", "0s", "--yes"]);
     store.pool().close().await;
     admin.close().await;
+}
+
+/// The console's pages, served as operator-read (read-only, as `dlq serve` is without
+/// `--allow-actions`): each answers 200.
+fn console_pages_as_operator_read(roles: &Roles, ids: &[DlqId]) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut serve = Std::new(env!("CARGO_BIN_EXE_dlq"));
+    serve.env("DATABASE_URL", roles.url("operator_read")).env("DLQ_SCHEMA", SCHEMA).env_remove("DLQ_WEB_TOKEN");
+    let mut child = serve
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).unwrap_or_default().to_owned();
+    let id = ids[0];
+    let group = "/groups?event_type=payment-console".to_owned();
+    let pages = [
+        "/",
+        "/events",
+        &format!("/events/{id}"),
+        "/groups",
+        &group,
+        "/api/stats",
+        "/api/events",
+        "/charts/parked.svg",
+        "/metrics",
+    ];
+    let mut failed = Vec::new();
+    for page in pages {
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        write!(stream, "GET {page} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        let code = text.split(' ').nth(1).unwrap_or_default().to_owned();
+        if code != "200" {
+            failed.push(format!("{page}: {}", text.lines().next().unwrap_or_default()));
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(failed.is_empty(), "console pages as operator-read (on {line}): {failed:?}");
 }
