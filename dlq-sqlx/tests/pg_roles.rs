@@ -25,7 +25,11 @@ const SCHEMA: &str = "dq";
 
 /// The four roles for the test's database, with a login user in each, dropped by [`Self::drop`].
 struct Deployment {
+    /// The superuser of the test: sets up the managed database's admin user, and drops all.
     admin: PgPool,
+    /// A managed database's admin user: `CREATEROLE` and `CREATE` on the database, no
+    /// superuser. It runs the roles' SQL.
+    manager: PgPool,
     roles: Roles,
 }
 
@@ -39,8 +43,8 @@ enum As {
 }
 
 impl Deployment {
-    /// Creates the roles (as the superuser of `admin`, before any table exists) and a login
-    /// user in each: `{role}_login`.
+    /// Creates the roles (as a managed database's admin user, no superuser, before any table
+    /// exists) and a login user in each: `{role}_login`.
     async fn new(admin: &PgPool) -> Self {
         let db: String = sqlx::query_scalar("SELECT current_database()::text").fetch_one(admin).await.unwrap();
         // The database's name is unique to the test (and too long for a prefix): its hash.
@@ -48,14 +52,22 @@ impl Deployment {
         std::hash::Hash::hash(&db, &mut hasher);
         let prefix = format!("t{:016x}", std::hash::Hasher::finish(&hasher));
         let roles = Roles::with_prefix(&prefix).unwrap();
-        let deployment = Self { admin: admin.clone(), roles };
+        let manager = format!("{prefix}_admin");
+        let options = (*admin.connect_options()).clone().username(&manager);
+        let manager_pool = PgPoolOptions::new().max_connections(2).connect_lazy_with(options);
+        let deployment = Self { admin: admin.clone(), manager: manager_pool, roles };
         deployment.drop_roles().await; // left by an earlier run of this test that failed
-        apply_roles(admin, SCHEMA, &deployment.roles).await.expect("roles before the migrations");
+        let create = format!(
+            "CREATE ROLE \"{manager}\" LOGIN NOSUPERUSER CREATEROLE; GRANT CREATE ON DATABASE \"{db}\" TO \"{manager}\""
+        );
+        sqlx::raw_sql(sqlx::AssertSqlSafe(create)).execute(admin).await.unwrap();
+        let manager = &deployment.manager;
+        apply_roles(manager, SCHEMA, &deployment.roles).await.expect("roles before the migrations, as no superuser");
         for role in [As::Migrator, As::Service, As::Reader, As::Operator] {
             let group = deployment.group(role);
             let login =
                 format!("CREATE ROLE \"{group}_login\" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE IN ROLE \"{group}\"");
-            sqlx::query(sqlx::AssertSqlSafe(login)).execute(admin).await.unwrap();
+            sqlx::query(sqlx::AssertSqlSafe(login)).execute(manager).await.unwrap();
         }
         deployment
     }
@@ -88,6 +100,7 @@ impl Deployment {
 
     /// Drops the login users and the roles (their grants first: roles are cluster-wide).
     async fn drop(self) {
+        self.manager.close().await;
         let drop = format!("DROP SCHEMA IF EXISTS {SCHEMA} CASCADE; DROP OWNED BY {}", self.names());
         sqlx::raw_sql(sqlx::AssertSqlSafe(drop)).execute(&self.admin).await.unwrap();
         self.drop_roles().await;
@@ -105,6 +118,7 @@ impl Deployment {
             names.push(format!("\"{group}_login\""));
             names.push(format!("\"{group}\""));
         }
+        names.push(format!("\"{}_admin\"", self.roles.migrator.trim_end_matches("_migrator")));
         names.join(", ")
     }
 }
@@ -144,8 +158,8 @@ async fn the_service_parks_and_retries_but_may_not_act(admin: PgPool) {
     let deployment = Deployment::new(&admin).await;
     let migrator = deployment.pool(As::Migrator);
     dlq_sqlx::postgres::migrate(&migrator, SCHEMA).await.expect("migrations as the schema's owner");
-    apply_roles(&admin, SCHEMA, &deployment.roles).await.expect("roles after the migrations");
-    apply_roles(&admin, SCHEMA, &deployment.roles).await.expect("re-runnable");
+    apply_roles(&deployment.manager, SCHEMA, &deployment.roles).await.expect("roles after the migrations");
+    apply_roles(&deployment.manager, SCHEMA, &deployment.roles).await.expect("re-runnable");
     let owners: Vec<String> = sqlx::query_scalar(
         "SELECT DISTINCT pg_get_userbyid(relowner)::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
          WHERE n.nspname = 'dq'",
