@@ -26,6 +26,19 @@ Text read from the store is shown with control characters replaced by '.', cut t
 characters (…) in tables; `dlq show` has a row's fields whole, --json has everything exactly
 (control characters and bidi overrides as \\u escapes).";
 
+/// `dlq roles`.
+#[derive(Debug, Args)]
+pub struct RolesArgs {
+    /// The roles are `PREFIX_migrator`, `PREFIX_service`, `PREFIX_operator_read` and
+    /// `PREFIX_operator` (lowercase letters, digits and `_`).
+    #[arg(long, default_value = "dlq")]
+    pub prefix: String,
+    /// Runs the SQL on --database-url (as a role with CREATEROLE that owns the schema's
+    /// objects) instead of printing it; all or nothing.
+    #[arg(long)]
+    pub apply: bool,
+}
+
 /// The most rows a batch, a canary, a page or a top list may hold.
 pub(crate) const MAX_ROWS: u64 = 10_000;
 
@@ -39,6 +52,11 @@ pub struct Cli {
     /// The PostgreSQL schema holding the dlq tables.
     #[arg(long, env = "DLQ_SCHEMA", global = true, default_value = "public")]
     pub schema: String,
+    /// Behind a connection pooler in transaction mode (PgBouncer): a URL to the same database
+    /// with a session of its own, for what needs one (`migrate`, `roles --apply`, the console's
+    /// wake-ups).
+    #[arg(long, env = "DLQ_SESSION_URL", global = true, hide_env_values = true)]
+    pub session_url: Option<String>,
     /// Who is acting, for the audit log (default: the OS user).
     #[arg(long, global = true)]
     pub actor: Option<String>,
@@ -144,6 +162,10 @@ pub enum Command {
         #[arg(long)]
         contract: bool,
     },
+    /// Prints the SQL that creates the deployment's four roles for --schema (migrator,
+    /// service, operator-read, operator) with the grants each needs; `--apply` runs it.
+    /// Re-run it after each `dlq migrate`.
+    Roles(RolesArgs),
     /// Lists the live retriers and the event types they handle.
     Workers,
     /// Stops every retrier from claiming an event type (honoured within one poll interval);

@@ -65,25 +65,78 @@ pub(crate) struct Migrated {
 
 /// Opens the store for `purpose`, migrating it as `migrate` says (and creating a missing
 /// SQLite file when it migrates).
+/// `session_url` (PostgreSQL only): behind a transaction pooler, where session work connects.
 pub(crate) async fn open(
     url: &str,
     schema: &str,
+    session_url: Option<&str>,
     migrate: Migrate,
     purpose: Use,
 ) -> Result<(Arc<dyn DeadLetterStore>, Migrated), Failure> {
     match target(url)? {
-        Target::Postgres(url) => open_pg(url, schema, migrate, purpose).await,
+        Target::Postgres(url) => open_pg(url, schema, session_url, migrate, purpose).await,
+        Target::Sqlite(_) if session_url.is_some() => {
+            Err(Failure::usage("--session-url (DLQ_SESSION_URL) is for PostgreSQL behind a pooler, not SQLite"))
+        }
         Target::Sqlite(url) => Ok((open_sqlite(url, migrate != Migrate::No).await?, Migrated::default())),
     }
+}
+
+/// `dlq roles --apply`: the roles and their grants set up on `schema` (PostgreSQL only), on a
+/// session connection (through the session URL behind a pooler: the SQL is one transaction of
+/// many statements).
+pub(crate) async fn apply_roles(
+    url: &str,
+    schema: &str,
+    session_url: Option<&str>,
+    roles: &dlq_sqlx::postgres::Roles,
+) -> Result<(), Failure> {
+    let Target::Postgres(url) = target(url)? else {
+        return Err(Failure::usage("roles are PostgreSQL's: SQLite has no roles (protect the file instead)"));
+    };
+    dlq_sqlx::postgres::validate_schema(schema).map_err(|e| Failure::usage(dlq_core::admin::one_line(&e)))?;
+    let pool = pool(session_url.unwrap_or(url), Use::Verb).await?;
+    let result = dlq_sqlx::postgres::apply_roles(&pool, schema, roles).await;
+    pool.close().await;
+    result.map_err(Failure::from)
 }
 
 async fn open_pg(
     url: &str,
     schema: &str,
+    session_url: Option<&str>,
     migrate: Migrate,
     purpose: Use,
 ) -> Result<(Arc<dyn DeadLetterStore>, Migrated), Failure> {
     dlq_sqlx::postgres::validate_schema(schema).map_err(|e| Failure::usage(dlq_core::admin::one_line(&e)))?;
+    let pool = pool(url, purpose).await?;
+    let run_migrations = migrate != Migrate::No;
+    let mut config = PgConfig::default().schema(schema).run_migrations(run_migrations).park_timeout(CONNECT_TIMEOUT);
+    if let Some(session_url) = session_url {
+        PgConnectOptions::from_str(session_url)
+            .map_err(|e| Failure::usage(format!("invalid session URL: {}", describe(&e))))?;
+        config = config.session_url(session_url);
+    }
+    // With a session URL the migrations run on a connection of its own to it.
+    let store = PgStore::from_pool(pool, config).await.map_err(Failure::from)?;
+    let mut migrated = Migrated::default();
+    match migrate {
+        Migrate::No => check_migrated(&store, schema).await?,
+        Migrate::Expand => {}
+        Migrate::Contract => {
+            let applied = store.migrate_contract().await.map_err(Failure::from)?;
+            migrated.contracted = applied.iter().map(ToString::to_string).collect();
+        }
+    }
+    if run_migrations {
+        let status = dlq_sqlx::postgres::schema_status(store.pool(), schema).await.map_err(Failure::from)?;
+        migrated.contract_waiting = status.contract_waiting.iter().map(ToString::to_string).collect();
+    }
+    Ok((Arc::new(store), migrated))
+}
+
+/// A pool on `url` for `purpose`, with its first connection made (or the reason it cannot be).
+async fn pool(url: &str, purpose: Use) -> Result<sqlx::PgPool, Failure> {
     let mut options = PgConnectOptions::from_str(url)
         .map_err(|e| Failure::usage(format!("invalid database URL: {}", describe(&e))))?;
     // sqlx keeps the brackets of an IPv6 host (`[::1]`), which the resolver does not take.
@@ -115,23 +168,7 @@ async fn open_pg(
     let pool = pool.acquire_timeout(CONNECT_TIMEOUT).connect_lazy_with(options);
     let first = tokio::time::timeout(CONNECT_TIMEOUT, pool.acquire()).await.map_err(|_| no_answer())?;
     drop(first.map_err(|e| unreachable(describe(&e)))?);
-    let config = PgConfig::default().schema(schema).run_migrations(false).park_timeout(CONNECT_TIMEOUT);
-    let store = PgStore::from_pool(pool, config).await.map_err(|e| Failure::error(dlq_core::admin::one_line(&e)))?;
-    let failed = |e: dlq_core::Error| Failure::error(dlq_core::admin::one_line(&e));
-    let mut migrated = Migrated::default();
-    match migrate {
-        Migrate::No => check_migrated(&store, schema).await?,
-        Migrate::Expand => dlq_sqlx::postgres::migrate(store.pool(), schema).await.map_err(failed)?,
-        Migrate::Contract => {
-            let applied = dlq_sqlx::postgres::migrate_contract(store.pool(), schema).await.map_err(failed)?;
-            migrated.contracted = applied.iter().map(ToString::to_string).collect();
-        }
-    }
-    if migrate != Migrate::No {
-        let status = dlq_sqlx::postgres::schema_status(store.pool(), schema).await.map_err(failed)?;
-        migrated.contract_waiting = status.contract_waiting.iter().map(ToString::to_string).collect();
-    }
-    Ok((Arc::new(store), migrated))
+    Ok(pool)
 }
 
 fn unreachable_pg(err: &sqlx::Error) -> Failure {

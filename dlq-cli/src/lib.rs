@@ -112,7 +112,7 @@ use clap::Parser;
 use dlq_core::admin::{Admin, Validator};
 use dlq_core::{Error, handlers::Registry};
 
-pub use args::{BulkArgs, Cli, Command, DiscardArgs, FilterArgs, LsArgs, PatchArgs, RedriveArgs};
+pub use args::{BulkArgs, Cli, Command, DiscardArgs, FilterArgs, LsArgs, PatchArgs, RedriveArgs, RolesArgs};
 pub use serve::ServeArgs;
 
 /// Runs the CLI on `args` (the program name first) and returns its exit code: what the
@@ -232,6 +232,16 @@ impl Embedded {
     }
 
     async fn execute(&self, cli: &Cli, out: &render::Out) -> Result<ExitCode, Failure> {
+        if let Command::Roles(args) = &cli.command
+            && !args.apply
+        {
+            // Printing the SQL needs no database.
+            let roles = roles_for(args)?;
+            let sql = dlq_sqlx::postgres::roles_sql(&cli.schema, &roles)
+                .map_err(|e| Failure::usage(dlq_core::admin::one_line(&e)))?;
+            out.roles(&cli.schema, &roles, &sql, false);
+            return Ok(ExitCode::SUCCESS);
+        }
         let url = cli.database_url.as_deref().ok_or_else(|| {
             Failure::usage("no database: pass --database-url or set DATABASE_URL (postgres://… or sqlite://FILE)")
         })?;
@@ -245,8 +255,15 @@ impl Embedded {
             _ => connect::Migrate::No,
         };
         connect::target(url)?;
+        if let Command::Roles(args) = &cli.command {
+            let roles = roles_for(args)?;
+            connect::apply_roles(url, &cli.schema, cli.session_url.as_deref(), &roles).await?;
+            let sql = dlq_sqlx::postgres::roles_sql(&cli.schema, &roles).map_err(|e| Failure::error(e.to_string()))?;
+            out.roles(&cli.schema, &roles, &sql, true);
+            return Ok(ExitCode::SUCCESS);
+        }
         let purpose = if matches!(cli.command, Command::Serve(_)) { connect::Use::Console } else { connect::Use::Verb };
-        let (store, migrated) = connect::open(url, &cli.schema, migrate, purpose).await?;
+        let (store, migrated) = connect::open(url, &cli.schema, cli.session_url.as_deref(), migrate, purpose).await?;
         if migrate != connect::Migrate::No {
             out.migrated(&cli.schema, &migrated);
             return Ok(ExitCode::SUCCESS);
@@ -344,8 +361,8 @@ impl Embedded {
                 out.erased(&admin.erase(subject, reason).await?);
             }
             Command::Erasures { limit } => out.erasures(&admin.erasures(*limit).await?),
-            // Answered by `execute` as soon as the store is open and migrated.
-            Command::Migrate { .. } => {}
+            // Answered by `execute`: migrate once the store is open and migrated, roles before.
+            Command::Migrate { .. } | Command::Roles(_) => {}
             Command::Workers => out.workers(&admin.workers().await?),
             Command::Rekey { filter, reason } => out.rekeyed(&admin.rekey(filter.filter(), reason).await?),
             Command::Pause { event_type, reason } => {
@@ -483,6 +500,11 @@ pub(crate) mod exit {
 
 /// One line on stderr, neutralized, passwords masked; a closed stderr is ignored (there is
 /// nowhere left to say it).
+/// The roles `dlq roles` names, from its `--prefix`.
+fn roles_for(args: &args::RolesArgs) -> Result<dlq_sqlx::postgres::Roles, Failure> {
+    dlq_sqlx::postgres::Roles::with_prefix(&args.prefix).map_err(|e| Failure::usage(dlq_core::admin::one_line(&e)))
+}
+
 fn say(text: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{}", render::stderr_line(text));
 }
@@ -554,6 +576,10 @@ impl From<Error> for Failure {
             return Self::nothing(dlq_core::admin::one_line(&err));
         }
         let mut message = dlq_core::admin::one_line(&err);
+        // The PostgreSQL store names the role and the grant it lacks (`dlq roles`).
+        if let Some(denied) = message.strip_prefix("dead-letter store failed: permission denied: role ") {
+            return Self::error(format!("permission denied: role {denied}"));
+        }
         if message.contains("permission denied") {
             message.push_str(" (this verb writes: the database role needs write rights on the dlq tables)");
         }

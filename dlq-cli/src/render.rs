@@ -599,6 +599,31 @@ impl Out {
         }
     }
 
+    /// `dlq roles`: the SQL (our own text over validated names), or what `--apply` set up.
+    pub(crate) fn roles(&self, schema: &str, roles: &dlq_sqlx::postgres::Roles, sql: &str, applied: bool) {
+        if self.json {
+            return self.emit(&json!({
+                "schema": schema,
+                "applied": applied,
+                "roles": {
+                    "migrator": roles.migrator,
+                    "service": roles.service,
+                    "operator_read": roles.operator_read,
+                    "operator": roles.operator,
+                },
+                "sql": sql,
+            }));
+        }
+        if applied {
+            self.line(format!(
+                "roles set up on schema `{schema}`: {}, {}, {}, {} (grant them to login users: GRANT {} TO app;)",
+                roles.migrator, roles.service, roles.operator_read, roles.operator, roles.service
+            ));
+        } else {
+            self.raw(sql.trim_end());
+        }
+    }
+
     pub(crate) fn migrated(&self, schema: &str, migrated: &crate::connect::Migrated) {
         if self.json {
             return self.emit(&json!({

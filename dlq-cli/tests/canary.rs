@@ -74,6 +74,8 @@ fn invocations(verb: &str, rows: &Canaries, patch: &str) -> Vec<Vec<String>> {
         "erase" => vec![vec!["erase", "--subject", "customer-1", "--reason", "check"]],
         "erasures" => vec![vec!["erasures"]],
         "migrate" => vec![vec!["migrate"]],
+        // The roles' SQL reads no row; printed, not applied (the roles are cluster-wide).
+        "roles" => vec![vec!["roles"]],
         "workers" => vec![vec!["workers"]],
         "pause" => vec![vec!["pause", EVENT_TYPE, "--reason", "check"]],
         "resume" => vec![vec!["resume", EVENT_TYPE]],

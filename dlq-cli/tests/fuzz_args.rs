@@ -44,8 +44,10 @@ fn template() -> &'static std::path::Path {
 }
 
 /// The verbs `dlq --help` lists, but `serve` (it runs until stopped, tested on its own).
-const VERBS: &[&str] =
-    &["stats", "ls", "show", "redrive", "discard", "patch", "undo", "purge", "migrate", "workers", "pause", "resume"];
+const VERBS: &[&str] = &[
+    "stats", "ls", "show", "redrive", "discard", "patch", "undo", "purge", "migrate", "roles", "workers", "pause",
+    "resume",
+];
 
 /// Verbs and flags `dlq --help` lists, and words it does not know. Left out: `serve` (it
 /// runs until stopped) and `--canary` (it waits for a retrier's outcome), which their own
@@ -53,8 +55,8 @@ const VERBS: &[&str] =
 fn word() -> impl Strategy<Value = String> {
     prop_oneof![
         2 => prop::sample::select(vec![
-            "stats", "ls", "show", "redrive", "discard", "patch", "undo", "purge", "migrate", "workers", "pause",
-            "resume", "help", "--json", "--all", "--dry-run", "--yes", "--force", "--validate", "--oldest-first",
+            "stats", "ls", "show", "redrive", "discard", "patch", "undo", "purge", "migrate", "roles", "workers",
+            "pause", "resume", "--prefix", "--apply", "--session-url", "help", "--json", "--all", "--dry-run", "--yes", "--force", "--validate", "--oldest-first",
             "--limit", "--after", "--status", "--event-type", "--group", "--fingerprint", "--kind", "--reason",
             "--reason-contains", "--since", "--until", "--batch", "--max", "--max-redrives", "--resume", "--top",
             "--older-than", "--patch", "--actor", "--schema", "--help", "--version", "-y", "--", "-",

@@ -285,12 +285,17 @@ pub(crate) async fn purge(store: &PgStore, older_than: Duration) -> StoreResult<
         // `LIMIT` cannot cut short (720 ms a slice with 500,000 rows left, against 17 ms). Not
         // `enable_sort = off` as the claim (migration 0007): the slice's answer sorts 5,000
         // rows, and that setting's cost penalty tipped the plan into JIT compilation, about
-        // 2 s a slice; JIT is off for the same reason.
+        // 2 s a slice; JIT is off for the same reason. A slice is bounded (PURGE_SLICE rows,
+        // locked with SKIP LOCKED, so it waits on no one) but may outlast a managed database's
+        // `statement_timeout` on a cold cache: that limit is lifted for the slice alone.
         let mut tx = store.inner.pool.begin().await.map_err(db)?;
-        sqlx::raw_sql("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off")
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
+        sqlx::raw_sql(
+            "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off; \
+             SET LOCAL statement_timeout = 0",
+        )
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
         let (done, at, id): (i64, Option<chrono::DateTime<chrono::Utc>>, Option<i64>) =
             sqlx::query_as(store.inner.sql.purge.sql())
                 .bind(micros(older_than))

@@ -25,8 +25,8 @@ use sqlx::migrate::{Migrate, MigrateError, Migration, MigrationType};
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, PgPool};
 
-use super::MIGRATOR;
 use super::schema::{self, validate_schema};
+use super::{MIGRATOR, PgStore, roles, session};
 
 /// The number of the first migration of this release: contract migrations from this number
 /// on wait for [`migrate_contract`]; those below it belong to earlier releases and
@@ -172,6 +172,26 @@ pub async fn migrate_contract(pool: &PgPool, schema: &str) -> StoreResult<Vec<St
     Ok(waiting)
 }
 
+impl PgStore {
+    /// [`migrate_contract`] on this store's schema, through its session URL when it has one
+    /// (`PgConfig::session_url`: the migrator's lock needs a session).
+    ///
+    /// # Errors
+    /// As [`migrate_contract`].
+    ///
+    /// ```no_run
+    /// # async fn demo(store: dlq_sqlx::PgStore) -> Result<(), dlq_core::Error> {
+    /// let applied = store.migrate_contract().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn migrate_contract(&self) -> StoreResult<Vec<Step>> {
+        let schema = &self.config().schema;
+        let waiting = schema_status(self.pool(), schema).await?.contract_waiting;
+        session::migrate(&self.inner.session, self.pool(), schema, Scope::Contract).await?;
+        Ok(waiting)
+    }
+}
+
 /// Where `schema` stands against this release's migrations: what [`migrate`] would apply,
 /// what waits for [`migrate_contract`], and what a newer dlq applied. Reads only; a schema
 /// that does not exist has every migration missing.
@@ -227,7 +247,7 @@ pub(crate) enum Scope {
     Contract,
 }
 
-async fn run_on_pool(pool: &PgPool, schema: &str, scope: Scope) -> StoreResult<()> {
+pub(crate) async fn run_on_pool(pool: &PgPool, schema: &str, scope: Scope) -> StoreResult<()> {
     validate_schema(schema)?;
     let mut conn = pool.acquire().await.map_err(dlq_core::Error::store)?.detach();
     let result = run_on(&mut conn, schema, scope).await;
@@ -235,10 +255,23 @@ async fn run_on_pool(pool: &PgPool, schema: &str, scope: Scope) -> StoreResult<(
     result
 }
 
-/// Applies the migrations of `scope` on a session connection (see [`migrate`]).
+/// Applies the migrations of `scope` on a session connection (see [`migrate`]); a refused
+/// privilege is said as [`roles::deny_on`] says it.
 pub(crate) async fn run_on(conn: &mut PgConnection, schema: &str, scope: Scope) -> StoreResult<()> {
+    match run_locked(conn, schema, scope).await {
+        Ok(()) => Ok(()),
+        Err(err) => Err(roles::deny_on(conn, err, "migrate the schema", roles::Need::Migrator).await),
+    }
+}
+
+async fn run_locked(conn: &mut PgConnection, schema: &str, scope: Scope) -> StoreResult<()> {
     let quoted = schema::quoted(schema);
     let failed = |err| crate::migration_failed(Some(schema), err);
+    // A migration (an index built on a large table) may take longer than the role's
+    // `statement_timeout`, which a managed database may set low: it is lifted on this
+    // connection, which is closed after. `lock_timeout` is kept: a migration that cannot have
+    // its lock in time fails and is run again, rather than stopping the traffic queued behind it.
+    sqlx::raw_sql("SET statement_timeout = 0").execute(&mut *conn).await.map_err(|e| failed(e.into()))?;
     let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
         .bind(schema)
         .fetch_one(&mut *conn)

@@ -8,6 +8,7 @@
 //! - `notify`: `LISTEN/NOTIFY` wake-ups;
 //! - `kept_connections`: connections kept out of the pool between the statements of a burst;
 //! - `nodelay`: `TCP_NODELAY` on the connections, which sqlx 0.9.0 leaves off;
+//! - `roles`: least-privilege roles, and the one-line error of a denied statement;
 //! - `row`: decoding rows.
 
 mod admin;
@@ -24,6 +25,7 @@ mod notify;
 mod ops;
 mod park;
 mod park_rows;
+mod roles;
 mod row;
 mod schema;
 mod session;
@@ -50,6 +52,7 @@ pub use migrate::{
     schema_status,
 };
 pub use nodelay::{set_tcp_nodelay, with_tcp_nodelay};
+pub use roles::{Roles, apply_roles, roles_sql};
 pub use schema::validate_schema;
 pub use session::SessionUrl;
 
@@ -386,7 +389,7 @@ impl PgStore {
         let sql = Arc::new(schema::Sql::new(&config.schema, config.durable_outcomes));
         let session = session::Session::new(config.session_url.as_ref())?;
         if config.run_migrations {
-            session::migrate(&session, &pool, &config.schema).await?;
+            session::migrate(&session, &pool, &config.schema, migrate::Scope::Expand).await?;
         }
         let debounce = notify::Debounce::new(pool.clone(), sql.channel.clone());
         let kept_connections = kept_connections::KeptConnections::start(pool.clone());
@@ -411,6 +414,22 @@ impl PgStore {
                 id,
                 session,
             }),
+        })
+    }
+
+    /// `action` boxed, a refused privilege in its error said as one line that names the role,
+    /// what it may not do and the role whose grants it needs (`roles::Denied`).
+    fn guarded<'a, T: Send + 'a>(
+        &'a self,
+        action: &'static str,
+        need: roles::Need,
+        future: impl std::future::Future<Output = StoreResult<T>> + Send + 'a,
+    ) -> BoxFuture<'a, StoreResult<T>> {
+        Box::pin(async move {
+            match future.await {
+                Err(err) => Err(roles::deny(&self.inner.pool, err, action, need).await),
+                ok => ok,
+            }
         })
     }
 
@@ -504,22 +523,22 @@ impl PgStore {
 
 impl QueueStore for PgStore {
     fn park(&self, letter: NewDeadLetter) -> BoxFuture<'_, StoreResult<Parked>> {
-        Box::pin(async move {
+        self.guarded("park", roles::Need::Service, async move {
             let mut parked = park::park(self, vec![letter]).await?;
             parked.pop().ok_or_else(|| dlq_core::Error::store(park::MissingRow))
         })
     }
 
     fn park_many(&self, letters: Vec<NewDeadLetter>) -> BoxFuture<'_, StoreResult<Vec<Parked>>> {
-        Box::pin(park::park(self, letters))
+        self.guarded("park", roles::Need::Service, park::park(self, letters))
     }
 
     fn claim(&self, request: ClaimRequest) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
-        Box::pin(claim::claim(self, request))
+        self.guarded("claim rows", roles::Need::Service, claim::claim(self, request))
     }
 
     fn settle(&self, outcomes: Vec<Settlement>) -> BoxFuture<'_, StoreResult<SettleReport>> {
-        Box::pin(claim::settle(self, outcomes))
+        self.guarded("write a batch's outcomes", roles::Need::Service, claim::settle(self, outcomes))
     }
 
     /// Both in one statement: one round trip and one commit between two batches.
@@ -528,7 +547,7 @@ impl QueueStore for PgStore {
         outcomes: Vec<Settlement>,
         next: ClaimRequest,
     ) -> BoxFuture<'_, StoreResult<(SettleReport, StoreResult<Vec<Claimed>>)>> {
-        Box::pin(claim::settle_and_claim(self, outcomes, next))
+        self.guarded("write a batch's outcomes", roles::Need::Service, claim::settle_and_claim(self, outcomes, next))
     }
 
     fn work_ticket(&self) -> WorkTicket {
@@ -540,7 +559,7 @@ impl QueueStore for PgStore {
     }
 
     fn get(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Option<DeadLetter>>> {
-        Box::pin(admin::get(self, id))
+        self.guarded("read a row", roles::Need::Read, admin::get(self, id))
     }
 
     fn max_payload_bytes(&self) -> usize {
@@ -559,19 +578,19 @@ impl QueueStore for PgStore {
 
 impl ReadStore for PgStore {
     fn list(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<Vec<DeadLetter>>> {
-        Box::pin(admin::list(self, filter))
+        self.guarded("list rows", roles::Need::Read, admin::list(self, filter))
     }
 
     /// From `dlq_tallies`, the counts the table's triggers keep (migration 0010): a few
     /// milliseconds at a million rows, where counting the rows took half a second.
     fn stats(&self) -> BoxFuture<'_, StoreResult<Vec<StatsRow>>> {
-        Box::pin(admin::stats(self))
+        self.guarded("read the stats", roles::Need::Read, admin::stats(self))
     }
 
     /// From `dlq_tallies` when the filter names only a status, an event type or a
     /// fingerprint; otherwise an aggregate over the matching rows.
     fn groups(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<Vec<FailureGroup>>> {
-        Box::pin(admin::groups(self, filter))
+        self.guarded("read the failure groups", roles::Need::Read, admin::groups(self, filter))
     }
 
     fn created_histogram(
@@ -580,32 +599,32 @@ impl ReadStore for PgStore {
         step: Duration,
         buckets: u32,
     ) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::HistogramBucket>>> {
-        Box::pin(admin::created_histogram(self, since, step, buckets))
+        self.guarded("read the histogram", roles::Need::Read, admin::created_histogram(self, since, step, buckets))
     }
 
     fn attempts(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Vec<AttemptRecord>>> {
-        Box::pin(admin::attempts(self, id))
+        self.guarded("read the attempts", roles::Need::Read, admin::attempts(self, id))
     }
 
     fn audit(&self, id: DlqId) -> BoxFuture<'_, StoreResult<Vec<AuditEntry>>> {
-        Box::pin(admin::audit(self, id))
+        self.guarded("read the audit log", roles::Need::Read, admin::audit(self, id))
     }
 
     fn count(&self, filter: ListFilter) -> BoxFuture<'_, StoreResult<u64>> {
-        Box::pin(admin::count(self, filter))
+        self.guarded("count rows", roles::Need::Read, admin::count(self, filter))
     }
 
     fn audit_entry(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<AuditEntry>>> {
-        Box::pin(ops::audit_one(self, id))
+        self.guarded("read the audit log", roles::Need::Read, ops::audit_one(self, id))
     }
 
     /// `max_entries` with an exact count when set, and the table's dead tuples and vacuum state.
     fn table_health(&self) -> BoxFuture<'_, StoreResult<Option<dlq_core::store::TableHealth>>> {
-        Box::pin(ops::table_health(self))
+        self.guarded("read the table's health", roles::Need::Read, ops::table_health(self))
     }
 
     fn count_purgeable(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
-        Box::pin(admin::count_purgeable(self, older_than))
+        self.guarded("count purgeable rows", roles::Need::Read, admin::count_purgeable(self, older_than))
     }
 
     fn capacity(&self) -> BoxFuture<'_, StoreResult<Option<dlq_core::observe::Capacity>>> {
@@ -620,21 +639,21 @@ impl ReadStore for PgStore {
 
 impl OperatorStore for PgStore {
     fn patch(&self, request: PatchRequest) -> BoxFuture<'_, StoreResult<i64>> {
-        Box::pin(admin::patch(self, request))
+        self.guarded("patch a payload", roles::Need::Operator, admin::patch(self, request))
     }
 
     fn upgrade(&self, upgrade: dlq_core::store::VersionUpgrade) -> BoxFuture<'_, StoreResult<i64>> {
-        Box::pin(upgrade::upgrade(self, upgrade))
+        self.guarded("upgrade a payload", roles::Need::Operator, upgrade::upgrade(self, upgrade))
     }
 
     /// One transaction per batch, the operation's marks read under the rows' locks.
     fn patch_rows(&self, batch: PatchBatch) -> BoxFuture<'_, StoreResult<BatchReport>> {
-        Box::pin(ops::patch_rows(self, batch))
+        self.guarded("patch rows", roles::Need::Operator, ops::patch_rows(self, batch))
     }
 
     /// One transaction per batch; a redrive wakes retriers with `NOTIFY` on commit.
     fn apply(&self, batch: BatchAction) -> BoxFuture<'_, StoreResult<BatchReport>> {
-        Box::pin(ops::apply(self, batch))
+        self.guarded("discard or redrive rows", roles::Need::Operator, ops::apply(self, batch))
     }
 
     fn create_operation(
@@ -643,28 +662,28 @@ impl OperatorStore for PgStore {
         spec: serde_json::Value,
         note: AuditNote,
     ) -> BoxFuture<'_, StoreResult<Operation>> {
-        Box::pin(ops::create(self, action, spec, note))
+        self.guarded("start a bulk operation", roles::Need::Operator, ops::create(self, action, spec, note))
     }
 
     fn operation(&self, id: i64) -> BoxFuture<'_, StoreResult<Option<Operation>>> {
-        Box::pin(ops::get(self, id))
+        self.guarded("read a bulk operation", roles::Need::Read, ops::get(self, id))
     }
 
     fn set_operation_state(&self, id: i64, state: OperationState) -> BoxFuture<'_, StoreResult<()>> {
-        Box::pin(ops::set_state(self, id, state))
+        self.guarded("change a bulk operation", roles::Need::Operator, ops::set_state(self, id, state))
     }
 
     /// Folds the tallies behind [`stats`](Self::stats) and [`groups`](Self::groups), and
     /// vacuums `dlq_events` when its dead tuples pass [`PgConfig::vacuum_dead_tuples`]
     /// ([`Maintenance::Vacuumed`](dlq_core::store::Maintenance::Vacuumed)).
     fn maintain(&self) -> BoxFuture<'_, StoreResult<dlq_core::store::Maintenance>> {
-        Box::pin(ops::maintain(self))
+        self.guarded("fold the tallies", roles::Need::Service, ops::maintain(self))
     }
 
     /// Also refreshes the saturation gauge when `max_entries` is set (retriers call this
     /// every `purge-interval`).
     fn purge(&self, older_than: Duration) -> BoxFuture<'_, StoreResult<u64>> {
-        Box::pin(async move {
+        self.guarded("purge rows", roles::Need::Operator, async move {
             let purged = admin::purge(self, older_than).await?;
             if self.inner.capacity.is_some() {
                 self.refresh_saturation().await?;
@@ -676,37 +695,37 @@ impl OperatorStore for PgStore {
 
 impl FleetStore for PgStore {
     fn publish_types(&self, types: Vec<dlq_core::catalog::EventTypeInfo>) -> BoxFuture<'_, StoreResult<()>> {
-        Box::pin(catalog::publish(self, types))
+        self.guarded("publish the type catalog", roles::Need::Service, catalog::publish(self, types))
     }
 
     fn event_types(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::EventTypeInfo>>> {
-        Box::pin(catalog::all(self))
+        self.guarded("read the type catalog", roles::Need::Read, catalog::all(self))
     }
 
     fn version_schemas(&self) -> BoxFuture<'_, StoreResult<Vec<dlq_core::catalog::VersionSchema>>> {
-        Box::pin(catalog::schemas(self))
+        self.guarded("read the type catalog", roles::Need::Read, catalog::schemas(self))
     }
 
     fn accept_schema(&self, schema: dlq_core::catalog::VersionSchema) -> BoxFuture<'_, StoreResult<()>> {
-        Box::pin(catalog::accept(self, schema))
+        self.guarded("accept a schema", roles::Need::Operator, catalog::accept(self, schema))
     }
 
     fn heartbeat(&self, beat: &RetrierHeartbeat, expire_after: Duration) -> BoxFuture<'_, StoreResult<()>> {
         let beat = beat.clone();
-        Box::pin(async move { self.beat(&beat, expire_after).await })
+        self.guarded("write a heartbeat", roles::Need::Service, async move { self.beat(&beat, expire_after).await })
     }
 
     fn remove_heartbeat(&self, owner: &str) -> BoxFuture<'_, StoreResult<()>> {
         let owner = owner.to_owned();
-        Box::pin(async move { self.forget(&owner).await })
+        self.guarded("remove a heartbeat", roles::Need::Service, async move { self.forget(&owner).await })
     }
 
     fn retriers(&self) -> BoxFuture<'_, StoreResult<Vec<RetrierHeartbeat>>> {
-        Box::pin(self.heartbeats())
+        self.guarded("read the retriers", roles::Need::Read, self.heartbeats())
     }
 
     fn circuits(&self) -> BoxFuture<'_, StoreResult<dlq_core::store::Circuits>> {
-        Box::pin(circuits::all(self))
+        self.guarded("read the circuits", roles::Need::Read, circuits::all(self))
     }
 
     /// One statement: the compare-and-set write and its log line.
@@ -714,7 +733,7 @@ impl FleetStore for PgStore {
         &self,
         write: dlq_core::store::CircuitWrite,
     ) -> BoxFuture<'_, StoreResult<Option<dlq_core::store::Circuit>>> {
-        Box::pin(circuits::write(self, write))
+        self.guarded("write a circuit", roles::Need::Operator, circuits::write(self, write))
     }
 
     fn circuit_log(
@@ -722,7 +741,7 @@ impl FleetStore for PgStore {
         event_type: Option<String>,
         limit: usize,
     ) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::CircuitLogEntry>>> {
-        Box::pin(circuits::log(self, event_type, limit))
+        self.guarded("read the circuit log", roles::Need::Read, circuits::log(self, event_type, limit))
     }
 
     fn singleton(&self) -> Option<&dyn SingletonStore> {
@@ -732,34 +751,34 @@ impl FleetStore for PgStore {
 
 impl PrivacyStore for PgStore {
     fn reveal(&self, id: DlqId, note: AuditNote) -> BoxFuture<'_, StoreResult<i64>> {
-        Box::pin(ops::reveal(self, id, note))
+        self.guarded("reveal a row", roles::Need::Operator, ops::reveal(self, id, note))
     }
 
     fn mark_unreadable(&self, leases: Vec<dlq_core::store::Lease>) -> BoxFuture<'_, StoreResult<()>> {
-        Box::pin(ops::mark_unreadable(self, leases))
+        self.guarded("mark rows unreadable", roles::Need::Service, ops::mark_unreadable(self, leases))
     }
 
     fn count_unreadable(&self) -> BoxFuture<'_, StoreResult<u64>> {
-        Box::pin(ops::count_unreadable(self))
+        self.guarded("count unreadable rows", roles::Need::Read, ops::count_unreadable(self))
     }
 
     fn erase(&self, request: dlq_core::store::EraseRequest) -> BoxFuture<'_, StoreResult<dlq_core::store::Erasure>> {
-        Box::pin(erase::erase(self, request))
+        self.guarded("erase a subject", roles::Need::Operator, erase::erase(self, request))
     }
 
     fn erasures(&self, limit: usize) -> BoxFuture<'_, StoreResult<Vec<dlq_core::store::Erasure>>> {
-        Box::pin(erase::erasures(self, limit))
+        self.guarded("read the erasures", roles::Need::Read, erase::erasures(self, limit))
     }
 
     fn subject_key_check(
         &self,
         check: dlq_core::store::KeyCheck,
     ) -> BoxFuture<'_, StoreResult<dlq_core::store::KeyCheck>> {
-        Box::pin(erase::key_check(self, check))
+        self.guarded("check the subject key", roles::Need::Operator, erase::key_check(self, check))
     }
 
     fn count_subject(&self, subject: dlq_core::store::SubjectHash) -> BoxFuture<'_, StoreResult<u64>> {
-        Box::pin(erase::count_subject(self, subject))
+        self.guarded("count a subject's rows", roles::Need::Read, erase::count_subject(self, subject))
     }
 }
 
@@ -774,7 +793,7 @@ impl CappedClaimStore for PgStore {
     /// Counts, claims and records in one transaction under the type's advisory lock, so
     /// capped claims of one type take turns across every process (migration 0011).
     fn claim_capped(&self, request: ClaimRequest, cap: ClaimCap) -> BoxFuture<'_, StoreResult<Vec<Claimed>>> {
-        Box::pin(claim::claim_capped(self, request, cap))
+        self.guarded("claim rows", roles::Need::Service, claim::claim_capped(self, request, cap))
     }
 }
 

@@ -364,15 +364,23 @@ pub(crate) async fn vacuum_if_needed(store: &PgStore) -> StoreResult<Maintenance
         return Ok(Maintenance::Light); // another retrier vacuums it now
     }
     let started = std::time::Instant::now();
-    let result = sqlx::query(store.inner.sql.vacuum.sql()).persistent(false).execute(&mut *conn).await;
+    // A vacuum cannot run in a transaction, so no `SET LOCAL`: the role's `statement_timeout`
+    // (200 ms on some managed databases) is lifted on this connection for the vacuum, and
+    // put back after it.
+    let mut result = sqlx::raw_sql("SET statement_timeout = 0").execute(&mut *conn).await.map(|_| ());
+    if result.is_ok() {
+        result = sqlx::query(store.inner.sql.vacuum.sql()).persistent(false).execute(&mut *conn).await.map(|_| ());
+    }
+    let reset = sqlx::raw_sql("RESET statement_timeout").execute(&mut *conn).await;
     let unlocked = sqlx::query("SELECT pg_advisory_unlock(hashtext($1))").bind(&key).execute(&mut *conn).await;
+    let unlocked = unlocked.and(reset);
     let mut state = store.inner.vacuum.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     state.last = Some(std::time::Instant::now());
     state.folded = 0; // vacuum.sql vacuums dlq_tallies too
     if let Err(error) = unlocked {
         // A session lock outlives the statement: drop the connection so that it goes too.
         conn.discard();
-        tracing::warn!(%error, "could not release the vacuum lock; its connection is closed");
+        tracing::warn!(%error, "could not release the vacuum lock or reset its timeout; its connection is closed");
     }
     drop(state);
     result.map_err(db)?;

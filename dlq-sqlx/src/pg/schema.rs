@@ -31,15 +31,21 @@ const MAX_IDENTIFIER_BYTES: usize = 63;
 /// }
 /// ```
 pub fn validate_schema(name: &str) -> Result<(), dlq_core::Error> {
+    validate_identifier("schema", "schema name", name, MAX_IDENTIFIER_BYTES)
+}
+
+/// Checks that `name` (what the configuration `key` calls a `what`) is a plain identifier of
+/// at most `max_bytes`, as [`validate_schema`] says.
+pub(crate) fn validate_identifier(key: &str, what: &str, name: &str, max_bytes: usize) -> Result<(), dlq_core::Error> {
     let invalid = |reason: &str| {
-        let reason = format!("invalid schema name {name:?}: {reason}");
-        Err(dlq_core::Error::Config { key: "schema".into(), file: None, reason })
+        let reason = format!("invalid {what} {name:?}: {reason}");
+        Err(dlq_core::Error::Config { key: key.into(), file: None, reason })
     };
     let Some(first) = name.chars().next() else {
         return invalid("it is empty");
     };
-    if name.len() > MAX_IDENTIFIER_BYTES {
-        return invalid("it is longer than 63 bytes");
+    if name.len() > max_bytes {
+        return invalid(&format!("it is longer than {max_bytes} bytes"));
     }
     if !(first.is_ascii_alphabetic() || first == '_') {
         return invalid("it must start with an ASCII letter or `_`");

@@ -20,6 +20,8 @@ use sqlx::{Connection, PgConnection, PgPool};
 
 use dlq_core::store::StoreResult;
 
+use super::migrate::Scope;
+
 /// A URL that reaches the store's database with a session of its own (not through a pooler
 /// in transaction mode). Its `Debug` masks the password.
 ///
@@ -186,12 +188,12 @@ pub(crate) async fn rows_unnamed(
     Ok(rows)
 }
 
-/// Applies the migrations on a session connection (see [`super::migrate`]).
-pub(crate) async fn migrate(session: &Session, pool: &PgPool, schema: &str) -> StoreResult<()> {
-    let Some(options) = &session.direct else { return super::migrate(pool, schema).await };
+/// Applies the migrations of `scope` on a session connection (see [`super::migrate`]).
+pub(crate) async fn migrate(session: &Session, pool: &PgPool, schema: &str, scope: Scope) -> StoreResult<()> {
+    let Some(options) = &session.direct else { return super::migrate::run_on_pool(pool, schema, scope).await };
     super::validate_schema(schema)?;
     let mut conn = PgConnection::connect_with(options).await.map_err(dlq_core::Error::store)?;
-    let result = super::migrate::run_on(&mut conn, schema, super::migrate::Scope::Expand).await;
+    let result = super::migrate::run_on(&mut conn, schema, scope).await;
     let _ = conn.close().await;
     result
 }
