@@ -165,8 +165,13 @@ async fn pool(url: &str, purpose: Use) -> Result<sqlx::PgPool, Failure> {
         Use::Console => PgPoolOptions::new().max_connections(10),
     };
     let pool = dlq_sqlx::postgres::with_tcp_nodelay(pool, &options);
+    let nodelay_options = options.clone();
     let pool = pool.acquire_timeout(CONNECT_TIMEOUT).connect_lazy_with(options);
+    // The verb waits for this connection's handshake: TCP_NODELAY on before it (over TLS, two
+    // waits of about 45 ms on the server's delayed ACK otherwise).
+    let watch = dlq_sqlx::postgres::watch_tcp_nodelay(&nodelay_options);
     let first = tokio::time::timeout(CONNECT_TIMEOUT, pool.acquire()).await.map_err(|_| no_answer())?;
+    drop(watch);
     drop(first.map_err(|e| unreachable(describe(&e)))?);
     Ok(pool)
 }

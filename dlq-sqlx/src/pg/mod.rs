@@ -51,7 +51,7 @@ pub use migrate::{
     HEARTBEAT_COUNTS_FOR, OlderReleaseRunning, RELEASE_FIRST_MIGRATION, SchemaStatus, Step, migrate, migrate_contract,
     schema_status,
 };
-pub use nodelay::{set_tcp_nodelay, with_tcp_nodelay};
+pub use nodelay::{NodelayWatch, set_tcp_nodelay, watch_tcp_nodelay, with_tcp_nodelay};
 pub use roles::{Roles, apply_roles, roles_sql};
 pub use schema::validate_schema;
 pub use session::SessionUrl;

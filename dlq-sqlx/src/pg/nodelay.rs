@@ -7,8 +7,14 @@
 //! descriptors (`/proc/self/fd`), every TCP socket whose peer is the server's address gets
 //! `TCP_NODELAY`. That is the new connection and any other connection of the process to the
 //! same server (which sqlx before 0.9.0, libpq and tokio-postgres all open with it). Elsewhere
-//! nothing is set. The connection's own handshake (TLS and startup) ran before the hook, so
-//! its waits stay until sqlx sets the option itself.
+//! nothing is set.
+//!
+//! The hook runs after the connection's own handshake (TLS and startup), whose two waits of
+//! about 45 ms each stay. Where one connection's first statement is what a person waits for (a
+//! `dlq` verb over TLS), [`watch_tcp_nodelay`] looks while the connection is being made: a
+//! thread that scans every 200 µs until dropped, so the option is on before the TLS
+//! handshake writes (PostgreSQL answers the TLS request only after it has started a server
+//! process for the connection: a few milliseconds at least).
 
 use std::io;
 use std::net::SocketAddr;
@@ -79,6 +85,63 @@ pub fn with_tcp_nodelay(pool: PgPoolOptions, options: &PgConnectOptions) -> PgPo
     })
 }
 
+/// Sets `TCP_NODELAY` on the connections to the server `options` names while they are being
+/// made: until the returned guard is dropped, a thread looks for them every 200 µs (at most
+/// for 30 s), so the option is on before the TLS handshake. Hold it around the first
+/// connection of a short-lived program; a long-lived pool needs only [`with_tcp_nodelay`]
+/// (it pays the handshake's waits once per connection). Not on Linux, or for a Unix socket:
+/// a guard that does nothing.
+///
+/// ```no_run
+/// # async fn demo(options: sqlx::postgres::PgConnectOptions) -> Result<(), sqlx::Error> {
+/// let pool = dlq_sqlx::postgres::with_tcp_nodelay(sqlx::postgres::PgPoolOptions::new(), &options)
+///     .connect_lazy_with(options.clone());
+/// let watch = dlq_sqlx::postgres::watch_tcp_nodelay(&options);
+/// let first = pool.acquire().await?; // the handshake runs with TCP_NODELAY
+/// drop(watch);
+/// # Ok(()) }
+/// ```
+pub fn watch_tcp_nodelay(options: &PgConnectOptions) -> NodelayWatch {
+    let host = options.get_host();
+    if options.get_socket().is_some() || host.starts_with('/') || !cfg!(target_os = "linux") {
+        return NodelayWatch { stop: None };
+    }
+    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host).to_owned();
+    let port = options.get_port();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = std::sync::Arc::clone(&stop);
+    let spawned = std::thread::Builder::new().name("dlq-nodelay".into()).spawn(move || {
+        use std::net::ToSocketAddrs as _;
+        let Ok(server) = (host.as_str(), port).to_socket_addrs().map(Iterator::collect::<Vec<_>>) else { return };
+        let until = std::time::Instant::now() + WATCH_AT_MOST;
+        while !stopped.load(std::sync::atomic::Ordering::Relaxed) && std::time::Instant::now() < until {
+            let _ = set_on_sockets_to(&server);
+            std::thread::sleep(WATCH_EVERY);
+        }
+    });
+    NodelayWatch { stop: spawned.is_ok().then_some(stop) }
+}
+
+/// How often [`watch_tcp_nodelay`] looks.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_micros(200);
+/// How long [`watch_tcp_nodelay`] looks at most.
+const WATCH_AT_MOST: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The guard of [`watch_tcp_nodelay`]: the watch stops when it is dropped.
+#[derive(Debug)]
+#[must_use = "the watch stops when the guard is dropped"]
+pub struct NodelayWatch {
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl Drop for NodelayWatch {
+    fn drop(&mut self) {
+        if let Some(stop) = &self.stop {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
 /// [`set_tcp_nodelay`], its failure logged.
 pub(crate) async fn set(options: &PgConnectOptions) {
     match set_tcp_nodelay(options).await {
@@ -105,7 +168,9 @@ fn set_on_sockets_to(server: &[SocketAddr]) -> io::Result<usize> {
         // Any socket: a Unix or UDP one, a listener, has no such peer.
         let socket = std::net::TcpStream::from(socket);
         if socket.peer_addr().is_ok_and(|peer| server.contains(&peer)) {
-            socket.set_nodelay(true)?;
+            if !socket.nodelay()? {
+                socket.set_nodelay(true)?;
+            }
             found += 1;
         }
     }
@@ -130,4 +195,47 @@ fn duplicate(fd: std::os::fd::RawFd) -> io::Result<std::os::fd::OwnedFd> {
     // PostgreSQL server.
     let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
     borrowed.try_clone_to_owned()
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::net::{TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// Whether `stream` gets `TCP_NODELAY` within 5 s.
+    fn gets_nodelay(stream: &TcpStream) -> bool {
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            if stream.nodelay().unwrap() {
+                return true;
+            }
+            std::thread::sleep(WATCH_EVERY);
+        }
+        false
+    }
+
+    #[test]
+    fn the_watch_sets_it_on_a_connection_being_made_to_the_server_and_on_no_other() {
+        let server = TcpListener::bind("127.0.0.1:0").unwrap();
+        let other = TcpListener::bind("127.0.0.1:0").unwrap();
+        let options = PgConnectOptions::new().host("127.0.0.1").port(server.local_addr().unwrap().port());
+        let before = TcpStream::connect(server.local_addr().unwrap()).unwrap();
+        assert!(!before.nodelay().unwrap(), "a new socket starts without it");
+
+        let watch = watch_tcp_nodelay(&options);
+        let to_server = TcpStream::connect(server.local_addr().unwrap()).unwrap();
+        let to_other = TcpStream::connect(other.local_addr().unwrap()).unwrap();
+        assert!(gets_nodelay(&to_server), "the connection to the server gets it while the watch runs");
+        assert!(gets_nodelay(&before), "and so does the earlier one");
+        assert!(!to_other.nodelay().unwrap(), "a connection to another address keeps its own setting");
+        drop(watch);
+    }
+
+    #[test]
+    fn a_unix_socket_needs_no_watch() {
+        let watch = watch_tcp_nodelay(&PgConnectOptions::new().socket("/run/postgresql"));
+        assert!(watch.stop.is_none());
+    }
 }
