@@ -135,6 +135,9 @@ async fn open_pg(
     Ok((Arc::new(store), migrated))
 }
 
+/// The console's pool: the overview's nine reads at once, and a page beside them.
+const CONSOLE_CONNECTIONS: u32 = 10;
+
 /// A pool on `url` for `purpose`, with its first connection made (or the reason it cannot be).
 async fn pool(url: &str, purpose: Use) -> Result<sqlx::PgPool, Failure> {
     let mut options = PgConnectOptions::from_str(url)
@@ -162,17 +165,37 @@ async fn pool(url: &str, purpose: Use) -> Result<sqlx::PgPool, Failure> {
     // A verb's connection is seconds old when reused: no ping before each statement.
     let pool = match purpose {
         Use::Verb => PgPoolOptions::new().max_connections(1).test_before_acquire(false),
-        Use::Console => PgPoolOptions::new().max_connections(10),
+        Use::Console => PgPoolOptions::new().max_connections(CONSOLE_CONNECTIONS),
     };
     let pool = dlq_sqlx::postgres::with_tcp_nodelay(pool, &options);
     let nodelay_options = options.clone();
     let pool = pool.acquire_timeout(CONNECT_TIMEOUT).connect_lazy_with(options);
-    // The verb waits for this connection's handshake: TCP_NODELAY on before it (over TLS, two
-    // waits of about 45 ms on the server's delayed ACK otherwise).
+    // A person waits for these connections' handshakes: TCP_NODELAY on before them (over TLS,
+    // two waits of about 45 ms each on the server's delayed ACK otherwise). The verb's one
+    // connection; the console's pool filled at once, so that its first pages (the overview
+    // reads nine things together) open no connection.
     let watch = dlq_sqlx::postgres::watch_tcp_nodelay(&nodelay_options);
     let first = tokio::time::timeout(CONNECT_TIMEOUT, pool.acquire()).await.map_err(|_| no_answer())?;
+    let first = first.map_err(|e| unreachable(describe(&e)))?;
+    if purpose == Use::Console {
+        let mut more = tokio::task::JoinSet::new();
+        for _ in 1..CONSOLE_CONNECTIONS {
+            let pool = pool.clone();
+            more.spawn(async move { pool.acquire().await });
+        }
+        // All held at once, so that each is a connection of its own. A server that allows
+        // fewer leaves the rest to be made when needed.
+        let _ = tokio::time::timeout(CONNECT_TIMEOUT, async {
+            let mut held = Vec::new();
+            while let Some(connection) = more.join_next().await {
+                held.push(connection);
+            }
+            held
+        })
+        .await;
+    }
     drop(watch);
-    drop(first.map_err(|e| unreachable(describe(&e)))?);
+    drop(first);
     Ok(pool)
 }
 
