@@ -13,5 +13,6 @@
 //! ```
 
 pub use crate::pg::{
-    MIGRATOR, Overflow, PgConfig, PgStore, SessionUrl, migrate, set_tcp_nodelay, validate_schema, with_tcp_nodelay,
+    DurabilityCheck, MIGRATOR, Overflow, PgConfig, PgStore, SessionUrl, migrate, set_tcp_nodelay, validate_schema,
+    with_tcp_nodelay,
 };
