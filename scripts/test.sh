@@ -191,3 +191,10 @@ CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}" \
 # upcasts and drains them all.
 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}" \
     cargo test --manifest-path tests/redeploy/Cargo.toml --locked
+
+# Failover under load (scripts/failover.sh): a primary and a streaming replica, the primary
+# crashed and the replica promoted four times in a minute of parks and retries, once with
+# synchronous replication (fails on any `Parked` answer without its row) and once with
+# asynchronous (reports what it lost); about three minutes. It uses the PgBouncer found or
+# built above.
+PGBOUNCER="${PGBOUNCER:-$PWD/target/pgbouncer-build/bin/pgbouncer}" bash scripts/failover.sh

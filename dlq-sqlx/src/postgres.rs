@@ -13,7 +13,7 @@
 //! ```
 
 pub use crate::pg::{
-    HEARTBEAT_COUNTS_FOR, MIGRATOR, NodelayWatch, OlderReleaseRunning, Overflow, PgConfig, PgStore,
+    DurabilityCheck, HEARTBEAT_COUNTS_FOR, MIGRATOR, NodelayWatch, OlderReleaseRunning, Overflow, PgConfig, PgStore,
     RELEASE_FIRST_MIGRATION, Roles, SchemaStatus, SessionUrl, Step, apply_roles, migrate, migrate_contract, roles_sql,
     schema_status, set_tcp_nodelay, validate_schema, watch_tcp_nodelay, with_tcp_nodelay,
 };

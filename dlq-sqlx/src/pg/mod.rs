@@ -16,6 +16,7 @@ mod capacity;
 mod catalog;
 mod circuits;
 mod claim;
+mod durability;
 mod erase;
 mod heartbeat;
 mod kept_connections;
@@ -47,6 +48,7 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnection, PgPoolOptions};
 
 pub use capacity::Overflow;
+pub use durability::DurabilityCheck;
 pub use migrate::{
     HEARTBEAT_COUNTS_FOR, OlderReleaseRunning, RELEASE_FIRST_MIGRATION, SchemaStatus, Step, migrate, migrate_contract,
     schema_status,
@@ -150,6 +152,10 @@ pub struct PgConfig {
     /// Behind a connection pooler in transaction mode: a URL to the same database with a
     /// session of its own (see [`session_url`](Self::session_url)); `None` by default.
     pub session_url: Option<SessionUrl>,
+    /// What the store does when the server would not keep a park answered `Parked` across a
+    /// crash or a failover to its standby (see [`durability_check`](Self::durability_check)):
+    /// [`DurabilityCheck::Warn`] by default.
+    pub durability_check: DurabilityCheck,
 }
 
 impl Default for PgConfig {
@@ -168,6 +174,7 @@ impl Default for PgConfig {
             vacuum_dead_tuples: Some(50_000),
             durable_outcomes: false,
             session_url: None,
+            durability_check: DurabilityCheck::Warn,
         }
     }
 }
@@ -308,6 +315,8 @@ struct Inner {
     id: StoreId,
     /// Where `LISTEN`, the singleton lock, migrations and vacuums connect.
     session: session::Session,
+    /// Whether parks survive a crash and a failover (`PgConfig::durability_check`).
+    durability: durability::Durability,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -388,8 +397,14 @@ impl PgStore {
         validate_schema(&config.schema)?;
         let sql = Arc::new(schema::Sql::new(&config.schema, config.durable_outcomes));
         let session = session::Session::new(config.session_url.as_ref())?;
+        let durability = durability::Durability::new(config.durability_check);
         if config.run_migrations {
             session::migrate(&session, &pool, &config.schema, migrate::Scope::Expand).await?;
+            // A connection is made anyway: check now, so that `Refuse` fails at start-up.
+            if durability.pending() {
+                let mut conn = pool.acquire().await.map_err(dlq_core::Error::store)?;
+                durability.check(&mut conn).await?;
+            }
         }
         let debounce = notify::Debounce::new(pool.clone(), sql.channel.clone());
         let kept_connections = kept_connections::KeptConnections::start(pool.clone());
@@ -413,6 +428,7 @@ impl PgStore {
                 kept_connections,
                 id,
                 session,
+                durability,
             }),
         })
     }

@@ -85,7 +85,22 @@ pub(crate) async fn park(store: &PgStore, letters: Vec<NewDeadLetter>) -> StoreR
         // each call) three times the size, without a capacity limit too.
         Box::pin(capacity.admit(store, letters.len() as u64, deadline)).await?;
     }
-    match tokio::time::timeout_at(deadline, inner.writer.submit(letters, size)).await {
+    let park = async {
+        if inner.durability.pending() {
+            // The first park of a store that did not run the migrations: the settings are read
+            // now (a connection that fails is the writer's to report, and checked next time).
+            if let Some(refused) = inner.durability.refused() {
+                return Err(refused);
+            }
+            if let Ok(mut conn) = inner.pool.acquire().await
+                && let Err(refused @ dlq_core::Error::Config { .. }) = inner.durability.check(&mut conn).await
+            {
+                return Err(refused);
+            }
+        }
+        inner.writer.submit(letters, size).await
+    };
+    match tokio::time::timeout_at(deadline, park).await {
         Ok(result) => result,
         Err(_) => Err(dlq_core::Error::Timeout(timeout)),
     }
