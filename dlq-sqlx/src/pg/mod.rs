@@ -22,6 +22,7 @@ mod nodelay;
 mod notify;
 mod ops;
 mod park;
+mod park_copy;
 mod park_rows;
 mod row;
 mod schema;
@@ -301,6 +302,8 @@ struct Inner {
     id: StoreId,
     /// Where `LISTEN`, the singleton lock, migrations and vacuums connect.
     session: session::Session,
+    /// Whether the pool sets `TCP_NODELAY` on its connections (the pool of `connect_with`).
+    sets_nodelay: bool,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -344,7 +347,7 @@ impl PgStore {
         let pool = nodelay::with_tcp_nodelay(pool, &options).connect_lazy_with(options);
         // With TCP_NODELAY a statement longer than a TLS record does not wait: no TLS limit.
         let max_batch_bytes = config.max_batch_bytes.unwrap_or(park::PLAIN_MAX_BATCH_BYTES);
-        Self::from_pool(pool, config.max_batch_bytes(max_batch_bytes)).await
+        Self::build(pool, config.max_batch_bytes(max_batch_bytes), true).await
     }
 
     /// Builds a store on an existing pool; applies the migrations unless turned off.
@@ -378,6 +381,12 @@ impl PgStore {
     /// [`dlq_core::Error::Config`] (key `schema`) for a schema name that is not a plain
     /// identifier; [`dlq_core::Error::Store`] when the migrations fail.
     pub async fn from_pool(pool: PgPool, config: PgConfig) -> StoreResult<Self> {
+        Self::build(pool, config, false).await
+    }
+
+    /// [`from_pool`](Self::from_pool); `sets_nodelay`: whether the pool's connections have
+    /// `TCP_NODELAY` (else a `COPY` sets it first).
+    async fn build(pool: PgPool, config: PgConfig, sets_nodelay: bool) -> StoreResult<Self> {
         validate_schema(&config.schema)?;
         let sql = Arc::new(schema::Sql::new(&config.schema, config.durable_outcomes));
         let session = session::Session::new(config.session_url.as_ref())?;
@@ -406,6 +415,7 @@ impl PgStore {
                 kept_connections,
                 id,
                 session,
+                sets_nodelay,
             }),
         })
     }

@@ -149,6 +149,8 @@ macro_rules! statements {
 statements! {
     /// Multi-row park with dedupe, attempt 0 and a wake-up, in one statement.
     park = "park.sql";
+    /// A `COPY` park's clock and ids.
+    park_ids = "park_ids.sql";
     /// Dedupe keys to ids, for rows parked concurrently by others.
     dedupe_lookup = "dedupe_lookup.sql";
     /// Claim due and expired rows with `SKIP LOCKED`.
