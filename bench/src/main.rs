@@ -19,12 +19,13 @@
 //!   on the second, with the peer's shortest backoff.
 //!
 //! Options (flags, or the environment variable in brackets): `--rows N` (`BENCH_ROWS`, 20000),
-//! `--reps N` (`BENCH_REPS`, 3; medians are printed), `--peers a,b` (`BENCH_PEERS`; raw, dlq,
+//! `--reps N` (`BENCH_REPS`, 3; medians are printed), `--peers a,b` (`BENCH_PEERS`; raw, limit (`limit.rs`), dlq,
 //! dlq-db (dlq with `immediate-retries = 0`, fail_once only) and the peers compiled in; and, only
 //! when named, dlq-pgbouncer: dlq with its pool through the PgBouncer at `DLQ_PGBOUNCER_URL`,
 //! default `postgres://postgres@127.0.0.1:6432/postgres`, in front of the same server), `--scenarios a,b` (`BENCH_SCENARIOS`; enqueue, drain, fail_once).
 
 mod common;
+mod limit;
 mod ours;
 mod raw;
 
@@ -46,6 +47,8 @@ use common::{Bench, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Peer {
     Raw,
+    /// The rows into an unlogged, unindexed copy of the table (see `limit.rs`).
+    Limit,
     Dlq,
     /// dlq with `immediate-retries = 0`: every attempt through the database (fail once only).
     DlqDb,
@@ -64,6 +67,7 @@ enum Peer {
 impl Peer {
     const ALL: &[Peer] = &[
         Peer::Raw,
+        Peer::Limit,
         Peer::Dlq,
         Peer::DlqDb,
         #[cfg(feature = "graphile")]
@@ -82,6 +86,7 @@ impl Peer {
     fn name(self) -> &'static str {
         match self {
             Peer::Raw => "raw",
+            Peer::Limit => "limit",
             Peer::Dlq => "dlq",
             Peer::DlqDb => "dlq-db",
             Peer::DlqPgBouncer => "dlq-pgbouncer",
@@ -99,6 +104,7 @@ impl Peer {
     fn label(self) -> &'static str {
         match self {
             Peer::Raw => "raw SQL (claim 50 SKIP LOCKED walking the index, complete by id array, 4 tasks)",
+            Peer::Limit => limit::LABEL,
             Peer::Dlq => "dlq (park_many; PgRetrier, default RetrierConfig)",
             Peer::DlqDb => "dlq, every attempt through the database (immediate-retries 0)",
             Peer::DlqPgBouncer => "dlq through PgBouncer (transaction mode; `session_url` direct)",
@@ -116,6 +122,7 @@ impl Peer {
     async fn run(self, scenario: Scenario, bench: &Bench) -> Result<Option<Duration>> {
         match self {
             Peer::Raw => raw::run(scenario, bench).await,
+            Peer::Limit => limit::run(scenario, bench).await,
             Peer::Dlq => ours::run(scenario, bench, true).await,
             Peer::DlqPgBouncer => ours::run_through_pgbouncer(scenario, bench).await,
             // Only a retry can differ from dlq's defaults.

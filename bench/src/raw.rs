@@ -12,7 +12,7 @@ use crate::Scenario;
 use crate::common::{Bench, CHUNK, Result, payload, until_done};
 
 const INSERT: &str = "
-INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, error_chain, fingerprint,
+INSERT INTO {table} (event_type, payload, error_class, error_kind, error_reason, error_chain, fingerprint,
     status, max_retries, retry_after)
 SELECT 'bench', p, 'transient', 'io::Error', 'downstream 503', '[\"downstream 503\"]', '0123456789abcdef',
     'PENDING', 5, now()
@@ -59,9 +59,15 @@ pub(crate) async fn run(scenario: Scenario, bench: &Bench) -> Result<Option<Dura
 }
 
 async fn fill(pool: &PgPool, rows: usize) -> Result<()> {
+    fill_into(pool, "dlq_events", rows).await
+}
+
+/// Inserts `rows` jobs into `table` (dlq's or a copy of it), `CHUNK` a statement.
+pub(crate) async fn fill_into(pool: &PgPool, table: &str, rows: usize) -> Result<()> {
+    let insert = INSERT.replace("{table}", table);
     for chunk in (0..rows).collect::<Vec<_>>().chunks(CHUNK) {
         let payloads: Vec<serde_json::Value> = chunk.iter().map(|&n| payload(n)).collect();
-        sqlx::query(INSERT).bind(payloads).execute(pool).await?;
+        sqlx::query(sqlx::AssertSqlSafe(insert.clone())).bind(payloads).execute(pool).await?;
     }
     Ok(())
 }

@@ -1275,27 +1275,11 @@ async fn a_park_many_in_pieces_that_times_out_is_stored_whole(pool: PgPool) {
         }
     }
     assert!(warm, "a single park within 300 ms");
-    let error = store.park_many((0..100).map(|n| letter("slow", n)).collect()).await.unwrap_err();
+    // Keyed: a keyless batch this large goes through `COPY` instead (see the next test).
+    let letters = (0..100).map(|n| letter("slow", n).with_dedupe_key(format!("slow/{n}"))).collect();
+    let error = store.park_many(letters).await.unwrap_err();
     assert!(matches!(error, dlq_core::Error::Timeout(_)), "{error:?}");
-    let count = || async {
-        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM dlq_events WHERE event_type = 'slow'")
-            .fetch_one(&pool)
-            .await
-            .unwrap()
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while count().await < 100 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(count().await, 100, "the pieces' transaction ran to its commit");
-    let in_transaction: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity
-         WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert_eq!(in_transaction, 0);
+    a_timed_out_park_is_stored_whole(&pool).await;
 }
 
 /// The names of the valid indexes of `dlq_events` that enforce a dedupe key.
@@ -1468,4 +1452,168 @@ async fn operations_of_the_previous_release_are_kept_when_patch_joins_the_action
     let patch = store.create_operation(ActionKind::Patch, serde_json::json!({}), note).await.unwrap();
     assert_eq!(store.operation(patch.id).await.unwrap().unwrap().action, ActionKind::Patch);
     assert!(sqlx::query(insert).bind("bogus").execute(&pool).await.is_err());
+}
+
+/// Letters for a bulk park, each filling the columns another way: JSON, raw and cut payloads,
+/// dead and pending, NUL characters, source fields without a dedupe key, subjects, versions,
+/// stack traces, delays.
+fn varied_keyless_letters(count: u32) -> Vec<NewDeadLetter> {
+    (0..count)
+        .map(|n| {
+            let mut failure = FailureInfo::new(
+                if n % 4 == 3 { ErrorClass::Permanent } else { ErrorClass::Transient },
+                "io::Error",
+                format!("downstream 503 #{n}"),
+                vec![format!("downstream 503 #{n}"), "reset".into()],
+                (n % 3 == 0).then(|| format!("at f (src/lib.rs:{n})")),
+            );
+            let payload = match n % 5 {
+                0 => Payload::Json(serde_json::json!({ "n": n, "lines": [1, 2, { "a": null }] })),
+                1 => Payload::Raw { bytes: vec![0xff, 0x00, u8::try_from(n % 256).unwrap()], truncated: None },
+                // Over the stores' 64-byte limit: stored cut, with the original's length and hash.
+                2 => Payload::Json(serde_json::json!({ "n": n, "pad": "x".repeat(200) })),
+                3 => Payload::Json(serde_json::json!({ "n": n, "nul": "a\u{0}b" })),
+                _ => Payload::Json(serde_json::json!(n)),
+            };
+            if n % 5 == 4 {
+                failure.reason = format!("nul \0 in the reason {n}");
+            }
+            let mut letter = NewDeadLetter::new(if n % 2 == 0 { "payment" } else { "refund" }, payload, failure)
+                .with_handler(format!("app::handler_{}", n % 3))
+                .retry(Duration::from_millis(u64::from(n) * 1_234), 5 + n);
+            letter.version = 1 + n % 3;
+            if n % 4 == 3 {
+                letter.dead_reason = Some(DeadReason::Permanent);
+            }
+            if n % 6 == 1 {
+                letter.source = SourceMeta { topic: Some(format!("orders\0{n}")), ..SourceMeta::default() };
+                letter.source.partition = Some(i32::try_from(n).unwrap());
+                letter.source.offset = Some(i64::from(n) * 1_000_000_007);
+                letter.source.headers = BTreeMap::from([("k".to_owned(), format!("v{n}"))]);
+                letter.source.trace_context = Some(format!("00-{n:032x}-00f067aa0ba902b7-01"));
+            }
+            if n % 7 == 2 {
+                letter = letter.with_subject(dlq_core::store::SubjectHash::from_hex(format!("{n:064x}")).unwrap());
+            }
+            assert_eq!(letter.dedupe_key, None);
+            letter
+        })
+        .collect()
+}
+
+/// Every column of a schema's rows in id order, the times as offsets from `created_at`.
+async fn rows_of(pool: &PgPool, schema: &str) -> Vec<serde_json::Value> {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT to_jsonb(e) - 'id' - 'created_at' - 'updated_at' - 'first_failed_at' - 'retry_after'
+             || jsonb_build_object('due_in', (retry_after - created_at)::text,
+                                   'times_agree', updated_at = created_at AND first_failed_at = created_at)
+         FROM {schema}.dlq_events e ORDER BY id"
+    )))
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// A schema's tallies and parked minutes, summed per key.
+async fn tallies_of(pool: &PgPool, schema: &str) -> Vec<(String, String, String, i64, i64)> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT t.event_type, t.status, t.fingerprint, sum(t.n)::int8,
+                (SELECT sum(n)::int8 FROM {schema}.dlq_parked_hours h WHERE h.event_type = t.event_type)
+         FROM {schema}.dlq_tallies t GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+    )))
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// A `park_many` of many keyless letters goes through `COPY` (`pg/park_copy.rs`); small ones
+/// through the park statement. Both store the same columns, tallies and parked minutes, and
+/// answer each letter with its own row's id, in input order, and whether it was cut.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_bulk_park_by_copy_stores_what_the_park_statement_stores(pool: PgPool) {
+    let copied = store_with(&pool, dlq_sqlx::PgConfig::default().max_payload_bytes(64)).await;
+    let inserted = store_with(&pool, dlq_sqlx::PgConfig::default().schema("by_insert").max_payload_bytes(64)).await;
+    let letters = varied_keyless_letters(150);
+    let by_copy = copied.park_many(letters.clone()).await.unwrap();
+    let mut by_insert = Vec::new();
+    for few in letters.chunks(5) {
+        by_insert.extend(inserted.park_many(few.to_vec()).await.unwrap());
+    }
+    let rows = rows_of(&pool, "public").await;
+    assert_eq!(rows.len(), 150);
+    assert_eq!(rows, rows_of(&pool, "by_insert").await);
+    assert_eq!(tallies_of(&pool, "public").await, tallies_of(&pool, "by_insert").await);
+    let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM dlq_events ORDER BY id").fetch_all(&pool).await.unwrap();
+    assert_eq!(by_copy.iter().map(|p| p.id).collect::<Vec<_>>(), ids, "each letter's own row, in input order");
+    let flags = |parked: &[dlq_core::store::Parked]| -> Vec<(bool, bool)> {
+        parked.iter().map(|p| (p.deduplicated, p.truncated)).collect()
+    };
+    assert_eq!(flags(&by_copy), flags(&by_insert));
+    assert_eq!(by_copy.iter().filter(|p| p.truncated).count(), 30);
+    for (letter, parked) in letters.iter().zip(&by_copy).step_by(7) {
+        let row = copied.get(parked.id).await.unwrap().unwrap();
+        assert_eq!((row.event_type.as_str(), row.max_retries), (letter.event_type.as_str(), letter.max_retries));
+        assert_eq!(copied.attempts(parked.id).await.unwrap().len(), 1, "attempt 0, the row's own failure");
+    }
+}
+
+/// A bulk park by `COPY` wakes a waiting retrier (its `NOTIFY` goes out with its commit).
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_bulk_park_by_copy_wakes_a_waiting_retrier(pool: PgPool) {
+    let store = store(&pool).await;
+    let patience = Duration::from_secs(60);
+    tokio::time::timeout(patience, store.wait_for_work(store.work_ticket(), Duration::from_secs(3600)))
+        .await
+        .expect("the listener starts and wakes its waiters");
+    let letters: Vec<NewDeadLetter> = (0..100).map(|n| letter("payment", n)).collect();
+    let woken = tokio::time::timeout(patience, async {
+        tokio::join!(store.wait_for_work(store.work_ticket(), Duration::from_secs(3600)), store.park_many(letters))
+    })
+    .await;
+    let ((), parked) = woken.expect("the bulk park woke the waiter");
+    assert_eq!(parked.unwrap().len(), 100);
+}
+
+/// A bulk park by `COPY` that outlasts the park timeout: the caller gets `Timeout`, and the
+/// transaction runs on to its commit, every letter stored, no connection left inside it. Each
+/// statement that inserts is slowed down by 1 s (a statement trigger) against a 300 ms timeout.
+#[sqlx::test(migrations = false)]
+async fn a_bulk_park_by_copy_that_times_out_is_stored_whole(pool: PgPool) {
+    let config = dlq_sqlx::postgres::PgConfig::default().park_timeout(Duration::from_millis(300));
+    let store = store_with(&pool, config).await;
+    sqlx::raw_sql(
+        "CREATE FUNCTION slow_park() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN PERFORM pg_sleep(1); RETURN NULL; END $$;
+         CREATE TRIGGER slow_park BEFORE INSERT ON dlq_events FOR EACH STATEMENT EXECUTE FUNCTION slow_park();",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let error = store.park_many((0..100).map(|n| letter("slow", n)).collect()).await.unwrap_err();
+    assert!(matches!(error, dlq_core::Error::Timeout(_)), "{error:?}");
+    a_timed_out_park_is_stored_whole(&pool).await;
+}
+
+/// Waits (30 s at most) until the 100 letters of type `slow` whose park timed out are stored,
+/// and checks that no connection was left inside their transaction.
+async fn a_timed_out_park_is_stored_whole(pool: &PgPool) {
+    let count = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM dlq_events WHERE event_type = 'slow'")
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while count().await < 100 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(count().await, 100, "the park's transaction ran to its commit");
+    let in_transaction: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(in_transaction, 0);
 }

@@ -1,5 +1,6 @@
 //! Parking from 64 concurrent tasks (each letter through the group-commit writer, as failing
-//! handlers park), over TLS and without, on the same server. Over TLS twice: through
+//! handlers park), over TLS and without, on the same server: rows/s, and each park's latency
+//! (p50 / p99). Over TLS twice: through
 //! `PgStore::connect_with`, whose pool sets `TCP_NODELAY`, and through `PgStore::from_pool` on a
 //! plain sqlx pool, which sqlx 0.9.0 opens without it: there a statement longer than one TLS
 //! record (16 KiB) waits for the server's delayed ACK (about 40 ms on Linux), so the store keeps
@@ -17,7 +18,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlq_core::{store::prelude::*, classify::FailureInfo, store::NewDeadLetter, Payload, classify::classify_error};
+use dlq_core::{Payload, classify::FailureInfo, classify::classify_error, store::NewDeadLetter, store::prelude::*};
 use dlq_sqlx::{PgConfig, PgStore};
 use sqlx::Connection;
 
@@ -38,7 +39,7 @@ async fn main() -> Result<()> {
         config = config.max_batch_bytes(max);
     }
     println!(
-        "| | TLS, `connect_with` (TCP_NODELAY) rows/s | TLS, `from_pool` on a sqlx pool rows/s | no TLS rows/s |\n| --- | ---: | ---: | ---: |"
+        "| | TLS, `connect_with` (TCP_NODELAY) rows/s (p50 / p99) | TLS, `from_pool` on a sqlx pool rows/s (p50 / p99) | no TLS rows/s (p50 / p99) |\n| --- | ---: | ---: | ---: |"
     );
     for rep in 1..=reps {
         let mut cells = Vec::new();
@@ -54,8 +55,14 @@ async fn main() -> Result<()> {
                 let pool = sqlx::postgres::PgPoolOptions::new().max_connections(10).connect_lazy(&url)?;
                 PgStore::from_pool(pool, config.clone()).await?
             };
-            let took = park(store, padding).await?;
-            cells.push(format!("{:.0}", (TASKS * PER_TASK) as f64 / took.as_secs_f64()));
+            let (took, latencies) = park(store, padding).await?;
+            let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+            cells.push(format!(
+                "{:.0} ({:.1} / {:.1} ms)",
+                (TASKS * PER_TASK) as f64 / took.as_secs_f64(),
+                at(0.50).as_secs_f64() * 1e3,
+                at(0.99).as_secs_f64() * 1e3
+            ));
         }
         let max = config.max_batch_bytes;
         println!(
@@ -66,8 +73,9 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
-/// Parks `TASKS * PER_TASK` transient failures, one `park` call each, from `TASKS` tasks.
-async fn park(store: PgStore, padding: usize) -> Result<Duration> {
+/// Parks `TASKS * PER_TASK` transient failures, one `park` call each, from `TASKS` tasks;
+/// returns the time it took and each park's latency, sorted.
+async fn park(store: PgStore, padding: usize) -> Result<(Duration, Vec<Duration>)> {
     let store = Arc::new(store);
     let pad = "x".repeat(padding);
     let start = Instant::now();
@@ -76,18 +84,24 @@ async fn park(store: PgStore, padding: usize) -> Result<Duration> {
             let (store, pad) = (Arc::clone(&store), pad.clone());
             tokio::spawn(async move {
                 let error = std::io::Error::other("downstream 503");
+                let mut latencies = Vec::with_capacity(PER_TASK);
                 for n in 0..PER_TASK {
                     let failure = FailureInfo::from_error(classify_error(&error), "io::Error", &error);
                     let payload = serde_json::json!({ "n": task * PER_TASK + n, "pad": pad });
                     let letter = NewDeadLetter::new("bench", Payload::Json(payload), failure).retry(Duration::ZERO, 5);
+                    let parked = Instant::now();
                     store.park(letter).await?;
+                    latencies.push(parked.elapsed());
                 }
-                Ok::<_, dlq_core::Error>(())
+                Ok::<_, dlq_core::Error>(latencies)
             })
         })
         .collect();
+    let mut latencies = Vec::with_capacity(TASKS * PER_TASK);
     for task in tasks {
-        task.await??;
+        latencies.extend(task.await??);
     }
-    Ok(start.elapsed())
+    let took = start.elapsed();
+    latencies.sort_unstable();
+    Ok((took, latencies))
 }

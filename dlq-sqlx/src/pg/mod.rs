@@ -25,6 +25,7 @@ mod nodelay;
 mod notify;
 mod ops;
 mod park;
+mod park_copy;
 mod park_rows;
 mod roles;
 mod row;
@@ -317,6 +318,8 @@ struct Inner {
     session: session::Session,
     /// Whether parks survive a crash and a failover (`PgConfig::durability_check`).
     durability: durability::Durability,
+    /// Whether the pool sets `TCP_NODELAY` on its connections (the pool of `connect_with`).
+    sets_nodelay: bool,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -360,7 +363,7 @@ impl PgStore {
         let pool = nodelay::with_tcp_nodelay(pool, &options).connect_lazy_with(options);
         // With TCP_NODELAY a statement longer than a TLS record does not wait: no TLS limit.
         let max_batch_bytes = config.max_batch_bytes.unwrap_or(park::PLAIN_MAX_BATCH_BYTES);
-        Self::from_pool(pool, config.max_batch_bytes(max_batch_bytes)).await
+        Self::build(pool, config.max_batch_bytes(max_batch_bytes), true).await
     }
 
     /// Builds a store on an existing pool; applies the migrations unless turned off.
@@ -394,6 +397,12 @@ impl PgStore {
     /// [`dlq_core::Error::Config`] (key `schema`) for a schema name that is not a plain
     /// identifier; [`dlq_core::Error::Store`] when the migrations fail.
     pub async fn from_pool(pool: PgPool, config: PgConfig) -> StoreResult<Self> {
+        Self::build(pool, config, false).await
+    }
+
+    /// [`from_pool`](Self::from_pool); `sets_nodelay`: whether the pool's connections have
+    /// `TCP_NODELAY` (else a `COPY` sets it first).
+    async fn build(pool: PgPool, config: PgConfig, sets_nodelay: bool) -> StoreResult<Self> {
         validate_schema(&config.schema)?;
         let sql = Arc::new(schema::Sql::new(&config.schema, config.durable_outcomes));
         let session = session::Session::new(config.session_url.as_ref())?;
@@ -429,6 +438,7 @@ impl PgStore {
                 id,
                 session,
                 durability,
+                sets_nodelay,
             }),
         })
     }

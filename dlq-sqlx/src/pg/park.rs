@@ -85,24 +85,55 @@ pub(crate) async fn park(store: &PgStore, letters: Vec<NewDeadLetter>) -> StoreR
         // each call) three times the size, without a capacity limit too.
         Box::pin(capacity.admit(store, letters.len() as u64, deadline)).await?;
     }
-    let park = async {
-        if inner.durability.pending() {
-            // The first park of a store that did not run the migrations: the settings are read
-            // now (a connection that fails is the writer's to report, and checked next time).
-            if let Some(refused) = inner.durability.refused() {
-                return Err(refused);
-            }
-            if let Ok(mut conn) = inner.pool.acquire().await
-                && let Err(refused @ dlq_core::Error::Config { .. }) = inner.durability.check(&mut conn).await
-            {
-                return Err(refused);
-            }
+    if inner.durability.pending() {
+        // The first park of a store that did not run the migrations: the settings are read
+        // now (a connection that fails is the writer's to report, and checked next time).
+        if let Some(refused) = inner.durability.refused() {
+            return Err(refused);
         }
-        inner.writer.submit(letters, size).await
-    };
-    match tokio::time::timeout_at(deadline, park).await {
+        let check = async {
+            match inner.pool.acquire().await {
+                Ok(mut conn) => inner.durability.check(&mut conn).await,
+                Err(_) => Ok(()),
+            }
+        };
+        if let Ok(Err(refused @ dlq_core::Error::Config { .. })) = tokio::time::timeout_at(deadline, check).await {
+            return Err(refused);
+        }
+    }
+    if super::park_copy::copyable(&letters) {
+        return park_by_copy(store, letters, deadline).await;
+    }
+    match tokio::time::timeout_at(deadline, inner.writer.submit(letters, size)).await {
         Ok(result) => result,
         Err(_) => Err(dlq_core::Error::Timeout(timeout)),
+    }
+}
+
+/// Parks many keyless letters through `COPY` ([`super::park_copy`]) on a connection of its
+/// own, beside the group-commit writer, until `deadline`. In a task of its own: the park
+/// timeout drops this future, and a `COPY` or a transaction dropped halfway would go back to
+/// the pool unfinished. A call that timed out may still be stored, as
+/// `PgConfig::park_timeout` says.
+async fn park_by_copy(store: &PgStore, letters: Vec<NewDeadLetter>, deadline: Instant) -> StoreResult<Vec<Parked>> {
+    let inner = &store.inner;
+    let wake = letters.iter().any(|l| l.status() == Status::Pending) && inner.debounce.notify_now();
+    let (sql, kept) = (Arc::clone(&inner.sql), Arc::clone(&inner.kept_connections));
+    // A pool the store did not build may lack the hook that sets TCP_NODELAY.
+    let server = (!inner.sets_nodelay).then(|| inner.pool.connect_options());
+    let task = tokio::spawn(async move {
+        let mut taken = kept.take().await?;
+        if let Some(server) = server {
+            super::nodelay::set(&server).await;
+        }
+        let parked = super::park_copy::park(&mut taken.conn, &sql, &letters, wake).await?;
+        kept.keep(taken);
+        Ok::<_, sqlx::Error>(parked)
+    });
+    match tokio::time::timeout_at(deadline, task).await {
+        Ok(Ok(result)) => result.map_err(dlq_core::Error::store),
+        Ok(Err(ended)) => Err(dlq_core::Error::store(sqlx::Error::Protocol(format!("the park task ended: {ended}")))),
+        Err(_) => Err(dlq_core::Error::Timeout(inner.config.park_timeout)),
     }
 }
 

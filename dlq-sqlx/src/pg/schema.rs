@@ -124,6 +124,8 @@ macro_rules! statements {
         pub(crate) struct Sql {
             /// `NOTIFY` channel for wake-ups, derived from the schema.
             pub(crate) channel: String,
+            /// The quoted schema, for a statement written at run time (the bulk park's `COPY`).
+            pub(crate) quoted_schema: String,
             /// The park batch's row type (migration 0016) in this schema.
             pub(crate) park_row: super::park_rows::RowType,
             /// The claiming statements rendered per batch size.
@@ -147,6 +149,7 @@ macro_rules! statements {
                     succeed_claim: Stmt(render(&settle_claim("{succeed_rows}", 3, "0")).into()),
                     settle_claim: Stmt(render(&settle_claim("{settle_rows}", 16, "(SELECT count(*) FROM wake)")).into()),
                     park_row: super::park_rows::RowType::new(&quoted),
+                    quoted_schema: quoted,
                     claims: std::sync::Mutex::default(),
                 }
             }
@@ -157,6 +160,8 @@ macro_rules! statements {
 statements! {
     /// Multi-row park with dedupe, attempt 0 and a wake-up, in one statement.
     park = "park.sql";
+    /// A `COPY` park's clock and ids.
+    park_ids = "park_ids.sql";
     /// Dedupe keys to ids, for rows parked concurrently by others.
     dedupe_lookup = "dedupe_lookup.sql";
     /// Claim due and expired rows with `SKIP LOCKED`.
