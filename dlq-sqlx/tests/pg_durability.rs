@@ -14,7 +14,7 @@ use dlq_sqlx::postgres::DurabilityCheck;
 use dlq_sqlx::{PgConfig, PgStore};
 use pg_support::*;
 use sqlx::PgPool;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[dead_letter(event_type = "pg-durability-cut", backoff = "none")]
@@ -153,7 +153,9 @@ fn dead_letter_keyed(key: &str) -> dlq_core::store::NewDeadLetter {
 #[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
 async fn a_park_retried_after_a_lost_answer_finds_its_first_row(pool: PgPool) {
     let cut = Cut::start(&pool.connect_options()).await;
-    let through = (*pool.connect_options()).clone().host("127.0.0.1").port(cut.port);
+    // Plain TCP, so that the proxy reads the statement: with the workspace's features sqlx has
+    // TLS, which `sslmode=prefer` (the default) would take.
+    let through = (*pool.connect_options()).clone().host("127.0.0.1").port(cut.port).ssl_mode(PgSslMode::Disable);
     // No test on acquire: the park's statement is the connection's next message.
     let proxied = PgPoolOptions::new().max_connections(4).test_before_acquire(false).connect_lazy_with(through);
     let store = store_with(&proxied, PgConfig::default().park_timeout(Duration::from_secs(60))).await;
