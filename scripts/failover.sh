@@ -181,7 +181,8 @@ EOF
         --seconds "${FAILOVER_SECONDS:-64}" --failovers "${FAILOVER_COUNT:-4}"
 }
 
-case "${1:-both}" in
+what="${1:-both}"
+case "$what" in
 promote) promote ;;
 sync | async | both)
     if [[ ! -x "$PGBOUNCER" ]]; then
@@ -192,8 +193,8 @@ sync | async | both)
     cargo build --locked -p dlq-tests --bin dlq-failover
     trap cleanup EXIT
     status=0
-    modes=("$1")
-    [[ "$1" == both ]] && modes=(sync async)
+    modes=("$what")
+    [[ "$what" == both ]] && modes=(sync async)
     for mode in "${modes[@]}"; do
         run "$mode" || status=1
     done
