@@ -1258,14 +1258,7 @@ async fn a_park_many_past_the_byte_limit_goes_in_pieces_all_or_nothing(pool: PgP
 async fn a_park_many_in_pieces_that_times_out_is_stored_whole(pool: PgPool) {
     let config = dlq_sqlx::postgres::PgConfig::default().max_batch_bytes(600).park_timeout(Duration::from_millis(300));
     let store = store_with(&pool, config).await;
-    sqlx::raw_sql(
-        "CREATE FUNCTION slow_park() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN PERFORM pg_sleep(0.01); RETURN NULL; END $$;
-         CREATE TRIGGER slow_park BEFORE INSERT ON dlq_events FOR EACH STATEMENT EXECUTE FUNCTION slow_park();",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
+    slow_parks(&pool, 0.01).await;
     // The writer warmed up (its connection made, the byte limit chosen) within the timeout.
     let mut warm = false;
     for _ in 0..10 {
@@ -1581,14 +1574,7 @@ async fn a_bulk_park_by_copy_wakes_a_waiting_retrier(pool: PgPool) {
 async fn a_bulk_park_by_copy_that_times_out_is_stored_whole(pool: PgPool) {
     let config = dlq_sqlx::postgres::PgConfig::default().park_timeout(Duration::from_millis(300));
     let store = store_with(&pool, config).await;
-    sqlx::raw_sql(
-        "CREATE FUNCTION slow_park() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN PERFORM pg_sleep(1); RETURN NULL; END $$;
-         CREATE TRIGGER slow_park BEFORE INSERT ON dlq_events FOR EACH STATEMENT EXECUTE FUNCTION slow_park();",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
+    slow_parks(&pool, 1.0).await;
     let error = store.park_many((0..100).map(|n| letter("slow", n)).collect()).await.unwrap_err();
     assert!(matches!(error, dlq_core::Error::Timeout(_)), "{error:?}");
     a_timed_out_park_is_stored_whole(&pool).await;

@@ -22,7 +22,7 @@ use std::fmt;
 
 use dlq_core::store::StoreResult;
 use sqlx::migrate::{Migrate, MigrateError, Migration, MigrationType};
-use sqlx::postgres::PgConnection;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{Connection, PgPool};
 
 use super::schema::{self, validate_schema};
@@ -143,7 +143,7 @@ fn up_migrations() -> impl Iterator<Item = &'static Migration> {
 /// # Ok(()) }
 /// ```
 pub async fn migrate(pool: &PgPool, schema: &str) -> StoreResult<()> {
-    run_on_pool(pool, schema, Scope::Expand).await
+    run_on_own_connection(pool, None, schema, Scope::Expand).await
 }
 
 /// [`migrate`], then this release's contract migrations: what `dlq migrate --contract` runs
@@ -168,7 +168,7 @@ pub async fn migrate(pool: &PgPool, schema: &str) -> StoreResult<()> {
 /// ```
 pub async fn migrate_contract(pool: &PgPool, schema: &str) -> StoreResult<Vec<Step>> {
     let waiting = schema_status(pool, schema).await?.contract_waiting;
-    run_on_pool(pool, schema, Scope::Contract).await?;
+    run_on_own_connection(pool, None, schema, Scope::Contract).await?;
     Ok(waiting)
 }
 
@@ -247,9 +247,20 @@ pub(crate) enum Scope {
     Contract,
 }
 
-pub(crate) async fn run_on_pool(pool: &PgPool, schema: &str, scope: Scope) -> StoreResult<()> {
+/// Applies the migrations of `scope` on a connection of their own, closed after: one made to
+/// `direct` (a store's session URL), else one taken out of `pool` for good.
+pub(crate) async fn run_on_own_connection(
+    pool: &PgPool,
+    direct: Option<&PgConnectOptions>,
+    schema: &str,
+    scope: Scope,
+) -> StoreResult<()> {
     validate_schema(schema)?;
-    let mut conn = pool.acquire().await.map_err(dlq_core::Error::store)?.detach();
+    let mut conn = match direct {
+        Some(options) => PgConnection::connect_with(options).await,
+        None => pool.acquire().await.map(sqlx::pool::PoolConnection::detach),
+    }
+    .map_err(dlq_core::Error::store)?;
     let result = run_on(&mut conn, schema, scope).await;
     let _ = conn.close().await;
     result

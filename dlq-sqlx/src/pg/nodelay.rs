@@ -50,14 +50,20 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 /// When `/proc/self/fd` cannot be read, the host does not resolve, or the option cannot be
 /// set on a socket found.
 pub async fn set_tcp_nodelay(options: &PgConnectOptions) -> io::Result<usize> {
-    let host = options.get_host();
-    if options.get_socket().is_some() || host.starts_with('/') || !cfg!(target_os = "linux") {
-        return Ok(0);
-    }
-    // sqlx keeps the brackets of an IPv6 host (`[::1]`).
-    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    let Some(host) = tcp_host(options) else { return Ok(0) };
     let server: Vec<SocketAddr> = tokio::net::lookup_host((host, options.get_port())).await?.collect();
     set_on_sockets_to(&server)
+}
+
+/// The host `options` reaches PostgreSQL at over TCP, without the brackets sqlx keeps around
+/// an IPv6 address (`[::1]`); `None` for a Unix socket (`socket`, or `host` a directory), and
+/// off Linux, where nothing is set.
+fn tcp_host(options: &PgConnectOptions) -> Option<&str> {
+    let host = options.get_host();
+    if options.get_socket().is_some() || host.starts_with('/') || !cfg!(target_os = "linux") {
+        return None;
+    }
+    Some(host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host))
 }
 
 /// `pool` with an `after_connect` hook that calls [`set_tcp_nodelay`] for the server `options`
@@ -102,11 +108,7 @@ pub fn with_tcp_nodelay(pool: PgPoolOptions, options: &PgConnectOptions) -> PgPo
 /// # Ok(()) }
 /// ```
 pub fn watch_tcp_nodelay(options: &PgConnectOptions) -> NodelayWatch {
-    let host = options.get_host();
-    if options.get_socket().is_some() || host.starts_with('/') || !cfg!(target_os = "linux") {
-        return NodelayWatch { stop: None };
-    }
-    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host).to_owned();
+    let Some(host) = tcp_host(options).map(str::to_owned) else { return NodelayWatch { stop: None } };
     let port = options.get_port();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stopped = std::sync::Arc::clone(&stop);

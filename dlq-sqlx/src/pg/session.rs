@@ -190,10 +190,5 @@ pub(crate) async fn rows_unnamed(
 
 /// Applies the migrations of `scope` on a session connection (see [`super::migrate`]).
 pub(crate) async fn migrate(session: &Session, pool: &PgPool, schema: &str, scope: Scope) -> StoreResult<()> {
-    let Some(options) = &session.direct else { return super::migrate::run_on_pool(pool, schema, scope).await };
-    super::validate_schema(schema)?;
-    let mut conn = PgConnection::connect_with(options).await.map_err(dlq_core::Error::store)?;
-    let result = super::migrate::run_on(&mut conn, schema, scope).await;
-    let _ = conn.close().await;
-    result
+    super::migrate::run_on_own_connection(pool, session.direct.as_ref(), schema, scope).await
 }

@@ -59,3 +59,16 @@ pub async fn claim(store: &PgStore, types: &[&str], limit: usize) -> Vec<Claimed
 pub async fn db_now(pool: &PgPool) -> chrono::DateTime<chrono::Utc> {
     sqlx::query_scalar("SELECT now()").fetch_one(pool).await.expect("now()")
 }
+
+/// Slows every statement that inserts into `dlq_events` down by `seconds` (a statement
+/// trigger that sleeps), so that a park outlasts a timeout however fast the machine is.
+pub async fn slow_parks(pool: &PgPool, seconds: f64) {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE FUNCTION slow_park() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN PERFORM pg_sleep({seconds}); RETURN NULL; END $$;
+         CREATE TRIGGER slow_park BEFORE INSERT ON dlq_events FOR EACH STATEMENT EXECUTE FUNCTION slow_park();"
+    )))
+    .execute(pool)
+    .await
+    .expect("the slow-park trigger");
+}
