@@ -62,7 +62,8 @@ impl KeptConnections {
         connections
     }
 
-    /// The freshest kept connection, else one from the pool (tested by the pool as usual).
+    /// The freshest kept connection, else one from the pool (tested by the pool as usual; a new
+    /// one made with `TCP_NODELAY` from the start, [`super::nodelay::acquire`]).
     pub(crate) async fn take(&self) -> Result<TakenConnection, sqlx::Error> {
         let (gone, kept) = {
             let mut kept = self.lock();
@@ -71,7 +72,7 @@ impl KeptConnections {
         drop(gone);
         match kept {
             Some(Kept { conn, out, .. }) => Ok(TakenConnection { conn, out }),
-            None => Ok(TakenConnection { conn: self.pool.acquire().await?, out: Instant::now() }),
+            None => Ok(TakenConnection { conn: super::nodelay::acquire(&self.pool).await?, out: Instant::now() }),
         }
     }
 

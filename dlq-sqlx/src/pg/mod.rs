@@ -411,7 +411,7 @@ impl PgStore {
             session::migrate(&session, &pool, &config.schema, migrate::Scope::Expand).await?;
             // A connection is made anyway: check now, so that `Refuse` fails at start-up.
             if durability.pending() {
-                let mut conn = pool.acquire().await.map_err(dlq_core::Error::store)?;
+                let mut conn = nodelay::acquire(&pool).await.map_err(dlq_core::Error::store)?;
                 durability.check(&mut conn).await?;
             }
         }

@@ -19,7 +19,9 @@
 use std::io;
 use std::net::SocketAddr;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::PgPool;
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, Postgres};
 
 /// Sets `TCP_NODELAY` on every TCP connection of this process to the server `options` names
 /// and returns how many it found. A Unix socket (`host` a directory, or `socket`) needs none:
@@ -144,6 +146,17 @@ impl Drop for NodelayWatch {
     }
 }
 
+/// A connection from `pool`, as `pool.acquire()`; when the pool has none idle and room for
+/// another, so that it will most likely make one, under [`watch_tcp_nodelay`]: the new
+/// connection's TLS handshake then does not wait on delayed ACKs (about 90 ms, paid by the
+/// park or claim that happened to need it). A connection handed back meanwhile serves the
+/// call instead, and the watch ends with it.
+pub(crate) async fn acquire(pool: &PgPool) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+    let makes_one = pool.num_idle() == 0 && pool.size() < pool.options().get_max_connections();
+    let _watch = makes_one.then(|| watch_tcp_nodelay(&pool.connect_options()));
+    pool.acquire().await
+}
+
 /// [`set_tcp_nodelay`], its failure logged.
 pub(crate) async fn set(options: &PgConnectOptions) {
     match set_tcp_nodelay(options).await {
@@ -233,6 +246,36 @@ mod tests {
         assert!(gets_nodelay(&before), "and so does the earlier one");
         assert!(!to_other.nodelay().unwrap(), "a connection to another address keeps its own setting");
         drop(watch);
+    }
+
+    /// The client end of the connection whose server end is `accepted`, among this process's
+    /// descriptors.
+    fn client_end(accepted: &TcpStream) -> TcpStream {
+        let client = accepted.peer_addr().unwrap();
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+            .filter_map(|fd| duplicate(fd).ok().map(TcpStream::from))
+            .find(|socket| socket.local_addr().is_ok_and(|local| local == client))
+            .expect("the client end is a descriptor of this process")
+    }
+
+    /// A pool with no idle connection makes one for the caller: with the option set while it
+    /// is made, before the server has answered anything (this one never answers).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_the_pool_makes_for_a_caller_gets_it_before_the_handshake() {
+        let server = TcpListener::bind("127.0.0.1:0").unwrap();
+        let options = PgConnectOptions::new()
+            .host("127.0.0.1")
+            .port(server.local_addr().unwrap().port())
+            .ssl_mode(sqlx::postgres::PgSslMode::Disable);
+        let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
+        let acquiring = tokio::spawn(async move { acquire(&pool).await.map(|_| ()) });
+        let accepted = tokio::task::spawn_blocking(move || server.accept().unwrap().0).await.unwrap();
+        let client = client_end(&accepted);
+        assert!(gets_nodelay(&client), "the connection being made gets TCP_NODELAY");
+        assert!(!acquiring.is_finished(), "while the server has not answered");
+        acquiring.abort();
     }
 
     #[test]

@@ -92,7 +92,7 @@ pub(crate) async fn park(store: &PgStore, letters: Vec<NewDeadLetter>) -> StoreR
             return Err(refused);
         }
         let check = async {
-            match inner.pool.acquire().await {
+            match super::nodelay::acquire(&inner.pool).await {
                 Ok(mut conn) => inner.durability.check(&mut conn).await,
                 Err(_) => Ok(()),
             }
