@@ -63,8 +63,7 @@ impl PgStore {
     pub(crate) async fn lock_singleton(&self) -> StoreResult<Option<Box<dyn SingletonLock>>> {
         let lock = PgAdvisoryLock::new(format!("dlq-retrier:{}", self.inner.config.schema));
         let options = self.inner.session.options(&self.inner.pool);
-        let conn = PgConnection::connect_with(&options).await.map_err(dlq_core::Error::store)?;
-        super::nodelay::set(&options).await;
+        let conn = super::nodelay::connect(&options).await.map_err(dlq_core::Error::store)?;
         match lock.try_acquire(conn).await.map_err(dlq_core::Error::store)? {
             Either::Left(guard) => Ok(Some(Box::new(AdvisoryLock(guard)))),
             Either::Right(conn) => {

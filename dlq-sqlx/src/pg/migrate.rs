@@ -257,7 +257,7 @@ pub(crate) async fn run_on_own_connection(
 ) -> StoreResult<()> {
     validate_schema(schema)?;
     let mut conn = match direct {
-        Some(options) => PgConnection::connect_with(options).await,
+        Some(options) => super::nodelay::connect(options).await,
         None => pool.acquire().await.map(sqlx::pool::PoolConnection::detach),
     }
     .map_err(dlq_core::Error::store)?;

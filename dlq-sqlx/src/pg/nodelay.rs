@@ -157,6 +157,16 @@ pub(crate) async fn acquire(pool: &PgPool) -> Result<PoolConnection<Postgres>, s
     pool.acquire().await
 }
 
+/// A connection of its own to the server `options` names, made under [`watch_tcp_nodelay`]
+/// (its TLS handshake does not wait on delayed ACKs) and with `TCP_NODELAY` checked after.
+pub(crate) async fn connect(options: &PgConnectOptions) -> Result<sqlx::PgConnection, sqlx::Error> {
+    let watch = watch_tcp_nodelay(options);
+    let conn = <sqlx::PgConnection as sqlx::Connection>::connect_with(options).await?;
+    drop(watch);
+    set(options).await;
+    Ok(conn)
+}
+
 /// [`set_tcp_nodelay`], its failure logged.
 pub(crate) async fn set(options: &PgConnectOptions) {
     match set_tcp_nodelay(options).await {
@@ -276,6 +286,22 @@ mod tests {
         assert!(gets_nodelay(&client), "the connection being made gets TCP_NODELAY");
         assert!(!acquiring.is_finished(), "while the server has not answered");
         acquiring.abort();
+    }
+
+    /// A connection of the store's own (listener, lock, session) likewise.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_of_its_own_gets_it_before_the_handshake() {
+        let server = TcpListener::bind("127.0.0.1:0").unwrap();
+        let options = PgConnectOptions::new()
+            .host("127.0.0.1")
+            .port(server.local_addr().unwrap().port())
+            .ssl_mode(sqlx::postgres::PgSslMode::Disable);
+        let connecting = tokio::spawn(async move { connect(&options).await.map(drop) });
+        let accepted = tokio::task::spawn_blocking(move || server.accept().unwrap().0).await.unwrap();
+        let client = client_end(&accepted);
+        assert!(gets_nodelay(&client), "the connection being made gets TCP_NODELAY");
+        assert!(!connecting.is_finished(), "while the server has not answered");
+        connecting.abort();
     }
 
     #[test]

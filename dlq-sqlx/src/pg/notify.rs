@@ -113,7 +113,12 @@ async fn listen(pool: PgPool, channel: String, notify: WorkSignal, mut stop: wat
     let mut backoff = Duration::from_millis(100);
     loop {
         let connected = async {
-            let mut listener = PgListener::connect_with(&pool).await?;
+            // Its TLS handshake without delayed ACKs: a worker waiting for a wake-up meanwhile
+            // waits for this connection (the listener announces once it listens).
+            let watch = super::nodelay::watch_tcp_nodelay(&pool.connect_options());
+            let listener = PgListener::connect_with(&pool).await;
+            drop(watch);
+            let mut listener = listener?;
             listener.listen(&channel).await?;
             Ok::<_, sqlx::Error>(listener)
         };

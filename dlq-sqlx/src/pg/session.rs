@@ -16,7 +16,7 @@
 
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgRow, Postgres};
 use sqlx::query::Query;
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::{PgConnection, PgPool};
 
 use dlq_core::store::StoreResult;
 
@@ -133,8 +133,7 @@ impl SessionConnection {
     pub(crate) async fn acquire(session: &Session, pool: &PgPool) -> Result<Self, sqlx::Error> {
         match &session.direct {
             Some(options) => {
-                let conn = PgConnection::connect_with(options).await?;
-                super::nodelay::set(options).await;
+                let conn = super::nodelay::connect(options).await?;
                 Ok(Self::Own(conn))
             }
             None => Ok(Self::Pooled(pool.acquire().await?)),
