@@ -270,38 +270,41 @@ mod tests {
             .expect("the client end is a descriptor of this process")
     }
 
-    /// A pool with no idle connection makes one for the caller: with the option set while it
-    /// is made, before the server has answered anything (this one never answers).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_connection_the_pool_makes_for_a_caller_gets_it_before_the_handshake() {
+    /// Makes a connection with `make` to a server that never answers, and asserts that its
+    /// client end gets the option while it is being made, before the server answered anything.
+    async fn gets_it_before_the_handshake<F: Future<Output = ()> + Send + 'static>(
+        make: impl FnOnce(PgConnectOptions) -> F,
+    ) {
         let server = TcpListener::bind("127.0.0.1:0").unwrap();
         let options = PgConnectOptions::new()
             .host("127.0.0.1")
             .port(server.local_addr().unwrap().port())
             .ssl_mode(sqlx::postgres::PgSslMode::Disable);
-        let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
-        let acquiring = tokio::spawn(async move { acquire(&pool).await.map(|_| ()) });
+        let making = tokio::spawn(make(options));
         let accepted = tokio::task::spawn_blocking(move || server.accept().unwrap().0).await.unwrap();
         let client = client_end(&accepted);
         assert!(gets_nodelay(&client), "the connection being made gets TCP_NODELAY");
-        assert!(!acquiring.is_finished(), "while the server has not answered");
-        acquiring.abort();
+        assert!(!making.is_finished(), "while the server has not answered");
+        making.abort();
     }
 
-    /// A connection of the store's own (listener, lock, session) likewise.
+    /// A pool with no idle connection makes one for the caller.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_the_pool_makes_for_a_caller_gets_it_before_the_handshake() {
+        gets_it_before_the_handshake(|options| async move {
+            let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
+            let _ = acquire(&pool).await;
+        })
+        .await;
+    }
+
+    /// A connection of the store's own (listener, lock, session).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_connection_of_its_own_gets_it_before_the_handshake() {
-        let server = TcpListener::bind("127.0.0.1:0").unwrap();
-        let options = PgConnectOptions::new()
-            .host("127.0.0.1")
-            .port(server.local_addr().unwrap().port())
-            .ssl_mode(sqlx::postgres::PgSslMode::Disable);
-        let connecting = tokio::spawn(async move { connect(&options).await.map(drop) });
-        let accepted = tokio::task::spawn_blocking(move || server.accept().unwrap().0).await.unwrap();
-        let client = client_end(&accepted);
-        assert!(gets_nodelay(&client), "the connection being made gets TCP_NODELAY");
-        assert!(!connecting.is_finished(), "while the server has not answered");
-        connecting.abort();
+        gets_it_before_the_handshake(|options| async move {
+            let _ = connect(&options).await;
+        })
+        .await;
     }
 
     #[test]
