@@ -325,6 +325,39 @@ async fn a_modified_migration_fails_naming_the_schema_with_sqlx_as_the_cause(poo
     assert!(chain.iter().any(|c| c.contains("previously applied but has been modified")), "{chain:?}");
 }
 
+/// Migrations 12 to 16 had their comments reworded after they shipped: a schema that ran the
+/// earlier text (its checksums recorded) is up to date, and a checksum of neither text is still
+/// a modified migration.
+#[sqlx::test(migrations = false)]
+async fn a_migration_applied_before_its_comments_were_reworded_is_not_modified(pool: PgPool) {
+    use sha2::Digest as _;
+    const SHIPPED: &str =
+        "651550f6ffcd471b584f2962f12cce90f22e6bb80cb1612ed4199f1cd9d7b00438062246508977297893b6e6b3424bc4";
+    // sqlx's checksum is the SHA-384 of the file, so the shipped files' digests are the ones
+    // their schemas recorded.
+    let now = include_str!("../migrations/postgres/0012_operator_indexes.sql");
+    let recorded = dlq_sqlx::postgres::MIGRATOR.iter().find(|m| m.version == 12).unwrap().checksum.to_vec();
+    assert_eq!(recorded, sha2::Sha384::digest(now.as_bytes()).to_vec());
+    dlq_sqlx::postgres::migrate(&pool, "dlq").await.unwrap();
+    let set = "UPDATE dlq._sqlx_migrations SET checksum = decode($2, 'hex') WHERE version = $1";
+    for (version, shipped) in [
+        (12_i64, SHIPPED),
+        (13, "8b86c47d64673d4422acee175b2674453c986192d9974e838113f252175c3f2a27daa85a52c71c988529533ffe5a03a5"),
+        (14, "4f825acd00bf8f06f5f6c1420530190e9bac0465dfdfad794c82b542f657e3c0913afd97e1e2d84d0236e21203e2fa4f"),
+        (15, "ddc6e3858178a2360a48a3622643aca2d7fc33f842c6ff6d53c6b7a326621d931e34cd6ae42a50e08e805dfc08794b68"),
+        (16, "20fd726bf73bc7098d96e47e4bcc23b8c7e32a2db901caa74abd72d0cf893c0e4190f42c3451ae1b9e501691d5a494ed"),
+    ] {
+        sqlx::query(set).bind(version).bind(shipped).execute(&pool).await.unwrap();
+    }
+    let store = PgStore::from_pool(pool.clone(), PgConfig::default().schema("dlq")).await.unwrap();
+    store.park(letter("payment", 1)).await.unwrap();
+
+    let other = SHIPPED.replace('6', "7");
+    sqlx::query(set).bind(12_i64).bind(other).execute(&pool).await.unwrap();
+    let err = dlq_sqlx::postgres::migrate(&pool, "dlq").await.unwrap_err();
+    assert!(format!("{err:?}").contains("VersionMismatch(12)"), "{err:?}");
+}
+
 /// On a paused clock the park timeout and sqlx's retries of the refused connection run in
 /// virtual time: a park that did not give up at its timeout would outlast the patience, far
 /// past that timeout, and fail the test at once.

@@ -1,4 +1,4 @@
--- Finished and in-flight rows out of the operators' indexes (issue 12).
+-- Finished and in-flight rows out of the operators' indexes.
 --
 -- A drained row is updated twice, claimed (PROCESSING) and then settled (SUCCEEDED), and
 -- neither update can be HOT (status is indexed), so each one added an entry to every index

@@ -1,5 +1,5 @@
 -- The original failure (attempt 0 of a row's history) kept on the row when a retry first
--- replaces the row's error, instead of copied to dlq_attempts (issue 12).
+-- replaces the row's error, instead of copied to dlq_attempts.
 --
 -- Until now the settlement that first replaced a row's error wrote two history rows: the
 -- original failure (attempt 0) and the attempt that just failed. The same UPDATE now keeps

@@ -1,4 +1,4 @@
--- dlq_hour (0010) written so that PostgreSQL inlines it (issue 12).
+-- dlq_hour (0010) written so that PostgreSQL inlines it.
 --
 -- The 0010 body reads extract(epoch FROM timestamptz), which is STABLE, so the IMMUTABLE
 -- function could not be inlined: every parked row paid a SQL-function call (fmgr_sql, about

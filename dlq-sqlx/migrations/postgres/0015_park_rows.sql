@@ -1,4 +1,4 @@
--- One row of a park batch (issue 12): the store sends a batch as one array of these, and
+-- One row of a park batch: the store sends a batch as one array of these, and
 -- park.sql unnests it. 23 arrays, one per column, made PostgreSQL receive, copy and join 23
 -- values per statement (a tuplestore per array); with one array of rows the statement took
 -- 10-19 % less time in pgbench. Only the store writes it; the fields are park.sql's input

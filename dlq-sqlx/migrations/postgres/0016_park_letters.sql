@@ -1,4 +1,4 @@
--- A slimmer row for a park batch (issue 12). Every field of a binary record carries its type
+-- A slimmer row for a park batch. Every field of a binary record carries its type
 -- and length (8 bytes), NULL or not, so dlq_park_row (migration 0015, 23 fields) sent 192
 -- bytes of headers per letter, most of them for fields a handler's failure leaves empty: a
 -- 64-letter batch of small payloads grew past 16 KiB, one TLS record, where sqlx 0.9.0

@@ -120,6 +120,24 @@ fn waits_for_contract(migration: &Migration) -> bool {
     is_contract(migration) && migration.version >= RELEASE_FIRST_MIGRATION
 }
 
+/// The checksums an earlier release recorded for migrations whose comments were reworded since
+/// (their statements are the same): `(version, SHA-384 of the shipped file)`. A schema that ran
+/// the earlier text is up to date, not changed behind the migrator's back.
+const REWORDED: [(i64, &str); 5] = [
+    (12, "651550f6ffcd471b584f2962f12cce90f22e6bb80cb1612ed4199f1cd9d7b00438062246508977297893b6e6b3424bc4"),
+    (13, "8b86c47d64673d4422acee175b2674453c986192d9974e838113f252175c3f2a27daa85a52c71c988529533ffe5a03a5"),
+    (14, "4f825acd00bf8f06f5f6c1420530190e9bac0465dfdfad794c82b542f657e3c0913afd97e1e2d84d0236e21203e2fa4f"),
+    (15, "ddc6e3858178a2360a48a3622643aca2d7fc33f842c6ff6d53c6b7a326621d931e34cd6ae42a50e08e805dfc08794b68"),
+    (16, "20fd726bf73bc7098d96e47e4bcc23b8c7e32a2db901caa74abd72d0cf893c0e4190f42c3451ae1b9e501691d5a494ed"),
+];
+
+/// Whether `checksum`, recorded for `version`, is the text of that migration before a rewording
+/// ([`REWORDED`]).
+fn reworded(version: i64, checksum: &[u8]) -> bool {
+    let written: String = checksum.iter().map(|byte| format!("{byte:02x}")).collect();
+    REWORDED.iter().any(|(v, hex)| *v == version && written == *hex)
+}
+
 fn up_migrations() -> impl Iterator<Item = &'static Migration> {
     MIGRATOR.iter().filter(|m| !matches!(m.migration_type, MigrationType::ReversibleDown))
 }
@@ -331,7 +349,7 @@ async fn apply(conn: &mut PgConnection, schema: &str, scope: Scope) -> StoreResu
     }
     for migration in up_migrations() {
         match applied.get(&migration.version) {
-            Some(checksum) if *checksum != migration.checksum => {
+            Some(checksum) if *checksum != migration.checksum && !reworded(migration.version, checksum) => {
                 return Err(failed(MigrateError::VersionMismatch(migration.version)));
             }
             Some(_) => {}

@@ -62,7 +62,10 @@ pub use session::SessionUrl;
 /// The PostgreSQL schema, embedded from `migrations/postgres/`. The migrations are
 /// schema-unqualified: [`migrate`] (and [`PgStore::from_pool`]) run them with `search_path`
 /// set to the configured schema. Use it directly in tests:
-/// `#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]` (the `public` schema).
+/// `#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]` (the `public` schema). On a
+/// schema that already exists, run [`migrate`] instead: besides the expand and contract steps of
+/// a rolling upgrade, it knows the migrations whose comments were reworded after a release,
+/// where sqlx's own `run` reports them as modified.
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), sqlx::migrate::MigrateError> {
