@@ -625,15 +625,18 @@ async fn an_original_failure_copied_by_an_earlier_version_is_read_once(pool: PgP
 }
 
 /// Heap tuples one call of the claim's PENDING branch (`dlq_claim_due`, migrations 0007, 0033)
-/// fetches, read from the session's statistics counters not yet flushed (they may still hold
-/// an earlier call's: the bound below leaves room for that, and is far below every due row).
+/// fetches (see `tuples_read_by`: the bound below leaves room for an earlier call's, and is far
+/// below every due row).
 async fn tuples_read_by_a_pending_claim(pool: &PgPool, limit: i32) -> (i64, i64, i64) {
+    tuples_read_by(pool, &format!("SELECT count(*) FROM dlq_claim_due(ARRAY['burst'], {limit}, NULL)")).await
+}
+
+/// What `counting` (a statement answering one count) answers, and the heap tuples it read
+/// from `dlq_events` (sequentially, by index), in a transaction rolled back: the session's
+/// statistics counters not yet flushed, which may still hold an earlier statement's.
+async fn tuples_read_by(pool: &PgPool, counting: &str) -> (i64, i64, i64) {
     let mut tx = pool.begin().await.unwrap();
-    let claimed: i64 = sqlx::query_scalar("SELECT count(*) FROM dlq_claim_due(ARRAY['burst'], $1, NULL)")
-        .bind(limit)
-        .fetch_one(&mut *tx)
-        .await
-        .unwrap();
+    let counted: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(counting.to_owned())).fetch_one(&mut *tx).await.unwrap();
     let (seq_tup_read, idx_tup_fetch): (i64, i64) = sqlx::query_as(
         "SELECT seq_tup_read, idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relid = 'dlq_events'::regclass",
     )
@@ -641,7 +644,7 @@ async fn tuples_read_by_a_pending_claim(pool: &PgPool, limit: i32) -> (i64, i64,
     .await
     .unwrap();
     tx.rollback().await.unwrap();
-    (claimed, seq_tup_read, idx_tup_fetch)
+    (counted, seq_tup_read, idx_tup_fetch)
 }
 
 /// Right after a burst of parks, before any ANALYZE, the planner used to read every
@@ -1602,4 +1605,117 @@ async fn a_timed_out_park_is_stored_whole(pool: &PgPool) {
     .await
     .unwrap();
     assert_eq!(in_transaction, 0);
+}
+
+/// Inserts `n` rows created `ago` (an interval) before now, in one statement that the table's
+/// triggers tally as any insert (a backfill's older rows land on their hour); their ids.
+async fn insert_created(pool: &PgPool, ago: &str, n: i64) -> Vec<i64> {
+    sqlx::query_scalar(
+        "INSERT INTO dlq_events (event_type, payload, error_class, error_kind, error_reason, fingerprint, created_at)
+         SELECT 'made', to_jsonb(g), 'transient', 'io', 'down', 'f', now() - $1::interval
+         FROM generate_series(1, $2) AS g RETURNING id",
+    )
+    .bind(ago)
+    .bind(n)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// Gives the row `id` (alone in its tally bucket) the id `to`, and its bucket `first_id`.
+async fn renumber(pool: &PgPool, id: i64, to: i64, first_id: Option<i64>) {
+    sqlx::query("UPDATE dlq_events SET id = $2 WHERE id = $1").bind(id).bind(to).execute(pool).await.unwrap();
+    sqlx::query("UPDATE dlq_parked_hours SET first_id = $2 WHERE first_id = $1")
+        .bind(id)
+        .bind(first_id)
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+/// The ids a list of rows created from `ago` on returns (newest first), with the store's count
+/// of them, by creation time alone and beside a status.
+async fn listed_since(store: &dlq_sqlx::PgStore, pool: &PgPool, ago: &str) -> Vec<i64> {
+    let since: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("SELECT now() - $1::interval").bind(ago).fetch_one(pool).await.unwrap();
+    let filter = ListFilter::default().since(since).limit(100_000);
+    let ids: Vec<i64> = store.list(filter.clone()).await.unwrap().iter().map(|l| l.id).collect();
+    assert_eq!(store.count(filter.clone()).await.unwrap(), ids.len() as u64, "count since {ago}");
+    let pending = store.count(filter.status(Status::Pending)).await.unwrap();
+    assert_eq!(pending, ids.len() as u64, "count of pending rows since {ago}");
+    ids
+}
+
+/// The rows the database holds created from `ago` on, newest first: what a filter must return.
+async fn expected_since(pool: &PgPool, ago: &str) -> Vec<i64> {
+    sqlx::query_scalar("SELECT id FROM dlq_events WHERE created_at >= now() - $1::interval ORDER BY id DESC")
+        .bind(ago)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+/// A filter on creation time walks the primary key from the first id a matching row can have
+/// (migration 0051: each tally bucket keeps its smallest id; there is no created_at index). It
+/// reads only the recent rows, and misses none: not a row created late with a small id, not
+/// when a bucket does not know its first id (the previous release's parks), not when the
+/// window reaches past the 31 days the buckets are kept.
+#[sqlx::test(migrator = "dlq_sqlx::postgres::MIGRATOR")]
+async fn a_filter_on_creation_time_reads_from_the_first_id_that_can_match_and_misses_no_row(pool: PgPool) {
+    let store = store(&pool).await;
+    insert_created(&pool, "3 hours", 20_000).await;
+    let recent = insert_created(&pool, "10 minutes", 10).await;
+    let (counted, seq, fetched) =
+        tuples_read_by(&pool, "SELECT dlq_count_created(now() - interval '1 hour', NULL, 1000000)").await;
+    assert_eq!((counted, seq), (10, 0));
+    assert!(fetched < 1_000, "a count of the last hour's 10 rows fetched {fetched} rows");
+    let mut newest_first = recent.clone();
+    newest_first.reverse();
+    assert_eq!(listed_since(&store, &pool, "1 hour").await, newest_first);
+
+    // A row created now but numbered before every other (ids are drawn when a row is
+    // inserted, its created_at is its transaction's start), and one created long ago last.
+    let early = insert_created(&pool, "0 seconds", 1).await[0];
+    renumber(&pool, early, 0, Some(0)).await;
+    insert_created(&pool, "5 hours", 1).await;
+    for ago in ["1 hour", "4 hours", "6 hours", "0 seconds"] {
+        assert_eq!(listed_since(&store, &pool, ago).await, expected_since(&pool, ago).await, "since {ago}");
+    }
+    assert!(listed_since(&store, &pool, "1 hour").await.contains(&0));
+    assert_eq!(listed_since(&store, &pool, "-1 hour").await, Vec::<i64>::new(), "nothing is created in the future");
+
+    // The fold keeps each bucket's first id; a bucket that does not know its own gives no bound.
+    sqlx::query("SELECT dlq_fold_tallies()").execute(&pool).await.unwrap();
+    assert_eq!(listed_since(&store, &pool, "1 hour").await, expected_since(&pool, "1 hour").await);
+    // A row parked by the previous release, whose park statement writes no first id, and
+    // numbered below every first id known.
+    let unknown = insert_created(&pool, "0 seconds", 1).await[0];
+    renumber(&pool, unknown, -1, None).await;
+    let unknown: i64 =
+        sqlx::query_scalar("SELECT dlq_first_id_since(now() - interval '1 hour')").fetch_one(&pool).await.unwrap();
+    assert_eq!(unknown, i64::MIN);
+    assert_eq!(listed_since(&store, &pool, "1 hour").await, expected_since(&pool, "1 hour").await);
+    assert!(listed_since(&store, &pool, "1 hour").await.contains(&-1));
+    sqlx::query("SELECT dlq_fold_tallies()").execute(&pool).await.unwrap();
+    assert_eq!(listed_since(&store, &pool, "4 hours").await, expected_since(&pool, "4 hours").await);
+
+    // A row older than the buckets kept: the fold has dropped its hour, and a window reaching
+    // back to it walks the whole key.
+    insert_created(&pool, "40 days", 1).await;
+    sqlx::query("SELECT dlq_fold_tallies()").execute(&pool).await.unwrap();
+    let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM dlq_parked_hours WHERE hour < now() - interval '31 days'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(kept, 0);
+    let all = listed_since(&store, &pool, "41 days").await;
+    assert_eq!(all.len(), 20_014);
+    assert_eq!(all, expected_since(&pool, "41 days").await);
+
+    // A chart's window the tallies do not answer (it starts off the minute) reads the same rows.
+    let since: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("SELECT now() - interval '59 minutes 30 seconds'").fetch_one(&pool).await.unwrap();
+    let buckets = store.created_histogram(since, Duration::from_secs(600), 6).await.unwrap();
+    let charted: u64 = buckets.iter().filter(|b| b.event_type == "made").map(|b| b.count).sum();
+    assert_eq!(charted, expected_since(&pool, "59 minutes 30 seconds").await.len() as u64);
 }

@@ -106,6 +106,26 @@ async fn the_previous_release_parks_claims_and_settles_after_migrate_and_after_c
     this_release(&pool).await;
 }
 
+/// Migration 0051 gives the tally buckets of the rows already parked their first id (the
+/// smallest id of their hour's rows), so that a filter on creation time starts from it.
+#[sqlx::test(migrations = false)]
+async fn the_buckets_of_rows_parked_before_the_upgrade_get_a_first_id(pool: PgPool) {
+    previous_release_schema(&pool).await;
+    run_previous_release(&pool).await;
+    postgres::migrate(&pool, SCHEMA).await.unwrap();
+    let (buckets, unbounded): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE h.first_id IS NULL OR h.first_id > r.first_id)
+         FROM dlq.dlq_parked_hours AS h
+         JOIN (SELECT dlq.dlq_hour(created_at) AS hour, min(id) AS first_id FROM dlq.dlq_events GROUP BY 1) AS r
+           ON dlq.dlq_hour(h.hour) = r.hour",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(buckets > 0, "the previous release's statements parked rows");
+    assert_eq!(unbounded, 0, "every bucket with rows knows an id at or below its rows'");
+}
+
 #[sqlx::test(migrations = false)]
 async fn a_new_schema_gets_every_migration_at_once(pool: PgPool) {
     postgres::migrate(&pool, SCHEMA).await.unwrap();

@@ -1,6 +1,6 @@
 //! `GET /charts/parked.svg?window=24h|7d`: rows parked per bucket and event type, as a
 //! server-rendered SVG line chart (an `<img>` on the overview, so the page itself stays one
-//! stats query). One grouped query over the `created_at` index draws a chart
+//! stats query). One grouped query draws a chart
 //! ([`ReadStore::created_histogram`](dlq_core::store::ReadStore::created_histogram)).
 
 use axum::extract::{Query, State};

@@ -95,7 +95,7 @@ pub trait ReadStore: Send + Sync + 'static {
     /// Rows created per event type in `buckets` consecutive buckets of `step` from `since`
     /// (the console's charts): one entry per type and bucket that has rows. The default counts
     /// each bucket of each type with [`count`](Self::count); the SQL stores answer with one
-    /// grouped query over the `created_at` index. PostgreSQL answers windows of whole hours
+    /// grouped query over the window's rows. PostgreSQL answers windows of whole hours
     /// that start on the hour (within the last 30 days) from its hourly count of parks, kept
     /// by the table's triggers: there a row counts in the hour it was parked even after a
     /// purge removed it.

@@ -26,7 +26,7 @@ fn limit(n: usize) -> i64 {
 /// substring, since, until, and the keyset's open id range), as `sql/filter.sql` reads them.
 /// An unbounded end of the id range is bound as NULL, not as `i64::MIN`/`MAX`: a range that
 /// covers every id would still draw the planner to the primary key (366 ms to count the last
-/// hour's 7,000 rows of a million, instead of a few ms by the `created_at` index).
+/// hour's 7,000 rows of a million, instead of a few ms from the hour's first id).
 ///
 /// The statement is not kept prepared: PostgreSQL then plans each execution with its values,
 /// where `$2::text IS NULL OR event_type = $2` folds to `event_type = 'payment'` and uses the
@@ -75,7 +75,8 @@ pub(crate) async fn count(store: &PgStore, filter: ListFilter) -> StoreResult<u6
         && filter
             == ListFilter { since: filter.since, until: filter.until, limit: filter.limit, ..ListFilter::default() };
     let query = if only_time {
-        // A count by creation time alone: always by the created_at index (see count_created.sql).
+        // A count by creation time alone: the primary key from the first id that can match
+        // (see count_created.sql).
         sqlx::query(store.inner.sql.count_created.sql()).bind(filter.since).bind(filter.until).bind(limit(filter.limit))
     } else {
         bind_filter(sqlx::query(store.inner.sql.count_matching.sql()), &filter)
@@ -135,7 +136,8 @@ pub(crate) async fn created_histogram(
 /// Whether dlq_parked_hours answers a histogram from `since` in steps of `step` (migrations
 /// 0010 and 0030): whole hours from an hour's start within the 31 days it keeps (the console's
 /// charts), or whole minutes from a minute's start within the last 90 minutes, which it keeps
-/// per minute for two hours (the growth counts). Any other window scans the created_at index.
+/// per minute for two hours (the growth counts). Any other window reads the rows, from the
+/// first id created in it (migration 0051).
 fn tallied(since: chrono::DateTime<chrono::Utc>, step: chrono::TimeDelta, now: chrono::DateTime<chrono::Utc>) -> bool {
     let on = |unit: i64| {
         since.timestamp().rem_euclid(unit) == 0

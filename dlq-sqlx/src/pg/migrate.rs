@@ -447,13 +447,14 @@ mod tests {
         let status = status_of(&previous);
         assert!(status.missing.iter().all(|s| s.version >= RELEASE_FIRST_MIGRATION), "{status:?}");
         assert!(status.missing.iter().any(|s| s.version == 37), "{status:?}");
-        assert_eq!(status.contract_waiting.iter().map(|s| s.version).collect::<Vec<_>>(), [38]);
+        assert_eq!(status.contract_waiting.iter().map(|s| s.version).collect::<Vec<_>>(), [38, 53]);
         let mut expanded = previous.clone();
         expanded.extend(status.missing.iter().map(|s| s.version));
         let status = status_of(&expanded);
         assert!(status.is_current(), "{status:?}");
-        assert_eq!(status.contract_waiting.len(), 1);
+        assert_eq!(status.contract_waiting.len(), 2);
         assert_eq!(status.contract_waiting[0].to_string(), format!("0038 {}", status.contract_waiting[0].description));
+        assert_eq!(status.contract_waiting[1].to_string(), "0053 contract created at index");
     }
 
     #[test]

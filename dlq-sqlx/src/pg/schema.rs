@@ -182,7 +182,7 @@ statements! {
     list_oldest = "list_oldest.sql";
     /// Filtered rows, counted up to a limit.
     count_matching = "count_matching.sql";
-    /// Rows created in a time window, counted up to a limit, by the `created_at` index.
+    /// Rows created in a time window, counted up to a limit, from the window's first id.
     count_created = "count_created.sql";
     /// One audit entry by id.
     audit_entry = "audit_entry.sql";

@@ -1,2 +1,3 @@
--- Rows created in [$1, $2), counted up to $3 (migration 0010: always by the created_at index).
+-- Rows created in [$1, $2), counted up to $3: by the primary key from the first id such a row
+-- can have (migration 0051).
 SELECT {schema}.dlq_count_created($1, $2, $3)

@@ -12,8 +12,9 @@
 -- statement's time in `pgbench` of a 64-letter batch, measured when this statement was written.)
 -- Attempt 0 of the history is the row's own failure (see attempts.sql); retriers are woken
 -- when a PENDING row lands, unless $3 says another write woke them a moment ago (the store
--- then sends one trailing NOTIFY). It writes its own tallies (migration 0010; parks per minute, 0030) and tells the
--- table's trigger so: cheaper than the trigger's. The letters' subject hashes (migration 0022)
+-- then sends one trailing NOTIFY). It writes its own tallies (migration 0010; parks per minute,
+-- 0030, with each minute's first id, 0051) and tells the table's trigger so: cheaper than the
+-- trigger's. The letters' subject hashes (migration 0022)
 -- come as $4, one per letter in the same order, or NULL when no letter of the batch has one:
 -- beside the row type, so that a store of the previous release, which sends no subjects,
 -- still parks against this schema.
@@ -48,7 +49,7 @@ tallied AS (
 ),
 hours AS (
     INSERT INTO {schema}.dlq_parked_hours
-    SELECT event_type, {schema}.dlq_minute(created_at), count(*)
+    SELECT event_type, {schema}.dlq_minute(created_at), count(*), min(id)
     FROM inserted GROUP BY 1, 2
 ),
 wake AS (
