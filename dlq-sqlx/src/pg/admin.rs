@@ -24,9 +24,10 @@ fn limit(n: usize) -> i64 {
 
 /// Binds a filter as `$1..$11` (status, event type, fingerprint, ids, limit, kind, reason
 /// substring, since, until, and the keyset's open id range), as `sql/filter.sql` reads them.
-/// An unbounded end of the id range is bound as NULL, not as `i64::MIN`/`MAX`: a range that
-/// covers every id would still draw the planner to the primary key (366 ms to count the last
-/// hour's 7,000 rows of a million, instead of a few ms from the hour's first id).
+/// The range's lower end is `lower` ([`id_floor`]: the keyset's, narrowed by `since`). An
+/// unbounded end is bound as NULL, not as `i64::MIN`/`MAX`: a range that covers every id would
+/// still draw the planner to the primary key (366 ms to count the last hour's 7,000 rows of a
+/// million, instead of a few ms from the hour's first id).
 ///
 /// The statement is not kept prepared: PostgreSQL then plans each execution with its values,
 /// where `$2::text IS NULL OR event_type = $2` folds to `event_type = 'payment'` and uses the
@@ -36,9 +37,9 @@ fn limit(n: usize) -> i64 {
 fn bind_filter<'q>(
     query: Query<'q, sqlx::Postgres, PgArguments>,
     f: &ListFilter,
+    lower: Option<DlqId>,
 ) -> Query<'q, sqlx::Postgres, PgArguments> {
-    let (lower, upper) = f.id_range();
-    let lower = (lower != DlqId::MIN).then_some(lower);
+    let (_, upper) = f.id_range();
     let upper = (upper != DlqId::MAX).then_some(upper);
     query
         .persistent(false)
@@ -55,6 +56,29 @@ fn bind_filter<'q>(
         .bind(upper)
 }
 
+/// The smallest id a row created at `since` or later can have (`dlq_first_id_since`, migration
+/// 0051: from the parks' tally buckets), or `None` when it is not known. Read before the
+/// statement it narrows, so that PostgreSQL plans that statement with the bound's value (its
+/// estimate of an id range from the primary key's statistics), which a subquery would hide.
+async fn first_id_since(store: &PgStore, since: Option<chrono::DateTime<chrono::Utc>>) -> StoreResult<Option<DlqId>> {
+    let Some(since) = since else { return Ok(None) };
+    let first: i64 = sqlx::query_scalar(store.inner.sql.first_id_since.sql())
+        .bind(since)
+        .fetch_one(&store.inner.pool)
+        .await
+        .map_err(db)?;
+    Ok((first != i64::MIN).then_some(first))
+}
+
+/// The exclusive lower end of the ids `f` can match: its keyset's, raised to just below the
+/// first id a row created at its `since` can have. `None`: unbounded.
+async fn id_floor(store: &PgStore, f: &ListFilter) -> StoreResult<Option<DlqId>> {
+    let (keyset, _) = f.id_range();
+    let since = first_id_since(store, f.since).await?.map(|first| first.saturating_sub(1));
+    let keyset = (keyset != DlqId::MIN).then_some(keyset);
+    Ok(keyset.max(since))
+}
+
 pub(crate) async fn get(store: &PgStore, id: DlqId) -> StoreResult<Option<DeadLetter>> {
     let found = sqlx::query(store.inner.sql.get.sql()).bind(id).fetch_optional(&store.inner.pool).await.map_err(db)?;
     found.as_ref().map(row::letter).transpose()
@@ -65,7 +89,8 @@ pub(crate) async fn list(store: &PgStore, filter: ListFilter) -> StoreResult<Vec
         Order::NewestFirst => &store.inner.sql.list,
         Order::OldestFirst => &store.inner.sql.list_oldest,
     };
-    let query = bind_filter(sqlx::query(statement.sql()), &filter);
+    let lower = id_floor(store, &filter).await?;
+    let query = bind_filter(sqlx::query(statement.sql()), &filter, lower);
     let rows = session::rows_unnamed(&store.inner.session, &store.inner.pool, query).await.map_err(db)?;
     row::letters(&rows)
 }
@@ -79,7 +104,8 @@ pub(crate) async fn count(store: &PgStore, filter: ListFilter) -> StoreResult<u6
         // (see count_created.sql).
         sqlx::query(store.inner.sql.count_created.sql()).bind(filter.since).bind(filter.until).bind(limit(filter.limit))
     } else {
-        bind_filter(sqlx::query(store.inner.sql.count_matching.sql()), &filter)
+        let lower = id_floor(store, &filter).await?;
+        bind_filter(sqlx::query(store.inner.sql.count_matching.sql()), &filter, lower)
     };
     let rows = session::rows_unnamed(&store.inner.session, &store.inner.pool, query).await.map_err(db)?;
     let n: i64 = rows.first().ok_or(sqlx::Error::RowNotFound).and_then(|r| r.try_get(0)).map_err(db)?;
@@ -112,18 +138,13 @@ pub(crate) async fn created_histogram(
     let step = dlq_core::store::histogram_step(step)?;
     #[allow(clippy::cast_precision_loss, reason = "a step of at most a year, in seconds")]
     let seconds = step.num_milliseconds() as f64 / 1000.0;
-    let statement = if tallied(since, step, chrono::Utc::now()) {
-        &store.inner.sql.parked_histogram
-    } else {
-        &store.inner.sql.created_histogram
-    };
-    let rows: Vec<(String, i32, i64)> = sqlx::query_as(statement.sql())
-        .bind(since)
-        .bind(seconds)
-        .bind(f64::from(buckets))
-        .fetch_all(&store.inner.pool)
-        .await
-        .map_err(db)?;
+    let tallied_window = tallied(since, step, chrono::Utc::now());
+    let statement = if tallied_window { &store.inner.sql.parked_histogram } else { &store.inner.sql.created_histogram };
+    let mut query = sqlx::query_as(statement.sql()).bind(since).bind(seconds).bind(f64::from(buckets));
+    if !tallied_window {
+        query = query.persistent(false).bind(first_id_since(store, Some(since)).await?);
+    }
+    let rows: Vec<(String, i32, i64)> = query.fetch_all(&store.inner.pool).await.map_err(db)?;
     Ok(rows
         .into_iter()
         .filter_map(|(event_type, bucket, count)| {
@@ -166,7 +187,8 @@ pub(crate) async fn groups(store: &PgStore, filter: ListFilter) -> StoreResult<V
             .bind(filter.fingerprint.as_deref())
             .bind(limit(filter.limit))
     } else {
-        bind_filter(sqlx::query(store.inner.sql.groups.sql()), &filter)
+        let lower = id_floor(store, &filter).await?;
+        bind_filter(sqlx::query(store.inner.sql.groups.sql()), &filter, lower)
     };
     let rows = session::rows_unnamed(&store.inner.session, &store.inner.pool, query).await.map_err(db)?;
     rows.iter()

@@ -184,6 +184,8 @@ statements! {
     count_matching = "count_matching.sql";
     /// Rows created in a time window, counted up to a limit, from the window's first id.
     count_created = "count_created.sql";
+    /// The smallest id a row created at a time or later can have.
+    first_id_since = "first_id_since.sql";
     /// One audit entry by id.
     audit_entry = "audit_entry.sql";
     /// Audit a reveal of one row.
