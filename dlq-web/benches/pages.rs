@@ -6,11 +6,11 @@
 //!
 //! It (re)creates the database `dlq_bench_pages` on that server, fills `dlq_events` with
 //! `DLQ_BENCH_ROWS` rows (default 1,000,000: 4 event types, 40 failure groups, every status,
-//! spread over the last 7 days; `invoice` redacts a field) in one `INSERT … SELECT`, and, with
-//! no VACUUM or ANALYZE (as a table filled moments before), serves each page through the router
-//! in-process (tower's `oneshot`, no network), as `dlq serve` or an embedding service does. The
-//! first request of each page is reported on its own (`first`); then the median and the slowest
-//! of 20 more.
+//! created over the last 7 days in id order, as parks number them; `invoice` redacts a field)
+//! in one `INSERT … SELECT`, and, with no VACUUM or ANALYZE (as a table filled moments
+//! before), serves each page through the router in-process (tower's `oneshot`, no network), as
+//! `dlq serve` or an embedding service does. The first request of each page is reported on its
+//! own (`first`); then the median and the slowest of 20 more.
 //! `DLQ_BENCH_KEEP=1` keeps the database afterwards, to look at the plans.
 //!
 //! With a `dlq` binary built (`cargo build --release -p dlq-cli`; `DLQ_BENCH_CLI` names another
@@ -50,9 +50,9 @@ SELECT (ARRAY['payment', 'refund', 'invoice', 'shipment'])[1 + i % 4],
        CASE WHEN s.status = 'FAILED_PERMANENTLY' THEN 'permanent' END,
        i % 5, 240,
        now() + (i % 3600) * interval '1 second',
-       now() - (i % 604800) * interval '1 second',
-       now() - (i % 604800) * interval '1 second',
-       now() - (i % 604800) * interval '1 second'
+       now() - (($1 - i) * 604800 / $1) * interval '1 second',
+       now() - (($1 - i) * 604800 / $1) * interval '1 second',
+       now() - (($1 - i) * 604800 / $1) * interval '1 second'
 FROM generate_series(1, $1) AS i,
      LATERAL (SELECT (ARRAY['SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED',
                             'PENDING', 'PENDING', 'FAILED_PERMANENTLY', 'DISCARDED'])[1 + (i * 7) % 10]
@@ -97,6 +97,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("list, one type, by reason", "/events?event_type=shipment&reason=failure%20number".to_owned()),
         ("list, one type that redacts, by reason", "/events?event_type=invoice&reason=failure%20number".to_owned()),
         ("list, page 100", format!("/events?after={}", id - 50 * 100)),
+        ("list, created in the last hour", "/events?since=1h".to_owned()),
         ("detail", format!("/events/{id}")),
         ("chart, 24 h", "/charts/parked.svg?window=24h".to_owned()),
         ("chart, 7 days", "/charts/parked.svg?window=7d".to_owned()),
@@ -154,11 +155,12 @@ fn verbs(url: &str, id: i64, group: &str, dead_group: &str) -> Result<(), Box<dy
         return Ok(());
     }
     let id = id.to_string();
-    let verbs: [(&str, Vec<&str>); 7] = [
+    let verbs: [(&str, Vec<&str>); 8] = [
         ("stats", vec!["stats"]),
         ("ls, first page", vec!["ls"]),
         ("ls, filtered", vec!["ls", "--event-type", "refund", "--status", "PENDING"]),
         ("ls, one group", vec!["ls", "--group", group]),
+        ("ls, created in the last hour", vec!["ls", "--since", "1h"]),
         ("show", vec!["show", &id]),
         ("workers", vec!["workers"]),
         ("redrive a group, dry run", vec!["redrive", "--group", dead_group, "--dry-run"]),
