@@ -70,6 +70,17 @@ async fn first_id_since(store: &PgStore, since: Option<chrono::DateTime<chrono::
     Ok((first != i64::MIN).then_some(first))
 }
 
+/// `sql`, a statement over `sql/filter.sql`, with `f` bound ([`bind_filter`]) and its id range
+/// narrowed to what `f.since` can match ([`id_floor`]).
+async fn filtered<'q>(
+    store: &PgStore,
+    sql: impl sqlx::SqlSafeStr,
+    f: &'q ListFilter,
+) -> StoreResult<Query<'q, sqlx::Postgres, PgArguments>> {
+    let lower = id_floor(store, f).await?;
+    Ok(bind_filter(sqlx::query(sql), f, lower))
+}
+
 /// The exclusive lower end of the ids `f` can match: its keyset's, raised to just below the
 /// first id a row created at its `since` can have. `None`: unbounded.
 async fn id_floor(store: &PgStore, f: &ListFilter) -> StoreResult<Option<DlqId>> {
@@ -89,8 +100,7 @@ pub(crate) async fn list(store: &PgStore, filter: ListFilter) -> StoreResult<Vec
         Order::NewestFirst => &store.inner.sql.list,
         Order::OldestFirst => &store.inner.sql.list_oldest,
     };
-    let lower = id_floor(store, &filter).await?;
-    let query = bind_filter(sqlx::query(statement.sql()), &filter, lower);
+    let query = filtered(store, statement.sql(), &filter).await?;
     let rows = session::rows_unnamed(&store.inner.session, &store.inner.pool, query).await.map_err(db)?;
     row::letters(&rows)
 }
@@ -104,8 +114,7 @@ pub(crate) async fn count(store: &PgStore, filter: ListFilter) -> StoreResult<u6
         // (see count_created.sql).
         sqlx::query(store.inner.sql.count_created.sql()).bind(filter.since).bind(filter.until).bind(limit(filter.limit))
     } else {
-        let lower = id_floor(store, &filter).await?;
-        bind_filter(sqlx::query(store.inner.sql.count_matching.sql()), &filter, lower)
+        filtered(store, store.inner.sql.count_matching.sql(), &filter).await?
     };
     let rows = session::rows_unnamed(&store.inner.session, &store.inner.pool, query).await.map_err(db)?;
     let n: i64 = rows.first().ok_or(sqlx::Error::RowNotFound).and_then(|r| r.try_get(0)).map_err(db)?;
@@ -187,8 +196,7 @@ pub(crate) async fn groups(store: &PgStore, filter: ListFilter) -> StoreResult<V
             .bind(filter.fingerprint.as_deref())
             .bind(limit(filter.limit))
     } else {
-        let lower = id_floor(store, &filter).await?;
-        bind_filter(sqlx::query(store.inner.sql.groups.sql()), &filter, lower)
+        filtered(store, store.inner.sql.groups.sql(), &filter).await?
     };
     let rows = session::rows_unnamed(&store.inner.session, &store.inner.pool, query).await.map_err(db)?;
     rows.iter()
